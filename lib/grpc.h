@@ -1,0 +1,247 @@
+/*
+ * gRPC over HTTP/2 on nghttp2 and libevent: a server and a client.
+ *
+ * Messages are protobuf-c messages. The server decodes each request with the
+ * descriptor of its method-table entry and hands the handler a decoded
+ * message; replies are packed from protobuf-c messages. Nothing here logs or
+ * exits: functions return 0 or a negative errno, and failures of a call reach
+ * its owner as a gRPC status.
+ *
+ * Lifetimes. A server call (struct grpc_call) lives from its handler's
+ * invocation until it is finished (grpc_call_finish, grpc_call_reply) or its
+ * stream or connection goes away. Whoever keeps a call pointer past the
+ * handler's return must register an on-close callback; the callback is the
+ * last moment the pointer is valid. A client call (struct grpc_ccall) lives
+ * until its done callback has returned.
+ */
+#ifndef RDZV_GRPC_H
+#define RDZV_GRPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "endpoint.h"
+#include "tls.h"
+
+/* gRPC status codes (grpc/grpc doc/statuscodes.md). */
+enum grpc_status {
+	GRPC_OK = 0,
+	GRPC_CANCELLED = 1,
+	GRPC_UNKNOWN = 2,
+	GRPC_INVALID_ARGUMENT = 3,
+	GRPC_DEADLINE_EXCEEDED = 4,
+	GRPC_NOT_FOUND = 5,
+	GRPC_ALREADY_EXISTS = 6,
+	GRPC_PERMISSION_DENIED = 7,
+	GRPC_RESOURCE_EXHAUSTED = 8,
+	GRPC_FAILED_PRECONDITION = 9,
+	GRPC_ABORTED = 10,
+	GRPC_OUT_OF_RANGE = 11,
+	GRPC_UNIMPLEMENTED = 12,
+	GRPC_INTERNAL = 13,
+	GRPC_UNAVAILABLE = 14,
+	GRPC_DATA_LOSS = 15,
+	GRPC_UNAUTHENTICATED = 16,
+};
+
+/* "OK", "NOT_FOUND", ...; "UNKNOWN_STATUS" outside the table. */
+const char *grpc_status_name(int status);
+
+/* ---------------------------------------------------------------- server */
+
+struct grpc_server;
+struct grpc_conn;
+struct grpc_call;
+
+/*
+ * A method's handler. |req| is the decoded request, owned by the call and
+ * freed when the handler returns (copy what you keep). A unary handler
+ * answers with grpc_call_reply() or grpc_call_finish(), now or later; a
+ * streaming handler sends with grpc_call_send() and ends with
+ * grpc_call_finish().
+ */
+typedef void (*grpc_handler_fn)(struct grpc_call *call,
+    const ProtobufCMessage *req, void *arg);
+
+struct grpc_method {
+	const char *path;	/* "/rdzv.v1.Control/ServerInfo" */
+	const ProtobufCMessageDescriptor *request;
+	int server_streaming;
+	grpc_handler_fn handler;
+	void *arg;
+};
+
+struct grpc_server_opts {
+	size_t max_message;		/* default 4 MiB (SPEC §12) */
+	uint32_t max_streams;		/* per connection, default 100 */
+	uint32_t max_conns;		/* default 100,000 */
+	size_t out_cap;			/* queued output per connection before
+					   grpc_call_send says -ENOBUFS;
+					   default 1 MiB */
+	uint32_t keepalive_ms;		/* PING a connection silent this long;
+					   default 5000, 0 never */
+};
+
+/*
+ * Creates a server on |base| that dispatches to |methods| (the table is not
+ * copied and must outlive the server). |opts| may be NULL for the defaults.
+ */
+struct grpc_server *grpc_server_new(struct event_base *base,
+    const struct grpc_method *methods, size_t n_methods,
+    const struct grpc_server_opts *opts);
+
+/*
+ * Listens on |ep|. With |tls| (not NULL) connections are TLS with ALPN h2
+ * and, when the context asks for client certificates, the certificate's
+ * subject becomes the caller's identity; without it, cleartext HTTP/2 with
+ * prior knowledge. Unix sockets give "uid:N" as identity, cleartext TCP
+ * "anonymous". May be called several times. Returns 0 or -errno.
+ */
+int grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
+    struct tls_ctx *tls);
+
+/* The port a TCP listener is bound to (after listening on port 0), or -1. */
+int grpc_server_port(const struct grpc_server *srv, size_t listener);
+
+/*
+ * Stops accepting, sends GOAWAY on every connection and lets in-flight calls
+ * finish; |done| runs once the last connection is gone or |timeout_ms|
+ * passed (then remaining connections are closed). Streams still open get
+ * UNAVAILABLE when the timeout forces them.
+ */
+void grpc_server_shutdown(struct grpc_server *srv, uint32_t timeout_ms,
+    void (*done)(void *arg), void *arg);
+
+/* Closes everything at once. Accepts NULL. */
+void grpc_server_free(struct grpc_server *srv);
+
+/* Open connections, for ServerInfo. */
+size_t grpc_server_conn_count(const struct grpc_server *srv);
+
+/* Sends |msg| on a call. Returns 0, -ENOBUFS when the connection has
+ * out_cap bytes queued (nothing was queued: wait for the writable callback),
+ * -EMSGSIZE over max_message, -EPIPE when the call is finished. */
+int grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg);
+
+/* Sends |msg| and finishes with OK: the answer of a unary call. */
+int grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg);
+
+/* Finishes the call with |status| and a printf-style message (may be NULL).
+ * Messages already queued are sent first. The call is gone afterwards. */
+void grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* |cb| runs exactly once when the call ends for any reason: finished by the
+ * server, cancelled by the client (RST_STREAM), deadline, connection closed.
+ * |cancelled| is 0 when the server finished it. The call pointer is invalid
+ * after |cb| returns. Replaces an earlier callback. */
+void grpc_call_on_close(struct grpc_call *call,
+    void (*cb)(struct grpc_call *call, int cancelled, void *arg), void *arg);
+
+/* |cb| runs when the connection's queued output falls below half of out_cap
+ * after a grpc_call_send returned -ENOBUFS. */
+void grpc_call_on_writable(struct grpc_call *call,
+    void (*cb)(struct grpc_call *call, void *arg), void *arg);
+
+/* The caller's identity (SPEC §11): the certificate subject, "uid:N" or
+ * "anonymous". Valid for the life of the call. */
+const char *grpc_call_identity(const struct grpc_call *call);
+
+/* The peer's address as text ("127.0.0.1", "::1", "unix"). */
+const char *grpc_call_peer(const struct grpc_call *call);
+
+/* The address of our side of the connection. */
+const char *grpc_call_local(const struct grpc_call *call);
+
+/* The call's method path. */
+const char *grpc_call_path(const struct grpc_call *call);
+
+/* The connection a call arrived on: stable while the call lives; use it to
+ * tie leases to connections. */
+struct grpc_conn *grpc_call_conn(const struct grpc_call *call);
+
+/* Monotonic time (ms, CLOCK_MONOTONIC) the connection last received a frame. */
+uint64_t grpc_conn_last_seen_ms(const struct grpc_conn *conn);
+
+/* --------------------------------------------------------------- client */
+
+struct grpc_client;
+struct grpc_ccall;
+
+struct grpc_client_opts {
+	struct endpoint server;
+	struct tls_ctx *tls;		/* NULL: cleartext prior knowledge */
+	const char *server_name;	/* SNI and verification; default host */
+	uint32_t connect_timeout_ms;	/* default 5000 */
+	uint32_t keepalive_ms;		/* send PING this often; 0 never */
+	uint32_t keepalive_timeout_ms;	/* no PING ACK this long: close;
+					   default 2 * keepalive_ms */
+	size_t max_message;		/* default 4 MiB */
+};
+
+/*
+ * Creates a client. It connects on the first call and reconnects on a later
+ * call after the connection failed; it does not retry calls. |on_closed|
+ * (may be NULL) runs when an established or attempted connection ends, with
+ * -errno or a negative GRPC error; the calls on it have already been
+ * completed with UNAVAILABLE.
+ */
+struct grpc_client *grpc_client_new(struct event_base *base,
+    const struct grpc_client_opts *opts,
+    void (*on_closed)(struct grpc_client *cli, int err, void *arg), void *arg);
+
+/* Closes the connection; calls in flight complete with CANCELLED first.
+ * Accepts NULL. */
+void grpc_client_free(struct grpc_client *cli);
+
+/* Called with each message of a server stream (and the one reply of a
+ * unary call). |msg| is freed when the callback returns. */
+typedef void (*grpc_msg_fn)(struct grpc_ccall *cc, const ProtobufCMessage *msg,
+    void *arg);
+
+/* Called once when the call ends: the trailers' status and message (the
+ * message may be NULL). */
+typedef void (*grpc_done_fn)(struct grpc_ccall *cc, int status,
+    const char *message, void *arg);
+
+/*
+ * Starts a call of |path| with |req|; replies are decoded with |reply|.
+ * Unary and server-streaming calls alike: |on_msg| sees each message, |done|
+ * the end. |timeout_ms| (0: none) is sent as grpc-timeout and enforced
+ * locally. Returns the call, or NULL with errno set; a call that cannot be
+ * started because the connection failed still returns a call and completes
+ * with UNAVAILABLE from the event loop.
+ */
+struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
+    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,
+    uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg);
+
+/* Cancels a call (RST_STREAM CANCEL); its done callback runs with CANCELLED
+ * before this returns. */
+void grpc_ccall_cancel(struct grpc_ccall *cc);
+
+/* Local address of the client's established connection ("10.0.0.5"), or
+ * NULL when not connected. The agent advertises it (SPEC §6). */
+const char *grpc_client_local_addr(const struct grpc_client *cli);
+
+/* 1 when the connection is established. */
+int grpc_client_connected(const struct grpc_client *cli);
+
+/*
+ * Runs one unary call to completion on a private event loop: for the CLI
+ * tools. On success *reply is the decoded message (free it with
+ * protobuf_c_message_free_unpacked). Returns the gRPC status; *errmsg (may
+ * be NULL) gets a malloc'd message the caller frees.
+ */
+int grpc_unary_sync(const struct grpc_client_opts *opts, const char *path,
+    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply_desc,
+    uint32_t timeout_ms, ProtobufCMessage **reply, char **errmsg);
+
+/* Monotonic milliseconds (CLOCK_MONOTONIC). */
+uint64_t mono_ms(void);
+
+#endif

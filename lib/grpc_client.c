@@ -1,0 +1,2 @@
+/* grpc_client.c: being written. */
+#include "grpc.h"

@@ -1,0 +1,2 @@
+/* grpc_server.c: being written. */
+#include "grpc.h"

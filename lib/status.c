@@ -1,0 +1,30 @@
+/*
+ * gRPC status names and the monotonic clock the programs share.
+ */
+#include <time.h>
+
+#include "grpc.h"
+
+static const char *const status_names[] = {
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+};
+
+const char *
+grpc_status_name(int status)
+{
+	if (status < 0 || (size_t)status >= sizeof(status_names) /
+	    sizeof(status_names[0]))
+		return "UNKNOWN_STATUS";
+	return status_names[status];
+}
+
+uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,2 @@
+/* tls.c: being written. */
+#include "grpc.h"

@@ -1,0 +1,66 @@
+/*
+ * The gRPC message layer on top of HTTP/2 DATA (grpc/grpc
+ * doc/PROTOCOL-HTTP2.md): length-prefixed messages, grpc-timeout values and
+ * percent-encoded grpc-message. Pure functions, no I/O: fuzzed and unit
+ * tested directly.
+ */
+#ifndef RDZV_WIRE_H
+#define RDZV_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define GRPC_PREFIX_LEN 5
+
+/*
+ * Reassembles messages from DATA chunks of any size. The size limit is
+ * checked against the length prefix before anything of the message is
+ * buffered.
+ */
+struct grpc_reader {
+	size_t max;		/* largest message accepted */
+	uint8_t prefix[GRPC_PREFIX_LEN];
+	size_t prefix_have;
+	uint8_t *buf;
+	size_t len;		/* of the message being read */
+	size_t have;
+};
+
+void grpc_reader_init(struct grpc_reader *r, size_t max);
+void grpc_reader_reset(struct grpc_reader *r);
+
+/*
+ * Feeds |len| bytes. |cb| runs for each complete message; its non-zero
+ * return stops the feed and is returned. Returns 0, -EMSGSIZE for a
+ * message over the limit, -EPROTO for a compressed message (we announce no
+ * compression), -ENOMEM.
+ */
+int grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
+    int (*cb)(void *arg, const uint8_t *msg, size_t len), void *arg);
+
+/* 1 when a message is partly read: the stream ended inside a message. */
+int grpc_reader_partial(const struct grpc_reader *r);
+
+/* Packs |msg| behind a length prefix into a malloc'd buffer. Returns 0,
+ * -EMSGSIZE when the packed message exceeds |max|, -ENOMEM. */
+int grpc_frame_pack(const ProtobufCMessage *msg, size_t max, uint8_t **out,
+    size_t *outlen);
+
+/* Parses a grpc-timeout value ("100m", "5S", at most 8 digits then one of
+ * H M S m u n) into milliseconds, rounded up. Returns 0 or -EINVAL. */
+int grpc_timeout_parse(const char *s, size_t len, uint64_t *ms);
+
+/* Formats |ms| as a grpc-timeout value into |buf| (at least 16 bytes). */
+void grpc_timeout_format(uint64_t ms, char *buf, size_t len);
+
+/* Percent-encodes a grpc-message: bytes 0x20-0x7E except '%' stay, others
+ * become %XX. Returns a malloc'd string, NULL on ENOMEM. */
+char *grpc_message_encode(const char *s);
+
+/* Decodes a percent-encoded grpc-message of |len| bytes; malformed escapes
+ * are kept as they are. Returns a malloc'd string, NULL on ENOMEM. */
+char *grpc_message_decode(const char *s, size_t len);
+
+#endif
