@@ -1,0 +1,453 @@
+/*
+ * rdzvd's settings: embedded defaults, then /etc/rdzv/rdzvd.conf (or
+ * --config FILE) as `key = value` lines named like the long options, then the
+ * command line (SPEC §13). One table describes every setting, so the file and
+ * the flags cannot drift apart.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "rdzvd.h"
+
+#define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
+
+enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
+    K_DURATION_MS, K_LOGLEVEL };
+
+struct setting {
+	const char	*name;
+	enum kind	 kind;
+	size_t		 off;
+	const char	*help;
+};
+
+#define OFF(f) offsetof(struct config, f)
+static const struct setting settings[] = {
+	{ "listen", K_LISTEN, 0, "ADDR:PORT or unix:PATH (repeatable)" },
+	{ "db", K_STR, OFF(db), "SQLite database path" },
+	{ "tls-cert", K_STR, OFF(tls_cert), "server certificate (PEM)" },
+	{ "tls-key", K_STR, OFF(tls_key), "server private key (PEM)" },
+	{ "tls-ca", K_STR, OFF(tls_ca), "CA for client certificates (mTLS)" },
+	{ "insecure", K_BOOL, OFF(insecure),
+	    "allow cleartext on non-loopback addresses" },
+	{ "log-level", K_LOGLEVEL, OFF(log_level), "error|warn|info|debug" },
+	{ "admin", K_ADMIN, 0, "identity allowed to act on every job "
+	    "(repeatable)" },
+	{ "max-message", K_SIZE, OFF(max_message), "largest message, bytes" },
+	{ "max-streams", K_U32, OFF(max_streams),
+	    "concurrent streams per connection" },
+	{ "max-connections", K_U32, OFF(max_conns), "open connections" },
+	{ "max-nodes-per-job", K_U32, OFF(max_nodes_per_job), "nodes in one job" },
+	{ "retention", K_DURATION_S, OFF(retention_s),
+	    "how long ended jobs stay visible" },
+	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
+	    "PING a silent connection after this" },
+	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
+	    "how long calls may finish after SIGTERM" },
+};
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: rdzvd [--config FILE] [--listen ADDR:PORT | "
+	    "unix:PATH]... [--db PATH]\n"
+	    "             [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] "
+	    "[--insecure]\n"
+	    "             [--log-level LEVEL] [--check-config]\n\nsettings "
+	    "(also as `key = value` lines in the config file):\n");
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		fprintf(f, "  --%-18s %s\n", settings[i].name, settings[i].help);
+}
+
+/* "4194304", "4M", "512KiB" -> bytes. */
+static int
+parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *s == '-')
+		return -1;
+	unsigned long long mul = 1;
+	if (*end == 'K' || *end == 'k')
+		mul = 1024;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1024 * 1024;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1024ULL * 1024 * 1024;
+	if (mul != 1 && (*++end == 'i' || *end == 'B'))
+		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+	if (*end != '\0' || v > SIZE_MAX / mul)
+		return -1;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+/* "30", "30s", "500ms", "5m", "7d" -> milliseconds; a bare number is in
+ * |bare_unit_ms|. */
+static int
+parse_duration(const char *s, uint64_t bare_unit_ms, uint64_t *ms)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno != 0 || end == s || v < 0)
+		return -1;
+	double mul;
+	if (*end == '\0')
+		mul = (double)bare_unit_ms;
+	else if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0)
+		mul = 1000;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		mul = 60 * 1000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600 * 1000;
+	else if (strcmp(end, "d") == 0)
+		mul = 86400 * 1000;
+	else
+		return -1;
+	if (v * mul > (double)UINT32_MAX * 1000)
+		return -1;
+	*ms = (uint64_t)(v * mul + 0.5);
+	return 0;
+}
+
+static int
+apply(struct config *cfg, const struct setting *st, const char *val,
+    char *err, size_t errlen)
+{
+	char *base = (char *)cfg;
+	uint64_t ms;
+	size_t sz;
+	int lvl;
+
+	switch (st->kind) {
+	case K_STR: {
+		char **p = (char **)(base + st->off);
+		free(*p);
+		*p = strdup(val);
+		return 0;
+	}
+	case K_BOOL: {
+		int *p = (int *)(base + st->off);
+		if (val == NULL || strcasecmp(val, "true") == 0 ||
+		    strcasecmp(val, "yes") == 0 || strcmp(val, "1") == 0)
+			*p = 1;
+		else if (strcasecmp(val, "false") == 0 ||
+		    strcasecmp(val, "no") == 0 || strcmp(val, "0") == 0)
+			*p = 0;
+		else
+			break;
+		return 0;
+	}
+	case K_LISTEN:
+		if (cfg->n_listen == RDZVD_MAX_LISTEN) {
+			snprintf(err, errlen, "listen: at most %d listeners",
+			    RDZVD_MAX_LISTEN);
+			return -1;
+		}
+		if (endpoint_parse(val, RDZV_DEFAULT_PORT,
+		    &cfg->listen[cfg->n_listen], err, errlen) != 0)
+			return -1;
+		cfg->n_listen++;
+		return 0;
+	case K_ADMIN:
+		if (cfg->n_admins == RDZVD_MAX_ADMINS) {
+			snprintf(err, errlen, "admin: at most %d admins",
+			    RDZVD_MAX_ADMINS);
+			return -1;
+		}
+		cfg->admins[cfg->n_admins++] = strdup(val);
+		return 0;
+	case K_SIZE:
+		if (parse_size(val, &sz) != 0 || sz == 0)
+			break;
+		*(size_t *)(base + st->off) = sz;
+		return 0;
+	case K_U32: {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(val, &end, 10);
+		if (errno != 0 || *end != '\0' || end == val || v == 0 ||
+		    v > UINT32_MAX || *val == '-')
+			break;
+		*(uint32_t *)(base + st->off) = (uint32_t)v;
+		return 0;
+	}
+	case K_DURATION_S:
+		if (parse_duration(val, 1000, &ms) != 0)
+			break;
+		*(uint32_t *)(base + st->off) = (uint32_t)(ms / 1000);
+		return 0;
+	case K_DURATION_MS:
+		if (parse_duration(val, 1, &ms) != 0 || ms > UINT32_MAX)
+			break;
+		*(uint32_t *)(base + st->off) = (uint32_t)ms;
+		return 0;
+	case K_LOGLEVEL:
+		if ((lvl = log_level_parse(val)) < 0)
+			break;
+		*(int *)(base + st->off) = lvl;
+		return 0;
+	}
+	snprintf(err, errlen, "%s: invalid value '%s'", st->name,
+	    val != NULL ? val : "");
+	return -1;
+}
+
+static const struct setting *
+find_setting(const char *name)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+struct file_ctx {
+	struct config	*cfg;
+	char		 err[512];	/* the first error */
+};
+
+/* Returning 0 makes ini_parse report this line as its first error line. */
+static int
+file_handler(void *arg, const char *section, const char *name,
+    const char *value)
+{
+	struct file_ctx *fc = arg;
+	const struct setting *st = find_setting(name);
+	char err[512];
+
+	if (section[0] != '\0')
+		snprintf(err, sizeof(err), "sections are not used ([%s])",
+		    section);
+	else if (st == NULL)
+		snprintf(err, sizeof(err), "unknown setting '%s'", name);
+	else if (apply(fc->cfg, st, value, err, sizeof(err)) == 0)
+		return 1;
+	if (fc->err[0] == '\0')
+		snprintf(fc->err, sizeof(fc->err), "%s", err);
+	return 0;
+}
+
+void
+config_default_db(char *buf, size_t len)
+{
+	const char *dir = getenv("STATE_DIRECTORY");
+	if (dir != NULL && *dir != '\0') {
+		/* systemd may pass several, colon-separated: take the first. */
+		snprintf(buf, len, "%.*s/rdzv.db", (int)strcspn(dir, ":"), dir);
+	} else if (geteuid() == 0) {
+		snprintf(buf, len, "/var/lib/rdzv/rdzv.db");
+	} else if ((dir = getenv("XDG_STATE_HOME")) != NULL && *dir != '\0') {
+		snprintf(buf, len, "%s/rdzv/rdzv.db", dir);
+	} else {
+		const char *home = getenv("HOME");
+		snprintf(buf, len, "%s/.local/state/rdzv/rdzv.db",
+		    home != NULL ? home : ".");
+	}
+}
+
+static void
+defaults(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->log_level = LOG_LEVEL_INFO;
+	cfg->max_message = 4 * 1024 * 1024;
+	cfg->max_streams = 100;
+	cfg->max_conns = 100000;
+	cfg->max_nodes_per_job = 10000;
+	cfg->retention_s = 7 * 86400;
+	cfg->keepalive_ms = 5000;
+	cfg->shutdown_timeout_ms = 5000;
+}
+
+void
+config_load(struct config *cfg, int argc, char **argv)
+{
+	struct option longopts[N_SETTINGS + 5];
+	size_t n = 0;
+	char err[512];
+
+	defaults(cfg);
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		longopts[n++] = (struct option){ settings[i].name,
+		    settings[i].kind == K_BOOL ? no_argument : required_argument,
+		    NULL, 1000 + (int)i };
+	longopts[n++] = (struct option){ "config", required_argument, NULL, 'c' };
+	longopts[n++] = (struct option){ "check-config", no_argument, NULL, 'C' };
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n++] = (struct option){ "version", no_argument, NULL, 'V' };
+	longopts[n] = (struct option){ 0 };
+
+	/* First pass: only --config, --check-config, --help, --version. */
+	const char *file = NULL;
+	int explicit_file = 0, opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			file = optarg;
+			explicit_file = 1;
+		} else if (opt == 'C') {
+			cfg->check_only = 1;
+		} else if (opt == 'h') {
+			usage(stdout);
+			exit(0);
+		} else if (opt == 'V') {
+			printf("rdzvd %s\n", RDZV_VERSION);
+			exit(0);
+		}
+	}
+	if (file == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
+		file = DEFAULT_CONFIG;
+	if (file != NULL) {
+		struct file_ctx fc = { .cfg = cfg };
+		errno = 0;
+		int rc = ini_parse(file, file_handler, &fc);
+		if (rc < 0 && explicit_file) {
+			fprintf(stderr, "rdzvd: config %s: %s\n", file,
+			    rc == -1 ? strerror(errno != 0 ? errno : ENOENT) :
+			    "out of memory");
+			exit(2);
+		} else if (rc > 0) {
+			fprintf(stderr, "rdzvd: %s:%d: %s\n", file, rc,
+			    fc.err[0] != '\0' ? fc.err :
+			    "not a `key = value` line");
+			exit(2);
+		}
+		if (rc == 0)
+			cfg->file = strdup(file);
+	}
+
+	/* Second pass: flags win over the file; a list given by flags
+	 * replaces the file's list. */
+	int listen_flag = 0, admin_flag = 0;
+	optind = 0;
+	opterr = 1;
+	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+		if (opt == '?' || opt == ':') {
+			usage(stderr);
+			exit(2);
+		}
+		if (opt < 1000)
+			continue;
+		const struct setting *st = &settings[opt - 1000];
+		if (st->kind == K_LISTEN && !listen_flag++)
+			cfg->n_listen = 0;
+		if (st->kind == K_ADMIN && !admin_flag++) {
+			for (size_t i = 0; i < cfg->n_admins; i++)
+				free(cfg->admins[i]);
+			cfg->n_admins = 0;
+		}
+		if (apply(cfg, st, optarg, err, sizeof(err)) != 0) {
+			fprintf(stderr, "rdzvd: --%s\n", err);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rdzvd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+
+	if (cfg->n_listen == 0)
+		endpoint_parse("127.0.0.1", RDZV_DEFAULT_PORT, &cfg->listen[
+		    cfg->n_listen++], NULL, 0);
+	if (cfg->db == NULL) {
+		char path[PATH_MAX];
+		config_default_db(path, sizeof(path));
+		cfg->db = strdup(path);
+	}
+}
+
+int
+config_validate(const struct config *cfg, char *err, size_t errlen)
+{
+	char addr[300];
+
+	if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together");
+		return -1;
+	}
+	if (cfg->tls_ca != NULL && cfg->tls_cert == NULL) {
+		snprintf(err, errlen, "--tls-ca needs --tls-cert and --tls-key");
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		const struct endpoint *ep = &cfg->listen[i];
+		if (ep->kind == ENDPOINT_TCP && cfg->tls_cert == NULL &&
+		    !endpoint_is_loopback(ep) && !cfg->insecure) {
+			endpoint_format(ep, addr, sizeof(addr));
+			snprintf(err, errlen, "--listen %s would accept cleartext "
+			    "from the network: give --tls-cert and --tls-key, or "
+			    "--insecure if that network is trusted", addr);
+			return -1;
+		}
+	}
+	if (cfg->max_message < 1024) {
+		snprintf(err, errlen, "--max-message %zu is below 1 KiB",
+		    cfg->max_message);
+		return -1;
+	}
+	return 0;
+}
+
+void
+config_print(const struct config *cfg, FILE *f)
+{
+	char addr[300];
+
+	fprintf(f, "config = %s\n", cfg->file != NULL ? cfg->file : "(none)");
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		endpoint_format(&cfg->listen[i], addr, sizeof(addr));
+		fprintf(f, "listen = %s\n", addr);
+	}
+	fprintf(f, "db = %s\n", cfg->db);
+	fprintf(f, "tls-cert = %s\n", cfg->tls_cert ? cfg->tls_cert : "");
+	fprintf(f, "tls-key = %s\n", cfg->tls_key ? cfg->tls_key : "");
+	fprintf(f, "tls-ca = %s\n", cfg->tls_ca ? cfg->tls_ca : "");
+	fprintf(f, "insecure = %s\n", cfg->insecure ? "true" : "false");
+	fprintf(f, "log-level = %s\n", log_level_name(cfg->log_level));
+	for (size_t i = 0; i < cfg->n_admins; i++)
+		fprintf(f, "admin = %s\n", cfg->admins[i]);
+	fprintf(f, "max-message = %zu\n", cfg->max_message);
+	fprintf(f, "max-streams = %u\n", cfg->max_streams);
+	fprintf(f, "max-connections = %u\n", cfg->max_conns);
+	fprintf(f, "max-nodes-per-job = %u\n", cfg->max_nodes_per_job);
+	fprintf(f, "retention = %us\n", cfg->retention_s);
+	fprintf(f, "keepalive = %ums\n", cfg->keepalive_ms);
+	fprintf(f, "shutdown-timeout = %ums\n", cfg->shutdown_timeout_ms);
+}
+
+int
+config_is_admin(const struct config *cfg, const char *identity)
+{
+	for (size_t i = 0; i < cfg->n_admins; i++)
+		if (strcmp(cfg->admins[i], identity) == 0)
+			return 1;
+	return 0;
+}
+
+void
+config_free(struct config *cfg)
+{
+	free(cfg->file);
+	free(cfg->db);
+	free(cfg->tls_cert);
+	free(cfg->tls_key);
+	free(cfg->tls_ca);
+	for (size_t i = 0; i < cfg->n_admins; i++)
+		free(cfg->admins[i]);
+	memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,166 @@
+/*
+ * rdzvd: the cluster-wide rendezvous daemon. It runs in the foreground, logs
+ * to stderr and tells systemd when it is ready (SPEC §13).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "log.h"
+#include "rdzvd.h"
+#include "tls.h"
+
+#if HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+struct rdzvd rdzvd;
+
+static void
+notify(const char *state)
+{
+#if HAVE_LIBSYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
+static void
+shutdown_done(void *arg)
+{
+	event_base_loopbreak(rdzvd.base);
+}
+
+/* The first SIGTERM/SIGINT drains calls gracefully; a second one ends at
+ * once. */
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	static int stopping;
+
+	if (stopping++) {
+		log_warnx("second %s: exiting now", strsignal((int)sig));
+		event_base_loopbreak(rdzvd.base);
+		return;
+	}
+	log_info("%s: shutting down", strsignal((int)sig));
+	notify("STOPPING=1");
+	health_set_serving(0, 1);
+	grpc_server_shutdown(rdzvd.srv, rdzvd.cfg.shutdown_timeout_ms,
+	    shutdown_done, NULL);
+}
+
+static int64_t
+wall_ms(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void
+setup_tls(void)
+{
+	char err[512];
+	struct tls_opts o = {
+		.cert = rdzvd.cfg.tls_cert,
+		.key = rdzvd.cfg.tls_key,
+		.ca = rdzvd.cfg.tls_ca,
+	};
+
+	if (rdzvd.cfg.tls_cert == NULL)
+		return;
+	if (tls_server_new(&o, &rdzvd.tls, err, sizeof(err)) != 0)
+		fatalx("%s", err);
+}
+
+static void
+listen_all(void)
+{
+	const struct config *cfg = &rdzvd.cfg;
+	char addr[300];
+
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		const struct endpoint *ep = &cfg->listen[i];
+		struct tls_ctx *tls = ep->kind == ENDPOINT_TCP ? rdzvd.tls : NULL;
+		int rc = grpc_server_listen(rdzvd.srv, ep, tls);
+		endpoint_format(ep, addr, sizeof(addr));
+		if (rc < 0)
+			fatalx("cannot listen on %s: %s", addr, strerror(-rc));
+		if (ep->kind == ENDPOINT_TCP) {
+			struct endpoint bound = *ep;
+			bound.port = (uint16_t)grpc_server_port(rdzvd.srv, i);
+			endpoint_format(&bound, addr, sizeof(addr));
+		}
+		const char *how = tls == NULL ? "" :
+		    tls_wants_client_cert(tls) ? " (mTLS)" : " (TLS)";
+		snprintf(rdzvd.listeners[rdzvd.n_listeners++],
+		    sizeof(rdzvd.listeners[0]), "%.280s%s", addr, how);
+		log_info("listening on %s%s", addr, tls != NULL ? " (TLS)" : "");
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	char err[512];
+
+	log_init("rdzvd", LOG_LEVEL_INFO);
+	config_load(&rdzvd.cfg, argc, argv);
+	log_set_level(rdzvd.cfg.log_level);
+	if (config_validate(&rdzvd.cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzvd: %s\n", err);
+		return 2;
+	}
+	if (rdzvd.cfg.check_only) {
+		config_print(&rdzvd.cfg, stdout);
+		return 0;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	rdzvd.started_mono_ms = mono_ms();
+	rdzvd.started_wall_ms = wall_ms();
+	rdzvd.base = event_base_new();
+	if (rdzvd.base == NULL)
+		fatalx("event_base_new failed");
+	setup_tls();
+
+	struct grpc_server_opts so = {
+		.max_message = rdzvd.cfg.max_message,
+		.max_streams = rdzvd.cfg.max_streams,
+		.max_conns = rdzvd.cfg.max_conns,
+		.keepalive_ms = rdzvd.cfg.keepalive_ms,
+	};
+	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
+	    rdzvd_n_methods, &so);
+	if (rdzvd.srv == NULL)
+		fatal("grpc_server_new");
+	listen_all();
+
+	struct event *sigterm = evsignal_new(rdzvd.base, SIGTERM, on_signal, NULL);
+	struct event *sigint = evsignal_new(rdzvd.base, SIGINT, on_signal, NULL);
+	event_add(sigterm, NULL);
+	event_add(sigint, NULL);
+
+	rdzvd.serving = 1;
+	notify("READY=1");
+	log_info("ready (version %s, pid %d)", RDZV_VERSION, (int)getpid());
+	event_base_dispatch(rdzvd.base);
+
+	event_free(sigterm);
+	event_free(sigint);
+	grpc_server_free(rdzvd.srv);
+	tls_free(rdzvd.tls);
+	event_base_free(rdzvd.base);
+	config_free(&rdzvd.cfg);
+	log_info("stopped");
+	return 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * Control.ServerInfo: what rdzvctl server shows, and the caller's identity
+ * as the daemon sees it (SPEC §11), which makes permission problems easy to
+ * diagnose.
+ */
+#include <unistd.h>
+
+#include "rdzv/v1/control.pb-c.h"
+#include "rdzvd.h"
+
+void
+rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
+    void *arg)
+{
+	Rdzv__V1__ServerInfoResponse resp = RDZV__V1__SERVER_INFO_RESPONSE__INIT;
+	char *listeners[RDZVD_MAX_LISTEN];
+
+	resp.version = (char *)RDZV_VERSION;
+	resp.uptime_ms = mono_ms() - rdzvd.started_mono_ms;
+	resp.database = rdzvd.cfg.db;
+	resp.connections = (uint32_t)grpc_server_conn_count(rdzvd.srv);
+	resp.identity = (char *)grpc_call_identity(call);
+	resp.pid = (uint32_t)getpid();
+	resp.started_unix_ms = rdzvd.started_wall_ms;
+	for (size_t i = 0; i < rdzvd.n_listeners; i++)
+		listeners[i] = rdzvd.listeners[i];
+	resp.n_listeners = rdzvd.n_listeners;
+	resp.listeners = listeners;
+	grpc_call_reply(call, &resp.base);
+}
