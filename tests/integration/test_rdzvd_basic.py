@@ -1,0 +1,198 @@
+"""rdzvd's transport-level behaviour seen from a gRPC implementation this
+project did not write (Debian's grpcio): Health and ServerInfo over
+cleartext loopback, TLS, mTLS and unix sockets; command line and config
+file handling (SPEC §10, §11, §13)."""
+
+import os
+import signal
+import subprocess
+
+import grpc
+import pytest
+
+import rdzvtest as rt
+
+pb = rt.protos()
+RDZVD = rt.build_path("daemon", "rdzvd")
+
+
+def health_check(channel, service="", timeout=5):
+    call = channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=pb.health.HealthCheckRequest.SerializeToString,
+        response_deserializer=pb.health.HealthCheckResponse.FromString)
+    return call(pb.health.HealthCheckRequest(service=service), timeout=timeout)
+
+
+def server_info(channel, timeout=5):
+    call = channel.unary_unary(
+        "/rdzv.v1.Control/ServerInfo",
+        request_serializer=pb.control.ServerInfoRequest.SerializeToString,
+        response_deserializer=pb.control.ServerInfoResponse.FromString)
+    return call(pb.control.ServerInfoRequest(), timeout=timeout)
+
+
+SERVING = pb.health.HealthCheckResponse.SERVING
+NOT_SERVING = pb.health.HealthCheckResponse.NOT_SERVING
+
+
+def test_cleartext_health_and_server_info(tmp_path):
+    with rt.Daemon(tmp_path) as d:
+        with grpc.insecure_channel(d.addr) as ch:
+            assert health_check(ch).status == SERVING
+            assert health_check(ch, "rdzv.v1.Rendezvous").status == SERVING
+            with pytest.raises(grpc.RpcError) as e:
+                health_check(ch, "no.such.Service")
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "no.such.Service" in e.value.details()
+
+            info = server_info(ch)
+            assert info.version
+            assert info.identity == "anonymous"
+            assert info.pid == d.pid
+            assert info.database == d.db
+            assert info.connections >= 1
+            assert any(l.startswith("127.0.0.1:%d" % d.port) for l in info.listeners)
+        assert d.stop() == 0
+
+
+def test_unknown_method_is_unimplemented(tmp_path):
+    with rt.Daemon(tmp_path) as d, grpc.insecure_channel(d.addr) as ch:
+        call = ch.unary_unary("/rdzv.v1.Control/NoSuchMethod")
+        with pytest.raises(grpc.RpcError) as e:
+            call(b"", timeout=5)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert health_check(ch).status == SERVING
+
+
+def test_tls(tmp_path):
+    c = rt.make_certs(tmp_path)
+    args = ["--tls-cert", c["server_cert"], "--tls-key", c["server_key"]]
+    with rt.Daemon(tmp_path, args) as d:
+        creds = grpc.ssl_channel_credentials(root_certificates=rt.read(c["ca"]))
+        with grpc.secure_channel(d.addr, creds) as ch:
+            assert health_check(ch).status == SERVING
+            assert server_info(ch).identity == "anonymous"
+        # A client that trusts another CA cannot talk to it.
+        bad = grpc.ssl_channel_credentials(root_certificates=rt.read(c["other_ca"]))
+        with grpc.secure_channel(d.addr, bad) as ch:
+            with pytest.raises(grpc.RpcError) as e:
+                health_check(ch, timeout=3)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        # Cleartext to a TLS listener fails; the daemon keeps serving.
+        with grpc.insecure_channel(d.addr) as ch:
+            with pytest.raises(grpc.RpcError):
+                health_check(ch, timeout=3)
+        with grpc.secure_channel(d.addr, creds) as ch:
+            assert health_check(ch).status == SERVING
+
+
+def test_mtls_identity_is_certificate_subject(tmp_path):
+    c = rt.make_certs(tmp_path)
+    args = ["--tls-cert", c["server_cert"], "--tls-key", c["server_key"],
+            "--tls-ca", c["ca"]]
+    with rt.Daemon(tmp_path, args) as d:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=rt.read(c["ca"]),
+            private_key=rt.read(c["client_key"]),
+            certificate_chain=rt.read(c["client_cert"]))
+        with grpc.secure_channel(d.addr, creds) as ch:
+            info = server_info(ch)
+            assert info.identity == "CN=node-7,O=rdzv-test"
+            assert any("(mTLS)" in l for l in info.listeners)
+        # Without a client certificate the handshake is refused.
+        nocert = grpc.ssl_channel_credentials(root_certificates=rt.read(c["ca"]))
+        with grpc.secure_channel(d.addr, nocert) as ch:
+            with pytest.raises(grpc.RpcError) as e:
+                health_check(ch, timeout=3)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_unix_socket_identity_is_uid(tmp_path):
+    sock = os.path.join(str(tmp_path), "rdzvd.sock")
+    with rt.Daemon(tmp_path, listen="unix:" + sock) as d:
+        assert d.addr == "unix:" + sock
+        with grpc.insecure_channel("unix:" + sock) as ch:
+            assert server_info(ch).identity == "uid:%d" % os.getuid()
+
+
+def test_health_watch_sees_shutdown(tmp_path):
+    d = rt.Daemon(tmp_path)
+    with d, grpc.insecure_channel(d.addr) as ch:
+        watch = ch.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=pb.health.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.health.HealthCheckResponse.FromString)
+        it = watch(pb.health.HealthCheckRequest(service=""), timeout=20)
+        assert next(it).status == SERVING
+        d.signal(signal.SIGTERM)
+        assert next(it).status == NOT_SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(it)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert d.wait(10) == 0
+        assert "shutting down" in d.output()
+
+
+def run(*args, **kw):
+    return subprocess.run([RDZVD] + list(args), capture_output=True, text=True,
+                          timeout=20, **kw)
+
+
+def test_cleartext_on_network_address_needs_insecure():
+    r = run("--listen", "0.0.0.0:29400", "--check-config")
+    assert r.returncode == 2
+    assert "--listen 0.0.0.0:29400" in r.stderr and "--insecure" in r.stderr
+    r = run("--listen", "0.0.0.0:29400", "--insecure", "--check-config")
+    assert r.returncode == 0, r.stderr
+    assert "listen = 0.0.0.0:29400" in r.stdout
+
+
+def test_config_file_and_flag_precedence(tmp_path):
+    conf = tmp_path / "rdzvd.conf"
+    conf.write_text("# comment\nlisten = 127.0.0.1:4000\nlog-level = debug\n"
+                    "admin = CN=ops\nmax-message = 8M\nretention = 2d\n")
+    r = run("--config", str(conf), "--check-config")
+    assert r.returncode == 0, r.stderr
+    assert "listen = 127.0.0.1:4000" in r.stdout
+    assert "max-message = 8388608" in r.stdout
+    assert "retention = 172800s" in r.stdout
+    assert "admin = CN=ops" in r.stdout
+    r = run("--config", str(conf), "--listen", "unix:/tmp/x.sock",
+            "--log-level", "warn", "--check-config")
+    assert r.returncode == 0, r.stderr
+    assert "listen = unix:/tmp/x.sock" in r.stdout
+    assert "127.0.0.1:4000" not in r.stdout
+    assert "log-level = warn" in r.stdout
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("listne = 1.2.3.4\n", "unknown setting 'listne'"),
+    ("max-streams = lots\n", "max-streams: invalid value 'lots'"),
+    ("listen = [::1\n", "missing ']'"),
+    ("[section]\nlisten = 127.0.0.1\n", "sections are not used"),
+])
+def test_bad_config_file_names_the_problem(tmp_path, text, needle):
+    conf = tmp_path / "rdzvd.conf"
+    conf.write_text("log-level = info\n" + text)
+    r = run("--config", str(conf), "--check-config")
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert str(conf) + ":" in r.stderr
+
+
+def test_bad_command_line():
+    r = run("--no-such-flag")
+    assert r.returncode == 2 and "usage:" in r.stderr
+    r = run("--config", "/nonexistent/rdzvd.conf", "--check-config")
+    assert r.returncode == 2 and "/nonexistent/rdzvd.conf" in r.stderr
+    r = run("--tls-cert", "/nonexistent.pem", "--check-config")
+    assert r.returncode == 2 and "--tls-key" in r.stderr
+
+
+def test_bad_tls_files_refuse_to_start(tmp_path):
+    c = rt.make_certs(tmp_path)
+    r = run("--listen", "127.0.0.1:0", "--db", str(tmp_path / "x.db"),
+            "--tls-cert", c["server_cert"], "--tls-key", str(tmp_path / "missing.key"))
+    assert r.returncode != 0
+    assert "missing.key" in r.stderr
