@@ -1,2 +1,721 @@
-/* grpc_server.c: being written. */
-#include "grpc.h"
+/*
+ * The gRPC server: listeners, connections and their one teardown path,
+ * backpressure, keepalive and graceful shutdown. The HTTP/2 side lives in
+ * grpc_server_h2.c, the call API in grpc_server_call.c.
+ *
+ * Writes never happen inside nghttp2's callbacks or the user's: API functions
+ * schedule a flush (an active event of the connection) and the flush runs
+ * from the event loop, where closing the connection is safe.
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "grpc_server_int.h"
+
+/* How long accepting pauses when we are out of file descriptors. */
+#define ACCEPT_PAUSE_MS		500
+/* How long after the shutdown notice the final GOAWAY goes out. */
+#define GOAWAY_DELAY_MS		200
+/* How long forced connections may take to write their last frames. */
+#define DRAIN_MS		1000
+
+static void	conn_read_cb(struct bufferevent *, void *);
+static void	conn_write_cb(struct bufferevent *, void *);
+static void	conn_event_cb(struct bufferevent *, short, void *);
+static void	server_check_done(struct grpc_server *);
+
+static struct timeval
+ms_tv(uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	return tv;
+}
+
+/* ------------------------------------------------------------ server */
+
+static void
+done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_server *srv = arg;
+	void (*done)(void *) = srv->done;
+
+	/* done() may free the server: nothing of it is touched afterwards. */
+	srv->done = NULL;
+	if (done != NULL)
+		done(srv->done_arg);
+}
+
+static void
+accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_server *srv = arg;
+
+	if (srv->shutting_down)
+		return;
+	for (size_t i = 0; i < srv->n_listeners; i++)
+		evconnlistener_enable(srv->listeners[i]->evl);
+}
+
+struct grpc_server *
+grpc_server_new(struct event_base *base, const struct grpc_method *methods,
+    size_t n_methods, const struct grpc_server_opts *opts)
+{
+	struct grpc_server *srv = calloc(1, sizeof(*srv));
+	if (srv == NULL)
+		return NULL;
+	srv->base = base;
+	srv->methods = methods;
+	srv->n_methods = n_methods;
+	if (opts != NULL)
+		srv->opts = *opts;
+	if (srv->opts.max_message == 0)
+		srv->opts.max_message = 4 << 20;
+	if (srv->opts.max_streams == 0)
+		srv->opts.max_streams = 100;
+	if (srv->opts.max_conns == 0)
+		srv->opts.max_conns = 100000;
+	if (srv->opts.out_cap == 0)
+		srv->opts.out_cap = 1 << 20;
+	if (opts == NULL)
+		srv->opts.keepalive_ms = 5000;
+	TAILQ_INIT(&srv->conns);
+	srv->accept_ev = evtimer_new(base, accept_resume_cb, srv);
+	srv->done_ev = event_new(base, -1, 0, done_cb, srv);
+	if (srv->accept_ev == NULL || srv->done_ev == NULL) {
+		grpc_server_free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+size_t
+grpc_server_conn_count(const struct grpc_server *srv)
+{
+	return srv->n_conns;
+}
+
+int
+grpc_server_port(const struct grpc_server *srv, size_t listener)
+{
+	if (listener >= srv->n_listeners)
+		return -1;
+	return srv->listeners[listener]->port;
+}
+
+/* ---------------------------------------------------------- listeners */
+
+static void	accept_cb(struct evconnlistener *, evutil_socket_t,
+		    struct sockaddr *, int, void *);
+
+/*
+ * Out of descriptors (or another accept error): stop accepting for a while
+ * instead of spinning on a listener that stays readable.
+ */
+static void
+accept_error_cb(struct evconnlistener *evl, void *arg)
+{
+	struct grpc_listener *l = arg;
+	struct grpc_server *srv = l->srv;
+	struct timeval tv = ms_tv(ACCEPT_PAUSE_MS);
+
+	for (size_t i = 0; i < srv->n_listeners; i++)
+		evconnlistener_disable(srv->listeners[i]->evl);
+	evtimer_add(srv->accept_ev, &tv);
+}
+
+static int
+listen_socket(const struct endpoint *ep, int *port)
+{
+	struct addrinfo hints, *res, *ai;
+	char portstr[16];
+	int fd = -1, err = -EADDRNOTAVAIL, one = 1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(portstr, sizeof(portstr), "%u", ep->port);
+	int rc = getaddrinfo(ep->host, portstr, &hints, &res);
+	if (rc != 0)
+		return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+
+	/* The first address that binds: one listener per endpoint. */
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd == -1) {
+			err = -errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+			    sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, 1024) == 0)
+			break;
+		err = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd == -1)
+		return err;
+
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET)
+			*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		else if (ss.ss_family == AF_INET6)
+			*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+	return fd;
+}
+
+/* A socket file left by an earlier run is removed; anything else is not. */
+static int
+listen_unix(const struct endpoint *ep)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(ep->path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, ep->path);
+	if (lstat(ep->path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return -EEXIST;
+		unlink(ep->path);
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    listen(fd, 1024) == -1) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int
+grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
+    struct tls_ctx *tls)
+{
+	struct grpc_listener *l, **ls;
+	int fd, port = -1;
+
+	if (srv->shutting_down)
+		return -ESHUTDOWN;
+	if (ep->kind == ENDPOINT_UNIX)
+		fd = listen_unix(ep);
+	else
+		fd = listen_socket(ep, &port);
+	if (fd < 0)
+		return fd;
+
+	l = calloc(1, sizeof(*l));
+	ls = reallocarray(srv->listeners, srv->n_listeners + 1, sizeof(*ls));
+	if (ls != NULL)
+		srv->listeners = ls;
+	if (l == NULL || ls == NULL) {
+		free(l);
+		close(fd);
+		return -ENOMEM;
+	}
+	l->srv = srv;
+	l->tls = tls;
+	l->unix_socket = ep->kind == ENDPOINT_UNIX;
+	l->port = port;
+	l->evl = evconnlistener_new(srv->base, accept_cb, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (l->evl == NULL) {
+		free(l);
+		close(fd);
+		return -ENOMEM;
+	}
+	evconnlistener_set_error_cb(l->evl, accept_error_cb);
+	srv->listeners[srv->n_listeners++] = l;
+	return 0;
+}
+
+static void
+listeners_free(struct grpc_server *srv)
+{
+	for (size_t i = 0; i < srv->n_listeners; i++) {
+		evconnlistener_free(srv->listeners[i]->evl);
+		free(srv->listeners[i]);
+	}
+	free(srv->listeners);
+	srv->listeners = NULL;
+	srv->n_listeners = 0;
+}
+
+/* -------------------------------------------------------- connections */
+
+static void
+addr_text(const struct sockaddr *sa, char *buf, size_t len)
+{
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+		    buf, len);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, len);
+	else
+		snprintf(buf, len, "unix");
+}
+
+static void
+keepalive_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_conn *c = arg;
+	uint64_t ka = c->srv->opts.keepalive_ms, now = mono_ms();
+	uint64_t idle = now - c->last_seen_ms;
+	struct timeval tv;
+
+	if (c->h2 == NULL && idle >= ka) {
+		conn_close(c, "TLS handshake timeout");
+		return;
+	}
+
+	/*
+	 * A peer that answers nothing, not even our PINGs, for three
+	 * intervals is gone: its connection would otherwise linger until
+	 * TCP gives up.
+	 */
+	if (idle >= 3 * ka) {
+		conn_close(c, "keepalive timeout");
+		return;
+	}
+	if (idle >= ka) {
+		nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
+		conn_schedule_flush(c);
+		tv = ms_tv(ka);
+	} else
+		tv = ms_tv(ka - idle);
+	evtimer_add(c->keepalive_ev, &tv);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	conn_flush(arg);
+}
+
+/* Frees what conn_close has not; accepts half-built connections. */
+static void
+conn_free(struct grpc_conn *c)
+{
+	struct grpc_call *call;
+
+	while ((call = TAILQ_FIRST(&c->calls)) != NULL)
+		call_free(call);
+	if (c->h2 != NULL)
+		nghttp2_session_del(c->h2);
+	if (c->bev != NULL)
+		bufferevent_free(c->bev);
+	if (c->flush_ev != NULL)
+		event_free(c->flush_ev);
+	if (c->keepalive_ev != NULL)
+		event_free(c->keepalive_ev);
+	free(c);
+}
+
+/*
+ * The one teardown path. Every call the user still holds is told it was
+ * cancelled before anything is freed; a close asked for while nghttp2 is
+ * running for this connection waits until it has returned.
+ */
+void
+conn_close(struct grpc_conn *c, const char *reason)
+{
+	struct grpc_server *srv = c->srv;
+	struct grpc_call *call;
+
+	(void)reason;
+	if (c->closed)
+		return;
+	if (c->in_h2 > 0) {
+		c->close_pending = 1;
+		return;
+	}
+	c->closed = 1;
+again:
+	TAILQ_FOREACH(call, &c->calls, entry) {
+		if (!call->user_done) {
+			call_notify_close(call, 1);
+			goto again;
+		}
+	}
+	TAILQ_REMOVE(&srv->conns, c, entry);
+	srv->n_conns--;
+	conn_free(c);
+	server_check_done(srv);
+}
+
+size_t
+conn_queued(const struct grpc_conn *c)
+{
+	return c->queued + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+void
+conn_schedule_flush(struct grpc_conn *c)
+{
+	if (!c->closed)
+		event_active(c->flush_ev, EV_TIMEOUT, 0);
+}
+
+/* Tells calls waiting for room that there is some again. */
+void
+conn_check_writable(struct grpc_conn *c)
+{
+	struct grpc_call *call;
+
+	if (c->closed || !c->want_writable ||
+	    conn_queued(c) >= c->srv->opts.out_cap / 2)
+		return;
+	c->want_writable = 0;
+	/* Calls are freed only inside nghttp2, never from here. */
+	TAILQ_FOREACH(call, &c->calls, entry) {
+		if (c->closed)
+			break;
+		if (!call->want_writable || call->user_done)
+			continue;
+		call->want_writable = 0;
+		if (call->on_writable != NULL)
+			call->on_writable(call, call->on_writable_arg);
+	}
+}
+
+/*
+ * Hands nghttp2's pending frames to the bufferevent and closes the
+ * connection once both sides are done with it.
+ */
+void
+conn_flush(struct grpc_conn *c)
+{
+	if (c->closed || c->h2 == NULL)
+		return;
+	c->in_h2++;
+	int rv = nghttp2_session_send(c->h2);
+	c->in_h2--;
+	if (rv != 0 || c->close_pending) {
+		conn_close(c, rv != 0 ? nghttp2_strerror(rv) : "closed");
+		return;
+	}
+	/*
+	 * Whatever nghttp2 could not hand over (the output is full) goes out
+	 * from the write callback once the output drains.
+	 */
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
+	    !nghttp2_session_want_write(c->h2) &&
+	    (c->draining || !nghttp2_session_want_read(c->h2))) {
+		conn_close(c, "finished");
+		return;
+	}
+	conn_check_writable(c);
+}
+
+static void
+conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct grpc_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len;
+
+	while (!c->closed && (len = evbuffer_get_contiguous_space(in)) > 0) {
+		unsigned char *data = evbuffer_pullup(in, (ev_ssize_t)len);
+		c->in_h2++;
+		ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
+		c->in_h2--;
+		if (n < 0 || c->close_pending) {
+			conn_close(c, n < 0 ? nghttp2_strerror((int)n) :
+			    "closed");
+			return;
+		}
+		evbuffer_drain(in, (size_t)n);
+	}
+	conn_flush(c);
+}
+
+static void
+conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	conn_flush(arg);
+}
+
+/* Once TLS is up: insist on h2 and take the certificate's subject. */
+static int
+conn_tls_ready(struct grpc_conn *c)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	const unsigned char *alpn = NULL;
+	unsigned int alpnlen = 0;
+
+	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
+	if (alpn == NULL || alpnlen != 2 || memcmp(alpn, "h2", 2) != 0)
+		return -EPROTO;
+	if (tls_peer_subject(ssl, c->identity, sizeof(c->identity)) != 0) {
+		if (tls_wants_client_cert(c->listener->tls))
+			return -EACCES;
+		snprintf(c->identity, sizeof(c->identity), "anonymous");
+	}
+	return 0;
+}
+
+static void
+conn_event_cb(struct bufferevent *bev, short events, void *arg)
+{
+	struct grpc_conn *c = arg;
+
+	if (events & BEV_EVENT_CONNECTED) {
+		if (conn_tls_ready(c) != 0 || h2_session_new(c) != 0) {
+			conn_close(c, "tls");
+			return;
+		}
+		conn_flush(c);
+		return;
+	}
+	if (events & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		conn_close(c, "eof");
+}
+
+static void
+conn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
+    struct sockaddr *sa)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	addr_text(sa, c->peer, sizeof(c->peer));
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		addr_text((struct sockaddr *)&ss, c->local, sizeof(c->local));
+	else
+		snprintf(c->local, sizeof(c->local), "unknown");
+	if (c->listener->unix_socket) {
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
+			snprintf(c->identity, sizeof(c->identity), "uid:%u",
+			    (unsigned)uc.uid);
+		else
+			snprintf(c->identity, sizeof(c->identity), "unknown");
+	} else
+		snprintf(c->identity, sizeof(c->identity), "anonymous");
+}
+
+static void
+accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct grpc_listener *l = arg;
+	struct grpc_server *srv = l->srv;
+	struct grpc_conn *c;
+	int one = 1;
+
+	if (srv->shutting_down || srv->n_conns >= srv->opts.max_conns ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
+		evutil_closesocket(fd);
+		return;
+	}
+	evutil_make_socket_nonblocking(fd);
+	if (!l->unix_socket)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->srv = srv;
+	c->listener = l;
+	c->last_seen_ms = mono_ms();
+	TAILQ_INIT(&c->calls);
+	conn_peer_identity(c, fd, sa);
+
+	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+	if (l->tls != NULL) {
+		SSL *ssl = SSL_new(tls_ssl_ctx(l->tls));
+		if (ssl == NULL) {
+			evutil_closesocket(fd);
+			free(c);
+			return;
+		}
+		c->bev = bufferevent_openssl_socket_new(srv->base, fd, ssl,
+		    BUFFEREVENT_SSL_ACCEPTING, opts);
+		if (c->bev == NULL)
+			SSL_free(ssl);
+	} else
+		c->bev = bufferevent_socket_new(srv->base, fd, opts);
+	if (c->bev == NULL) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	c->flush_ev = event_new(srv->base, -1, 0, flush_cb, c);
+	if (srv->opts.keepalive_ms > 0)
+		c->keepalive_ev = evtimer_new(srv->base, keepalive_cb, c);
+	if (c->flush_ev == NULL || (srv->opts.keepalive_ms > 0 &&
+	    c->keepalive_ev == NULL) || (l->tls == NULL &&
+	    h2_session_new(c) != 0)) {
+		conn_free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
+	srv->n_conns++;
+	if (c->keepalive_ev != NULL) {
+		struct timeval tv = ms_tv(srv->opts.keepalive_ms);
+		evtimer_add(c->keepalive_ev, &tv);
+	}
+	bufferevent_setwatermark(c->bev, EV_WRITE, GRPC_SERVER_WBUF_MAX / 2, 0);
+	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	if (c->h2 != NULL)
+		conn_schedule_flush(c);
+}
+
+/* ----------------------------------------------------------- shutdown */
+
+static void
+server_check_done(struct grpc_server *srv)
+{
+	if (srv->shutting_down && srv->n_conns == 0 && srv->done != NULL)
+		event_active(srv->done_ev, EV_TIMEOUT, 0);
+}
+
+static void
+goaway_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_server *srv = arg;
+	struct grpc_conn *c, *next;
+
+	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
+		if (c->h2 == NULL) {
+			conn_close(c, "shutdown");
+			continue;
+		}
+		h2_goaway(c, 1);
+		conn_schedule_flush(c);
+	}
+}
+
+/*
+ * The timeout: calls still open end with UNAVAILABLE, each connection gets
+ * a moment to write that, and after it whatever is left is closed.
+ */
+static void
+shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_server *srv = arg;
+	struct grpc_conn *c, *next;
+	struct grpc_call *call;
+	int forced = srv->forcing;
+
+	srv->forcing = 1;
+	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
+		if (forced || c->h2 == NULL) {
+			conn_close(c, "shutdown timeout");
+			continue;
+		}
+		c->draining = 1;
+again:
+		TAILQ_FOREACH(call, &c->calls, entry) {
+			if (call->state != CALL_DONE) {
+				call_end(call, GRPC_UNAVAILABLE,
+				    "server shutting down");
+				if (!call->user_done)
+					call_notify_close(call, 1);
+				goto again;
+			}
+		}
+		conn_schedule_flush(c);
+	}
+	if (!forced && srv->n_conns > 0) {
+		struct timeval tv = ms_tv(DRAIN_MS);
+		evtimer_add(srv->shutdown_ev, &tv);
+	}
+}
+
+void
+grpc_server_shutdown(struct grpc_server *srv, uint32_t timeout_ms,
+    void (*done)(void *arg), void *arg)
+{
+	struct grpc_conn *c;
+	struct timeval tv;
+
+	if (srv->shutting_down)
+		return;
+	srv->shutting_down = 1;
+	srv->done = done;
+	srv->done_arg = arg;
+	listeners_free(srv);
+	evtimer_del(srv->accept_ev);
+	srv->goaway_ev = evtimer_new(srv->base, goaway_cb, srv);
+	srv->shutdown_ev = evtimer_new(srv->base, shutdown_timeout_cb, srv);
+	TAILQ_FOREACH(c, &srv->conns, entry) {
+		if (c->h2 != NULL) {
+			h2_goaway(c, 0);
+			conn_schedule_flush(c);
+		}
+	}
+	if (srv->goaway_ev != NULL) {
+		tv = ms_tv(timeout_ms < GOAWAY_DELAY_MS * 2 ? timeout_ms / 2 :
+		    GOAWAY_DELAY_MS);
+		evtimer_add(srv->goaway_ev, &tv);
+	}
+	if (srv->shutdown_ev != NULL) {
+		tv = ms_tv(timeout_ms);
+		evtimer_add(srv->shutdown_ev, &tv);
+	}
+	server_check_done(srv);
+}
+
+void
+grpc_server_free(struct grpc_server *srv)
+{
+	struct grpc_conn *c;
+
+	if (srv == NULL)
+		return;
+	listeners_free(srv);
+	srv->done = NULL;
+	while ((c = TAILQ_FIRST(&srv->conns)) != NULL) {
+		/* Freeing the server from inside its callbacks is a caller's
+		 * bug; closing anyway beats looping forever. */
+		c->in_h2 = 0;
+		conn_close(c, "server freed");
+	}
+	if (srv->accept_ev != NULL)
+		event_free(srv->accept_ev);
+	if (srv->goaway_ev != NULL)
+		event_free(srv->goaway_ev);
+	if (srv->shutdown_ev != NULL)
+		event_free(srv->shutdown_ev);
+	if (srv->done_ev != NULL)
+		event_free(srv->done_ev);
+	free(srv);
+}
+
+uint64_t
+grpc_conn_last_seen_ms(const struct grpc_conn *conn)
+{
+	return conn->last_seen_ms;
+}

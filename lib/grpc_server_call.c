@@ -1,0 +1,392 @@
+/*
+ * Server calls: the API a handler uses (send, reply, finish, callbacks) and
+ * the response side of the stream (HEADERS, DATA through a deferred data
+ * source, trailers or Trailers-Only).
+ *
+ * The user's view of a call ends when its on-close callback has run; the
+ * struct lives on until nghttp2 closes the stream, because nghttp2 may still
+ * read queued messages and trailers from it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "grpc_server_int.h"
+
+#define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, \
+	strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+struct grpc_call *
+call_new(struct grpc_conn *c, int32_t stream_id)
+{
+	struct grpc_call *call = calloc(1, sizeof(*call));
+
+	if (call == NULL)
+		return NULL;
+	call->conn = c;
+	call->stream_id = stream_id;
+	call->state = CALL_RECV;
+	/* The user holds no pointer until the handler runs. */
+	call->user_done = 1;
+	grpc_reader_init(&call->reader, c->srv->opts.max_message);
+	STAILQ_INIT(&call->out);
+	TAILQ_INSERT_TAIL(&c->calls, call, entry);
+	return call;
+}
+
+void
+call_free(struct grpc_call *call)
+{
+	struct outbuf *ob;
+
+	if (call == NULL)
+		return;
+	TAILQ_REMOVE(&call->conn->calls, call, entry);
+	while ((ob = STAILQ_FIRST(&call->out)) != NULL) {
+		STAILQ_REMOVE_HEAD(&call->out, entry);
+		call->conn->queued -= ob->len - ob->off;
+		free(ob->buf);
+		free(ob);
+	}
+	if (call->deadline != NULL)
+		event_free(call->deadline);
+	grpc_reader_reset(&call->reader);
+	free(call->req);
+	free(call->path);
+	free(call->message);
+	free(call);
+}
+
+/* Runs the user's on-close callback once; the user lets go of the call. */
+void
+call_notify_close(struct grpc_call *call, int cancelled)
+{
+	void (*cb)(struct grpc_call *, int, void *) = call->on_close;
+
+	if (call->user_done)
+		return;
+	call->user_done = 1;
+	call->want_writable = 0;
+	call->on_close = NULL;
+	call->on_writable = NULL;
+	if (call->state != CALL_DONE) {
+		call->state = CALL_DONE;
+		call->discard = 1;
+	}
+	if (cb != NULL)
+		cb(call, cancelled, call->on_close_arg);
+}
+
+/* A plain HTTP answer (405, 415) that ends the stream. */
+void
+call_respond_http(struct grpc_call *call, const char *status)
+{
+	struct grpc_conn *c = call->conn;
+	nghttp2_nv nva[] = {
+		NV(":status", status),
+		NV("content-type", "text/plain"),
+	};
+
+	call->state = CALL_DONE;
+	call->discard = 1;
+	call->headers_sent = 1;
+	nghttp2_submit_response(c->h2, call->stream_id, nva, 2, NULL);
+	conn_schedule_flush(c);
+}
+
+static void
+submit_trailers(struct grpc_call *call)
+{
+	char status[16];
+	nghttp2_nv nva[2] = { NV("grpc-status", status) };
+	size_t n = 1;
+
+	snprintf(status, sizeof(status), "%d", call->status);
+	nva[0].valuelen = strlen(status);
+	if (call->message != NULL) {
+		nghttp2_nv m = NV("grpc-message", call->message);
+		nva[n++] = m;
+	}
+	nghttp2_submit_trailer(call->conn->h2, call->stream_id, nva, n);
+}
+
+/*
+ * nghttp2 pulls queued messages from here. Nothing queued: DEFERRED until
+ * grpc_call_send resumes the stream; the end of the queue after finish:
+ * EOF without END_STREAM, and the trailers carry END_STREAM.
+ */
+static ssize_t
+data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
+    size_t length, uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct grpc_call *call = src->ptr;
+	struct grpc_conn *c = call->conn;
+	struct outbuf *ob;
+	size_t n = 0;
+
+	while (n < length && (ob = STAILQ_FIRST(&call->out)) != NULL) {
+		size_t k = ob->len - ob->off;
+		if (k > length - n)
+			k = length - n;
+		memcpy(buf + n, ob->buf + ob->off, k);
+		ob->off += k;
+		n += k;
+		c->queued -= k;
+		if (ob->off == ob->len) {
+			STAILQ_REMOVE_HEAD(&call->out, entry);
+			free(ob->buf);
+			free(ob);
+		}
+	}
+	if (STAILQ_EMPTY(&call->out) && call->trailers_queued) {
+		call->trailers_queued = 0;
+		*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		submit_trailers(call);
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		call->deferred = 1;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+static void
+call_resume(struct grpc_call *call)
+{
+	if (call->deferred) {
+		call->deferred = 0;
+		nghttp2_session_resume_data(call->conn->h2, call->stream_id);
+	}
+	conn_schedule_flush(call->conn);
+}
+
+/*
+ * Ends the stream's response with |status|: trailers behind the queued
+ * messages, or Trailers-Only when nothing was sent. The user is not told;
+ * callers do that where it applies.
+ */
+void
+call_end(struct grpc_call *call, int status, const char *msg)
+{
+	struct grpc_conn *c = call->conn;
+
+	if (call->state == CALL_DONE)
+		return;
+	call->state = CALL_DONE;
+	call->discard = 1;
+	if (call->deadline != NULL)
+		evtimer_del(call->deadline);
+	if (c->closed)
+		return;
+	call->status = status;
+	if (msg != NULL && *msg != '\0')
+		call->message = grpc_message_encode(msg);
+	if (!call->headers_sent) {
+		char st[16];
+		nghttp2_nv nva[4] = {
+			NV(":status", "200"),
+			NV("content-type", "application/grpc"),
+			NV("grpc-status", st),
+		};
+		size_t n = 3;
+		snprintf(st, sizeof(st), "%d", status);
+		nva[2].valuelen = strlen(st);
+		if (call->message != NULL) {
+			nghttp2_nv m = NV("grpc-message", call->message);
+			nva[n++] = m;
+		}
+		call->headers_sent = 1;
+		nghttp2_submit_response(c->h2, call->stream_id, nva, n, NULL);
+		conn_schedule_flush(c);
+		return;
+	}
+	call->trailers_queued = 1;
+	call_resume(call);
+}
+
+static void
+deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_call *call = arg;
+
+	call_end(call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+	call_notify_close(call, 1);
+}
+
+void
+call_arm_deadline(struct grpc_call *call)
+{
+	struct timeval tv = {
+		(time_t)(call->timeout_ms / 1000),
+		(suseconds_t)(call->timeout_ms % 1000) * 1000,
+	};
+
+	call->deadline = evtimer_new(call->conn->srv->base, deadline_cb, call);
+	if (call->deadline != NULL)
+		evtimer_add(call->deadline, &tv);
+}
+
+/* The request is whole: decode it and hand it to the handler. */
+void
+call_dispatch(struct grpc_call *call)
+{
+	const struct grpc_method *m = call->method;
+	ProtobufCMessage *msg;
+
+	msg = protobuf_c_message_unpack(m->request, NULL, call->req_len,
+	    call->req);
+	free(call->req);
+	call->req = NULL;
+	if (msg == NULL) {
+		char err[256];
+		snprintf(err, sizeof(err), "cannot decode the request as %s",
+		    m->request->name);
+		call_end(call, GRPC_INTERNAL, err);
+		return;
+	}
+	call->state = CALL_ACTIVE;
+	call->user_done = 0;
+	m->handler(call, msg, m->arg);
+	protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+/* Queues a packed message and makes sure nghttp2 will pull it. */
+static int
+call_queue(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+	struct grpc_conn *c = call->conn;
+	struct outbuf *ob;
+	int rc;
+
+	ob = calloc(1, sizeof(*ob));
+	if (ob == NULL)
+		return -ENOMEM;
+	rc = grpc_frame_pack(msg, c->srv->opts.max_message, &ob->buf, &ob->len);
+	if (rc != 0) {
+		free(ob);
+		return rc;
+	}
+	if (!call->headers_sent) {
+		nghttp2_nv nva[] = {
+			NV(":status", "200"),
+			NV("content-type", "application/grpc"),
+		};
+		nghttp2_data_provider prd;
+		prd.source.ptr = call;
+		prd.read_callback = data_read_cb;
+		rc = nghttp2_submit_response(c->h2, call->stream_id, nva, 2,
+		    &prd);
+		if (rc != 0) {
+			free(ob->buf);
+			free(ob);
+			return -EPIPE;
+		}
+		call->headers_sent = 1;
+	}
+	STAILQ_INSERT_TAIL(&call->out, ob, entry);
+	c->queued += ob->len;
+	call_resume(call);
+	return 0;
+}
+
+int
+grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+	struct grpc_conn *c = call->conn;
+
+	if (call->state != CALL_ACTIVE || c->closed)
+		return -EPIPE;
+	if (conn_queued(c) >= c->srv->opts.out_cap) {
+		call->want_writable = 1;
+		c->want_writable = 1;
+		return -ENOBUFS;
+	}
+	return call_queue(call, msg);
+}
+
+/*
+ * A unary answer is queued whatever the connection holds: there is one per
+ * stream and MAX_CONCURRENT_STREAMS bounds the streams.
+ */
+int
+grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+	int rc;
+
+	if (call->state != CALL_ACTIVE || call->conn->closed)
+		return -EPIPE;
+	if ((rc = call_queue(call, msg)) != 0)
+		return rc;
+	grpc_call_finish(call, GRPC_OK, NULL);
+	return 0;
+}
+
+void
+grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
+{
+	char *msg = NULL;
+	va_list ap;
+
+	if (call->user_done)
+		return;
+	if (fmt != NULL) {
+		va_start(ap, fmt);
+		if (vasprintf(&msg, fmt, ap) == -1)
+			msg = NULL;
+		va_end(ap);
+	}
+	call_end(call, status, msg);
+	free(msg);
+	call_notify_close(call, 0);
+}
+
+void
+grpc_call_on_close(struct grpc_call *call,
+    void (*cb)(struct grpc_call *, int, void *), void *arg)
+{
+	call->on_close = cb;
+	call->on_close_arg = arg;
+}
+
+void
+grpc_call_on_writable(struct grpc_call *call,
+    void (*cb)(struct grpc_call *, void *), void *arg)
+{
+	call->on_writable = cb;
+	call->on_writable_arg = arg;
+}
+
+const char *
+grpc_call_identity(const struct grpc_call *call)
+{
+	return call->conn->identity;
+}
+
+const char *
+grpc_call_peer(const struct grpc_call *call)
+{
+	return call->conn->peer;
+}
+
+const char *
+grpc_call_local(const struct grpc_call *call)
+{
+	return call->conn->local;
+}
+
+const char *
+grpc_call_path(const struct grpc_call *call)
+{
+	return call->path != NULL ? call->path : "";
+}
+
+struct grpc_conn *
+grpc_call_conn(const struct grpc_call *call)
+{
+	return call->conn;
+}

@@ -1,0 +1,335 @@
+/*
+ * The server's HTTP/2 session on nghttp2: request headers and DATA in,
+ * validation (method, content type, path, size), dispatch once the request
+ * has ended. Nothing here writes to the socket or closes the connection: a
+ * callback that hits a fatal error returns NGHTTP2_ERR_CALLBACK_FAILURE and
+ * the caller of nghttp2 tears the connection down.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "grpc_server_int.h"
+
+/* A path longer than this names no method of ours. */
+#define MAX_PATH_LEN	1024
+
+static ssize_t
+send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
+    void *arg)
+{
+	struct grpc_conn *c = arg;
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	/* Backpressure: nghttp2 keeps the frame until the write callback. */
+	if (evbuffer_get_length(out) >= GRPC_SERVER_WBUF_MAX)
+		return NGHTTP2_ERR_WOULDBLOCK;
+	if (bufferevent_write(c->bev, data, len) != 0)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	return (ssize_t)len;
+}
+
+static int
+begin_frame_cb(nghttp2_session *h2, const nghttp2_frame_hd *hd, void *arg)
+{
+	struct grpc_conn *c = arg;
+
+	c->last_seen_ms = mono_ms();
+	return 0;
+}
+
+static int
+begin_headers_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
+{
+	struct grpc_conn *c = arg;
+
+	if (frame->hd.type != NGHTTP2_HEADERS ||
+	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	struct grpc_call *call = call_new(c, frame->hd.stream_id);
+	if (call == NULL)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, call);
+	return 0;
+}
+
+static int
+hdr_is(const uint8_t *name, size_t namelen, const char *s)
+{
+	size_t n = strlen(s);
+	return namelen == n && memcmp(name, s, n) == 0;
+}
+
+static int
+header_cb(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
+    size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+    void *arg)
+{
+	struct grpc_call *call;
+
+	if (frame->hd.type != NGHTTP2_HEADERS ||
+	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	call = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
+	if (call == NULL)
+		return 0;
+	if (hdr_is(name, namelen, ":method")) {
+		call->bad_method = valuelen != 4 || memcmp(value, "POST", 4) != 0;
+	} else if (hdr_is(name, namelen, ":path")) {
+		if (call->path == NULL && valuelen <= MAX_PATH_LEN)
+			call->path = strndup((const char *)value, valuelen);
+	} else if (hdr_is(name, namelen, "content-type")) {
+		static const char grpc_ct[] = "application/grpc";
+		call->has_content_type = 1;
+		call->bad_content_type = valuelen < sizeof(grpc_ct) - 1 ||
+		    memcmp(value, grpc_ct, sizeof(grpc_ct) - 1) != 0 ||
+		    (valuelen > sizeof(grpc_ct) - 1 &&
+		    value[sizeof(grpc_ct) - 1] != '+' &&
+		    value[sizeof(grpc_ct) - 1] != ';');
+	} else if (hdr_is(name, namelen, "grpc-timeout")) {
+		/* A malformed timeout is ignored rather than fatal. */
+		if (grpc_timeout_parse((const char *)value, valuelen,
+		    &call->timeout_ms) == 0)
+			call->has_timeout = 1;
+	}
+	return 0;
+}
+
+static const struct grpc_method *
+find_method(const struct grpc_server *srv, const char *path)
+{
+	if (path == NULL)
+		return NULL;
+	for (size_t i = 0; i < srv->n_methods; i++) {
+		if (strcmp(srv->methods[i].path, path) == 0)
+			return &srv->methods[i];
+	}
+	return NULL;
+}
+
+/* The request's headers are complete: answer what we can answer now. */
+static void
+request_headers(struct grpc_call *call)
+{
+	struct grpc_server *srv = call->conn->srv;
+
+	if (call->bad_method) {
+		call_respond_http(call, "405");
+		return;
+	}
+	if (!call->has_content_type || call->bad_content_type) {
+		call_respond_http(call, "415");
+		return;
+	}
+	call->method = find_method(srv, call->path);
+	if (call->method == NULL) {
+		call_end(call, GRPC_UNIMPLEMENTED, call->path != NULL ?
+		    "unknown method" : "no :path");
+		return;
+	}
+	if (call->has_timeout)
+		call_arm_deadline(call);
+}
+
+/* The client's END_STREAM: the request is whole, or it never will be. */
+static void
+request_end(struct grpc_call *call)
+{
+	call->remote_closed = 1;
+	if (call->state != CALL_RECV)
+		return;
+	if (grpc_reader_partial(&call->reader)) {
+		call_end(call, GRPC_INTERNAL, "request ended inside a message");
+		return;
+	}
+	if (call->nreq != 1) {
+		call_end(call, GRPC_INTERNAL, "the request carried no message");
+		return;
+	}
+	call_dispatch(call);
+}
+
+static int
+frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
+{
+	struct grpc_call *call;
+
+	switch (frame->hd.type) {
+	case NGHTTP2_HEADERS:
+	case NGHTTP2_DATA:
+		break;
+	default:
+		return 0;
+	}
+	call = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
+	if (call == NULL)
+		return 0;
+	if (frame->hd.type == NGHTTP2_HEADERS &&
+	    frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+		request_headers(call);
+	if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+		request_end(call);
+	return 0;
+}
+
+static int
+message_cb(void *arg, const uint8_t *msg, size_t len)
+{
+	struct grpc_call *call = arg;
+
+	/* Unary and server-streaming requests carry one message. */
+	if (call->nreq++ > 0)
+		return -E2BIG;
+	call->req = malloc(len > 0 ? len : 1);
+	if (call->req == NULL)
+		return -ENOMEM;
+	memcpy(call->req, msg, len);
+	call->req_len = len;
+	return 0;
+}
+
+/*
+ * DATA is fed to the call's reader; nghttp2 counts it as consumed when we
+ * return (automatic WINDOW_UPDATE), so data dropped after an early answer
+ * keeps the connection's flow control going.
+ */
+static int
+data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
+    const uint8_t *data, size_t len, void *arg)
+{
+	struct grpc_call *call;
+
+	call = nghttp2_session_get_stream_user_data(h2, stream_id);
+	if (call == NULL || call->discard || call->state != CALL_RECV)
+		return 0;
+	int rc = grpc_reader_feed(&call->reader, data, len, message_cb, call);
+	switch (rc) {
+	case 0:
+		break;
+	case -EMSGSIZE:
+		call_end(call, GRPC_RESOURCE_EXHAUSTED,
+		    "request message larger than the limit");
+		break;
+	case -EPROTO:
+		call_end(call, GRPC_UNIMPLEMENTED,
+		    "compressed messages are not supported");
+		break;
+	case -E2BIG:
+		call_end(call, GRPC_INTERNAL,
+		    "more than one request message");
+		break;
+	default:
+		call_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		break;
+	}
+	return 0;
+}
+
+/* Trailers sent before the client finished: end the stream for good. */
+static int
+frame_send_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
+{
+	struct grpc_call *call;
+
+	if (frame->hd.type != NGHTTP2_HEADERS ||
+	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	call = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
+	if (call != NULL && !call->remote_closed)
+		nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
+		    frame->hd.stream_id, NGHTTP2_NO_ERROR);
+	return 0;
+}
+
+static int
+stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t error_code,
+    void *arg)
+{
+	struct grpc_call *call;
+
+	call = nghttp2_session_get_stream_user_data(h2, stream_id);
+	if (call == NULL)
+		return 0;
+	nghttp2_session_set_stream_user_data(h2, stream_id, NULL);
+	if (!call->user_done)
+		call_notify_close(call, 1);
+	call_free(call);
+	return 0;
+}
+
+int
+h2_session_new(struct grpc_conn *c)
+{
+	struct grpc_server *srv = c->srv;
+	nghttp2_session_callbacks *cbs;
+	nghttp2_option *opt;
+	int rv;
+
+	if (nghttp2_session_callbacks_new(&cbs) != 0)
+		return -ENOMEM;
+	nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
+	nghttp2_session_callbacks_set_on_begin_frame_callback(cbs,
+	    begin_frame_cb);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+	    begin_headers_cb);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, header_cb);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs,
+	    frame_recv_cb);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs,
+	    data_chunk_cb);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cbs,
+	    frame_send_cb);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
+	    stream_close_cb);
+
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cbs);
+		return -ENOMEM;
+	}
+	/* Rapid Reset (CVE-2023-44487) and CONTINUATION floods. */
+	nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+	nghttp2_option_set_max_continuations(opt, 8);
+	rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cbs);
+	if (rv != 0)
+		return -ENOMEM;
+
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_streams },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20 },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 },
+	};
+	rv = nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv,
+	    sizeof(iv) / sizeof(iv[0]));
+	if (rv == 0)
+		rv = nghttp2_session_set_local_window_size(c->h2,
+		    NGHTTP2_FLAG_NONE, 0, 4 << 20);
+	if (rv != 0)
+		return -ENOMEM;
+	if (srv->shutting_down)
+		h2_goaway(c, 1);
+	return 0;
+}
+
+/*
+ * Shutdown in two steps (RFC 9113 §6.8): a notice that no new streams are
+ * welcome, then the GOAWAY that names the last stream we will serve.
+ */
+void
+h2_goaway(struct grpc_conn *c, int final)
+{
+	if (c->h2 == NULL || c->goaway_sent)
+		return;
+	if (!final) {
+		nghttp2_submit_shutdown_notice(c->h2);
+		return;
+	}
+	c->goaway_sent = 1;
+	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+	    nghttp2_session_get_last_proc_stream_id(c->h2), NGHTTP2_NO_ERROR,
+	    NULL, 0);
+}

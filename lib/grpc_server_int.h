@@ -1,0 +1,163 @@
+/*
+ * Internals of the gRPC server, shared by its three files:
+ * grpc_server.c (listeners, connections, shutdown), grpc_server_h2.c (the
+ * nghttp2 session: requests in, frames out) and grpc_server_call.c (the call
+ * API: replies, streams, trailers).
+ *
+ * Ownership: the server owns its listeners and connections; a connection
+ * owns its bufferevent (and through it the socket and SSL), its nghttp2
+ * session and its calls. A call lives until nghttp2 closes its stream or its
+ * connection goes away; the user's view of it ends earlier, when its
+ * on-close callback has run.
+ */
+#ifndef RDZV_GRPC_SERVER_INT_H
+#define RDZV_GRPC_SERVER_INT_H
+
+#include <sys/queue.h>
+
+/* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <nghttp2/nghttp2.h>
+
+#include "grpc.h"
+#include "wire.h"
+
+/* nghttp2's send callback stops at this much unsent output. */
+#define GRPC_SERVER_WBUF_MAX	(64 * 1024)
+
+struct grpc_listener {
+	struct grpc_server *srv;
+	struct evconnlistener *evl;
+	struct tls_ctx *tls;
+	int unix_socket;
+	int port;		/* TCP: the bound port; -1 for unix */
+};
+
+enum call_state {
+	CALL_RECV,		/* reading the request */
+	CALL_ACTIVE,		/* handed to the handler */
+	CALL_DONE,		/* finished: the rest is nghttp2's */
+};
+
+/* A packed message waiting for nghttp2 to take it. */
+struct outbuf {
+	STAILQ_ENTRY(outbuf) entry;
+	uint8_t *buf;
+	size_t len;
+	size_t off;
+};
+
+struct grpc_call {
+	struct grpc_conn *conn;
+	TAILQ_ENTRY(grpc_call) entry;
+	int32_t stream_id;
+	enum call_state state;
+
+	/* The request as its headers described it. */
+	char *path;
+	const struct grpc_method *method;
+	int bad_method;
+	int bad_content_type;
+	int has_content_type;
+	int has_timeout;
+	uint64_t timeout_ms;
+	struct event *deadline;
+
+	struct grpc_reader reader;
+	uint8_t *req;
+	size_t req_len;
+	int nreq;
+	int discard;		/* answered early: drop further DATA */
+	int remote_closed;	/* the client's END_STREAM arrived */
+
+	/* The response. */
+	int headers_sent;
+	int deferred;		/* the data source said DEFERRED */
+	int trailers_queued;	/* send trailers once the queue is empty */
+	int status;
+	char *message;		/* percent-encoded grpc-message or NULL */
+	STAILQ_HEAD(, outbuf) out;
+
+	/* The user's view. */
+	int user_done;		/* on_close ran (or the user never saw it) */
+	void (*on_close)(struct grpc_call *, int, void *);
+	void *on_close_arg;
+	void (*on_writable)(struct grpc_call *, void *);
+	void *on_writable_arg;
+	int want_writable;
+};
+
+struct grpc_conn {
+	struct grpc_server *srv;
+	TAILQ_ENTRY(grpc_conn) entry;
+	struct grpc_listener *listener;
+	struct bufferevent *bev;
+	nghttp2_session *h2;
+	struct event *flush_ev;
+	struct event *keepalive_ev;
+	TAILQ_HEAD(, grpc_call) calls;
+
+	char identity[512];
+	char peer[64];
+	char local[64];
+	uint64_t last_seen_ms;
+	size_t queued;		/* packed bytes not yet taken by nghttp2 */
+	int want_writable;	/* some call got -ENOBUFS */
+	int in_h2;		/* inside nghttp2_session_{mem_recv,send} */
+	int close_pending;	/* conn_close asked while in_h2 */
+	int closed;
+	int draining;		/* close once the output is written */
+	int goaway_sent;
+};
+
+struct grpc_server {
+	struct event_base *base;
+	const struct grpc_method *methods;
+	size_t n_methods;
+	struct grpc_server_opts opts;
+
+	struct grpc_listener **listeners;
+	size_t n_listeners;
+	struct event *accept_ev;	/* re-enables accepting after EMFILE */
+
+	TAILQ_HEAD(, grpc_conn) conns;
+	size_t n_conns;
+
+	int shutting_down;
+	int forcing;			/* the shutdown timeout passed */
+	struct event *goaway_ev;	/* final GOAWAY after the notice */
+	struct event *shutdown_ev;	/* the shutdown timeout */
+	struct event *done_ev;
+	void (*done)(void *);
+	void *done_arg;
+};
+
+/* grpc_server.c */
+void	conn_close(struct grpc_conn *, const char *);
+void	conn_flush(struct grpc_conn *);
+void	conn_schedule_flush(struct grpc_conn *);
+size_t	conn_queued(const struct grpc_conn *);
+void	conn_check_writable(struct grpc_conn *);
+
+/* grpc_server_h2.c */
+int	h2_session_new(struct grpc_conn *);
+void	h2_goaway(struct grpc_conn *, int);
+
+/* grpc_server_call.c */
+struct grpc_call *call_new(struct grpc_conn *, int32_t);
+void	call_free(struct grpc_call *);
+void	call_end(struct grpc_call *, int, const char *);
+void	call_respond_http(struct grpc_call *, const char *);
+void	call_notify_close(struct grpc_call *, int);
+void	call_dispatch(struct grpc_call *);
+void	call_arm_deadline(struct grpc_call *);
+
+#endif
