@@ -32,6 +32,9 @@ grpc_reader_partial(const struct grpc_reader *r)
  * The prefix is collected first; once whole, the message length is known and
  * checked against the limit before a buffer of that size is allocated. A
  * message that arrives whole inside one chunk is handed out without a copy.
+ * The buffer is allocated only once body bytes must be kept, so it always
+ * belongs to the message being read: a buffer allocated for an earlier,
+ * shorter message is never reused.
  */
 int
 grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
@@ -48,15 +51,17 @@ grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
 			len -= n;
 			if (r->prefix_have < GRPC_PREFIX_LEN)
 				return 0;
-			if (r->prefix[0] != 0)
-				return -EPROTO;
 			r->len = (size_t)r->prefix[1] << 24 |
 			    (size_t)r->prefix[2] << 16 |
 			    (size_t)r->prefix[3] << 8 | r->prefix[4];
-			if (r->len > r->max)
-				return -EMSGSIZE;
 			r->have = 0;
 		}
+		/* Checked on every pass so that a feed after an error fails
+		 * the same way instead of buffering a rejected message. */
+		if (r->prefix[0] != 0)
+			return -EPROTO;
+		if (r->len > r->max)
+			return -EMSGSIZE;
 
 		int rc;
 		if (r->have == 0 && len >= r->len) {
@@ -65,8 +70,10 @@ grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
 			data += r->len;
 			len -= r->len;
 		} else {
+			if (len == 0)
+				return 0;
 			if (r->buf == NULL) {
-				r->buf = malloc(r->len > 0 ? r->len : 1);
+				r->buf = malloc(r->len);
 				if (r->buf == NULL)
 					return -ENOMEM;
 			}
@@ -136,17 +143,30 @@ grpc_timeout_parse(const char *s, size_t len, uint64_t *ms)
 	return 0;
 }
 
+/* |v| divided by |d|, rounded up, without overflow near UINT64_MAX. */
+static uint64_t
+div_up(uint64_t v, uint64_t d)
+{
+	return v / d + (v % d != 0);
+}
+
+/*
+ * At most 8 digits: long timeouts fall back to coarser units, rounded up as
+ * gRPC does, so the deadline the peer sees is never shorter than ours.
+ */
 void
 grpc_timeout_format(uint64_t ms, char *buf, size_t len)
 {
-	/* At most 8 digits: fall back to coarser units for long timeouts. */
 	if (ms < 100000000)
 		snprintf(buf, len, "%llum", (unsigned long long)ms);
-	else if (ms / 1000 < 100000000)
-		snprintf(buf, len, "%lluS", (unsigned long long)(ms / 1000));
-	else
+	else if (div_up(ms, 1000) < 100000000)
+		snprintf(buf, len, "%lluS", (unsigned long long)
+		    div_up(ms, 1000));
+	else if (div_up(ms, 60000) < 100000000)
 		snprintf(buf, len, "%lluM", (unsigned long long)
-		    (ms / 60000 < 100000000 ? ms / 60000 : 99999999));
+		    div_up(ms, 60000));
+	else
+		snprintf(buf, len, "99999999M");
 }
 
 char *

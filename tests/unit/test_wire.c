@@ -1,0 +1,834 @@
+/*
+ * Unit tests for lib/wire.c: message reassembly from DATA chunks cut at
+ * every possible place, the size limit decided from the prefix before
+ * anything is buffered, compressed messages, callbacks that stop the feed,
+ * framing of protobuf-c messages, grpc-timeout values and grpc-message
+ * percent coding (grpc/grpc doc/PROTOCOL-HTTP2.md, NOTES.md).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "rdzv/v1/types.pb-c.h"
+#include "wire.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* A deterministic generator (xorshift64*) so every run cuts alike. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t
+rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+#define MAX_MSGS 64
+
+/* What the reader handed out, copied, in order. */
+struct got {
+	size_t n;
+	uint8_t *msg[MAX_MSGS];
+	size_t len[MAX_MSGS];
+	int stop_at;		/* return 7 from the callback for message #stop_at */
+	int calls;
+};
+
+static int
+collect(void *arg, const uint8_t *msg, size_t len)
+{
+	struct got *g = arg;
+
+	g->calls++;
+	if (g->n < MAX_MSGS) {
+		g->msg[g->n] = malloc(len > 0 ? len : 1);
+		if (g->msg[g->n] == NULL)
+			abort();
+		if (len > 0)
+			memcpy(g->msg[g->n], msg, len);
+		g->len[g->n] = len;
+		g->n++;
+	}
+	if (g->stop_at > 0 && g->calls == g->stop_at)
+		return 7;
+	return 0;
+}
+
+static void
+got_free(struct got *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		free(g->msg[i]);
+	memset(g, 0, sizeof(*g));
+}
+
+/* A stream of framed messages and the messages themselves. */
+struct stream {
+	uint8_t buf[8192];
+	size_t len;
+	size_t n;
+	size_t off[MAX_MSGS];	/* of each message's body in buf */
+	size_t mlen[MAX_MSGS];
+};
+
+static void
+put_prefix(uint8_t *p, uint8_t flag, uint32_t len)
+{
+	p[0] = flag;
+	p[1] = (uint8_t)(len >> 24);
+	p[2] = (uint8_t)(len >> 16);
+	p[3] = (uint8_t)(len >> 8);
+	p[4] = (uint8_t)len;
+}
+
+static void
+stream_add(struct stream *s, size_t len)
+{
+	if (s->len + GRPC_PREFIX_LEN + len > sizeof(s->buf) || s->n == MAX_MSGS)
+		abort();
+	put_prefix(s->buf + s->len, 0, (uint32_t)len);
+	s->len += GRPC_PREFIX_LEN;
+	s->off[s->n] = s->len;
+	s->mlen[s->n] = len;
+	s->n++;
+	for (size_t i = 0; i < len; i++)
+		s->buf[s->len++] = (uint8_t)rng();
+}
+
+/* Messages of sizes that cover empty, tiny, prefix-sized and larger ones,
+ * with small messages after larger ones and the other way round. */
+static void
+stream_make(struct stream *s)
+{
+	static const size_t sizes[] = { 3, 0, 1, 0, 0, 700, 4, 5, 6, 1, 300, 0,
+	    2, 1500, 9 };
+
+	memset(s, 0, sizeof(*s));
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		stream_add(s, sizes[i]);
+}
+
+static int
+got_matches(const struct got *g, const struct stream *s)
+{
+	if (g->n != s->n)
+		return 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (g->len[i] != s->mlen[i])
+			return 0;
+		if (memcmp(g->msg[i], s->buf + s->off[i], s->mlen[i]) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Feeds |s| in chunks whose ends are |cuts| (ascending, each < s->len) and
+ * returns 1 when the reader produced exactly the stream's messages, no error,
+ * and no partial message at the end.
+ */
+static int
+feed_cut(const struct stream *s, const size_t *cuts, size_t ncuts)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	size_t pos = 0;
+	int ok = 1;
+
+	grpc_reader_init(&r, 4096);
+	for (size_t i = 0; i <= ncuts && ok; i++) {
+		size_t end = i < ncuts ? cuts[i] : s->len;
+		if (grpc_reader_feed(&r, s->buf + pos, end - pos, collect,
+		    &g) != 0)
+			ok = 0;
+		pos = end;
+	}
+	if (ok && (grpc_reader_partial(&r) || !got_matches(&g, s)))
+		ok = 0;
+	grpc_reader_reset(&r);
+	got_free(&g);
+	return ok;
+}
+
+/* -------------------------------------------------------- reassembly */
+
+static void
+test_reader_whole(void)
+{
+	struct stream s;
+
+	stream_make(&s);
+	CHECK(feed_cut(&s, NULL, 0));
+}
+
+static void
+test_reader_byte_at_a_time(void)
+{
+	struct stream s;
+	size_t *cuts;
+
+	stream_make(&s);
+	cuts = calloc(s.len, sizeof(*cuts));
+	for (size_t i = 1; i < s.len; i++)
+		cuts[i - 1] = i;
+	CHECK(feed_cut(&s, cuts, s.len - 1));
+	free(cuts);
+}
+
+/* Every single split point, then every pair of split points of a shorter
+ * stream: each byte boundary is a chunk end at least once, next to every
+ * other. */
+static void
+test_reader_every_split(void)
+{
+	struct stream s;
+	int bad = 0;
+
+	stream_make(&s);
+	for (size_t i = 0; i <= s.len; i++) {
+		size_t cut = i;
+		if (!feed_cut(&s, &cut, 1))
+			bad++;
+	}
+	CHECK_INT(bad, 0);
+
+	memset(&s, 0, sizeof(s));
+	stream_add(&s, 2);
+	stream_add(&s, 0);
+	stream_add(&s, 9);
+	stream_add(&s, 1);
+	stream_add(&s, 0);
+	stream_add(&s, 30);
+	bad = 0;
+	for (size_t i = 0; i <= s.len; i++) {
+		for (size_t j = i; j <= s.len; j++) {
+			size_t cuts[2] = { i, j };
+			if (!feed_cut(&s, cuts, 2))
+				bad++;
+		}
+	}
+	CHECK_INT(bad, 0);
+}
+
+static void
+test_reader_random_chunks(void)
+{
+	struct stream s;
+	size_t cuts[256];
+	int bad = 0;
+
+	stream_make(&s);
+	for (int round = 0; round < 2000; round++) {
+		size_t n = 0, pos = 0;
+		size_t maxchunk = 1 + (size_t)(rng() % (round % 3 == 0 ?
+		    8 : 900));
+		while (n < sizeof(cuts) / sizeof(cuts[0])) {
+			pos += rng() % (maxchunk + 1);	/* empty chunks too */
+			if (pos >= s.len)
+				break;
+			cuts[n++] = pos;
+		}
+		if (!feed_cut(&s, cuts, n))
+			bad++;
+	}
+	CHECK_INT(bad, 0);
+}
+
+/* Several messages in one chunk, and zero-length messages alone. */
+static void
+test_reader_zero_length(void)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	uint8_t buf[GRPC_PREFIX_LEN * 3];
+
+	put_prefix(buf, 0, 0);
+	put_prefix(buf + 5, 0, 0);
+	put_prefix(buf + 10, 0, 0);
+	grpc_reader_init(&r, 0);
+	CHECK_INT(grpc_reader_feed(&r, buf, sizeof(buf), collect, &g), 0);
+	CHECK_INT(g.n, 3);
+	CHECK_INT(g.len[0] + g.len[1] + g.len[2], 0);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	got_free(&g);
+
+	/* The prefix's last byte alone completes a zero-length message. */
+	CHECK_INT(grpc_reader_feed(&r, buf, 4, collect, &g), 0);
+	CHECK_INT(g.n, 0);
+	CHECK_INT(grpc_reader_partial(&r), 1);
+	CHECK_INT(grpc_reader_feed(&r, buf + 4, 1, collect, &g), 0);
+	CHECK_INT(g.n, 1);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	got_free(&g);
+
+	/* An empty feed changes nothing. */
+	CHECK_INT(grpc_reader_feed(&r, buf, 0, collect, &g), 0);
+	CHECK_INT(g.n, 0);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	grpc_reader_reset(&r);
+}
+
+/*
+ * A message whose prefix ends one chunk and whose body fills the next, then
+ * a larger message split across chunks: the second must not land in a
+ * buffer sized for the first (an overflow ASan reports).
+ */
+static void
+test_reader_buffer_per_message(void)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	uint8_t buf[5 + 1 + 5 + 100];
+
+	put_prefix(buf, 0, 1);
+	buf[5] = 0xaa;
+	put_prefix(buf + 6, 0, 100);
+	memset(buf + 11, 0xbb, 100);
+	grpc_reader_init(&r, 1000);
+	CHECK_INT(grpc_reader_feed(&r, buf, 5, collect, &g), 0);
+	CHECK_INT(grpc_reader_feed(&r, buf + 5, 1 + 5 + 50, collect, &g), 0);
+	CHECK_INT(grpc_reader_partial(&r), 1);
+	CHECK_INT(grpc_reader_feed(&r, buf + 61, 50, collect, &g), 0);
+	CHECK_INT(g.n, 2);
+	CHECK_INT(g.len[0], 1);
+	CHECK_INT(g.len[1], 100);
+	CHECK(g.msg[0][0] == 0xaa);
+	CHECK(g.len[1] == 100 && g.msg[1][99] == 0xbb);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	got_free(&g);
+	grpc_reader_reset(&r);
+}
+
+/* -------------------------------------------------------- size limit */
+
+static void
+test_reader_limit(void)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	uint8_t buf[5 + 101];
+
+	/* Exactly the limit is accepted. */
+	memset(buf, 0x5a, sizeof(buf));
+	put_prefix(buf, 0, 100);
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_feed(&r, buf, 5 + 100, collect, &g), 0);
+	CHECK_INT(g.n, 1);
+	got_free(&g);
+	grpc_reader_reset(&r);
+
+	/* One more: the prefix alone fails, and nothing was allocated. */
+	put_prefix(buf, 0, 101);
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_feed(&r, buf, 5, collect, &g), -EMSGSIZE);
+	CHECK(r.buf == NULL);
+	CHECK_INT(g.calls, 0);
+	grpc_reader_reset(&r);
+
+	/* Byte by byte: the first four bytes are fine, the fifth decides. */
+	grpc_reader_init(&r, 100);
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(grpc_reader_feed(&r, buf + i, 1, collect, &g), 0);
+	CHECK(r.buf == NULL);
+	CHECK_INT(grpc_reader_feed(&r, buf + 4, 1, collect, &g), -EMSGSIZE);
+	CHECK(r.buf == NULL);
+	grpc_reader_reset(&r);
+
+	/* The largest length a prefix can announce, with a real limit. */
+	put_prefix(buf, 0, UINT32_MAX);
+	grpc_reader_init(&r, 4 << 20);
+	CHECK_INT(grpc_reader_feed(&r, buf, 5, collect, &g), -EMSGSIZE);
+	CHECK(r.buf == NULL);
+	grpc_reader_reset(&r);
+
+	/* After good messages in the same chunk: they are delivered first. */
+	uint8_t two[5 + 2 + 5];
+	put_prefix(two, 0, 2);
+	two[5] = 1;
+	two[6] = 2;
+	put_prefix(two + 7, 0, 0x01000000);
+	grpc_reader_init(&r, 1000);
+	CHECK_INT(grpc_reader_feed(&r, two, sizeof(two), collect, &g),
+	    -EMSGSIZE);
+	CHECK_INT(g.n, 1);
+	CHECK(r.buf == NULL);
+	got_free(&g);
+	grpc_reader_reset(&r);
+
+	/* A limit of 0 takes only empty messages. */
+	put_prefix(buf, 0, 1);
+	grpc_reader_init(&r, 0);
+	CHECK_INT(grpc_reader_feed(&r, buf, 6, collect, &g), -EMSGSIZE);
+	grpc_reader_reset(&r);
+}
+
+static void
+test_reader_compressed(void)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	uint8_t buf[5 + 3 + 5 + 3];
+
+	for (int flag = 1; flag < 256; flag += 127) {
+		put_prefix(buf, (uint8_t)flag, 3);
+		grpc_reader_init(&r, 100);
+		CHECK_INT(grpc_reader_feed(&r, buf, 5, collect, &g), -EPROTO);
+		CHECK_INT(g.calls, 0);
+		CHECK(r.buf == NULL);
+		grpc_reader_reset(&r);
+	}
+
+	/* A compressed message after a plain one in the same chunk. */
+	put_prefix(buf, 0, 3);
+	memcpy(buf + 5, "abc", 3);
+	put_prefix(buf + 8, 1, 3);
+	memcpy(buf + 13, "def", 3);
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_feed(&r, buf, sizeof(buf), collect, &g), -EPROTO);
+	CHECK_INT(g.n, 1);
+	CHECK(g.n == 1 && g.len[0] == 3 && memcmp(g.msg[0], "abc", 3) == 0);
+	got_free(&g);
+	grpc_reader_reset(&r);
+}
+
+/* ------------------------------------------------- callback, partial */
+
+static void
+test_reader_callback_stops(void)
+{
+	struct stream s;
+	struct grpc_reader r;
+	struct got g = { 0 };
+
+	memset(&s, 0, sizeof(s));
+	stream_add(&s, 4);
+	stream_add(&s, 0);
+	stream_add(&s, 10);
+	stream_add(&s, 2);
+
+	/* All in one chunk (no copy): the third message is never seen. */
+	g.stop_at = 2;
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_feed(&r, s.buf, s.len, collect, &g), 7);
+	CHECK_INT(g.calls, 2);
+	grpc_reader_reset(&r);
+	got_free(&g);
+
+	/* Byte by byte (buffered): the feed that completes the third
+	 * message returns 7 and nothing after it is delivered. */
+	g.stop_at = 3;
+	grpc_reader_init(&r, 100);
+	size_t i;
+	int rc = 0;
+	for (i = 0; i < s.len && rc == 0; i++)
+		rc = grpc_reader_feed(&r, s.buf + i, 1, collect, &g);
+	CHECK_INT(rc, 7);
+	CHECK_INT(i, s.off[2] + s.mlen[2]);
+	CHECK_INT(g.calls, 3);
+	CHECK(r.buf == NULL);
+	grpc_reader_reset(&r);
+	got_free(&g);
+
+	/* Stopping inside a chunk that holds more: the rest is not read. */
+	g.stop_at = 1;
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_feed(&r, s.buf, 3, collect, &g), 0);
+	CHECK_INT(grpc_reader_feed(&r, s.buf + 3, s.len - 3, collect, &g), 7);
+	CHECK_INT(g.calls, 1);
+	CHECK(g.n == 1 && g.len[0] == 4 &&
+	    memcmp(g.msg[0], s.buf + s.off[0], 4) == 0);
+	grpc_reader_reset(&r);
+	got_free(&g);
+}
+
+static void
+test_reader_partial(void)
+{
+	struct grpc_reader r;
+	struct got g = { 0 };
+	uint8_t buf[5 + 4];
+
+	put_prefix(buf, 0, 4);
+	memcpy(buf + 5, "wxyz", 4);
+	grpc_reader_init(&r, 100);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		CHECK_INT(grpc_reader_feed(&r, buf + i, 1, collect, &g), 0);
+		CHECK_INT(grpc_reader_partial(&r), i + 1 < sizeof(buf));
+	}
+	CHECK_INT(g.n, 1);
+	got_free(&g);
+
+	/* Reset forgets a half-read message and frees its buffer. */
+	CHECK_INT(grpc_reader_feed(&r, buf, 7, collect, &g), 0);
+	CHECK_INT(grpc_reader_partial(&r), 1);
+	grpc_reader_reset(&r);
+	CHECK_INT(grpc_reader_partial(&r), 0);
+	CHECK(r.buf == NULL);
+	CHECK_INT(r.max, 100);
+	CHECK_INT(grpc_reader_feed(&r, buf, sizeof(buf), collect, &g), 0);
+	CHECK_INT(g.n, 1);
+	got_free(&g);
+	grpc_reader_reset(&r);
+	grpc_reader_reset(&r);	/* twice is fine */
+}
+
+/* ------------------------------------------------------------ framing */
+
+static int
+unpack_one(void *arg, const uint8_t *msg, size_t len)
+{
+	Rdzv__V1__Event **out = arg;
+
+	*out = rdzv__v1__event__unpack(NULL, len, msg);
+	return *out == NULL ? -EBADMSG : 0;
+}
+
+static void
+test_frame_pack(void)
+{
+	Rdzv__V1__Event ev = RDZV__V1__EVENT__INIT, *back = NULL;
+	uint8_t *out = NULL;
+	size_t outlen = 0, n;
+
+	ev.seq = 42;
+	ev.time_unix_ms = -1;
+	ev.generation = 7;
+	ev.kind = "round";
+	ev.message = "round 7 complete: 4 nodes";
+	n = rdzv__v1__event__get_packed_size(&ev);
+
+	CHECK_INT(grpc_frame_pack(&ev.base, 4096, &out, &outlen), 0);
+	CHECK_INT(outlen, GRPC_PREFIX_LEN + n);
+	CHECK(out != NULL && out[0] == 0 && out[1] == 0 && out[2] == 0 &&
+	    out[3] == (uint8_t)(n >> 8) && out[4] == (uint8_t)n);
+
+	/* Through the reader, byte by byte, and back into a message. */
+	struct grpc_reader r;
+	grpc_reader_init(&r, 4096);
+	for (size_t i = 0; i < outlen; i++)
+		CHECK_INT(grpc_reader_feed(&r, out + i, 1, unpack_one, &back), 0);
+	CHECK(back != NULL);
+	if (back != NULL) {
+		CHECK_INT(back->seq, 42);
+		CHECK_INT(back->time_unix_ms, -1);
+		CHECK_INT(back->generation, 7);
+		CHECK_STR(back->kind, "round");
+		CHECK_STR(back->message, "round 7 complete: 4 nodes");
+		rdzv__v1__event__free_unpacked(back, NULL);
+	}
+	grpc_reader_reset(&r);
+	free(out);
+
+	/* The limit is on the message, not the frame. */
+	out = NULL;
+	CHECK_INT(grpc_frame_pack(&ev.base, n, &out, &outlen), 0);
+	free(out);
+	out = NULL;
+	outlen = 12345;
+	CHECK_INT(grpc_frame_pack(&ev.base, n - 1, &out, &outlen), -EMSGSIZE);
+	CHECK(out == NULL);
+	CHECK_INT(outlen, 12345);
+
+	/* An empty message is a bare prefix of zeros. */
+	Rdzv__V1__Event empty = RDZV__V1__EVENT__INIT;
+	CHECK_INT(grpc_frame_pack(&empty.base, 0, &out, &outlen), 0);
+	CHECK_INT(outlen, GRPC_PREFIX_LEN);
+	CHECK(out != NULL && memcmp(out, "\0\0\0\0\0", 5) == 0);
+	free(out);
+
+	/* A message longer than 255 bytes uses the prefix's upper bytes. */
+	char big[70000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ev.message = big;
+	n = rdzv__v1__event__get_packed_size(&ev);
+	CHECK_INT(grpc_frame_pack(&ev.base, 1 << 20, &out, &outlen), 0);
+	CHECK(out != NULL && out[1] == (uint8_t)(n >> 24) &&
+	    out[2] == (uint8_t)(n >> 16) && out[3] == (uint8_t)(n >> 8) &&
+	    out[4] == (uint8_t)n && out[2] == 1);
+	back = NULL;
+	grpc_reader_init(&r, 1 << 20);
+	CHECK_INT(grpc_reader_feed(&r, out, outlen, unpack_one, &back), 0);
+	CHECK(back != NULL && strcmp(back->message, big) == 0);
+	if (back != NULL)
+		rdzv__v1__event__free_unpacked(back, NULL);
+	grpc_reader_reset(&r);
+	free(out);
+	CHECK_INT(grpc_frame_pack(&ev.base, 65536, &out, &outlen), -EMSGSIZE);
+}
+
+/* ----------------------------------------------------------- timeouts */
+
+static int
+parse(const char *s, uint64_t *ms)
+{
+	return grpc_timeout_parse(s, strlen(s), ms);
+}
+
+static void
+test_timeout_parse(void)
+{
+	static const struct {
+		const char *s;
+		uint64_t ms;
+	} good[] = {
+		{ "1H", 3600000 },
+		{ "2M", 120000 },
+		{ "3S", 3000 },
+		{ "100m", 100 },
+		{ "0m", 0 },
+		{ "0S", 0 },
+		{ "1u", 1 },		/* rounded up */
+		{ "999u", 1 },
+		{ "1000u", 1 },
+		{ "1001u", 2 },
+		{ "0u", 0 },
+		{ "1n", 1 },
+		{ "1000000n", 1 },
+		{ "1000001n", 2 },
+		{ "99999999n", 100 },
+		{ "99999999u", 100000 },
+		{ "99999999m", 99999999 },
+		{ "99999999S", 99999999000ULL },
+		{ "99999999M", 5999999940000ULL },
+		{ "99999999H", 359999996400000ULL },
+		{ "00000005S", 5000 },	/* eight digits with zeros */
+	};
+	static const char *bad[] = {
+		"",
+		"m",
+		"S",
+		"100",			/* no unit */
+		"123456789m",		/* nine digits */
+		"000000001S",
+		"5s",			/* units are case-sensitive */
+		"5h",
+		"5x",
+		"5U",
+		"5N",
+		"-5m",
+		"+5m",
+		" 5m",
+		"5 m",
+		"5mm",
+		"5.0S",
+		"0x5m",
+		"m5",
+	};
+	uint64_t ms;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ms = 777;
+		int rc = parse(good[i].s, &ms);
+		if (rc != 0 || ms != good[i].ms)
+			fprintf(stderr, "timeout '%s': rc %d, %llu ms\n",
+			    good[i].s, rc, (unsigned long long)ms);
+		CHECK(rc == 0 && ms == good[i].ms);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = parse(bad[i], &ms);
+		if (rc != -EINVAL)
+			fprintf(stderr, "timeout '%s' accepted\n", bad[i]);
+		CHECK_INT(rc, -EINVAL);
+	}
+
+	/* |len| bounds the value: nothing after it is read. */
+	CHECK_INT(grpc_timeout_parse("100mXYZ", 4, &ms), 0);
+	CHECK_INT(ms, 100);
+	CHECK_INT(grpc_timeout_parse("25S", 2, &ms), -EINVAL);
+	CHECK_INT(grpc_timeout_parse("5m\0", 3, &ms), -EINVAL);
+	CHECK_INT(grpc_timeout_parse(NULL, 0, &ms), -EINVAL);
+}
+
+/* The formatted value has at most 8 digits, parses back, is not shorter
+ * than asked (a deadline never shrinks) and longer by less than its unit. */
+static void
+check_format(uint64_t ms)
+{
+	char buf[16];
+	uint64_t back = 0, unit;
+	size_t len;
+
+	memset(buf, '#', sizeof(buf));
+	grpc_timeout_format(ms, buf, sizeof(buf));
+	len = strnlen(buf, sizeof(buf));
+	CHECK(len >= 2 && len <= 9);
+	if (len < 2 || len > 9)
+		return;
+	CHECK_INT(parse(buf, &back), 0);
+	switch (buf[len - 1]) {
+	case 'm': unit = 1; break;
+	case 'S': unit = 1000; break;
+	case 'M': unit = 60000; break;
+	case 'H': unit = 3600000; break;
+	default: unit = 0; break;
+	}
+	CHECK(unit != 0);
+	if (unit >= 60000 && back == 99999999 * unit && ms > back) {
+		/* Past the largest value of the coarsest unit: a cap of
+		 * about 190 years or more. */
+		return;
+	}
+	if (!(back >= ms && back - ms < unit) && check_failures < 10)
+		fprintf(stderr, "format %llu -> '%s' -> %llu\n",
+		    (unsigned long long)ms, buf, (unsigned long long)back);
+	CHECK(back >= ms && back - ms < unit);
+}
+
+static void
+test_timeout_format(void)
+{
+	static const uint64_t values[] = {
+		0, 1, 2, 999, 1000, 1001, 59999, 60000, 3600000,
+		99999999,		/* the last value in milliseconds */
+		100000000,
+		100000001,
+		99999999000ULL,		/* the last value in seconds */
+		99999999001ULL,		/* ...rounded up: 100000000 S */
+		99999999999ULL,
+		100000000000ULL,
+		5999999940000ULL,	/* the last value in minutes */
+		5999999940001ULL,
+		5999999999999ULL,
+		86400000ULL * 365 * 100,
+		UINT64_MAX / 2,
+		UINT64_MAX - 1,
+		UINT64_MAX,
+	};
+	char buf[16];
+
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+		check_format(values[i]);
+	for (int i = 0; i < 20000; i++)
+		check_format(rng() >> (rng() % 64));
+
+	/* Exact and readable where it can be. */
+	grpc_timeout_format(0, buf, sizeof(buf));
+	CHECK_STR(buf, "0m");
+	grpc_timeout_format(1500, buf, sizeof(buf));
+	CHECK_STR(buf, "1500m");
+	grpc_timeout_format(99999999, buf, sizeof(buf));
+	CHECK_STR(buf, "99999999m");
+	grpc_timeout_format(100000000, buf, sizeof(buf));
+	CHECK_STR(buf, "100000S");
+	grpc_timeout_format(100000001, buf, sizeof(buf));
+	CHECK_STR(buf, "100001S");
+}
+
+/* ---------------------------------------------------- grpc-message */
+
+static char *
+decode(const char *s)
+{
+	return grpc_message_decode(s, strlen(s));
+}
+
+static void
+check_encode(const char *in, const char *want)
+{
+	char *enc = grpc_message_encode(in), *dec;
+
+	CHECK_STR(enc, want);
+	dec = enc != NULL ? decode(enc) : NULL;
+	CHECK_STR(dec, in);
+	free(enc);
+	free(dec);
+}
+
+static void
+check_decode(const char *in, const char *want)
+{
+	char *dec = decode(in);
+
+	CHECK_STR(dec, want);
+	free(dec);
+}
+
+static void
+test_message_coding(void)
+{
+	check_encode("", "");
+	check_encode("hello world", "hello world");
+	check_encode(" !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~",
+	    " !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~");
+	check_encode("100%", "100%25");
+	check_encode("%25", "%2525");
+	check_encode("line\nbreak\ttab\r", "line%0Abreak%09tab%0D");
+	check_encode("\x01\x1f\x7f", "%01%1F%7F");
+	/* UTF-8: each byte of a multi-byte sequence is escaped. */
+	check_encode("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x9a\x80",
+	    "h%C3%A9llo %E2%9C%93 %F0%9F%9A%80");
+
+	/* Every byte value 1-255 survives a round trip. */
+	char all[256];
+	for (int i = 1; i < 256; i++)
+		all[i - 1] = (char)i;
+	all[255] = '\0';
+	char *enc = grpc_message_encode(all), *dec;
+	CHECK(enc != NULL && strlen(enc) == 94 + 161 * 3);
+	dec = enc != NULL ? decode(enc) : NULL;
+	CHECK(dec != NULL && memcmp(dec, all, 256) == 0);
+	for (const char *p = enc; p != NULL && *p != '\0'; p++)
+		CHECK(*p >= 0x20 && *p <= 0x7e);
+	free(enc);
+	free(dec);
+
+	/* Lowercase hex decodes too. */
+	check_decode("h%c3%a9llo", "h\xc3\xa9llo");
+	check_decode("%2a%2A", "**");
+
+	/* Malformed escapes are kept as they are. */
+	check_decode("%", "%");
+	check_decode("abc%", "abc%");
+	check_decode("%4", "%4");
+	check_decode("abc%4", "abc%4");
+	check_decode("%zz", "%zz");
+	check_decode("%4g", "%4g");
+	check_decode("%g4", "%g4");
+	check_decode("%%41", "%A");
+	check_decode("50% off", "50% off");
+	check_decode("%%%", "%%%");
+	check_decode("%41%", "A%");
+	check_decode("%41%4", "A%4");
+
+	/* |len| bounds the input; a %00 escape yields a NUL byte. */
+	dec = grpc_message_decode("ab%41cd", 5);
+	CHECK_STR(dec, "abA");
+	free(dec);
+	dec = grpc_message_decode("ab%41", 4);
+	CHECK_STR(dec, "ab%4");
+	free(dec);
+	dec = grpc_message_decode("x%00y", 5);
+	CHECK(dec != NULL && memcmp(dec, "x\0y", 4) == 0);
+	free(dec);
+	dec = grpc_message_decode("", 0);
+	CHECK_STR(dec, "");
+	free(dec);
+}
+
+int
+main(void)
+{
+	test_reader_whole();
+	test_reader_byte_at_a_time();
+	test_reader_every_split();
+	test_reader_random_chunks();
+	test_reader_zero_length();
+	test_reader_buffer_per_message();
+	test_reader_limit();
+	test_reader_compressed();
+	test_reader_callback_stops();
+	test_reader_partial();
+	test_frame_pack();
+	test_timeout_parse();
+	test_timeout_format();
+	test_message_coding();
+	return check_done("test_wire");
+}
