@@ -1,0 +1,134 @@
+/*
+ * Internals of the gRPC client shared by grpc_client.c (the client object,
+ * calls and their completion) and grpc_client_conn.c (one HTTP/2 connection:
+ * connect, TLS, nghttp2, keepalive, GOAWAY).
+ *
+ * Re-entrancy. User callbacks (on_msg, done, on_closed) may cancel calls,
+ * start calls or free the client, often while nghttp2 is inside
+ * nghttp2_session_mem_recv. Every entry point therefore brackets its work
+ * with cli_enter()/cli_leave(): objects that end while the client is busy
+ * are only marked and queued, nghttp2_session_send runs only in the
+ * outermost cli_leave(), and finished calls, closed connections and a freed
+ * client are released there, after every frame above has returned.
+ */
+#ifndef RDZV_GRPC_CLIENT_INT_H
+#define RDZV_GRPC_CLIENT_INT_H
+
+#include <sys/queue.h>
+#include <netinet/in.h>
+
+#include <event2/bufferevent.h>
+#include <nghttp2/nghttp2.h>
+
+#include "grpc.h"
+#include "wire.h"
+
+enum cconn_state {
+	CCONN_CONNECTING,	/* resolving, TCP connect */
+	CCONN_HANDSHAKE,	/* TLS handshake */
+	CCONN_READY,		/* HTTP/2 session running */
+	CCONN_CLOSED,		/* queued for release */
+};
+
+struct cconn;
+
+struct grpc_ccall {
+	struct grpc_client *cli;
+	struct cconn *conn;
+	TAILQ_ENTRY(grpc_ccall) entry;	/* conn->calls or cli->dead_calls */
+
+	int32_t stream_id;		/* 0 until submitted */
+	uint8_t *req;			/* framed request */
+	size_t req_len, req_off;
+	char *path;
+	const ProtobufCMessageDescriptor *reply;
+	uint32_t timeout_ms;
+	uint64_t deadline_at;		/* mono_ms, 0 without a timeout */
+	struct event *deadline;
+
+	grpc_msg_fn on_msg;
+	grpc_done_fn done;
+	void *arg;
+	ProtobufCMessage **keep;	/* grpc_unary_sync: keep the reply */
+
+	struct grpc_reader reader;
+	int http_status;		/* 0 until :status arrives */
+	int content_type;		/* 0 unseen, 1 gRPC, -1 other */
+	int grpc_status;		/* -1 until grpc-status arrives */
+	char *grpc_message;
+	int stream_closed;		/* nghttp2 closed the stream */
+	int fail_later;			/* the timer reports UNAVAILABLE */
+	int finished;			/* done has run or is running */
+};
+
+TAILQ_HEAD(ccall_list, grpc_ccall);
+
+struct cconn {
+	struct grpc_client *cli;
+	TAILQ_ENTRY(cconn) entry;	/* cli->conns or cli->dead_conns */
+	enum cconn_state state;
+
+	struct addrinfo *ai;		/* TCP: resolved addresses */
+	struct addrinfo *ai_next;	/* next one to try */
+	int last_errno;
+	int fd;				/* until a bufferevent owns it */
+	struct event *start_ev;		/* resolves on the next loop turn */
+	struct event *connect_ev;	/* writable during connect */
+	struct event *connect_timer;	/* connect + handshake deadline */
+
+	struct bufferevent *bev;	/* owns fd and SSL once created */
+	nghttp2_session *h2;
+	struct event *ka_ev;		/* keepalive PING interval */
+	struct event *ka_timeout;	/* PING ACK deadline */
+	int ping_outstanding;
+
+	int goaway;			/* no new streams on it */
+	int32_t goaway_last;
+	char local[INET6_ADDRSTRLEN];
+
+	struct ccall_list calls;	/* live calls, submitted or waiting */
+};
+
+TAILQ_HEAD(cconn_list, cconn);
+
+struct grpc_client {
+	struct event_base *base;
+	struct grpc_client_opts opts;	/* server_name points at ours */
+	char *server_name;
+	char peer[300];			/* "host:port" for messages */
+	char authority[300];
+
+	void (*on_closed)(struct grpc_client *, int, void *);
+	void *arg;
+
+	struct cconn *conn;		/* where new calls go; NULL: connect */
+	struct cconn_list conns;	/* live, including draining */
+	struct cconn_list dead_conns;
+	struct ccall_list dead_calls;
+
+	int busy;			/* cli_enter depth */
+	int dead;			/* grpc_client_free was called */
+	unsigned int cb_gen;		/* bumped before each user callback */
+};
+
+/* grpc_client.c */
+void	cli_enter(struct grpc_client *);
+void	cli_leave(struct grpc_client *);
+void	call_complete(struct grpc_ccall *, int, const char *, ...)
+	    __attribute__((format(printf, 3, 4)));
+void	call_fail_later(struct grpc_ccall *);
+void	call_header(struct grpc_ccall *, const uint8_t *, size_t,
+	    const uint8_t *, size_t);
+void	call_finish_stream(struct grpc_ccall *, uint32_t);
+int	call_feed(struct grpc_ccall *, const uint8_t *, size_t);
+struct grpc_ccall *call_find(struct cconn *, int32_t);
+
+/* grpc_client_conn.c */
+struct cconn *conn_new(struct grpc_client *);
+void	conn_free(struct cconn *);
+void	conn_close(struct cconn *, int, const char *, ...)
+	    __attribute__((format(printf, 3, 4)));
+int	conn_submit(struct cconn *, struct grpc_ccall *);
+void	conn_flush(struct cconn *);
+
+#endif
