@@ -37,9 +37,9 @@
 /* How long forced connections may take to write their last frames. */
 #define DRAIN_MS		1000
 
-static void	conn_read_cb(struct bufferevent *, void *);
-static void	conn_write_cb(struct bufferevent *, void *);
-static void	conn_event_cb(struct bufferevent *, short, void *);
+static void	sconn_read_cb(struct bufferevent *, void *);
+static void	sconn_write_cb(struct bufferevent *, void *);
+static void	sconn_event_cb(struct bufferevent *, short, void *);
 static void	server_check_done(struct grpc_server *);
 
 static struct timeval
@@ -297,7 +297,7 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->h2 == NULL && idle >= ka) {
-		conn_close(c, "TLS handshake timeout");
+		sconn_close(c, "TLS handshake timeout");
 		return;
 	}
 
@@ -307,12 +307,12 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	 * TCP gives up.
 	 */
 	if (idle >= 3 * ka) {
-		conn_close(c, "keepalive timeout");
+		sconn_close(c, "keepalive timeout");
 		return;
 	}
 	if (idle >= ka) {
 		nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
-		conn_schedule_flush(c);
+		sconn_schedule_flush(c);
 		tv = ms_tv(ka);
 	} else
 		tv = ms_tv(ka - idle);
@@ -322,17 +322,17 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-	conn_flush(arg);
+	sconn_flush(arg);
 }
 
-/* Frees what conn_close has not; accepts half-built connections. */
+/* Frees what sconn_close has not; accepts half-built connections. */
 static void
-conn_free(struct grpc_conn *c)
+sconn_free(struct grpc_conn *c)
 {
 	struct grpc_call *call;
 
 	while ((call = TAILQ_FIRST(&c->calls)) != NULL)
-		call_free(call);
+		scall_free(call);
 	if (c->h2 != NULL)
 		nghttp2_session_del(c->h2);
 	if (c->bev != NULL)
@@ -350,7 +350,7 @@ conn_free(struct grpc_conn *c)
  * running for this connection waits until it has returned.
  */
 void
-conn_close(struct grpc_conn *c, const char *reason)
+sconn_close(struct grpc_conn *c, const char *reason)
 {
 	struct grpc_server *srv = c->srv;
 	struct grpc_call *call;
@@ -366,24 +366,24 @@ conn_close(struct grpc_conn *c, const char *reason)
 again:
 	TAILQ_FOREACH(call, &c->calls, entry) {
 		if (!call->user_done) {
-			call_notify_close(call, 1);
+			scall_notify_close(call, 1);
 			goto again;
 		}
 	}
 	TAILQ_REMOVE(&srv->conns, c, entry);
 	srv->n_conns--;
-	conn_free(c);
+	sconn_free(c);
 	server_check_done(srv);
 }
 
 size_t
-conn_queued(const struct grpc_conn *c)
+sconn_queued(const struct grpc_conn *c)
 {
 	return c->queued + evbuffer_get_length(bufferevent_get_output(c->bev));
 }
 
 void
-conn_schedule_flush(struct grpc_conn *c)
+sconn_schedule_flush(struct grpc_conn *c)
 {
 	if (!c->closed)
 		event_active(c->flush_ev, EV_TIMEOUT, 0);
@@ -391,12 +391,12 @@ conn_schedule_flush(struct grpc_conn *c)
 
 /* Tells calls waiting for room that there is some again. */
 void
-conn_check_writable(struct grpc_conn *c)
+sconn_check_writable(struct grpc_conn *c)
 {
 	struct grpc_call *call;
 
 	if (c->closed || !c->want_writable ||
-	    conn_queued(c) >= c->srv->opts.out_cap / 2)
+	    sconn_queued(c) >= c->srv->opts.out_cap / 2)
 		return;
 	c->want_writable = 0;
 	/* Calls are freed only inside nghttp2, never from here. */
@@ -416,7 +416,7 @@ conn_check_writable(struct grpc_conn *c)
  * connection once both sides are done with it.
  */
 void
-conn_flush(struct grpc_conn *c)
+sconn_flush(struct grpc_conn *c)
 {
 	if (c->closed || c->h2 == NULL)
 		return;
@@ -424,7 +424,7 @@ conn_flush(struct grpc_conn *c)
 	int rv = nghttp2_session_send(c->h2);
 	c->in_h2--;
 	if (rv != 0 || c->close_pending) {
-		conn_close(c, rv != 0 ? nghttp2_strerror(rv) : "closed");
+		sconn_close(c, rv != 0 ? nghttp2_strerror(rv) : "closed");
 		return;
 	}
 	/*
@@ -434,14 +434,14 @@ conn_flush(struct grpc_conn *c)
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
 	    !nghttp2_session_want_write(c->h2) &&
 	    (c->draining || !nghttp2_session_want_read(c->h2))) {
-		conn_close(c, "finished");
+		sconn_close(c, "finished");
 		return;
 	}
-	conn_check_writable(c);
+	sconn_check_writable(c);
 }
 
 static void
-conn_read_cb(struct bufferevent *bev, void *arg)
+sconn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct grpc_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
@@ -453,24 +453,24 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 		ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
 		c->in_h2--;
 		if (n < 0 || c->close_pending) {
-			conn_close(c, n < 0 ? nghttp2_strerror((int)n) :
+			sconn_close(c, n < 0 ? nghttp2_strerror((int)n) :
 			    "closed");
 			return;
 		}
 		evbuffer_drain(in, (size_t)n);
 	}
-	conn_flush(c);
+	sconn_flush(c);
 }
 
 static void
-conn_write_cb(struct bufferevent *bev, void *arg)
+sconn_write_cb(struct bufferevent *bev, void *arg)
 {
-	conn_flush(arg);
+	sconn_flush(arg);
 }
 
 /* Once TLS is up: insist on h2 and take the certificate's subject. */
 static int
-conn_tls_ready(struct grpc_conn *c)
+sconn_tls_ready(struct grpc_conn *c)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
 	const unsigned char *alpn = NULL;
@@ -488,24 +488,24 @@ conn_tls_ready(struct grpc_conn *c)
 }
 
 static void
-conn_event_cb(struct bufferevent *bev, short events, void *arg)
+sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
 	struct grpc_conn *c = arg;
 
 	if (events & BEV_EVENT_CONNECTED) {
-		if (conn_tls_ready(c) != 0 || h2_session_new(c) != 0) {
-			conn_close(c, "tls");
+		if (sconn_tls_ready(c) != 0 || srv_h2_session_new(c) != 0) {
+			sconn_close(c, "tls");
 			return;
 		}
-		conn_flush(c);
+		sconn_flush(c);
 		return;
 	}
 	if (events & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		conn_close(c, "eof");
+		sconn_close(c, "eof");
 }
 
 static void
-conn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
+sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
     struct sockaddr *sa)
 {
 	struct sockaddr_storage ss;
@@ -549,7 +549,7 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 	c->listener = l;
 	c->last_seen_ms = mono_ms();
 	TAILQ_INIT(&c->calls);
-	conn_peer_identity(c, fd, sa);
+	sconn_peer_identity(c, fd, sa);
 
 	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
 	if (l->tls != NULL) {
@@ -575,8 +575,8 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		c->keepalive_ev = evtimer_new(srv->base, keepalive_cb, c);
 	if (c->flush_ev == NULL || (srv->opts.keepalive_ms > 0 &&
 	    c->keepalive_ev == NULL) || (l->tls == NULL &&
-	    h2_session_new(c) != 0)) {
-		conn_free(c);
+	    srv_h2_session_new(c) != 0)) {
+		sconn_free(c);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
@@ -586,10 +586,10 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		evtimer_add(c->keepalive_ev, &tv);
 	}
 	bufferevent_setwatermark(c->bev, EV_WRITE, GRPC_SERVER_WBUF_MAX / 2, 0);
-	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setcb(c->bev, sconn_read_cb, sconn_write_cb, sconn_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	if (c->h2 != NULL)
-		conn_schedule_flush(c);
+		sconn_schedule_flush(c);
 }
 
 /* ----------------------------------------------------------- shutdown */
@@ -609,11 +609,11 @@ goaway_cb(evutil_socket_t fd, short what, void *arg)
 
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (c->h2 == NULL) {
-			conn_close(c, "shutdown");
+			sconn_close(c, "shutdown");
 			continue;
 		}
-		h2_goaway(c, 1);
-		conn_schedule_flush(c);
+		srv_h2_goaway(c, 1);
+		sconn_schedule_flush(c);
 	}
 }
 
@@ -632,21 +632,21 @@ shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	srv->forcing = 1;
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (forced || c->h2 == NULL) {
-			conn_close(c, "shutdown timeout");
+			sconn_close(c, "shutdown timeout");
 			continue;
 		}
 		c->draining = 1;
 again:
 		TAILQ_FOREACH(call, &c->calls, entry) {
 			if (call->state != CALL_DONE) {
-				call_end(call, GRPC_UNAVAILABLE,
+				scall_end(call, GRPC_UNAVAILABLE,
 				    "server shutting down");
 				if (!call->user_done)
-					call_notify_close(call, 1);
+					scall_notify_close(call, 1);
 				goto again;
 			}
 		}
-		conn_schedule_flush(c);
+		sconn_schedule_flush(c);
 	}
 	if (!forced && srv->n_conns > 0) {
 		struct timeval tv = ms_tv(DRAIN_MS);
@@ -672,8 +672,8 @@ grpc_server_shutdown(struct grpc_server *srv, uint32_t timeout_ms,
 	srv->shutdown_ev = evtimer_new(srv->base, shutdown_timeout_cb, srv);
 	TAILQ_FOREACH(c, &srv->conns, entry) {
 		if (c->h2 != NULL) {
-			h2_goaway(c, 0);
-			conn_schedule_flush(c);
+			srv_h2_goaway(c, 0);
+			sconn_schedule_flush(c);
 		}
 	}
 	if (srv->goaway_ev != NULL) {
@@ -701,7 +701,7 @@ grpc_server_free(struct grpc_server *srv)
 		/* Freeing the server from inside its callbacks is a caller's
 		 * bug; closing anyway beats looping forever. */
 		c->in_h2 = 0;
-		conn_close(c, "server freed");
+		sconn_close(c, "server freed");
 	}
 	if (srv->accept_ev != NULL)
 		event_free(srv->accept_ev);

@@ -21,7 +21,7 @@
 	strlen(v), NGHTTP2_NV_FLAG_NONE }
 
 struct grpc_call *
-call_new(struct grpc_conn *c, int32_t stream_id)
+scall_new(struct grpc_conn *c, int32_t stream_id)
 {
 	struct grpc_call *call = calloc(1, sizeof(*call));
 
@@ -39,7 +39,7 @@ call_new(struct grpc_conn *c, int32_t stream_id)
 }
 
 void
-call_free(struct grpc_call *call)
+scall_free(struct grpc_call *call)
 {
 	struct outbuf *ob;
 
@@ -63,7 +63,7 @@ call_free(struct grpc_call *call)
 
 /* Runs the user's on-close callback once; the user lets go of the call. */
 void
-call_notify_close(struct grpc_call *call, int cancelled)
+scall_notify_close(struct grpc_call *call, int cancelled)
 {
 	void (*cb)(struct grpc_call *, int, void *) = call->on_close;
 
@@ -83,7 +83,7 @@ call_notify_close(struct grpc_call *call, int cancelled)
 
 /* A plain HTTP answer (405, 415) that ends the stream. */
 void
-call_respond_http(struct grpc_call *call, const char *status)
+scall_respond_http(struct grpc_call *call, const char *status)
 {
 	struct grpc_conn *c = call->conn;
 	nghttp2_nv nva[] = {
@@ -94,8 +94,9 @@ call_respond_http(struct grpc_call *call, const char *status)
 	call->state = CALL_DONE;
 	call->discard = 1;
 	call->headers_sent = 1;
+	call->plain_http = 1;
 	nghttp2_submit_response(c->h2, call->stream_id, nva, 2, NULL);
-	conn_schedule_flush(c);
+	sconn_schedule_flush(c);
 }
 
 static void
@@ -156,13 +157,13 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 }
 
 static void
-call_resume(struct grpc_call *call)
+scall_resume(struct grpc_call *call)
 {
 	if (call->deferred) {
 		call->deferred = 0;
 		nghttp2_session_resume_data(call->conn->h2, call->stream_id);
 	}
-	conn_schedule_flush(call->conn);
+	sconn_schedule_flush(call->conn);
 }
 
 /*
@@ -171,7 +172,7 @@ call_resume(struct grpc_call *call)
  * callers do that where it applies.
  */
 void
-call_end(struct grpc_call *call, int status, const char *msg)
+scall_end(struct grpc_call *call, int status, const char *msg)
 {
 	struct grpc_conn *c = call->conn;
 
@@ -202,11 +203,11 @@ call_end(struct grpc_call *call, int status, const char *msg)
 		}
 		call->headers_sent = 1;
 		nghttp2_submit_response(c->h2, call->stream_id, nva, n, NULL);
-		conn_schedule_flush(c);
+		sconn_schedule_flush(c);
 		return;
 	}
 	call->trailers_queued = 1;
-	call_resume(call);
+	scall_resume(call);
 }
 
 static void
@@ -214,12 +215,12 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct grpc_call *call = arg;
 
-	call_end(call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-	call_notify_close(call, 1);
+	scall_end(call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+	scall_notify_close(call, 1);
 }
 
 void
-call_arm_deadline(struct grpc_call *call)
+scall_arm_deadline(struct grpc_call *call)
 {
 	struct timeval tv = {
 		(time_t)(call->timeout_ms / 1000),
@@ -233,7 +234,7 @@ call_arm_deadline(struct grpc_call *call)
 
 /* The request is whole: decode it and hand it to the handler. */
 void
-call_dispatch(struct grpc_call *call)
+scall_dispatch(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
 	ProtobufCMessage *msg;
@@ -246,7 +247,7 @@ call_dispatch(struct grpc_call *call)
 		char err[256];
 		snprintf(err, sizeof(err), "cannot decode the request as %s",
 		    m->request->name);
-		call_end(call, GRPC_INTERNAL, err);
+		scall_end(call, GRPC_INTERNAL, err);
 		return;
 	}
 	call->state = CALL_ACTIVE;
@@ -257,7 +258,7 @@ call_dispatch(struct grpc_call *call)
 
 /* Queues a packed message and makes sure nghttp2 will pull it. */
 static int
-call_queue(struct grpc_call *call, const ProtobufCMessage *msg)
+scall_queue(struct grpc_call *call, const ProtobufCMessage *msg)
 {
 	struct grpc_conn *c = call->conn;
 	struct outbuf *ob;
@@ -290,7 +291,7 @@ call_queue(struct grpc_call *call, const ProtobufCMessage *msg)
 	}
 	STAILQ_INSERT_TAIL(&call->out, ob, entry);
 	c->queued += ob->len;
-	call_resume(call);
+	scall_resume(call);
 	return 0;
 }
 
@@ -301,12 +302,12 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 
 	if (call->state != CALL_ACTIVE || c->closed)
 		return -EPIPE;
-	if (conn_queued(c) >= c->srv->opts.out_cap) {
+	if (sconn_queued(c) >= c->srv->opts.out_cap) {
 		call->want_writable = 1;
 		c->want_writable = 1;
 		return -ENOBUFS;
 	}
-	return call_queue(call, msg);
+	return scall_queue(call, msg);
 }
 
 /*
@@ -320,7 +321,7 @@ grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 
 	if (call->state != CALL_ACTIVE || call->conn->closed)
 		return -EPIPE;
-	if ((rc = call_queue(call, msg)) != 0)
+	if ((rc = scall_queue(call, msg)) != 0)
 		return rc;
 	grpc_call_finish(call, GRPC_OK, NULL);
 	return 0;
@@ -340,9 +341,9 @@ grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 			msg = NULL;
 		va_end(ap);
 	}
-	call_end(call, status, msg);
+	scall_end(call, status, msg);
 	free(msg);
-	call_notify_close(call, 0);
+	scall_notify_close(call, 0);
 }
 
 void

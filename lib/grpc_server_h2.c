@@ -6,6 +6,7 @@
  * the caller of nghttp2 tears the connection down.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,7 @@ begin_headers_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	if (frame->hd.type != NGHTTP2_HEADERS ||
 	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
-	struct grpc_call *call = call_new(c, frame->hd.stream_id);
+	struct grpc_call *call = scall_new(c, frame->hd.stream_id);
 	if (call == NULL)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, call);
@@ -117,21 +118,21 @@ request_headers(struct grpc_call *call)
 	struct grpc_server *srv = call->conn->srv;
 
 	if (call->bad_method) {
-		call_respond_http(call, "405");
+		scall_respond_http(call, "405");
 		return;
 	}
 	if (!call->has_content_type || call->bad_content_type) {
-		call_respond_http(call, "415");
+		scall_respond_http(call, "415");
 		return;
 	}
 	call->method = find_method(srv, call->path);
 	if (call->method == NULL) {
-		call_end(call, GRPC_UNIMPLEMENTED, call->path != NULL ?
+		scall_end(call, GRPC_UNIMPLEMENTED, call->path != NULL ?
 		    "unknown method" : "no :path");
 		return;
 	}
 	if (call->has_timeout)
-		call_arm_deadline(call);
+		scall_arm_deadline(call);
 }
 
 /* The client's END_STREAM: the request is whole, or it never will be. */
@@ -142,14 +143,14 @@ request_end(struct grpc_call *call)
 	if (call->state != CALL_RECV)
 		return;
 	if (grpc_reader_partial(&call->reader)) {
-		call_end(call, GRPC_INTERNAL, "request ended inside a message");
+		scall_end(call, GRPC_INTERNAL, "request ended inside a message");
 		return;
 	}
 	if (call->nreq != 1) {
-		call_end(call, GRPC_INTERNAL, "the request carried no message");
+		scall_end(call, GRPC_INTERNAL, "the request carried no message");
 		return;
 	}
-	call_dispatch(call);
+	scall_dispatch(call);
 }
 
 static int
@@ -210,25 +211,29 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 	case 0:
 		break;
 	case -EMSGSIZE:
-		call_end(call, GRPC_RESOURCE_EXHAUSTED,
+		scall_end(call, GRPC_RESOURCE_EXHAUSTED,
 		    "request message larger than the limit");
 		break;
 	case -EPROTO:
-		call_end(call, GRPC_UNIMPLEMENTED,
+		scall_end(call, GRPC_UNIMPLEMENTED,
 		    "compressed messages are not supported");
 		break;
 	case -E2BIG:
-		call_end(call, GRPC_INTERNAL,
+		scall_end(call, GRPC_INTERNAL,
 		    "more than one request message");
 		break;
 	default:
-		call_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		scall_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		break;
 	}
 	return 0;
 }
 
-/* Trailers sent before the client finished: end the stream for good. */
+/*
+ * Trailers sent before the client finished: end the stream for good, as
+ * gRPC asks. Plain HTTP clients (curl) take a reset during their upload as
+ * an error, so a 405/415 lets the upload finish instead.
+ */
 static int
 frame_send_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 {
@@ -238,7 +243,7 @@ frame_send_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
 	call = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
-	if (call != NULL && !call->remote_closed)
+	if (call != NULL && !call->remote_closed && !call->plain_http)
 		nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
 		    frame->hd.stream_id, NGHTTP2_NO_ERROR);
 	return 0;
@@ -255,13 +260,13 @@ stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t error_code,
 		return 0;
 	nghttp2_session_set_stream_user_data(h2, stream_id, NULL);
 	if (!call->user_done)
-		call_notify_close(call, 1);
-	call_free(call);
+		scall_notify_close(call, 1);
+	scall_free(call);
 	return 0;
 }
 
 int
-h2_session_new(struct grpc_conn *c)
+srv_h2_session_new(struct grpc_conn *c)
 {
 	struct grpc_server *srv = c->srv;
 	nghttp2_session_callbacks *cbs;
@@ -311,7 +316,7 @@ h2_session_new(struct grpc_conn *c)
 	if (rv != 0)
 		return -ENOMEM;
 	if (srv->shutting_down)
-		h2_goaway(c, 1);
+		srv_h2_goaway(c, 1);
 	return 0;
 }
 
@@ -320,7 +325,7 @@ h2_session_new(struct grpc_conn *c)
  * welcome, then the GOAWAY that names the last stream we will serve.
  */
 void
-h2_goaway(struct grpc_conn *c, int final)
+srv_h2_goaway(struct grpc_conn *c, int final)
 {
 	if (c->h2 == NULL || c->goaway_sent)
 		return;

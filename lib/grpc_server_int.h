@@ -77,6 +77,7 @@ struct grpc_call {
 	int nreq;
 	int discard;		/* answered early: drop further DATA */
 	int remote_closed;	/* the client's END_STREAM arrived */
+	int plain_http;		/* answered 405/415: let the upload end */
 
 	/* The response. */
 	int headers_sent;
@@ -112,7 +113,7 @@ struct grpc_conn {
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
 	int want_writable;	/* some call got -ENOBUFS */
 	int in_h2;		/* inside nghttp2_session_{mem_recv,send} */
-	int close_pending;	/* conn_close asked while in_h2 */
+	int close_pending;	/* sconn_close asked while in_h2 */
 	int closed;
 	int draining;		/* close once the output is written */
 	int goaway_sent;
@@ -141,23 +142,23 @@ struct grpc_server {
 };
 
 /* grpc_server.c */
-void	conn_close(struct grpc_conn *, const char *);
-void	conn_flush(struct grpc_conn *);
-void	conn_schedule_flush(struct grpc_conn *);
-size_t	conn_queued(const struct grpc_conn *);
-void	conn_check_writable(struct grpc_conn *);
+void	sconn_close(struct grpc_conn *, const char *);
+void	sconn_flush(struct grpc_conn *);
+void	sconn_schedule_flush(struct grpc_conn *);
+size_t	sconn_queued(const struct grpc_conn *);
+void	sconn_check_writable(struct grpc_conn *);
 
 /* grpc_server_h2.c */
-int	h2_session_new(struct grpc_conn *);
-void	h2_goaway(struct grpc_conn *, int);
+int	srv_h2_session_new(struct grpc_conn *);
+void	srv_h2_goaway(struct grpc_conn *, int);
 
 /* grpc_server_call.c */
-struct grpc_call *call_new(struct grpc_conn *, int32_t);
-void	call_free(struct grpc_call *);
-void	call_end(struct grpc_call *, int, const char *);
-void	call_respond_http(struct grpc_call *, const char *);
-void	call_notify_close(struct grpc_call *, int);
-void	call_dispatch(struct grpc_call *);
-void	call_arm_deadline(struct grpc_call *);
+struct grpc_call *scall_new(struct grpc_conn *, int32_t);
+void	scall_free(struct grpc_call *);
+void	scall_end(struct grpc_call *, int, const char *);
+void	scall_respond_http(struct grpc_call *, const char *);
+void	scall_notify_close(struct grpc_call *, int);
+void	scall_dispatch(struct grpc_call *);
+void	scall_arm_deadline(struct grpc_call *);
 
 #endif
