@@ -1,0 +1,63 @@
+"""grpc-bench runs at all: a fraction of a second of calls against a private
+rdzvd, figures printed. The benchmark's numbers are not checked (they are
+figures, not a timed test); that it completes calls and says how many is."""
+
+import re
+import subprocess
+
+import rdzvtest as rt
+
+BENCH = rt.build_path("bench", "grpc-bench")
+
+
+def run_bench(*args, timeout=60):
+    p = subprocess.run([BENCH] + [str(a) for a in args], capture_output=True,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def figure(out, name):
+    m = re.search(r"^%s:\s+([0-9.]+)" % re.escape(name), out, re.M)
+    assert m, "no '%s' line in:\n%s" % (name, out)
+    return float(m.group(1))
+
+
+def test_bench_timed_run(tmp_path):
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_bench("--server", d.addr, "--seconds", "0.2",
+                                 "--server-pid", d.pid)
+        assert rc == 0, err + out
+        assert figure(out, "calls") > 0
+        assert figure(out, "calls/s") > 0
+        assert 0 < figure(out, "latency p50") <= figure(out, "latency p99")
+        assert figure(out, "server cpu/call") >= 0
+        assert d.stop() == 0
+
+
+def test_bench_counted_calls_over_connections(tmp_path):
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_bench("--server", d.addr, "--conns", 3,
+                                 "--inflight", 4, "--calls", 200)
+        assert rc == 0, err + out
+        assert figure(out, "calls") == 200
+        assert figure(out, "connections") == 3
+        assert d.stop() == 0
+
+
+def test_bench_reports_unreachable_server(tmp_path):
+    # A port nothing listens on: rdzvd bound it, then stopped.
+    with rt.Daemon(tmp_path) as d:
+        addr = d.addr
+        assert d.stop() == 0
+    rc, out, err = run_bench("--server", addr, "--seconds", "0.2", timeout=60)
+    assert rc == 1
+    assert "UNAVAILABLE" in err
+
+
+def test_bench_usage():
+    rc, _, err = run_bench("--conns", "2")
+    assert rc == 2
+    assert "usage" in err
+    rc, _, err = run_bench("--server", "host:99999")
+    assert rc == 2
+    assert "port" in err
