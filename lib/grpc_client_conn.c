@@ -396,6 +396,8 @@ read_cb(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 
 	cli_enter(cli);
+	if (evbuffer_get_length(in) > 0)
+		conn->got_data = 1;
 	while (conn->state == CCONN_READY && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
@@ -515,10 +517,16 @@ conn_error(struct cconn *conn)
 			    cli->peer, what, X509_verify_cert_error_string(vr));
 			return;
 		}
+		/* TLS 1.3 servers refuse a missing client certificate after
+		 * the handshake, so the first read fails: say so. */
+		const char *hint = conn->state == CCONN_READY &&
+		    !conn->got_data && SSL_CTX_get0_certificate(
+		    tls_ssl_ctx(cli->opts.tls)) == NULL ?
+		    " (does the server require a client certificate?)" : "";
 		if (oe != 0) {
 			const char *r = ERR_reason_error_string(oe);
-			conn_close(conn, -EPROTO, "%s: %s: %s", cli->peer,
-			    what, r != NULL ? r : "unknown error");
+			conn_close(conn, -EPROTO, "%s: %s: %s%s", cli->peer,
+			    what, r != NULL ? r : "unknown error", hint);
 			return;
 		}
 		if (conn->state == CCONN_HANDSHAKE) {

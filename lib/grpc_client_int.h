@@ -81,6 +81,7 @@ struct cconn {
 	struct event *ka_ev;		/* keepalive PING interval */
 	struct event *ka_timeout;	/* PING ACK deadline */
 	int ping_outstanding;
+	int got_data;			/* the server has sent something */
 
 	int goaway;			/* no new streams on it */
 	int32_t goaway_last;

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,9 @@ main(int argc, char **argv)
 	memset(&opts, 0, sizeof(opts));
 	memset(&r, 0, sizeof(r));
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* A peer closing mid-write must be an error, not a death: lib/
+	 * leaves the signal's disposition to programs. */
+	signal(SIGPIPE, SIG_IGN);
 	while ((c = getopt_long(argc, argv, "s:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's': server = optarg; break;
