@@ -1,17 +1,10 @@
 /*
- * One HTTP/2 connection of the gRPC client: name resolution, a non-blocking
- * connect that tries each address in turn, the TLS handshake (SNI, host
- * verification, ALPN h2), the nghttp2 client session, keepalive PINGs and
- * GOAWAY. Every way a connection ends goes through conn_close(), which
- * completes its calls with UNAVAILABLE and tells the owner.
+ * One HTTP/2 connection of the gRPC client once its socket is up: the
+ * nghttp2 client session, requests, replies, keepalive PINGs and GOAWAY.
+ * Every way a connection ends goes through conn_close(), which completes
+ * its calls with UNAVAILABLE and tells the owner. Getting the socket (name
+ * resolution, connect, TLS) is grpc_client_connect.c.
  */
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,11 +14,8 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
+#include <netdb.h>
 
 #include "grpc_client_int.h"
 
@@ -33,26 +23,6 @@
 #define OUTPUT_HIGH		(1u << 20)
 #define STREAM_WINDOW		(1 << 20)
 #define CONN_WINDOW		(16 << 20)
-
-static void	conn_connect_next(struct cconn *);
-
-/* strerror with a lower-case first letter, to read well after a colon. */
-static const char *
-errno_reason(int e, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s", strerror(e));
-	if (buf[0] >= 'A' && buf[0] <= 'Z' && buf[1] >= 'a' && buf[1] <= 'z')
-		buf[0] = (char)(buf[0] - 'A' + 'a');
-	return buf;
-}
-
-static int
-is_ip_literal(const char *s)
-{
-	unsigned char buf[sizeof(struct in6_addr)];
-	return inet_pton(AF_INET, s, buf) == 1 ||
-	    inet_pton(AF_INET6, s, buf) == 1;
-}
 
 void
 conn_free(struct cconn *conn)
@@ -388,8 +358,8 @@ ka_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 /* --------------------------------------------------------- bufferevent */
 
-static void
-read_cb(struct bufferevent *bev, void *arg)
+void
+conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
@@ -417,8 +387,8 @@ read_cb(struct bufferevent *bev, void *arg)
 }
 
 /* Output drained: the outermost cli_leave sends more. */
-static void
-write_cb(struct bufferevent *bev, void *arg)
+void
+conn_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
@@ -427,7 +397,7 @@ write_cb(struct bufferevent *bev, void *arg)
 	cli_leave(cli);
 }
 
-static void
+void
 conn_ready(struct cconn *conn)
 {
 	struct grpc_client *cli = conn->cli;
@@ -492,307 +462,3 @@ conn_ready(struct cconn *conn)
 	}
 }
 
-/* Describes why the bufferevent failed: TLS verification, another TLS
- * error, or the socket's errno. */
-static void
-conn_error(struct cconn *conn)
-{
-	struct grpc_client *cli = conn->cli;
-	int e = EVUTIL_SOCKET_ERROR();
-	const char *what = conn->state == CCONN_HANDSHAKE ?
-	    "TLS handshake failed" : "TLS error";
-	unsigned long oe = 0, x;
-	char why[128];
-
-	if (cli->opts.tls != NULL) {
-		SSL *ssl = bufferevent_openssl_get_ssl(conn->bev);
-		long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
-		while ((x = bufferevent_get_openssl_error(conn->bev)) != 0) {
-			if (oe == 0)
-				oe = x;
-		}
-		if (conn->state == CCONN_HANDSHAKE && vr != X509_V_OK) {
-			conn_close(conn, -EPROTO,
-			    "%s: %s: certificate verification failed: %s",
-			    cli->peer, what, X509_verify_cert_error_string(vr));
-			return;
-		}
-		/* TLS 1.3 servers refuse a missing client certificate after
-		 * the handshake, so the first read fails: say so. */
-		const char *hint = conn->state == CCONN_READY &&
-		    !conn->got_data && SSL_CTX_get0_certificate(
-		    tls_ssl_ctx(cli->opts.tls)) == NULL ?
-		    " (does the server require a client certificate?)" : "";
-		if (oe != 0) {
-			const char *r = ERR_reason_error_string(oe);
-			conn_close(conn, -EPROTO, "%s: %s: %s%s", cli->peer,
-			    what, r != NULL ? r : "unknown error", hint);
-			return;
-		}
-		if (conn->state == CCONN_HANDSHAKE) {
-			conn_close(conn, e != 0 ? -e : -ECONNRESET,
-			    "%s: %s: %s", cli->peer, what, e != 0 ?
-			    errno_reason(e, why, sizeof(why)) :
-			    "connection closed by the server");
-			return;
-		}
-	}
-	if (e == 0)
-		e = ECONNRESET;
-	conn_close(conn, -e, "%s: %s", cli->peer,
-	    errno_reason(e, why, sizeof(why)));
-}
-
-static void
-event_cb(struct bufferevent *bev, short events, void *arg)
-{
-	struct cconn *conn = arg;
-	struct grpc_client *cli = conn->cli;
-
-	cli_enter(cli);
-	if (conn->state == CCONN_CLOSED) {
-		/* Nothing: already closed. */
-	} else if (events & BEV_EVENT_CONNECTED) {
-		const unsigned char *alpn = NULL;
-		unsigned int alen = 0;
-		SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(bev), &alpn,
-		    &alen);
-		if (alen != 2 || memcmp(alpn, "h2", 2) != 0)
-			conn_close(conn, -EPROTO, "%s: the server did not "
-			    "agree to HTTP/2 (ALPN h2)", cli->peer);
-		else
-			conn_ready(conn);
-	} else if (events & BEV_EVENT_ERROR) {
-		conn_error(conn);
-	} else if (events & BEV_EVENT_EOF) {
-		conn_close(conn, -ECONNRESET, "%s: connection closed by the "
-		    "server%s", cli->peer, conn->goaway ? " after GOAWAY" : "");
-	}
-	cli_leave(cli);
-}
-
-/* The socket is connected: note our address, then TLS or HTTP/2. */
-static void
-conn_connected(struct cconn *conn)
-{
-	struct grpc_client *cli = conn->cli;
-	int one = 1;
-
-	if (cli->opts.server.kind == ENDPOINT_UNIX) {
-		snprintf(conn->local, sizeof(conn->local), "unix");
-	} else {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-		setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one,
-		    sizeof(one));
-		if (getsockname(conn->fd, (struct sockaddr *)&ss, &len) != 0 ||
-		    getnameinfo((struct sockaddr *)&ss, len, conn->local,
-		    sizeof(conn->local), NULL, 0, NI_NUMERICHOST) != 0)
-			conn->local[0] = '\0';
-	}
-
-	if (cli->opts.tls == NULL) {
-		conn->bev = bufferevent_socket_new(cli->base, conn->fd,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		if (conn->bev == NULL) {
-			conn_close(conn, -ENOMEM, "%s: out of memory",
-			    cli->peer);
-			return;
-		}
-		conn->fd = -1;
-		bufferevent_setcb(conn->bev, read_cb, write_cb, event_cb, conn);
-		bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
-		conn_ready(conn);
-		return;
-	}
-
-	SSL_CTX *ctx = tls_ssl_ctx(cli->opts.tls);
-	const char *name = cli->server_name;
-	if (name == NULL && cli->opts.server.kind == ENDPOINT_TCP)
-		name = cli->opts.server.host;
-	SSL *ssl = SSL_new(ctx);
-	if (ssl == NULL) {
-		conn_close(conn, -ENOMEM, "%s: cannot start TLS", cli->peer);
-		return;
-	}
-	if (name != NULL && !is_ip_literal(name))
-		SSL_set_tlsext_host_name(ssl, name);
-	if (name != NULL && (SSL_CTX_get_verify_mode(ctx) & SSL_VERIFY_PEER))
-		SSL_set1_host(ssl, name);
-	conn->bev = bufferevent_openssl_socket_new(cli->base, conn->fd, ssl,
-	    BUFFEREVENT_SSL_CONNECTING,
-	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (conn->bev == NULL) {
-		SSL_free(ssl);
-		conn_close(conn, -ENOMEM, "%s: cannot start TLS", cli->peer);
-		return;
-	}
-	conn->fd = -1;
-	bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
-	conn->state = CCONN_HANDSHAKE;
-	bufferevent_setcb(conn->bev, read_cb, write_cb, event_cb, conn);
-	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
-}
-
-/* --------------------------------------------------------------- connect */
-
-static void
-connect_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct cconn *conn = arg;
-	struct grpc_client *cli = conn->cli;
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	cli_enter(cli);
-	if (conn->state == CCONN_CONNECTING) {
-		if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-			err = errno;
-		if (err != 0) {
-			close(conn->fd);
-			conn->fd = -1;
-			conn->last_errno = err;
-			conn_connect_next(conn);
-		} else {
-			conn_connected(conn);
-		}
-	}
-	cli_leave(cli);
-}
-
-/* Starts a non-blocking connect to one address. Returns 0 when connected
- * or under way, -errno when it failed at once. */
-static int
-conn_try(struct cconn *conn, const struct sockaddr *sa, socklen_t len)
-{
-	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, sa, len) == 0) {
-		conn->fd = fd;
-		conn_connected(conn);
-		return 0;
-	}
-	if (errno != EINPROGRESS) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	conn->fd = fd;
-	if (conn->connect_ev != NULL)
-		event_free(conn->connect_ev);
-	conn->connect_ev = event_new(conn->cli->base, fd, EV_WRITE, connect_cb,
-	    conn);
-	if (conn->connect_ev == NULL ||
-	    event_add(conn->connect_ev, NULL) != 0) {
-		close(fd);
-		conn->fd = -1;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Tries the remaining addresses in order; fails with the last error. */
-static void
-conn_connect_next(struct cconn *conn)
-{
-	char why[128];
-	int rc;
-
-	while (conn->ai_next != NULL) {
-		struct addrinfo *ai = conn->ai_next;
-		conn->ai_next = ai->ai_next;
-		if ((rc = conn_try(conn, ai->ai_addr, ai->ai_addrlen)) == 0)
-			return;
-		conn->last_errno = -rc;
-	}
-	if (conn->last_errno == 0)
-		conn->last_errno = ECONNREFUSED;
-	conn_close(conn, -conn->last_errno, "%s: %s", conn->cli->peer,
-	    errno_reason(conn->last_errno, why, sizeof(why)));
-}
-
-static void
-start_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct cconn *conn = arg;
-	struct grpc_client *cli = conn->cli;
-	const struct endpoint *ep = &cli->opts.server;
-
-	cli_enter(cli);
-	if (conn->state != CCONN_CONNECTING)
-		goto out;
-	if (ep->kind == ENDPOINT_UNIX) {
-		struct sockaddr_un sun;
-		memset(&sun, 0, sizeof(sun));
-		sun.sun_family = AF_UNIX;
-		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", ep->path);
-		int rc = conn_try(conn, (struct sockaddr *)&sun, sizeof(sun));
-		if (rc != 0) {
-			conn->last_errno = -rc;
-			conn_connect_next(conn);
-		}
-	} else {
-		struct addrinfo hints;
-		char port[8];
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_NUMERICSERV;
-		snprintf(port, sizeof(port), "%u", (unsigned int)ep->port);
-		int rc = getaddrinfo(ep->host, port, &hints, &conn->ai);
-		if (rc != 0) {
-			conn->ai = NULL;
-			conn_close(conn, -EHOSTUNREACH, "%s: cannot resolve "
-			    "%s: %s", cli->peer, ep->host, gai_strerror(rc));
-			goto out;
-		}
-		conn->ai_next = conn->ai;
-		conn_connect_next(conn);
-	}
-out:
-	cli_leave(cli);
-}
-
-static void
-connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct cconn *conn = arg;
-	struct grpc_client *cli = conn->cli;
-
-	cli_enter(cli);
-	if (conn->state == CCONN_CONNECTING || conn->state == CCONN_HANDSHAKE)
-		conn_close(conn, -ETIMEDOUT, "%s: connection timed out after "
-		    "%u ms%s", cli->peer, cli->opts.connect_timeout_ms,
-		    conn->state == CCONN_HANDSHAKE ? " (TLS handshake)" : "");
-	cli_leave(cli);
-}
-
-/* A connection that starts connecting on the next loop turn, so every
- * failure reaches the calls from the loop. */
-struct cconn *
-conn_new(struct grpc_client *cli)
-{
-	struct cconn *conn;
-	struct timeval now = { 0, 0 };
-	struct timeval tv = { cli->opts.connect_timeout_ms / 1000,
-	    (cli->opts.connect_timeout_ms % 1000) * 1000 };
-
-	if ((conn = calloc(1, sizeof(*conn))) == NULL)
-		return NULL;
-	conn->cli = cli;
-	conn->fd = -1;
-	conn->state = CCONN_CONNECTING;
-	TAILQ_INIT(&conn->calls);
-	conn->start_ev = evtimer_new(cli->base, start_cb, conn);
-	conn->connect_timer = evtimer_new(cli->base, connect_timeout_cb, conn);
-	if (conn->start_ev == NULL || conn->connect_timer == NULL) {
-		conn_free(conn);
-		return NULL;
-	}
-	evtimer_add(conn->start_ev, &now);
-	evtimer_add(conn->connect_timer, &tv);
-	TAILQ_INSERT_TAIL(&cli->conns, conn, entry);
-	return conn;
-}

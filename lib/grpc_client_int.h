@@ -124,12 +124,17 @@ void	call_finish_stream(struct grpc_ccall *, uint32_t);
 int	call_feed(struct grpc_ccall *, const uint8_t *, size_t);
 struct grpc_ccall *call_find(struct cconn *, int32_t);
 
-/* grpc_client_conn.c */
+/* grpc_client_connect.c */
 struct cconn *conn_new(struct grpc_client *);
+
+/* grpc_client_conn.c */
 void	conn_free(struct cconn *);
 void	conn_close(struct cconn *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
 int	conn_submit(struct cconn *, struct grpc_ccall *);
 void	conn_flush(struct cconn *);
+void	conn_ready(struct cconn *);
+void	conn_read_cb(struct bufferevent *, void *);
+void	conn_write_cb(struct bufferevent *, void *);
 
 #endif

@@ -287,6 +287,7 @@ def test_cleartext_client_against_tls_server(tls_server):
     lines, elapsed = run_client("--server", tls_server.addr, "unary",
                                 "/rdzv.test.Test/Echo")
     assert statuses(lines)[0].startswith("status=UNAVAILABLE"), lines
+    assert "expect TLS?" in statuses(lines)[0]
     assert elapsed < 10
 
 
@@ -303,6 +304,7 @@ def test_mtls_without_client_cert(certs, mtls_server):
     lines, _ = run_client("--server", mtls_server.addr, "--tls-ca", certs["ca"],
                           "unary", "/rdzv.test.Test/Echo")
     assert statuses(lines)[0].startswith("status=UNAVAILABLE"), lines
+    assert "require a client certificate?" in statuses(lines)[0]
 
 
 # ------------------------------------------------- scripted HTTP/2 server
@@ -423,6 +425,36 @@ def test_missing_grpc_status_is_unknown():
         lines, _ = run_client("--server", srv.addr, "unary", "/rdzv.test.Test/Echo")
         assert statuses(lines)[0].startswith("status=UNKNOWN"), lines
         assert "grpc-status" in statuses(lines)[0]
+    finally:
+        srv.stop()
+
+
+def literal(name, value):
+    """HPACK literal header without indexing, new name, no Huffman."""
+    name, value = name.encode(), value.encode()
+    return bytes([0x00, len(name)]) + name + bytes([len(value)]) + value
+
+
+def test_goaway_lets_started_calls_finish():
+    """GOAWAY naming the call's stream as the last one: the call still gets
+    its reply and OK, the drained connection closes, and the next call
+    connects anew."""
+    msg = Event(seq=9, kind="drain").SerializeToString()
+    def script(c, sid, n):
+        c.sendall(frame(GOAWAY, 0, 0, struct.pack(">II", sid, 0)) +
+                  frame(HEADERS, END_HEADERS, sid, status_block(200) +
+                        literal("content-type", "application/grpc")) +
+                  frame(0, 0, sid, struct.pack(">BI", 0, len(msg)) + msg) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, sid,
+                        literal("grpc-status", "0")))
+    srv = RawServer(script)
+    try:
+        lines, _ = run_client("--server", srv.addr, "--repeat", "2", "stream",
+                              "/rdzv.test.Test/Echo")
+        assert replies(lines) == ["seq=9 kind=drain message="] * 2
+        assert statuses(lines) == ["status=OK message="] * 2
+        assert lines.count("closed err=-108") == 2, lines
+        assert srv.connections == 2
     finally:
         srv.stop()
 
