@@ -1,0 +1,867 @@
+/*
+ * The rendezvous core: jobs, nodes and the agents' inputs (SPEC §2-§4).
+ *
+ * Every input takes the time from the daemon, changes the state, and lets
+ * core_settle() (core_round.c) apply the rules of SPEC §4 to the job once,
+ * so one input never causes two rounds. Round forming and ranking live in
+ * core_round.c, operator actions and the clock in core_ops.c, restore and
+ * the invariant check in core_restore.c.
+ *
+ * Choices where SPEC leaves room (docs/RENDEZVOUS.md explains them too):
+ *
+ * - A job's generation is that of its last completed round (0 before the
+ *   first); the round being formed becomes generation + 1 when it completes.
+ * - min/max in a join: one of them unset takes the other's value; both
+ *   unset take the defaults. max_nodes over the per-job node limit, and a
+ *   join into a job whose live nodes (participants, waiting, spares) are at
+ *   the limit, get RESOURCE_EXHAUSTED. nproc is 1..65536.
+ * - Joins check, in order: the rdzv_id, the request's own values, the
+ *   owner, the job's state (closed, closing), min/max against the job's, the
+ *   node limit. A failed job is reopened only after all of these pass; its
+ *   old nodes are dropped (the store deletes them), its events are kept.
+ * - Only the joining node is told WAITING when it joins an open round; the
+ *   others are not re-told each arrival (that would be O(n^2) messages).
+ * - An open round that falls below min_nodes again (a participant leaves or
+ *   is lost) drops its last call and counts join_timeout afresh from then:
+ *   it has become short of nodes again.
+ * - Losses handled in one core_advance() (leases that end together) and one
+ *   input count as one failure: restart_count grows once per job per input.
+ * - Any failure of the running round (a FAILED report, a lost participant)
+ *   re-rounds with the live participants plus the waiting nodes and, where
+ *   room is left, spares: forming a round takes in whoever is there.
+ * - Closing: a participant lost before it reported fails the job (its
+ *   outcome is unknown, and no new round can replace it); one that leaves or
+ *   is evicted no longer blocks closing. When the job closes, its waiting
+ *   and spare nodes are told CLOSED and marked left. An operator closing a
+ *   job whose round is open closes it at once: no workers are running.
+ * - Resume: a generation older than the job's current one is refused with
+ *   FAILED_PRECONDITION (rule 10), and since such an agent stops its
+ *   workers and joins again as a new node (SPEC §6), the old node counts as
+ *   having left (planned, no restart) instead of being lost later. Resuming
+ *   with the current generation, or 0 (no workers), is accepted: the node
+ *   gets ACCEPTED, STOP for workers that must not run, and its place now.
+ *   A lost or left node cannot resume (FAILED_PRECONDITION); an evicted one
+ *   is told EVICTED; a node of an ended job is told CLOSED or FAILED.
+ * - Reports: OUTCOME_HEALTH is not fenced (GPU counts only); a repeated
+ *   SUCCEEDED from a node that already succeeded is answered OK.
+ * - Leases run only while a node is disconnected (reconnect_grace) or after
+ *   a daemon restart (lease_ttl); a silent connection is the daemon's to
+ *   detect, and it calls core_lease_lost().
+ * - Messages are queued only for connected nodes; a resuming node is told
+ *   its place by core_node_current().
+ * - Ended jobs are removed retention after they ended, by wall time, so a
+ *   daemon restart does not postpone it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+#include "grpc.h"
+
+#define ANON	"anonymous"
+
+static int
+match_job(const void *item, const void *key)
+{
+	return strcmp(((const struct core_job *)item)->rdzv_id, key) == 0;
+}
+
+static int
+match_node(const void *item, const void *key)
+{
+	return ((const struct core_node *)item)->node_id ==
+	    *(const uint64_t *)key;
+}
+
+static int
+match_session(const void *item, const void *key)
+{
+	return memcmp(((const struct core_node *)item)->session_id, key,
+	    CORE_SESSION_LEN) == 0;
+}
+
+void
+core_config_defaults(struct core_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_nodes_per_job = 10000;
+	cfg->retention_ms = 7ULL * 24 * 3600 * 1000;
+	cfg->defaults.min_nodes = 1;
+	cfg->defaults.max_nodes = 1;
+	cfg->defaults.last_call_timeout_ms = 30 * 1000;
+	cfg->defaults.join_timeout_ms = 600 * 1000;
+	cfg->defaults.max_restarts = 0;
+	cfg->defaults.lease_ttl_ms = 15 * 1000;
+	cfg->defaults.reconnect_grace_ms = 3 * 1000;
+}
+
+struct core *
+core_new(const struct core_config *cfg)
+{
+	struct core	*c;
+
+	c = core_xcalloc(1, sizeof(*c));
+	if (cfg != NULL)
+		c->cfg = *cfg;
+	else
+		core_config_defaults(&c->cfg);
+	hash_init(&c->by_id);
+	hash_init(&c->by_node);
+	hash_init(&c->by_session);
+	TAILQ_INIT(&c->jobs);
+	TAILQ_INIT(&c->dirty_jobs);
+	TAILQ_INIT(&c->dirty_nodes);
+	TAILQ_INIT(&c->changed_jobs);
+	TAILQ_INIT(&c->removed_jobs);
+	TAILQ_INIT(&c->removed_nodes);
+	TAILQ_INIT(&c->outbox);
+	TAILQ_INIT(&c->settle);
+	c->next_node_id = 1;
+	c->next_arrival = 1;
+	return c;
+}
+
+void
+core_free(struct core *c)
+{
+	struct core_job	*j;
+
+	if (c == NULL)
+		return;
+	core_changes_clear(c);
+	while ((j = TAILQ_FIRST(&c->jobs)) != NULL) {
+		TAILQ_REMOVE(&c->jobs, j, entry);
+		core_job_free(j);
+	}
+	hash_free(&c->by_id);
+	hash_free(&c->by_node);
+	hash_free(&c->by_session);
+	free(c->new_events);
+	free(c->heap);
+	free(c);
+}
+
+struct core_job *
+core_job_find(const struct core *c, const char *rdzv_id)
+{
+	if (rdzv_id == NULL)
+		return NULL;
+	return hash_find(&c->by_id, hash_bytes(rdzv_id, strlen(rdzv_id)),
+	    match_job, rdzv_id);
+}
+
+struct core_node *
+core_node_find(const struct core *c, uint64_t node_id)
+{
+	return hash_find(&c->by_node, hash_u64(node_id), match_node,
+	    &node_id);
+}
+
+struct core_node *
+core_node_by_session(const struct core *c,
+    const uint8_t session_id[CORE_SESSION_LEN])
+{
+	if (session_id == NULL)
+		return NULL;
+	return hash_find(&c->by_session,
+	    hash_bytes(session_id, CORE_SESSION_LEN), match_session,
+	    session_id);
+}
+
+int
+core_check_id(const char *id, char *err, size_t errlen)
+{
+	size_t	len, i;
+
+	len = id == NULL ? 0 : strlen(id);
+	if (len == 0 || len > CORE_ID_MAX) {
+		snprintf(err, errlen, "job id must be 1 to %d characters, "
+		    "not %zu", CORE_ID_MAX, len);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	for (i = 0; i < len; i++) {
+		if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789._:@+-", id[i]) == NULL) {
+			snprintf(err, errlen, "job id %.*s: character %zu is "
+			    "not one of A-Za-z0-9._:@+-", (int)len, id, i + 1);
+			return GRPC_INVALID_ARGUMENT;
+		}
+	}
+	if (strcmp(id, "none") == 0) {
+		snprintf(err, errlen, "job id 'none' is reserved; pass --id "
+		    "(e.g. $SLURM_JOB_ID)");
+		return GRPC_INVALID_ARGUMENT;
+	}
+	return 0;
+}
+
+/* Inputs may arrive with a monotonic time a little behind the last one. */
+void
+core_set_now(struct core *c, struct core_now now)
+{
+	if (now.mono_ms < c->now.mono_ms)
+		now.mono_ms = c->now.mono_ms;
+	c->now = now;
+}
+
+static int
+owner_check(const struct core_job *j, const char *identity, const char *what,
+    char *err, size_t errlen)
+{
+	if (strcmp(j->owner, identity) == 0)
+		return 0;
+	snprintf(err, errlen, "job %s belongs to %s; %s may not %s it",
+	    j->rdzv_id, j->owner, identity, what);
+	return GRPC_PERMISSION_DENIED;
+}
+
+struct core_job *
+core_job_new(struct core *c, const char *rdzv_id, const char *owner)
+{
+	struct core_job	*j;
+
+	j = core_xcalloc(1, sizeof(*j));
+	snprintf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
+	j->owner = core_xstrdup(owner);
+	j->core = c;
+	j->state = CORE_JOB_WAITING;
+	j->attempt = 1;
+	j->last_call_left_ms = j->join_left_ms = -1;
+	TAILQ_INIT(&j->nodes);
+	core_timer_init(&j->last_call, CORE_TIMER_LAST_CALL, j);
+	core_timer_init(&j->join_deadline, CORE_TIMER_JOIN, j);
+	core_timer_init(&j->retention, CORE_TIMER_RETENTION, j);
+	if (hash_insert(&c->by_id, hash_bytes(rdzv_id, strlen(rdzv_id)),
+	    j) != 0)
+		abort();
+	TAILQ_INSERT_TAIL(&c->jobs, j, entry);
+	c->n_jobs++;
+	return j;
+}
+
+struct core_node *
+core_node_new(struct core_job *j, uint64_t node_id,
+    const uint8_t session_id[CORE_SESSION_LEN], const char *hostname,
+    const char *addr)
+{
+	struct core	*c = j->core;
+	struct core_node *n;
+
+	n = core_xcalloc(1, sizeof(*n));
+	n->node_id = node_id;
+	memcpy(n->session_id, session_id, CORE_SESSION_LEN);
+	n->job = j;
+	n->hostname = core_xstrdup(hostname);
+	n->advertise_addr = core_xstrdup(addr);
+	n->group_rank = -1;
+	n->state = CORE_NODE_WAITING;
+	core_timer_init(&n->lease, CORE_TIMER_LEASE, n);
+	if (hash_insert(&c->by_node, hash_u64(node_id), n) != 0 ||
+	    hash_insert(&c->by_session, hash_bytes(session_id,
+	    CORE_SESSION_LEN), n) != 0)
+		abort();
+	TAILQ_INSERT_TAIL(&j->nodes, n, entry);
+	j->n_nodes++;
+	j->n_state[n->state]++;
+	if (node_id >= c->next_node_id)
+		c->next_node_id = node_id + 1;
+	return n;
+}
+
+/* Takes a node out of every index and list; it is freed with the turn. */
+static void
+node_unlink(struct core_node *n)
+{
+	struct core	*c = n->job->core;
+
+	hash_remove(&c->by_node, hash_u64(n->node_id), n);
+	hash_remove(&c->by_session, hash_bytes(n->session_id,
+	    CORE_SESSION_LEN), n);
+	if (n->dirty) {
+		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
+		n->dirty = false;
+	}
+	core_msg_drop(c, n);
+	core_timer_clear(c, &n->lease);
+	n->removed = true;
+}
+
+/*
+ * Rule 12: a failed job is reopened by a new join (a scheduler requeue).
+ * The generation keeps counting; the old attempt's nodes go.
+ */
+static void
+job_reopen(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+
+	core_round_clear(j);
+	while ((n = TAILQ_FIRST(&j->nodes)) != NULL) {
+		TAILQ_REMOVE(&j->nodes, n, entry);
+		node_unlink(n);
+		TAILQ_INSERT_TAIL(&c->removed_nodes, n, entry);
+	}
+	j->n_nodes = 0;
+	memset(j->n_state, 0, sizeof(j->n_state));
+	core_timer_clear(c, &j->retention);
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	j->attempt++;
+	j->restart_count = 0;
+	j->state = CORE_JOB_WAITING;
+	j->ended_ms = 0;
+	snprintf(j->reason, sizeof(j->reason), "attempt %u: round %llu is "
+	    "open", j->attempt, (unsigned long long)j->generation + 1);
+	core_event_add(j, "reopened", "attempt %u starts after the failure; "
+	    "generations continue after %llu", j->attempt,
+	    (unsigned long long)j->generation);
+}
+
+static void
+settings_fill(struct core_settings *s, const struct core_settings *d)
+{
+	if (s->min_nodes == 0 && s->max_nodes == 0) {
+		s->min_nodes = d->min_nodes;
+		s->max_nodes = d->max_nodes;
+	}
+#define FILL(f) do { if (s->f == 0) s->f = d->f; } while (0)
+	FILL(last_call_timeout_ms);
+	FILL(join_timeout_ms);
+	FILL(lease_ttl_ms);
+	FILL(reconnect_grace_ms);
+#undef FILL
+	if (s->max_restarts == 0)
+		s->max_restarts = d->max_restarts;
+}
+
+/* Queues what the node must be told now, unless settling already did. */
+static void
+tell_current(struct core_node *n)
+{
+	struct core_msg	 cur, *m;
+
+	if (n->out_tail != NULL && n->out_tail->kind != CORE_MSG_ACCEPTED)
+		return;
+	core_node_current(n, &cur);
+	m = core_msg_queue(n, cur.kind);
+	m->u = cur.u;
+	memcpy(m->reason, cur.reason, sizeof(m->reason));
+}
+
+static void
+queue_accepted(struct core_node *n, bool resumed)
+{
+	struct core_msg	*m;
+
+	m = core_msg_queue(n, CORE_MSG_ACCEPTED);
+	m->u.accepted.node_id = n->node_id;
+	memcpy(m->u.accepted.session_id, n->session_id, CORE_SESSION_LEN);
+	m->u.accepted.settings = n->job->settings;
+	m->u.accepted.resumed = resumed;
+	m->u.accepted.attempt = n->job->attempt;
+}
+
+static int
+join_validate(const struct core *c, const struct core_join *req,
+    struct core_settings *s, char *err, size_t errlen)
+{
+	int	rc;
+
+	if ((rc = core_check_id(req->rdzv_id, err, errlen)) != 0)
+		return rc;
+	if (req->nproc < 1 || req->nproc > CORE_NPROC_MAX) {
+		snprintf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
+		    "(--nproc-per-node)", req->rdzv_id, CORE_NPROC_MAX,
+		    req->nproc);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if ((req->hostname != NULL && strlen(req->hostname) > CORE_STR_MAX) ||
+	    (req->advertise_addr != NULL &&
+	    strlen(req->advertise_addr) > CORE_STR_MAX)) {
+		snprintf(err, errlen, "job %s: hostname and advertise address "
+		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	*s = req->settings;
+	if (s->min_nodes == 0)
+		s->min_nodes = s->max_nodes;
+	if (s->max_nodes == 0)
+		s->max_nodes = s->min_nodes;
+	if (s->min_nodes > s->max_nodes) {
+		snprintf(err, errlen, "job %s: min_nodes %u is more than "
+		    "max_nodes %u (--nnodes %u:%u)", req->rdzv_id,
+		    s->min_nodes, s->max_nodes, s->min_nodes, s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->max_nodes > c->cfg.max_nodes_per_job) {
+		snprintf(err, errlen, "job %s: max_nodes %u is over the limit "
+		    "of %u nodes per job", req->rdzv_id, s->max_nodes,
+		    c->cfg.max_nodes_per_job);
+		return GRPC_RESOURCE_EXHAUSTED;
+	}
+	return 0;
+}
+
+/* The checks a join into an existing job must pass (SPEC §3, §11, §12). */
+static int
+join_existing(const struct core *c, const struct core_job *j,
+    const char *identity, const struct core_settings *s, char *err,
+    size_t errlen)
+{
+	char	t[64];
+	int	rc;
+	uint32_t live;
+
+	if ((rc = owner_check(j, identity, "join", err, errlen)) != 0)
+		return rc;
+	if (j->state == CORE_JOB_CLOSED) {
+		core_fmt_wall(t, sizeof(t), j->ended_ms);
+		snprintf(err, errlen, "job %s closed at %s; use a new --id",
+		    j->rdzv_id, t);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (j->state == CORE_JOB_CLOSING) {
+		snprintf(err, errlen, "job %s is closing (%s) and takes no "
+		    "new nodes; use a new --id", j->rdzv_id, j->reason);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (s->min_nodes != 0 && s->min_nodes != j->settings.min_nodes) {
+		snprintf(err, errlen, "job %s: min_nodes is %u but this node "
+		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
+		    j->settings.min_nodes, s->min_nodes, s->min_nodes,
+		    s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->max_nodes != 0 && s->max_nodes != j->settings.max_nodes) {
+		snprintf(err, errlen, "job %s: max_nodes is %u but this node "
+		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
+		    j->settings.max_nodes, s->max_nodes, s->min_nodes,
+		    s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	live = j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+	if (j->state != CORE_JOB_FAILED && live >= c->cfg.max_nodes_per_job) {
+		snprintf(err, errlen, "job %s has %u nodes, the limit per job",
+		    j->rdzv_id, live);
+		return GRPC_RESOURCE_EXHAUSTED;
+	}
+	return 0;
+}
+
+int
+core_join(struct core *c, struct core_now now, const struct core_join *req,
+    struct core_node **nodep, char *err, size_t errlen)
+{
+	const char		*identity;
+	struct core_settings	 s;
+	struct core_job		*j;
+	struct core_node	*n;
+	enum core_node_state	 st;
+	int			 rc;
+
+	core_set_now(c, now);
+	identity = req->identity != NULL ? req->identity : ANON;
+	if ((rc = join_validate(c, req, &s, err, errlen)) != 0)
+		return rc;
+	j = core_job_find(c, req->rdzv_id);
+	if (j != NULL &&
+	    (rc = join_existing(c, j, identity, &s, err, errlen)) != 0)
+		return rc;
+	if (core_node_by_session(c, req->session_id) != NULL) {
+		snprintf(err, errlen, "job %s: session id collision; retry",
+		    req->rdzv_id);
+		return GRPC_INTERNAL;
+	}
+
+	if (j == NULL) {
+		j = core_job_new(c, req->rdzv_id, identity);
+		settings_fill(&s, &c->cfg.defaults);
+		j->settings = s;
+		j->created_ms = now.wall_ms;
+		snprintf(j->reason, sizeof(j->reason), "round 1 is open");
+		core_event_add(j, "created", "created by %s: nodes %u:%u, "
+		    "max_restarts %u", identity, s.min_nodes, s.max_nodes,
+		    s.max_restarts);
+	} else if (j->state == CORE_JOB_FAILED)
+		job_reopen(j);
+
+	/* Rule 1 and rule 3: an open round takes it in; else wait or spare. */
+	if (j->state == CORE_JOB_WAITING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] < j->settings.max_nodes)
+		st = CORE_NODE_PARTICIPANT;
+	else if (j->state == CORE_JOB_RUNNING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] < j->settings.max_nodes)
+		st = CORE_NODE_WAITING;
+	else
+		st = CORE_NODE_SPARE;
+	n = core_node_new(j, c->next_node_id, req->session_id, req->hostname,
+	    req->advertise_addr);
+	core_node_set_state(n, st);
+	n->master_port = req->master_port;
+	n->nproc = req->nproc;
+	n->has_rank_hint = req->has_rank_hint;
+	n->rank_hint = req->has_rank_hint ? req->rank_hint : 0;
+	n->arrival = c->next_arrival++;
+	n->joined_ms = n->last_seen_ms = now.wall_ms;
+	n->connected = true;
+	n->gpus_healthy = req->gpus_healthy;
+	n->gpus_total = req->gpus_total;
+	core_node_dirty(n);
+	core_event_add(j, "join", "node %s (node %llu) joined as %s: nproc "
+	    "%u%s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state), n->nproc,
+	    n->has_rank_hint ? "" : ", no rank hint");
+
+	queue_accepted(n, false);
+	core_settle(j);
+	tell_current(n);
+	if (nodep != NULL)
+		*nodep = n;
+	return 0;
+}
+
+/*
+ * Ends a node's part in its job (left, lost, evicted) and notes for
+ * core_settle() what that means for the job's round.
+ */
+void
+core_node_end(struct core_node *n, enum core_node_state st,
+    const char *reason)
+{
+	struct core_job	*j = n->job;
+	bool		 was_participant = n->state == CORE_NODE_PARTICIPANT;
+
+	core_node_set_state(n, st);
+	core_node_set_reason(n, reason);
+	if (!was_participant ||
+	    (j->state != CORE_JOB_RUNNING && j->state != CORE_JOB_CLOSING))
+		return;
+	if (st == CORE_NODE_LOST) {
+		if (!j->pend_failure)
+			snprintf(j->pend_reason, sizeof(j->pend_reason),
+			    "node %s (node %llu) was lost (%s)", n->hostname,
+			    (unsigned long long)n->node_id, reason);
+		j->pend_failure = true;
+	} else if (j->state == CORE_JOB_RUNNING) {
+		if (!j->pend_failure && !j->pend_change)
+			snprintf(j->pend_reason, sizeof(j->pend_reason),
+			    "node %s (node %llu) %s", n->hostname,
+			    (unsigned long long)n->node_id,
+			    st == CORE_NODE_EVICTED ? "was evicted" : "left");
+		j->pend_change = true;
+	}
+}
+
+static int
+session_node(struct core *c, const char *identity,
+    const uint8_t *session_id, const char *what, struct core_node **np,
+    char *err, size_t errlen)
+{
+	struct core_node	*n;
+
+	if ((n = core_node_by_session(c, session_id)) == NULL) {
+		snprintf(err, errlen, "no node has this session (the daemon "
+		    "forgot it, or the job was reopened or deleted); join "
+		    "again");
+		return GRPC_NOT_FOUND;
+	}
+	*np = n;
+	return owner_check(n->job, identity != NULL ? identity : ANON, what,
+	    err, errlen);
+}
+
+static int
+resume_refuse_stale(struct core_node *n, uint64_t generation, char *err,
+    size_t errlen)
+{
+	struct core_job	*j = n->job;
+	char		 why[CORE_REASON_MAX];
+
+	snprintf(err, errlen, "job %s: generation %llu is %s; the current "
+	    "generation is %llu", j->rdzv_id, (unsigned long long)generation,
+	    generation < j->generation ? "stale" : "unknown",
+	    (unsigned long long)j->generation);
+	snprintf(why, sizeof(why), "resumed with generation %llu; the "
+	    "current one is %llu", (unsigned long long)generation,
+	    (unsigned long long)j->generation);
+	core_event_add(j, "left", "node %s (node %llu) %s: it stops its "
+	    "workers and joins again", n->hostname,
+	    (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_LEFT, why);
+	core_settle(j);
+	return GRPC_FAILED_PRECONDITION;
+}
+
+int
+core_resume(struct core *c, struct core_now now, const char *identity,
+    const char *rdzv_id, const uint8_t session_id[CORE_SESSION_LEN],
+    uint64_t generation, struct core_node **nodep, char *err, size_t errlen)
+{
+	struct core_node	*n;
+	struct core_job		*j;
+	struct core_msg		*m;
+	int			 rc;
+
+	core_set_now(c, now);
+	if ((rc = session_node(c, identity, session_id, "resume in", &n, err,
+	    errlen)) != 0)
+		return rc;
+	j = n->job;
+	if (rdzv_id != NULL && *rdzv_id != '\0' &&
+	    strcmp(rdzv_id, j->rdzv_id) != 0) {
+		snprintf(err, errlen, "job %s has no node with this session; "
+		    "join again", rdzv_id);
+		return GRPC_NOT_FOUND;
+	}
+	if (!core_job_ended(j) && (n->state == CORE_NODE_LEFT ||
+	    n->state == CORE_NODE_LOST)) {
+		snprintf(err, errlen, "job %s: node %llu %s (%s); join again "
+		    "as a new node", j->rdzv_id,
+		    (unsigned long long)n->node_id,
+		    n->state == CORE_NODE_LOST ? "was lost" : "left",
+		    n->reason != NULL ? n->reason : "no reason");
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (!core_job_ended(j) && core_node_live(n) && generation != 0 &&
+	    generation != j->generation)
+		return resume_refuse_stale(n, generation, err, errlen);
+
+	n->connected = true;
+	n->last_seen_ms = now.wall_ms;
+	core_timer_clear(c, &n->lease);
+	core_job_changed(j);
+	queue_accepted(n, true);
+	/* Rule 11: the current generation keeps its workers running. */
+	if (core_node_live(n) && !core_job_ended(j) && generation != 0 &&
+	    !(n->group_rank >= 0 && n->generation == generation)) {
+		m = core_msg_queue(n, CORE_MSG_STOP);
+		m->u.stop.generation = generation;
+		snprintf(m->reason, sizeof(m->reason), "generation %llu no "
+		    "longer runs on this node", (unsigned long long)generation);
+	}
+	tell_current(n);
+	if (nodep != NULL)
+		*nodep = n;
+	return 0;
+}
+
+static void
+gpus_update(struct core_node *n, uint32_t healthy, uint32_t total)
+{
+	if (n->gpus_healthy == healthy && n->gpus_total == total)
+		return;
+	n->gpus_healthy = healthy;
+	n->gpus_total = total;
+	core_node_dirty(n);
+	core_event_add(n->job, "health", "node %s (node %llu): %u of %u GPUs "
+	    "healthy", n->hostname, (unsigned long long)n->node_id, healthy,
+	    total);
+}
+
+/* Rule 10: only the current generation's participants report outcomes. */
+static int
+report_fence(const struct core_node *n, const struct core_report *r,
+    char *err, size_t errlen)
+{
+	const struct core_job	*j = n->job;
+
+	if (core_job_ended(j)) {
+		snprintf(err, errlen, "job %s has %s: %s", j->rdzv_id,
+		    core_job_state_name(j->state), j->reason);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (r->generation != j->generation || j->state == CORE_JOB_WAITING) {
+		snprintf(err, errlen, "job %s: generation %llu is stale; the "
+		    "current generation is %llu%s", j->rdzv_id,
+		    (unsigned long long)r->generation,
+		    (unsigned long long)j->generation,
+		    j->state == CORE_JOB_WAITING ? " and a new round is "
+		    "forming" : "");
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (n->state != CORE_NODE_PARTICIPANT || n->generation != r->generation) {
+		snprintf(err, errlen, "job %s: node %llu is %s, not a "
+		    "participant of generation %llu", j->rdzv_id,
+		    (unsigned long long)n->node_id,
+		    core_node_state_name(n->state),
+		    (unsigned long long)r->generation);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	return 0;
+}
+
+int
+core_report(struct core *c, struct core_now now, const char *identity,
+    const struct core_report *r, uint32_t *restart_count, char *err,
+    size_t errlen)
+{
+	struct core_node	*n;
+	struct core_job		*j;
+	int			 rc;
+
+	core_set_now(c, now);
+	if ((rc = session_node(c, identity, r->session_id, "report to", &n,
+	    err, errlen)) != 0)
+		return rc;
+	j = n->job;
+	if (r->outcome != CORE_OUTCOME_SUCCEEDED &&
+	    r->outcome != CORE_OUTCOME_FAILED &&
+	    r->outcome != CORE_OUTCOME_HEALTH) {
+		snprintf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
+		    (int)r->outcome);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (r->has_gpus)
+		gpus_update(n, r->gpus_healthy, r->gpus_total);
+	if (restart_count != NULL)
+		*restart_count = j->restart_count;
+	if (r->outcome == CORE_OUTCOME_HEALTH)
+		return 0;
+	if (r->outcome == CORE_OUTCOME_SUCCEEDED &&
+	    n->state == CORE_NODE_SUCCEEDED && n->generation == r->generation)
+		return 0;
+	if ((rc = report_fence(n, r, err, errlen)) != 0)
+		return rc;
+
+	if (r->outcome == CORE_OUTCOME_SUCCEEDED) {
+		core_node_set_state(n, CORE_NODE_SUCCEEDED);
+		core_event_add(j, "succeeded", "node %s (node %llu): every "
+		    "worker of generation %llu exited 0", n->hostname,
+		    (unsigned long long)n->node_id,
+		    (unsigned long long)r->generation);
+		/* Rule 7: the first success starts closing. */
+		if (j->state == CORE_JOB_RUNNING) {
+			j->state = CORE_JOB_CLOSING;
+			snprintf(j->reason, sizeof(j->reason), "node %s (node "
+			    "%llu) succeeded; no new rounds", n->hostname,
+			    (unsigned long long)n->node_id);
+			core_timer_clear(c, &j->last_call);
+			core_event_add(j, "closing", "%s", j->reason);
+		}
+	} else {
+		/* Rule 6; or, while closing, rule 7's failure. */
+		if (!j->pend_failure)
+			snprintf(j->pend_reason, sizeof(j->pend_reason),
+			    "node %s (node %llu) reported a worker failure in "
+			    "generation %llu%s%s", n->hostname,
+			    (unsigned long long)n->node_id,
+			    (unsigned long long)r->generation,
+			    r->message != NULL && *r->message != '\0' ?
+			    ": " : "", r->message != NULL ? r->message : "");
+		j->pend_failure = true;
+		core_event_add(j, "failure", "%s", j->pend_reason);
+	}
+	core_settle(j);
+	if (restart_count != NULL)
+		*restart_count = j->restart_count;
+	return 0;
+}
+
+int
+core_leave(struct core *c, struct core_now now, const char *identity,
+    const uint8_t session_id[CORE_SESSION_LEN], const char *reason,
+    char *err, size_t errlen)
+{
+	struct core_node	*n;
+	int			 rc;
+
+	core_set_now(c, now);
+	if ((rc = session_node(c, identity, session_id, "leave", &n, err,
+	    errlen)) != 0)
+		return rc;
+	if (!core_node_live(n) || core_job_ended(n->job))
+		return 0;
+	if (reason == NULL || *reason == '\0')
+		reason = "planned leave";
+	core_event_add(n->job, "left", "node %s (node %llu) left: %s",
+	    n->hostname, (unsigned long long)n->node_id, reason);
+	core_node_end(n, CORE_NODE_LEFT, reason);
+	core_settle(n->job);
+	return 0;
+}
+
+void
+core_disconnect(struct core *c, struct core_now now, struct core_node *n)
+{
+	core_set_now(c, now);
+	if (n == NULL || n->removed || !n->connected)
+		return;
+	n->connected = false;
+	n->last_seen_ms = now.wall_ms;
+	core_msg_drop(c, n);
+	core_job_changed(n->job);
+	if (core_node_live(n) && !core_job_ended(n->job))
+		core_timer_set(c, &n->lease, now.mono_ms +
+		    n->job->settings.reconnect_grace_ms);
+}
+
+void
+core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
+{
+	char	t[32], why[CORE_REASON_MAX];
+
+	core_set_now(c, now);
+	if (n == NULL || n->removed)
+		return;
+	n->connected = false;
+	core_msg_drop(c, n);
+	if (!core_node_live(n) || core_job_ended(n->job))
+		return;
+	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
+	snprintf(why, sizeof(why), "its connection was silent for %s", t);
+	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
+	    n->hostname, (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_LOST, why);
+	core_settle(n->job);
+}
+
+/* A lease timer fired: the node did not come back in time. */
+void
+core_lease_expired(struct core_node *n)
+{
+	const char	*why = "it did not reconnect before its lease ended";
+
+	if (!core_node_live(n) || core_job_ended(n->job))
+		return;
+	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
+	    n->hostname, (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_LOST, why);
+	core_settle_later(n->job);
+}
+
+/* Retention: the job goes from memory; the store deletes its rows. */
+void
+core_job_remove(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	size_t			 i, k;
+
+	hash_remove(&c->by_id, hash_bytes(j->rdzv_id, strlen(j->rdzv_id)), j);
+	TAILQ_REMOVE(&c->jobs, j, entry);
+	c->n_jobs--;
+	TAILQ_FOREACH(n, &j->nodes, entry)
+		node_unlink(n);
+	if (j->dirty)
+		TAILQ_REMOVE(&c->dirty_jobs, j, dirty_entry);
+	if (j->changed)
+		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
+	if (j->settling)
+		TAILQ_REMOVE(&c->settle, j, settle_entry);
+	j->dirty = j->changed = j->settling = false;
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	core_timer_clear(c, &j->retention);
+	for (i = k = 0; i < c->n_new_events; i++) {
+		if (c->new_events[i].job != j)
+			c->new_events[k++] = c->new_events[i];
+	}
+	c->n_new_events = k;
+	j->removed = true;
+	TAILQ_INSERT_TAIL(&c->removed_jobs, j, entry);
+}

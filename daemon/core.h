@@ -1,0 +1,478 @@
+/*
+ * The rendezvous core: the job state machine of SPEC §4, without I/O.
+ *
+ * The daemon feeds it inputs (a join, a resume, a report, a leave, a closed
+ * connection, an operator action, the passing of time), each carrying the
+ * current time as a struct core_now; the core never reads a clock, a socket
+ * or the database. What must happen as a result is recorded in the core and
+ * drained by the daemon once per event-loop turn:
+ *
+ *   1. the store persists the changes in ONE transaction (group commit):
+ *      core->removed_jobs and core->removed_nodes first (deleted rows), then
+ *      core->dirty_jobs, core->dirty_nodes and core->new_events;
+ *   2. after the commit, core_outbox_pop() hands out the messages for the
+ *      nodes' Join streams, in order;
+ *   3. core->changed_jobs and core->removed_jobs are the jobs Control.Watch
+ *      streams should be told about;
+ *   4. core_changes_clear() forgets all of it and frees removed objects.
+ *
+ * Then core_next_deadline() says when to call core_advance() next.
+ *
+ * The structs are public so the daemon and the store can read them; only
+ * the core writes them, except for the fields the store fills in between
+ * core_restore_job()/core_restore_node() and core_restore_finish().
+ * docs/RENDEZVOUS.md describes the rules as implemented. Memory exhaustion
+ * aborts: the core's state cannot be half-updated.
+ */
+#ifndef RDZV_CORE_H
+#define RDZV_CORE_H
+
+#include <sys/queue.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+
+#define CORE_SESSION_LEN	16
+#define CORE_ID_MAX		128	/* characters of an rdzv_id */
+#define CORE_STR_MAX		255	/* hostname, advertise address */
+#define CORE_REASON_MAX		256	/* reasons and event messages */
+#define CORE_KIND_MAX		16	/* event kinds */
+#define CORE_EVENTS_KEPT	100	/* per job, in memory */
+#define CORE_NPROC_MAX		65536
+
+/* The time of an input: monotonic for deadlines, wall for display. */
+struct core_now {
+	uint64_t	mono_ms;
+	int64_t		wall_ms;
+};
+
+/* SPEC §3; durations in ms. In a join, 0 means "not set". */
+struct core_settings {
+	uint32_t	min_nodes;
+	uint32_t	max_nodes;
+	uint32_t	last_call_timeout_ms;
+	uint32_t	join_timeout_ms;
+	uint32_t	max_restarts;
+	uint32_t	lease_ttl_ms;
+	uint32_t	reconnect_grace_ms;
+};
+
+struct core_config {
+	uint32_t		max_nodes_per_job;	/* 10,000 */
+	uint64_t		retention_ms;		/* 7 days */
+	struct core_settings	defaults;		/* SPEC §3 */
+};
+
+/* Numbered as rdzv.v1.JobState and rdzv.v1.NodeState. */
+enum core_job_state {
+	CORE_JOB_WAITING = 1,		/* a round is open */
+	CORE_JOB_RUNNING = 2,
+	CORE_JOB_CLOSING = 3,
+	CORE_JOB_CLOSED = 4,
+	CORE_JOB_FAILED = 5,
+};
+
+enum core_node_state {
+	CORE_NODE_PARTICIPANT = 1,
+	CORE_NODE_WAITING = 2,
+	CORE_NODE_SPARE = 3,
+	CORE_NODE_SUCCEEDED = 4,
+	CORE_NODE_LEFT = 5,
+	CORE_NODE_LOST = 6,
+	CORE_NODE_EVICTED = 7,
+	CORE_NODE_FAILED = 8,
+};
+#define CORE_NODE_NSTATES	9
+
+/* Numbered as rdzv.v1.Outcome. */
+enum core_outcome {
+	CORE_OUTCOME_SUCCEEDED = 1,
+	CORE_OUTCOME_FAILED = 2,
+	CORE_OUTCOME_HEALTH = 3,
+};
+
+struct core_job;
+struct core_node;
+
+/* A deadline in the core's timer heap. */
+struct core_timer {
+	uint64_t	 at;		/* monotonic ms */
+	size_t		 idx;		/* in the heap; SIZE_MAX: not armed */
+	int		 kind;
+	void		*owner;
+};
+
+struct core_event {
+	uint64_t	 seq;		/* per job, from 1 */
+	int64_t		 wall_ms;
+	uint64_t	 generation;
+	char		 kind[CORE_KIND_MAX];	/* "join", "round", "lost", ... */
+	char		 message[CORE_REASON_MAX];
+	struct core_job	*job;		/* in core->new_events only */
+};
+
+struct core_node {
+	uint64_t		 node_id;	/* unique in the core */
+	uint8_t			 session_id[CORE_SESSION_LEN];
+	struct core_job		*job;
+	char			*hostname;
+	char			*advertise_addr;
+	uint32_t		 master_port;	/* offered if it is rank 0 */
+	uint32_t		 nproc;
+	bool			 has_rank_hint;
+	uint32_t		 rank_hint;
+	enum core_node_state	 state;
+	int32_t			 group_rank;	/* -1: not in the current round */
+	uint32_t		 base_rank;
+	uint64_t		 generation;	/* of the assignment it holds; 0 */
+	uint64_t		 arrival;	/* order of joins, core-wide */
+	int64_t			 joined_ms;	/* wall */
+	int64_t			 last_seen_ms;	/* wall; not persisted */
+	bool			 connected;	/* not persisted */
+	uint32_t		 gpus_healthy;
+	uint32_t		 gpus_total;
+	char			*reason;	/* why it left, was lost, evicted */
+
+	/* Core-private below. */
+	struct core_timer	 lease;		/* armed while disconnected */
+	TAILQ_ENTRY(core_node)	 entry;		/* job->nodes, removed_nodes */
+	bool			 dirty;
+	TAILQ_ENTRY(core_node)	 dirty_entry;
+	bool			 removed;
+	struct core_msg		*out_head, *out_tail;
+	size_t			 out_n;
+	TAILQ_ENTRY(core_node)	 out_entry;	/* core->outbox */
+};
+TAILQ_HEAD(core_nodes, core_node);
+
+struct core_job {
+	char			 rdzv_id[CORE_ID_MAX + 1];
+	char			*owner;
+	struct core_settings	 settings;
+	enum core_job_state	 state;
+	char			 reason[CORE_REASON_MAX];
+	uint64_t		 generation;	/* last completed round; 0 */
+	uint32_t		 restart_count;
+	uint32_t		 attempt;	/* 1, +1 per reopen */
+	int64_t			 created_ms;
+	int64_t			 updated_ms;
+	int64_t			 ended_ms;	/* 0 while active */
+	uint64_t		 event_seq;	/* the last event's seq */
+
+	/*
+	 * Time left on the open deadlines (-1: none), as of the last time
+	 * the job was marked dirty: the store saves these, and after a
+	 * restart the deadlines resume with that much time (rule 11).
+	 * core_checkpoint() refreshes them before a planned shutdown.
+	 */
+	int64_t			 last_call_left_ms;
+	int64_t			 join_left_ms;
+
+	/* The current round, by group rank; derived, not persisted. */
+	struct core_node	**round;
+	uint32_t		 round_n;
+	uint32_t		 round_cap;
+	uint32_t		 world_size;
+	char			 master_addr[CORE_STR_MAX + 1]; /* group rank 0's */
+	uint32_t		 master_port;
+
+	/* Every node of the current attempt, in arrival order. */
+	struct core_nodes	 nodes;
+	uint32_t		 n_nodes;
+	uint32_t		 n_state[CORE_NODE_NSTATES];
+
+	/* The latest events, oldest first: see core_job_event(). */
+	struct core_event	*events;
+	uint32_t		 events_n, events_start, events_cap;
+
+	/* Core-private below. */
+	struct core		*core;
+	struct core_timer	 last_call;
+	struct core_timer	 join_deadline;
+	struct core_timer	 retention;
+	TAILQ_ENTRY(core_job)	 entry;		/* core->jobs, removed_jobs */
+	bool			 dirty, changed, removed, settling;
+	TAILQ_ENTRY(core_job)	 dirty_entry;
+	TAILQ_ENTRY(core_job)	 changed_entry;
+	TAILQ_ENTRY(core_job)	 settle_entry;
+	bool			 pend_failure;	/* count a failure */
+	bool			 pend_change;	/* re-round, no restart */
+	bool			 fired_last_call, fired_join;
+	char			 pend_reason[CORE_REASON_MAX];
+};
+TAILQ_HEAD(core_jobs, core_job);
+
+enum core_msg_kind {
+	CORE_MSG_ACCEPTED = 1,
+	CORE_MSG_WAITING,
+	CORE_MSG_ASSIGNMENT,
+	CORE_MSG_STOP,
+	CORE_MSG_CLOSED,
+	CORE_MSG_FAILED,
+	CORE_MSG_EVICTED,
+};
+
+struct core_assignment {
+	uint64_t	generation;
+	uint32_t	group_rank;
+	uint32_t	group_world_size;
+	uint32_t	base_rank;
+	uint32_t	local_world_size;	/* the node's nproc */
+	uint32_t	world_size;
+	char		master_addr[CORE_STR_MAX + 1];
+	uint32_t	master_port;
+	uint32_t	restart_count;
+	uint32_t	max_restarts;
+};
+
+/* One JoinEvent for a node's stream; a copy, valid on its own. */
+struct core_msg {
+	enum core_msg_kind	 kind;
+	union {
+		struct {
+			uint64_t		node_id;
+			uint8_t			session_id[CORE_SESSION_LEN];
+			struct core_settings	settings;
+			bool			resumed;
+			uint32_t		attempt;
+		} accepted;
+		struct {
+			enum core_node_state	state;
+			uint32_t		participants;
+			uint32_t		min_nodes;
+			uint32_t		max_nodes;
+		} waiting;
+		struct core_assignment	 assignment;
+		struct {
+			uint64_t		generation;
+		} stop;
+	} u;
+	char			 reason[CORE_REASON_MAX]; /* not ACCEPTED */
+	struct core_msg		*next;
+};
+
+struct core {
+	struct core_config	 cfg;
+	struct core_now		 now;		/* of the latest input */
+	struct hash		 by_id;		/* jobs by rdzv_id */
+	struct hash		 by_node;	/* nodes by node_id */
+	struct hash		 by_session;	/* nodes by session_id */
+	struct core_jobs	 jobs;		/* every job, in creation order */
+	uint32_t		 n_jobs;
+	uint64_t		 next_node_id;	/* persist to keep ids unique */
+	uint64_t		 next_arrival;
+
+	/* The changes of this loop turn (see the top of this file). */
+	struct core_jobs	 dirty_jobs;
+	struct core_nodes	 dirty_nodes;
+	struct core_jobs	 changed_jobs;
+	struct core_jobs	 removed_jobs;	/* with their nodes */
+	struct core_nodes	 removed_nodes;	/* of jobs that stay */
+	struct core_event	*new_events;
+	size_t			 n_new_events, new_events_cap;
+
+	/* Core-private below. */
+	struct core_nodes	 outbox;	/* nodes with queued messages */
+	struct core_jobs	 settle;	/* jobs to re-evaluate */
+	struct core_timer	**heap;
+	size_t			 heap_n, heap_cap;
+};
+
+/* core.c: creation, lookups and the agents' inputs. */
+void		 core_config_defaults(struct core_config *);
+/* cfg NULL: the defaults. */
+struct core	*core_new(const struct core_config *cfg);
+void		 core_free(struct core *);
+struct core_job	*core_job_find(const struct core *, const char *rdzv_id);
+struct core_node *core_node_find(const struct core *, uint64_t node_id);
+struct core_node *core_node_by_session(const struct core *,
+		    const uint8_t session_id[CORE_SESSION_LEN]);
+/* 0 if the rdzv_id is valid (SPEC §2), else INVALID_ARGUMENT + message. */
+int		 core_check_id(const char *rdzv_id, char *err, size_t errlen);
+
+/*
+ * A new node's Join. session_id is fresh random bytes from the daemon (the
+ * core has no randomness); settings fields of 0 are unset. gpus_* may be
+ * 0/0 when the node reported none.
+ */
+struct core_join {
+	const char		*rdzv_id;
+	const char		*identity;	/* SPEC §11; NULL: anonymous */
+	struct core_settings	 settings;
+	const char		*hostname;
+	const char		*advertise_addr;
+	uint32_t		 master_port;
+	uint32_t		 nproc;
+	bool			 has_rank_hint;
+	uint32_t		 rank_hint;
+	uint32_t		 gpus_healthy;
+	uint32_t		 gpus_total;
+	uint8_t			 session_id[CORE_SESSION_LEN];
+};
+
+/*
+ * Every input returns 0 or a gRPC status (enum grpc_status of lib/grpc.h)
+ * with a message for the user in err. On 0, *nodep (where asked) is the
+ * node, and its first queued message is ACCEPTED followed by what it must
+ * be told now; the node counts as connected.
+ */
+int		 core_join(struct core *, struct core_now,
+		    const struct core_join *, struct core_node **nodep,
+		    char *err, size_t errlen);
+/*
+ * A Join with session_id set: the agent's workers run `generation` (0:
+ * none). rdzv_id may be NULL. On 0 the node gets ACCEPTED(resumed), a STOP
+ * if the workers it names must stop, then its current place (the same
+ * ASSIGNMENT when the generation is current: its workers keep running).
+ * The daemon must close any older stream of the node.
+ */
+int		 core_resume(struct core *, struct core_now,
+		    const char *identity, const char *rdzv_id,
+		    const uint8_t session_id[CORE_SESSION_LEN],
+		    uint64_t generation, struct core_node **nodep,
+		    char *err, size_t errlen);
+
+struct core_report {
+	const uint8_t	*session_id;		/* CORE_SESSION_LEN bytes */
+	uint64_t	 generation;
+	enum core_outcome outcome;
+	const char	*message;		/* NULL or the error file's */
+	bool		 has_gpus;
+	uint32_t	 gpus_healthy;
+	uint32_t	 gpus_total;
+};
+/* *restart_count (may be NULL) gets the job's count for ReportResponse. */
+int		 core_report(struct core *, struct core_now,
+		    const char *identity, const struct core_report *,
+		    uint32_t *restart_count, char *err, size_t errlen);
+int		 core_leave(struct core *, struct core_now, const char *identity,
+		    const uint8_t session_id[CORE_SESSION_LEN],
+		    const char *reason, char *err, size_t errlen);
+/* The node's stream ended: its lease ends after reconnect_grace. */
+void		 core_disconnect(struct core *, struct core_now,
+		    struct core_node *);
+/* The node's connection went silent for lease_ttl: it is lost now. */
+void		 core_lease_lost(struct core *, struct core_now,
+		    struct core_node *);
+
+/* core_ops.c: operator actions (SPEC §4 rule 9) and the clock. */
+int		 core_close(struct core *, struct core_now, const char *identity,
+		    bool is_admin, const char *rdzv_id, char *err,
+		    size_t errlen);
+int		 core_abort(struct core *, struct core_now, const char *identity,
+		    bool is_admin, const char *rdzv_id, const char *reason,
+		    char *err, size_t errlen);
+int		 core_evict(struct core *, struct core_now, const char *identity,
+		    bool is_admin, const char *rdzv_id, uint64_t node_id,
+		    const char *reason, char *err, size_t errlen);
+/* Fires every deadline due at now. */
+void		 core_advance(struct core *, struct core_now);
+/* The earliest monotonic deadline, or UINT64_MAX. */
+uint64_t	 core_next_deadline(const struct core *);
+/* Marks jobs with open deadlines dirty, refreshing their time left. */
+void		 core_checkpoint(struct core *, struct core_now);
+/* Time left on a job's deadlines at now, or -1 when none is armed. */
+int64_t		 core_job_last_call_in(const struct core_job *,
+		    struct core_now);
+int64_t		 core_job_join_timeout_in(const struct core_job *,
+		    struct core_now);
+
+/* core_out.c: outputs. */
+/* Pops the next queued message of any node; false when none is left. */
+bool		 core_outbox_pop(struct core *, struct core_node **nodep,
+		    struct core_msg *msg);
+/* What a (re)attached stream must be told now about its node's place. */
+void		 core_node_current(const struct core_node *, struct core_msg *);
+/* The i-th kept event of a job, oldest first (i < job->events_n). */
+const struct core_event *core_job_event(const struct core_job *, uint32_t i);
+/* After the commit and the sends: forget the turn's changes. */
+void		 core_changes_clear(struct core *);
+const char	*core_job_state_name(enum core_job_state);
+const char	*core_node_state_name(enum core_node_state);
+const char	*core_msg_kind_name(enum core_msg_kind);
+
+/*
+ * core_restore.c: rebuilding the core from the store (SPEC §4 rule 11).
+ * Create each job, fill in its persisted fields (settings, state, reason,
+ * generation, restart_count, attempt, *_ms, event_seq, last_call_left_ms,
+ * join_left_ms), create its nodes and fill theirs (master_port, nproc,
+ * rank hint, state, group_rank, base_rank, generation, arrival, joined_ms,
+ * gpus_*, reason via core_node_set_reason), add its latest events oldest
+ * first, then call core_restore_finish() once. Nothing restored is dirty.
+ */
+struct core_job	*core_restore_job(struct core *, const char *rdzv_id,
+		    const char *owner);
+struct core_node *core_restore_node(struct core *, struct core_job *,
+		    uint64_t node_id, const uint8_t session_id[CORE_SESSION_LEN],
+		    const char *hostname, const char *advertise_addr);
+void		 core_restore_event(struct core_job *, const struct core_event *);
+void		 core_node_set_reason(struct core_node *, const char *);
+/*
+ * Rebuilds rounds, counters and timers: live nodes get leases ending at
+ * now + lease_ttl, open deadlines resume with the time they had left,
+ * next_node_id is at least max + 1. 0, or -1 with a message when the
+ * restored data is inconsistent.
+ */
+int		 core_restore_finish(struct core *, struct core_now,
+		    uint64_t next_node_id, char *err, size_t errlen);
+/* Checks every invariant (tests); 0 or -1 with a message. O(all). */
+int		 core_check(const struct core *, char *err, size_t errlen);
+
+#ifdef CORE_INTERNAL
+/* Shared by core*.c only. */
+enum {
+	CORE_TIMER_LAST_CALL = 1,
+	CORE_TIMER_JOIN,
+	CORE_TIMER_RETENTION,
+	CORE_TIMER_LEASE,
+};
+
+/* core_util.c */
+void		*core_xcalloc(size_t, size_t);
+char		*core_xstrdup(const char *);
+void		 core_timer_init(struct core_timer *, int, void *);
+void		 core_timer_set(struct core *, struct core_timer *, uint64_t);
+void		 core_timer_clear(struct core *, struct core_timer *);
+bool		 core_timer_armed(const struct core_timer *);
+struct core_timer *core_timer_top(const struct core *);
+void		 core_job_dirty(struct core_job *);
+void		 core_job_changed(struct core_job *);
+void		 core_node_dirty(struct core_node *);
+void		 core_node_set_state(struct core_node *, enum core_node_state);
+bool		 core_node_live(const struct core_node *);
+bool		 core_job_ended(const struct core_job *);
+void		 core_event_add(struct core_job *, const char *kind,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+struct core_msg	*core_msg_queue(struct core_node *, enum core_msg_kind);
+void		 core_msg_waiting(struct core_node *, const char *reason);
+void		 core_msg_drop(struct core *, struct core_node *);
+void		 core_settle_later(struct core_job *);
+void		 core_fmt_secs(char *, size_t, uint64_t ms);
+void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
+void		 core_node_free(struct core_node *);
+void		 core_job_free(struct core_job *);
+
+/* core_round.c */
+void		 core_settle(struct core_job *);
+void		 core_job_fail(struct core_job *, const char *reason);
+void		 core_job_close(struct core_job *, const char *reason);
+void		 core_round_clear(struct core_job *);
+void		 core_waiting_reason(const struct core_node *, char *, size_t);
+
+/* core.c */
+void		 core_node_end(struct core_node *, enum core_node_state,
+		    const char *reason);
+void		 core_job_remove(struct core_job *);
+void		 core_lease_expired(struct core_node *);
+void		 core_set_now(struct core *, struct core_now);
+struct core_job	*core_job_new(struct core *, const char *rdzv_id,
+		    const char *owner);
+struct core_node *core_node_new(struct core_job *, uint64_t node_id,
+		    const uint8_t session_id[CORE_SESSION_LEN],
+		    const char *hostname, const char *advertise_addr);
+#endif
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * Operator actions (SPEC §4 rule 9, §11), the passing of time, and the end
+ * of a loop turn's changes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+#include "grpc.h"
+
+/* The owner of a job, or an admin, may act on it (SPEC §11). */
+static int
+operator_job(struct core *c, const char *identity, bool is_admin,
+    const char *rdzv_id, const char *verb, struct core_job **jp, char *err,
+    size_t errlen)
+{
+	struct core_job	*j;
+
+	if (identity == NULL)
+		identity = "anonymous";
+	if ((j = core_job_find(c, rdzv_id)) == NULL) {
+		snprintf(err, errlen, "job %s not found", rdzv_id != NULL ?
+		    rdzv_id : "");
+		return GRPC_NOT_FOUND;
+	}
+	if (!is_admin && strcmp(j->owner, identity) != 0) {
+		snprintf(err, errlen, "job %s belongs to %s; %s may not %s it "
+		    "(only its owner or an admin may)", j->rdzv_id, j->owner,
+		    identity, verb);
+		return GRPC_PERMISSION_DENIED;
+	}
+	*jp = j;
+	return 0;
+}
+
+/* No new rounds; running workers finish (rule 9, then rule 7). */
+int
+core_close(struct core *c, struct core_now now, const char *identity,
+    bool is_admin, const char *rdzv_id, char *err, size_t errlen)
+{
+	struct core_job	*j;
+	char		 why[CORE_REASON_MAX];
+	int		 rc;
+
+	core_set_now(c, now);
+	if ((rc = operator_job(c, identity, is_admin, rdzv_id, "close", &j,
+	    err, errlen)) != 0)
+		return rc;
+	if (identity == NULL)
+		identity = "anonymous";
+	switch (j->state) {
+	case CORE_JOB_CLOSED:
+	case CORE_JOB_CLOSING:
+		return 0;
+	case CORE_JOB_FAILED:
+		snprintf(err, errlen, "job %s already failed: %s", j->rdzv_id,
+		    j->reason);
+		return GRPC_FAILED_PRECONDITION;
+	case CORE_JOB_WAITING:
+		/* No workers run while a round is open: close at once. */
+		snprintf(why, sizeof(why), "closed by %s before round %llu "
+		    "completed", identity, (unsigned long long)j->generation +
+		    1);
+		core_job_close(j, why);
+		return 0;
+	case CORE_JOB_RUNNING:
+		j->state = CORE_JOB_CLOSING;
+		snprintf(j->reason, sizeof(j->reason), "closed by %s: no new "
+		    "rounds; running workers finish", identity);
+		core_timer_clear(c, &j->last_call);
+		core_event_add(j, "closing", "%s", j->reason);
+		core_settle(j);
+		return 0;
+	}
+	return 0;
+}
+
+int
+core_abort(struct core *c, struct core_now now, const char *identity,
+    bool is_admin, const char *rdzv_id, const char *reason, char *err,
+    size_t errlen)
+{
+	struct core_job	*j;
+	char		 why[CORE_REASON_MAX];
+	int		 rc;
+
+	core_set_now(c, now);
+	if ((rc = operator_job(c, identity, is_admin, rdzv_id, "abort", &j,
+	    err, errlen)) != 0)
+		return rc;
+	if (core_job_ended(j)) {
+		snprintf(err, errlen, "job %s already %s: %s", j->rdzv_id,
+		    core_job_state_name(j->state), j->reason);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	snprintf(why, sizeof(why), "aborted by %s: %s",
+	    identity != NULL ? identity : "anonymous",
+	    reason != NULL && *reason != '\0' ? reason : "no reason given");
+	core_job_fail(j, why);
+	return 0;
+}
+
+int
+core_evict(struct core *c, struct core_now now, const char *identity,
+    bool is_admin, const char *rdzv_id, uint64_t node_id, const char *reason,
+    char *err, size_t errlen)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+	struct core_msg		*m;
+	char			 why[CORE_REASON_MAX];
+	int			 rc;
+
+	core_set_now(c, now);
+	if ((rc = operator_job(c, identity, is_admin, rdzv_id, "evict from",
+	    &j, err, errlen)) != 0)
+		return rc;
+	if ((n = core_node_find(c, node_id)) == NULL || n->job != j) {
+		snprintf(err, errlen, "job %s has no node %llu", j->rdzv_id,
+		    (unsigned long long)node_id);
+		return GRPC_NOT_FOUND;
+	}
+	if (core_job_ended(j) || !core_node_live(n)) {
+		snprintf(err, errlen, "job %s: node %llu is already %s",
+		    j->rdzv_id, (unsigned long long)node_id,
+		    core_job_ended(j) ? core_job_state_name(j->state) :
+		    core_node_state_name(n->state));
+		return GRPC_FAILED_PRECONDITION;
+	}
+	snprintf(why, sizeof(why), "evicted by %s: %s",
+	    identity != NULL ? identity : "anonymous",
+	    reason != NULL && *reason != '\0' ? reason : "no reason given");
+	m = core_msg_queue(n, CORE_MSG_EVICTED);
+	snprintf(m->reason, sizeof(m->reason), "%s", why);
+	core_event_add(j, "evicted", "node %s (node %llu) %s", n->hostname,
+	    (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_EVICTED, why);
+	core_settle(j);
+	return 0;
+}
+
+/*
+ * Pops every due deadline, then settles each touched job once: leases that
+ * end together make one failure and one new round.
+ */
+void
+core_advance(struct core *c, struct core_now now)
+{
+	struct core_timer	*t;
+	struct core_job		*j;
+
+	core_set_now(c, now);
+	while ((t = core_timer_top(c)) != NULL && t->at <= c->now.mono_ms) {
+		core_timer_clear(c, t);
+		switch (t->kind) {
+		case CORE_TIMER_LAST_CALL:
+			j = t->owner;
+			j->fired_last_call = true;
+			core_settle_later(j);
+			break;
+		case CORE_TIMER_JOIN:
+			j = t->owner;
+			j->fired_join = true;
+			core_settle_later(j);
+			break;
+		case CORE_TIMER_RETENTION:
+			core_job_remove(t->owner);
+			break;
+		case CORE_TIMER_LEASE:
+			core_lease_expired(t->owner);
+			break;
+		}
+	}
+	while ((j = TAILQ_FIRST(&c->settle)) != NULL) {
+		TAILQ_REMOVE(&c->settle, j, settle_entry);
+		j->settling = false;
+		core_settle(j);
+	}
+}
+
+uint64_t
+core_next_deadline(const struct core *c)
+{
+	struct core_timer	*t = core_timer_top(c);
+
+	return t == NULL ? UINT64_MAX : t->at;
+}
+
+static int64_t
+timer_in(const struct core_timer *t, struct core_now now)
+{
+	if (!core_timer_armed(t))
+		return -1;
+	return t->at > now.mono_ms ? (int64_t)(t->at - now.mono_ms) : 0;
+}
+
+int64_t
+core_job_last_call_in(const struct core_job *j, struct core_now now)
+{
+	return timer_in(&j->last_call, now);
+}
+
+int64_t
+core_job_join_timeout_in(const struct core_job *j, struct core_now now)
+{
+	return timer_in(&j->join_deadline, now);
+}
+
+void
+core_checkpoint(struct core *c, struct core_now now)
+{
+	struct core_job	*j;
+
+	core_set_now(c, now);
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		if (core_timer_armed(&j->last_call) ||
+		    core_timer_armed(&j->join_deadline))
+			core_job_dirty(j);
+	}
+}
+
+void
+core_changes_clear(struct core *c)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+
+	while ((j = TAILQ_FIRST(&c->dirty_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->dirty_jobs, j, dirty_entry);
+		j->dirty = false;
+	}
+	while ((n = TAILQ_FIRST(&c->dirty_nodes)) != NULL) {
+		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
+		n->dirty = false;
+	}
+	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
+		j->changed = false;
+	}
+	while ((j = TAILQ_FIRST(&c->removed_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->removed_jobs, j, entry);
+		core_job_free(j);
+	}
+	while ((n = TAILQ_FIRST(&c->removed_nodes)) != NULL) {
+		TAILQ_REMOVE(&c->removed_nodes, n, entry);
+		core_node_free(n);
+	}
+	c->n_new_events = 0;
+}

@@ -1,0 +1,333 @@
+/*
+ * Rebuilding the core from the store after a daemon restart (SPEC §4 rule
+ * 11), and the check of every invariant the rest of the core keeps, which
+ * the tests run after each step.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+
+struct core_job *
+core_restore_job(struct core *c, const char *rdzv_id, const char *owner)
+{
+	char	err[CORE_REASON_MAX];
+
+	if (core_check_id(rdzv_id, err, sizeof(err)) != 0 ||
+	    core_job_find(c, rdzv_id) != NULL)
+		return NULL;
+	return core_job_new(c, rdzv_id, owner != NULL ? owner : "anonymous");
+}
+
+struct core_node *
+core_restore_node(struct core *c, struct core_job *j, uint64_t node_id,
+    const uint8_t session_id[CORE_SESSION_LEN], const char *hostname,
+    const char *advertise_addr)
+{
+	if (node_id == 0 || core_node_find(c, node_id) != NULL ||
+	    core_node_by_session(c, session_id) != NULL)
+		return NULL;
+	return core_node_new(j, node_id, session_id, hostname, advertise_addr);
+}
+
+static int
+arrival_cmp(const void *a, const void *b)
+{
+	const struct core_node	*x = *(struct core_node *const *)a;
+	const struct core_node	*y = *(struct core_node *const *)b;
+
+	if (x->arrival != y->arrival)
+		return x->arrival < y->arrival ? -1 : 1;
+	return x->node_id < y->node_id ? -1 : x->node_id > y->node_id;
+}
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Nodes in arrival order, counters, and the round from the group ranks. */
+static int
+restore_job_finish(struct core_job *j, char *err, size_t errlen)
+{
+	struct core_node	**v, *n;
+	uint32_t		  i, k = 0, base = 0;
+
+	if (j->state < CORE_JOB_WAITING || j->state > CORE_JOB_FAILED)
+		return fail(err, errlen, "job %s: bad state %d", j->rdzv_id,
+		    (int)j->state);
+	if (j->settings.min_nodes < 1 ||
+	    j->settings.min_nodes > j->settings.max_nodes)
+		return fail(err, errlen, "job %s: bad min/max nodes %u:%u",
+		    j->rdzv_id, j->settings.min_nodes, j->settings.max_nodes);
+	v = core_xcalloc(j->n_nodes, sizeof(*v));
+	TAILQ_FOREACH(n, &j->nodes, entry)
+		v[k++] = n;
+	qsort(v, k, sizeof(*v), arrival_cmp);
+	TAILQ_INIT(&j->nodes);
+	memset(j->n_state, 0, sizeof(j->n_state));
+	free(j->round);
+	j->round = NULL;
+	j->round_n = j->round_cap = 0;
+	for (i = 0; i < k; i++) {
+		n = v[i];
+		TAILQ_INSERT_TAIL(&j->nodes, n, entry);
+		if (n->state < CORE_NODE_PARTICIPANT ||
+		    n->state >= CORE_NODE_NSTATES) {
+			free(v);
+			return fail(err, errlen, "job %s: node %llu has bad "
+			    "state %d", j->rdzv_id,
+			    (unsigned long long)n->node_id, (int)n->state);
+		}
+		j->n_state[n->state]++;
+		if (n->group_rank >= 0)
+			j->round_n++;
+	}
+	if (j->state == CORE_JOB_WAITING)
+		j->round_n = 0;
+	j->round_cap = j->round_n;
+	j->round = core_xcalloc(j->round_cap, sizeof(*j->round));
+	for (i = 0; i < k; i++) {
+		n = v[i];
+		if (n->group_rank < 0)
+			continue;
+		if (j->state == CORE_JOB_WAITING) {
+			n->group_rank = -1;
+			n->generation = 0;
+			continue;
+		}
+		if ((uint32_t)n->group_rank >= j->round_n ||
+		    j->round[n->group_rank] != NULL) {
+			free(v);
+			return fail(err, errlen, "job %s: group ranks of "
+			    "generation %llu are not 0..%u", j->rdzv_id,
+			    (unsigned long long)j->generation, j->round_n - 1);
+		}
+		j->round[n->group_rank] = n;
+	}
+	free(v);
+	for (i = 0; i < j->round_n; i++) {
+		n = j->round[i];
+		if (n->base_rank != base)
+			return fail(err, errlen, "job %s: node %llu has base "
+			    "rank %u, not %u", j->rdzv_id,
+			    (unsigned long long)n->node_id, n->base_rank, base);
+		base += n->nproc;
+	}
+	j->world_size = base;
+	if (j->round_n > 0) {
+		snprintf(j->master_addr, sizeof(j->master_addr), "%s",
+		    j->round[0]->advertise_addr);
+		j->master_port = j->round[0]->master_port;
+	}
+	return 0;
+}
+
+/*
+ * Rule 11: leases of live nodes run lease_ttl from now, so agents have
+ * time to reconnect; open deadlines resume with the time they had left;
+ * retention counts in wall time.
+ */
+int
+core_restore_finish(struct core *c, struct core_now now,
+    uint64_t next_node_id, char *err, size_t errlen)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+	uint64_t		 max_id = 0, max_arrival = 0;
+	int64_t			 left;
+
+	core_set_now(c, now);
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		if (restore_job_finish(j, err, errlen) != 0)
+			return -1;
+		if (j->state == CORE_JOB_WAITING ||
+		    j->state == CORE_JOB_RUNNING) {
+			if (j->last_call_left_ms >= 0)
+				core_timer_set(c, &j->last_call, now.mono_ms +
+				    (uint64_t)j->last_call_left_ms);
+			if (j->join_left_ms >= 0 &&
+			    j->state == CORE_JOB_WAITING)
+				core_timer_set(c, &j->join_deadline,
+				    now.mono_ms + (uint64_t)j->join_left_ms);
+		}
+		if (core_job_ended(j)) {
+			left = j->ended_ms + (int64_t)c->cfg.retention_ms -
+			    now.wall_ms;
+			core_timer_set(c, &j->retention, now.mono_ms +
+			    (uint64_t)(left > 0 ? left : 0));
+		}
+		TAILQ_FOREACH(n, &j->nodes, entry) {
+			if (n->node_id > max_id)
+				max_id = n->node_id;
+			if (n->arrival > max_arrival)
+				max_arrival = n->arrival;
+			n->connected = false;
+			if (core_node_live(n) && !core_job_ended(j))
+				core_timer_set(c, &n->lease, now.mono_ms +
+				    j->settings.lease_ttl_ms);
+		}
+	}
+	c->next_node_id = next_node_id > max_id ? next_node_id : max_id + 1;
+	c->next_arrival = max_arrival + 1;
+	/* Whatever the saved state left undecided is decided now. */
+	TAILQ_FOREACH(j, &c->jobs, entry)
+		core_settle(j);
+	return 0;
+}
+
+static int
+check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
+    char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	uint32_t		 cnt[CORE_NODE_NSTATES] = { 0 }, nn = 0, i;
+	uint32_t		 base = 0, p, w, s, min, max;
+	uint64_t		 arrival = 0;
+	bool			 ended = core_job_ended(j);
+
+	if (core_job_find(c, j->rdzv_id) != j || j->core != c || j->removed)
+		return fail(err, errlen, "job %s: not indexed", j->rdzv_id);
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		nn++;
+		if (n->job != j || n->removed || n->state < 1 ||
+		    n->state >= CORE_NODE_NSTATES)
+			return fail(err, errlen, "job %s: node %llu bad",
+			    j->rdzv_id, (unsigned long long)n->node_id);
+		cnt[n->state]++;
+		if (core_node_find(c, n->node_id) != n ||
+		    core_node_by_session(c, n->session_id) != n)
+			return fail(err, errlen, "job %s: node %llu not "
+			    "indexed", j->rdzv_id,
+			    (unsigned long long)n->node_id);
+		if (n->arrival <= arrival)
+			return fail(err, errlen, "job %s: nodes not in "
+			    "arrival order", j->rdzv_id);
+		arrival = n->arrival;
+		if (core_timer_armed(&n->lease) && (!core_node_live(n) ||
+		    n->connected || ended))
+			return fail(err, errlen, "job %s: node %llu has a "
+			    "lease it should not", j->rdzv_id,
+			    (unsigned long long)n->node_id);
+		if (n->group_rank >= 0 && ((uint32_t)n->group_rank >=
+		    j->round_n || j->round[n->group_rank] != n))
+			return fail(err, errlen, "job %s: node %llu group "
+			    "rank %d not in the round", j->rdzv_id,
+			    (unsigned long long)n->node_id, n->group_rank);
+	}
+	*nnodes += nn;
+	if (nn != j->n_nodes ||
+	    memcmp(cnt, j->n_state, sizeof(cnt)) != 0)
+		return fail(err, errlen, "job %s: node counters wrong",
+		    j->rdzv_id);
+	for (i = 0; i < j->round_n; i++) {
+		n = j->round[i];
+		if (n->job != j || n->group_rank != (int32_t)i ||
+		    n->base_rank != base || n->generation != j->generation)
+			return fail(err, errlen, "job %s: round member %u "
+			    "wrong (rank %d base %u/%u gen %llu/%llu)",
+			    j->rdzv_id, i, n->group_rank, n->base_rank, base,
+			    (unsigned long long)n->generation,
+			    (unsigned long long)j->generation);
+		base += n->nproc;
+	}
+	if (base != j->world_size)
+		return fail(err, errlen, "job %s: world size %u, not %u",
+		    j->rdzv_id, j->world_size, base);
+	if (j->round_n > 0 && (strcmp(j->master_addr,
+	    j->round[0]->advertise_addr) != 0 ||
+	    j->master_port != j->round[0]->master_port))
+		return fail(err, errlen, "job %s: master is not rank 0's",
+		    j->rdzv_id);
+	if (j->restart_count > j->settings.max_restarts + 1 ||
+	    (j->state != CORE_JOB_FAILED &&
+	    j->restart_count > j->settings.max_restarts))
+		return fail(err, errlen, "job %s: restart count %u of max %u",
+		    j->rdzv_id, j->restart_count, j->settings.max_restarts);
+
+	p = cnt[CORE_NODE_PARTICIPANT];
+	w = cnt[CORE_NODE_WAITING];
+	s = cnt[CORE_NODE_SPARE];
+	min = j->settings.min_nodes;
+	max = j->settings.max_nodes;
+	switch (j->state) {
+	case CORE_JOB_WAITING:
+		if (j->round_n != 0 || w != 0 || s != 0 || p >= max ||
+		    core_timer_armed(&j->last_call) != (p >= min) ||
+		    core_timer_armed(&j->join_deadline) != (p < min) ||
+		    core_timer_armed(&j->retention))
+			return fail(err, errlen, "job %s: open round wrong "
+			    "(p %u w %u s %u)", j->rdzv_id, p, w, s);
+		break;
+	case CORE_JOB_RUNNING:
+		if (j->round_n == 0 || p != j->round_n || p < min ||
+		    p + w > max || (s > 0 && p + w != max) ||
+		    core_timer_armed(&j->last_call) != (w > 0) ||
+		    core_timer_armed(&j->join_deadline) ||
+		    core_timer_armed(&j->retention))
+			return fail(err, errlen, "job %s: running round wrong "
+			    "(p %u w %u s %u round %u)", j->rdzv_id, p, w, s,
+			    j->round_n);
+		for (i = 0; i < j->round_n; i++) {
+			if (j->round[i]->state != CORE_NODE_PARTICIPANT)
+				return fail(err, errlen, "job %s: round member "
+				    "not a participant", j->rdzv_id);
+		}
+		break;
+	case CORE_JOB_CLOSING:
+		if (j->round_n == 0 || p == 0 ||
+		    core_timer_armed(&j->last_call) ||
+		    core_timer_armed(&j->join_deadline))
+			return fail(err, errlen, "job %s: closing wrong",
+			    j->rdzv_id);
+		break;
+	case CORE_JOB_CLOSED:
+	case CORE_JOB_FAILED:
+		if (p + w + s != 0 || !core_timer_armed(&j->retention) ||
+		    core_timer_armed(&j->last_call) ||
+		    core_timer_armed(&j->join_deadline))
+			return fail(err, errlen, "job %s: ended job wrong",
+			    j->rdzv_id);
+		break;
+	default:
+		return fail(err, errlen, "job %s: bad state", j->rdzv_id);
+	}
+	return 0;
+}
+
+int
+core_check(const struct core *c, char *err, size_t errlen)
+{
+	const struct core_job	*j;
+	const struct core_timer	*t;
+	size_t			 nnodes = 0, i;
+	uint32_t		 njobs = 0;
+
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		njobs++;
+		if (check_job(c, j, &nnodes, err, errlen) != 0)
+			return -1;
+	}
+	if (njobs != c->n_jobs || c->by_id.n != njobs ||
+	    c->by_node.n != nnodes || c->by_session.n != nnodes)
+		return fail(err, errlen, "indexes disagree with lists: jobs "
+		    "%u/%u/%zu nodes %zu/%zu/%zu", njobs, c->n_jobs,
+		    c->by_id.n, nnodes, c->by_node.n, c->by_session.n);
+	for (i = 0; i < c->heap_n; i++) {
+		t = c->heap[i];
+		if (t->idx != i || (i > 0 && c->heap[(i - 1) / 2]->at > t->at))
+			return fail(err, errlen, "timer heap broken at %zu", i);
+	}
+	if (!TAILQ_EMPTY(&c->settle))
+		return fail(err, errlen, "jobs left unsettled");
+	return 0;
+}

@@ -1,0 +1,450 @@
+/*
+ * Rounds: applying SPEC §4 to a job after an input (core_settle), forming
+ * and ranking rounds, and ending jobs. Forming a round is one pass over the
+ * job's nodes and one sort; everything else here is O(1) per input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+
+/*
+ * Rule 2's order: rank hint ascending (nodes without one last), hostname,
+ * join time, then arrival and node id so that the order is total.
+ */
+static int
+rank_cmp(const void *a, const void *b)
+{
+	const struct core_node	*x = *(struct core_node *const *)a;
+	const struct core_node	*y = *(struct core_node *const *)b;
+	int			 r;
+
+	if (x->has_rank_hint != y->has_rank_hint)
+		return x->has_rank_hint ? -1 : 1;
+	if (x->has_rank_hint && x->rank_hint != y->rank_hint)
+		return x->rank_hint < y->rank_hint ? -1 : 1;
+	if ((r = strcmp(x->hostname, y->hostname)) != 0)
+		return r;
+	if (x->joined_ms != y->joined_ms)
+		return x->joined_ms < y->joined_ms ? -1 : 1;
+	if (x->arrival != y->arrival)
+		return x->arrival < y->arrival ? -1 : 1;
+	if (x->node_id != y->node_id)
+		return x->node_id < y->node_id ? -1 : 1;
+	return 0;
+}
+
+/* The round in effect ends: its members hold no assignment any more. */
+void
+core_round_clear(struct core_job *j)
+{
+	struct core_node	*n;
+	uint32_t		 i;
+
+	for (i = 0; i < j->round_n; i++) {
+		n = j->round[i];
+		n->group_rank = -1;
+		n->base_rank = 0;
+		n->generation = 0;
+		core_node_dirty(n);
+	}
+	j->round_n = 0;
+	j->world_size = 0;
+	j->master_addr[0] = '\0';
+	j->master_port = 0;
+}
+
+static void
+round_reserve(struct core_job *j, uint32_t n)
+{
+	if (n <= j->round_cap)
+		return;
+	free(j->round);
+	j->round_cap = n < 16 ? 16 : n;
+	j->round = core_xcalloc(j->round_cap, sizeof(*j->round));
+}
+
+/*
+ * Rule 4's members, into j->round (as scratch): the live participants,
+ * then waiting nodes, then spares, in arrival order, up to max_nodes. They
+ * all become participants; waiting nodes left over become spares.
+ */
+static uint32_t
+round_collect(struct core_job *j)
+{
+	static const enum core_node_state order[] = {
+		CORE_NODE_PARTICIPANT, CORE_NODE_WAITING, CORE_NODE_SPARE,
+	};
+	struct core_node	*n;
+	uint32_t		 k = 0, max = j->settings.max_nodes, live;
+	size_t			 i;
+
+	live = j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+	round_reserve(j, live < max ? live : max);
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		TAILQ_FOREACH(n, &j->nodes, entry) {
+			if (n->state != order[i])
+				continue;
+			if (k < max)
+				j->round[k++] = n;
+			else if (n->state != CORE_NODE_SPARE)
+				core_node_set_state(n, CORE_NODE_SPARE);
+		}
+	}
+	for (i = 0; i < k; i++)
+		core_node_set_state(j->round[i], CORE_NODE_PARTICIPANT);
+	return k;
+}
+
+static void
+fill_assignment(const struct core_node *n, struct core_assignment *a)
+{
+	const struct core_job	*j = n->job;
+
+	memset(a, 0, sizeof(*a));
+	a->generation = n->generation;
+	a->group_rank = (uint32_t)n->group_rank;
+	a->group_world_size = j->round_n;
+	a->base_rank = n->base_rank;
+	a->local_world_size = n->nproc;
+	a->world_size = j->world_size;
+	snprintf(a->master_addr, sizeof(a->master_addr), "%s", j->master_addr);
+	a->master_port = j->master_port;
+	a->restart_count = j->restart_count;
+	a->max_restarts = j->settings.max_restarts;
+}
+
+/* Rule 2: the k members in j->round become generation + 1. */
+static void
+round_complete(struct core_job *j, uint32_t k)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	struct core_msg		*m;
+	uint32_t		 i, base = 0;
+
+	j->generation++;
+	qsort(j->round, k, sizeof(*j->round), rank_cmp);
+	for (i = 0; i < k; i++) {
+		n = j->round[i];
+		core_node_set_state(n, CORE_NODE_PARTICIPANT);
+		n->group_rank = (int32_t)i;
+		n->base_rank = base;
+		n->generation = j->generation;
+		base += n->nproc;
+		core_node_dirty(n);
+	}
+	j->round_n = k;
+	j->world_size = base;
+	snprintf(j->master_addr, sizeof(j->master_addr), "%s",
+	    j->round[0]->advertise_addr);
+	j->master_port = j->round[0]->master_port;
+	j->state = CORE_JOB_RUNNING;
+	j->reason[0] = '\0';
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	core_event_add(j, "round", "generation %llu: %u nodes, world size %u, "
+	    "master %s:%u, restart %u of max %u",
+	    (unsigned long long)j->generation, k, base, j->master_addr,
+	    j->master_port, j->restart_count, j->settings.max_restarts);
+	for (i = 0; i < k; i++) {
+		n = j->round[i];
+		m = core_msg_queue(n, CORE_MSG_ASSIGNMENT);
+		fill_assignment(n, &m->u.assignment);
+	}
+}
+
+static void
+fail_join_timeout(struct core_job *j)
+{
+	char	t[32], why[CORE_REASON_MAX];
+
+	core_fmt_secs(t, sizeof(t), j->settings.join_timeout_ms);
+	snprintf(why, sizeof(why), "join timeout: %u of %u required nodes "
+	    "joined within %s", j->n_state[CORE_NODE_PARTICIPANT],
+	    j->settings.min_nodes, t);
+	core_job_fail(j, why);
+}
+
+/* Rule 1 for an open round. */
+static void
+round_open_settle(struct core_job *j, bool lc_due, bool join_due)
+{
+	struct core	*c = j->core;
+	uint32_t	 p = j->n_state[CORE_NODE_PARTICIPANT];
+
+	if (p >= j->settings.max_nodes || (p >= j->settings.min_nodes &&
+	    lc_due)) {
+		round_complete(j, round_collect(j));
+		return;
+	}
+	if (p >= j->settings.min_nodes) {
+		core_timer_clear(c, &j->join_deadline);
+		/* Later joins do not push the last call back. */
+		if (!core_timer_armed(&j->last_call))
+			core_timer_set(c, &j->last_call, c->now.mono_ms +
+			    j->settings.last_call_timeout_ms);
+		core_job_dirty(j);
+		return;
+	}
+	if (core_timer_armed(&j->last_call)) {
+		core_timer_clear(c, &j->last_call);
+		core_job_dirty(j);
+	}
+	if (join_due)
+		fail_join_timeout(j);
+	else if (!core_timer_armed(&j->join_deadline)) {
+		core_timer_set(c, &j->join_deadline, c->now.mono_ms +
+		    j->settings.join_timeout_ms);
+		core_job_dirty(j);
+	}
+}
+
+/*
+ * Rules 4 and 5: a new round from whoever is there. With enough nodes it
+ * completes at once (a higher generation, no rejoin); else the round stays
+ * open and the members of the stopped round are told to stop and wait.
+ */
+static void
+reround(struct core_job *j, const char *why)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	struct core_msg		*m;
+	uint32_t		 live, k, i;
+
+	live = j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+	k = live < j->settings.max_nodes ? live : j->settings.max_nodes;
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	if (k >= j->settings.min_nodes && k > 0) {
+		core_round_clear(j);
+		round_complete(j, round_collect(j));
+		return;
+	}
+
+	for (i = 0; i < j->round_n; i++) {
+		n = j->round[i];
+		if (n->state != CORE_NODE_PARTICIPANT)
+			continue;
+		m = core_msg_queue(n, CORE_MSG_STOP);
+		m->u.stop.generation = n->generation;
+		snprintf(m->reason, sizeof(m->reason), "%s; too few nodes "
+		    "remain (%u of min %u)", why, k, j->settings.min_nodes);
+	}
+	core_round_clear(j);
+	k = round_collect(j);
+	j->state = CORE_JOB_WAITING;
+	snprintf(j->reason, sizeof(j->reason), "round %llu is open: %u of "
+	    "min %u nodes (%s)", (unsigned long long)j->generation + 1, k,
+	    j->settings.min_nodes, why);
+	core_event_add(j, "waiting", "%s", j->reason);
+	for (i = 0; i < k; i++)
+		core_msg_waiting(j->round[i], NULL);
+	round_open_settle(j, false, false);
+}
+
+/*
+ * Applies the rules to a job after an input or a deadline: once, whatever
+ * happened, so simultaneous changes make one round.
+ */
+void
+core_settle(struct core_job *j)
+{
+	struct core	*c = j->core;
+	char		 reason[CORE_REASON_MAX], why[CORE_REASON_MAX + 64];
+	bool		 failure = j->pend_failure, change = j->pend_change;
+	bool		 lc_due, join_due;
+	uint32_t	 p, w;
+
+	memcpy(reason, j->pend_reason, sizeof(reason));
+	j->pend_failure = j->pend_change = false;
+	j->pend_reason[0] = '\0';
+	lc_due = j->fired_last_call || (core_timer_armed(&j->last_call) &&
+	    j->last_call.at <= c->now.mono_ms);
+	join_due = j->fired_join || (core_timer_armed(&j->join_deadline) &&
+	    j->join_deadline.at <= c->now.mono_ms);
+	j->fired_last_call = j->fired_join = false;
+	if (j->removed)
+		return;
+	p = j->n_state[CORE_NODE_PARTICIPANT];
+	w = j->n_state[CORE_NODE_WAITING];
+
+	switch (j->state) {
+	case CORE_JOB_WAITING:
+		round_open_settle(j, lc_due, join_due);
+		break;
+	case CORE_JOB_RUNNING:
+		if (failure) {
+			/* Rules 5 and 6. */
+			j->restart_count++;
+			core_job_dirty(j);
+			if (j->restart_count > j->settings.max_restarts) {
+				snprintf(why, sizeof(why), "%s; restart %u "
+				    "exceeds max_restarts %u", reason,
+				    j->restart_count, j->settings.max_restarts);
+				core_job_fail(j, why);
+			} else
+				reround(j, reason);
+		} else if (change)
+			reround(j, reason);
+		else if (w > 0) {
+			/* Rule 3: one new round for the waiting nodes. */
+			if (p + w >= j->settings.max_nodes || lc_due) {
+				snprintf(why, sizeof(why), "%u waiting node%s "
+				    "taken in", w, w == 1 ? "" : "s");
+				reround(j, why);
+			} else if (!core_timer_armed(&j->last_call)) {
+				core_timer_set(c, &j->last_call,
+				    c->now.mono_ms +
+				    j->settings.last_call_timeout_ms);
+				core_job_dirty(j);
+			}
+		} else if (core_timer_armed(&j->last_call)) {
+			core_timer_clear(c, &j->last_call);
+			core_job_dirty(j);
+		}
+		break;
+	case CORE_JOB_CLOSING:
+		/* Rule 7. */
+		if (failure) {
+			snprintf(why, sizeof(why), "%s while the job was "
+			    "closing", reason);
+			core_job_fail(j, why);
+		} else if (p == 0)
+			core_job_close(j, "every participant finished");
+		break;
+	case CORE_JOB_CLOSED:
+	case CORE_JOB_FAILED:
+		break;
+	}
+}
+
+static void
+job_end(struct core_job *j, enum core_job_state st, const char *reason)
+{
+	struct core	*c = j->core;
+
+	j->state = st;
+	snprintf(j->reason, sizeof(j->reason), "%s", reason);
+	j->ended_ms = c->now.wall_ms;
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	core_timer_set(c, &j->retention, c->now.mono_ms + c->cfg.retention_ms);
+	core_job_dirty(j);
+}
+
+/* Every agent is told; live nodes end with the job. */
+void
+core_job_fail(struct core_job *j, const char *reason)
+{
+	struct core_node	*n;
+	struct core_msg		*m;
+
+	job_end(j, CORE_JOB_FAILED, reason);
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		if (!core_node_live(n) && n->state != CORE_NODE_SUCCEEDED)
+			continue;
+		if (core_node_live(n))
+			core_node_set_state(n, CORE_NODE_FAILED);
+		m = core_msg_queue(n, CORE_MSG_FAILED);
+		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	}
+	core_event_add(j, "failed", "%s", reason);
+}
+
+void
+core_job_close(struct core_job *j, const char *reason)
+{
+	struct core_node	*n;
+	struct core_msg		*m;
+
+	job_end(j, CORE_JOB_CLOSED, reason);
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		if (!core_node_live(n) && n->state != CORE_NODE_SUCCEEDED)
+			continue;
+		if (core_node_live(n)) {
+			core_node_set_state(n, CORE_NODE_LEFT);
+			core_node_set_reason(n, "the job closed");
+		}
+		m = core_msg_queue(n, CORE_MSG_CLOSED);
+		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	}
+	core_event_add(j, "closed", "%s", reason);
+}
+
+void
+core_waiting_reason(const struct core_node *n, char *buf, size_t len)
+{
+	const struct core_job	*j = n->job;
+	uint32_t		 p = j->n_state[CORE_NODE_PARTICIPANT];
+	char			 t[32];
+
+	switch (n->state) {
+	case CORE_NODE_PARTICIPANT:
+		if (p < j->settings.min_nodes)
+			snprintf(buf, len, "round %llu: %u of min %u nodes "
+			    "joined; waiting for %u more",
+			    (unsigned long long)j->generation + 1, p,
+			    j->settings.min_nodes, j->settings.min_nodes - p);
+		else {
+			core_fmt_secs(t, sizeof(t), (uint64_t)
+			    core_job_last_call_in(j, j->core->now));
+			snprintf(buf, len, "round %llu: %u nodes joined; it "
+			    "completes at %u nodes or in %s (last call)",
+			    (unsigned long long)j->generation + 1, p,
+			    j->settings.max_nodes, t);
+		}
+		break;
+	case CORE_NODE_WAITING:
+		snprintf(buf, len, "generation %llu is running; the next "
+		    "round takes this node in", (unsigned long long)
+		    j->generation);
+		break;
+	case CORE_NODE_SPARE:
+		snprintf(buf, len, "the job has max_nodes (%u) nodes; spare "
+		    "until one goes", j->settings.max_nodes);
+		break;
+	case CORE_NODE_SUCCEEDED:
+		snprintf(buf, len, "this node succeeded; %u other node%s still "
+		    "running", p, p == 1 ? " is" : "s are");
+		break;
+	default:
+		snprintf(buf, len, "node is %s%s%s", core_node_state_name(
+		    n->state), n->reason != NULL ? ": " : "",
+		    n->reason != NULL ? n->reason : "");
+		break;
+	}
+}
+
+void
+core_node_current(const struct core_node *n, struct core_msg *m)
+{
+	const struct core_job	*j = n->job;
+
+	memset(m, 0, sizeof(*m));
+	if (j->state == CORE_JOB_CLOSED || j->state == CORE_JOB_FAILED) {
+		m->kind = j->state == CORE_JOB_CLOSED ? CORE_MSG_CLOSED :
+		    CORE_MSG_FAILED;
+		snprintf(m->reason, sizeof(m->reason), "%s", j->reason);
+	} else if (n->state == CORE_NODE_EVICTED) {
+		m->kind = CORE_MSG_EVICTED;
+		snprintf(m->reason, sizeof(m->reason), "%s",
+		    n->reason != NULL ? n->reason : "evicted");
+	} else if (n->state == CORE_NODE_PARTICIPANT && n->group_rank >= 0 &&
+	    n->generation == j->generation) {
+		m->kind = CORE_MSG_ASSIGNMENT;
+		fill_assignment(n, &m->u.assignment);
+	} else {
+		m->kind = CORE_MSG_WAITING;
+		m->u.waiting.state = n->state;
+		m->u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
+		m->u.waiting.min_nodes = j->settings.min_nodes;
+		m->u.waiting.max_nodes = j->settings.max_nodes;
+		core_waiting_reason(n, m->reason, sizeof(m->reason));
+	}
+}

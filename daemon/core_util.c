@@ -1,0 +1,502 @@
+/*
+ * The core's plumbing: allocation, the timer heap, change tracking, the
+ * event history and the per-node outboxes. Nothing here decides anything
+ * about a job; core.c and core_round.c do.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+
+/*
+ * The core cannot be left half-updated, so running out of memory ends the
+ * process (tmux's xmalloc does the same).
+ */
+void *
+core_xcalloc(size_t n, size_t size)
+{
+	void	*p;
+
+	if ((p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size)) == NULL)
+		abort();
+	return p;
+}
+
+char *
+core_xstrdup(const char *s)
+{
+	char	*p;
+
+	if ((p = strdup(s == NULL ? "" : s)) == NULL)
+		abort();
+	return p;
+}
+
+static void *
+core_xreallocarray(void *p, size_t n, size_t size)
+{
+	if (size != 0 && n > SIZE_MAX / size)
+		abort();
+	if ((p = realloc(p, n * size == 0 ? 1 : n * size)) == NULL)
+		abort();
+	return p;
+}
+
+/* ---------------------------------------------------------------- timers */
+
+/*
+ * One binary min-heap holds every armed deadline (last calls, join
+ * timeouts, retention, leases), so the daemon arms a single timer and
+ * core_advance() pops only what is due.
+ */
+void
+core_timer_init(struct core_timer *t, int kind, void *owner)
+{
+	t->at = 0;
+	t->idx = SIZE_MAX;
+	t->kind = kind;
+	t->owner = owner;
+}
+
+bool
+core_timer_armed(const struct core_timer *t)
+{
+	return t->idx != SIZE_MAX;
+}
+
+static void
+heap_swap(struct core *c, size_t a, size_t b)
+{
+	struct core_timer	*t = c->heap[a];
+
+	c->heap[a] = c->heap[b];
+	c->heap[b] = t;
+	c->heap[a]->idx = a;
+	c->heap[b]->idx = b;
+}
+
+static void
+heap_up(struct core *c, size_t i)
+{
+	while (i > 0 && c->heap[(i - 1) / 2]->at > c->heap[i]->at) {
+		heap_swap(c, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void
+heap_down(struct core *c, size_t i)
+{
+	size_t	l, r, m;
+
+	for (;;) {
+		l = 2 * i + 1;
+		r = l + 1;
+		m = i;
+		if (l < c->heap_n && c->heap[l]->at < c->heap[m]->at)
+			m = l;
+		if (r < c->heap_n && c->heap[r]->at < c->heap[m]->at)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(c, i, m);
+		i = m;
+	}
+}
+
+void
+core_timer_clear(struct core *c, struct core_timer *t)
+{
+	size_t	i = t->idx;
+
+	if (i == SIZE_MAX)
+		return;
+	c->heap_n--;
+	if (i != c->heap_n) {
+		c->heap[i] = c->heap[c->heap_n];
+		c->heap[i]->idx = i;
+		heap_down(c, i);
+		heap_up(c, i);
+	}
+	t->idx = SIZE_MAX;
+	t->at = 0;
+}
+
+void
+core_timer_set(struct core *c, struct core_timer *t, uint64_t at)
+{
+	if (core_timer_armed(t)) {
+		t->at = at;
+		heap_down(c, t->idx);
+		heap_up(c, t->idx);
+		return;
+	}
+	if (c->heap_n == c->heap_cap) {
+		c->heap_cap = c->heap_cap == 0 ? 64 : c->heap_cap * 2;
+		c->heap = core_xreallocarray(c->heap, c->heap_cap,
+		    sizeof(*c->heap));
+	}
+	t->at = at;
+	t->idx = c->heap_n;
+	c->heap[c->heap_n++] = t;
+	heap_up(c, t->idx);
+}
+
+struct core_timer *
+core_timer_top(const struct core *c)
+{
+	return c->heap_n == 0 ? NULL : c->heap[0];
+}
+
+/* ------------------------------------------------------- change tracking */
+
+/*
+ * Dirty objects are rows the store must write this turn; changed jobs are
+ * what Control.Watch streams are told about. A node's change changes its
+ * job's view but not its job's row.
+ */
+void
+core_job_changed(struct core_job *j)
+{
+	if (j->changed || j->removed)
+		return;
+	j->changed = true;
+	TAILQ_INSERT_TAIL(&j->core->changed_jobs, j, changed_entry);
+}
+
+void
+core_job_dirty(struct core_job *j)
+{
+	struct core	*c = j->core;
+
+	if (j->removed)
+		return;
+	j->updated_ms = c->now.wall_ms;
+	j->last_call_left_ms = core_job_last_call_in(j, c->now);
+	j->join_left_ms = core_job_join_timeout_in(j, c->now);
+	if (!j->dirty) {
+		j->dirty = true;
+		TAILQ_INSERT_TAIL(&c->dirty_jobs, j, dirty_entry);
+	}
+	core_job_changed(j);
+}
+
+void
+core_node_dirty(struct core_node *n)
+{
+	if (n->removed)
+		return;
+	if (!n->dirty) {
+		n->dirty = true;
+		TAILQ_INSERT_TAIL(&n->job->core->dirty_nodes, n, dirty_entry);
+	}
+	core_job_changed(n->job);
+}
+
+bool
+core_node_live(const struct core_node *n)
+{
+	return n->state == CORE_NODE_PARTICIPANT ||
+	    n->state == CORE_NODE_WAITING || n->state == CORE_NODE_SPARE;
+}
+
+bool
+core_job_ended(const struct core_job *j)
+{
+	return j->state == CORE_JOB_CLOSED || j->state == CORE_JOB_FAILED;
+}
+
+/* Keeps the job's per-state counters right; leases only for live nodes. */
+void
+core_node_set_state(struct core_node *n, enum core_node_state st)
+{
+	struct core_job	*j = n->job;
+
+	if (n->state == st)
+		return;
+	j->n_state[n->state]--;
+	j->n_state[st]++;
+	n->state = st;
+	if (!core_node_live(n))
+		core_timer_clear(j->core, &n->lease);
+	core_node_dirty(n);
+}
+
+void
+core_settle_later(struct core_job *j)
+{
+	if (j->settling || j->removed)
+		return;
+	j->settling = true;
+	TAILQ_INSERT_TAIL(&j->core->settle, j, settle_entry);
+}
+
+/* ---------------------------------------------------------------- events */
+
+/*
+ * An event goes to the job's ring of the latest CORE_EVENTS_KEPT and to the
+ * turn's new events, which the store appends to the job's full history.
+ */
+void
+core_event_add(struct core_job *j, const char *kind, const char *fmt, ...)
+{
+	struct core		*c = j->core;
+	struct core_event	*e;
+	va_list			 ap;
+
+	if (j->removed)
+		return;
+	if (c->n_new_events == c->new_events_cap) {
+		c->new_events_cap = c->new_events_cap == 0 ? 64 :
+		    c->new_events_cap * 2;
+		c->new_events = core_xreallocarray(c->new_events,
+		    c->new_events_cap, sizeof(*c->new_events));
+	}
+	e = &c->new_events[c->n_new_events++];
+	memset(e, 0, sizeof(*e));
+	e->seq = ++j->event_seq;
+	e->wall_ms = c->now.wall_ms;
+	e->generation = j->generation;
+	snprintf(e->kind, sizeof(e->kind), "%s", kind);
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	e->job = j;
+	core_restore_event(j, e);
+	core_job_dirty(j);
+}
+
+void
+core_restore_event(struct core_job *j, const struct core_event *e)
+{
+	struct core_event	*slot;
+
+	if (j->events_n < CORE_EVENTS_KEPT) {
+		if (j->events_n == j->events_cap) {
+			j->events_cap = j->events_cap == 0 ? 8 :
+			    j->events_cap * 2;
+			if (j->events_cap > CORE_EVENTS_KEPT)
+				j->events_cap = CORE_EVENTS_KEPT;
+			j->events = core_xreallocarray(j->events,
+			    j->events_cap, sizeof(*j->events));
+		}
+		slot = &j->events[j->events_n++];
+	} else {
+		slot = &j->events[j->events_start];
+		j->events_start = (j->events_start + 1) % CORE_EVENTS_KEPT;
+	}
+	*slot = *e;
+	slot->job = NULL;
+	if (e->seq > j->event_seq)
+		j->event_seq = e->seq;
+}
+
+const struct core_event *
+core_job_event(const struct core_job *j, uint32_t i)
+{
+	if (i >= j->events_n)
+		return NULL;
+	if (j->events_n < CORE_EVENTS_KEPT)
+		return &j->events[i];
+	return &j->events[(j->events_start + i) % CORE_EVENTS_KEPT];
+}
+
+/* -------------------------------------------------------------- messages */
+
+/*
+ * Messages are queued only for connected nodes: a node that is away is told
+ * its place by core_node_current() when it resumes.
+ */
+struct core_msg *
+core_msg_queue(struct core_node *n, enum core_msg_kind kind)
+{
+	static struct core_msg	 sink;
+	struct core_msg		*m;
+
+	if (!n->connected || n->removed) {
+		memset(&sink, 0, sizeof(sink));
+		return &sink;
+	}
+	m = core_xcalloc(1, sizeof(*m));
+	m->kind = kind;
+	if (n->out_tail == NULL) {
+		n->out_head = m;
+		TAILQ_INSERT_TAIL(&n->job->core->outbox, n, out_entry);
+	} else
+		n->out_tail->next = m;
+	n->out_tail = m;
+	n->out_n++;
+	return m;
+}
+
+void
+core_msg_waiting(struct core_node *n, const char *reason)
+{
+	struct core_job	*j = n->job;
+	struct core_msg	*m;
+
+	m = core_msg_queue(n, CORE_MSG_WAITING);
+	m->u.waiting.state = n->state;
+	m->u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
+	m->u.waiting.min_nodes = j->settings.min_nodes;
+	m->u.waiting.max_nodes = j->settings.max_nodes;
+	if (reason != NULL)
+		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	else
+		core_waiting_reason(n, m->reason, sizeof(m->reason));
+}
+
+void
+core_msg_drop(struct core *c, struct core_node *n)
+{
+	struct core_msg	*m, *next;
+
+	if (n->out_head == NULL)
+		return;
+	for (m = n->out_head; m != NULL; m = next) {
+		next = m->next;
+		free(m);
+	}
+	n->out_head = n->out_tail = NULL;
+	n->out_n = 0;
+	TAILQ_REMOVE(&c->outbox, n, out_entry);
+}
+
+bool
+core_outbox_pop(struct core *c, struct core_node **nodep,
+    struct core_msg *msg)
+{
+	struct core_node	*n;
+	struct core_msg		*m;
+
+	if ((n = TAILQ_FIRST(&c->outbox)) == NULL)
+		return false;
+	m = n->out_head;
+	n->out_head = m->next;
+	if (n->out_head == NULL) {
+		n->out_tail = NULL;
+		TAILQ_REMOVE(&c->outbox, n, out_entry);
+	}
+	n->out_n--;
+	*msg = *m;
+	msg->next = NULL;
+	free(m);
+	*nodep = n;
+	return true;
+}
+
+/* ------------------------------------------------------------ formatting */
+
+/* "600 s", or "1.5 s" for durations that are not whole seconds. */
+void
+core_fmt_secs(char *buf, size_t len, uint64_t ms)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%.3g s", (double)ms / 1000.0);
+}
+
+/* UTC, ISO 8601: what a user can compare with the scheduler's logs. */
+void
+core_fmt_wall(char *buf, size_t len, int64_t wall_ms)
+{
+	struct tm	tm;
+	time_t		t = (time_t)(wall_ms / 1000);
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "%lld ms", (long long)wall_ms);
+}
+
+const char *
+core_job_state_name(enum core_job_state st)
+{
+	switch (st) {
+	case CORE_JOB_WAITING:
+		return "waiting";
+	case CORE_JOB_RUNNING:
+		return "running";
+	case CORE_JOB_CLOSING:
+		return "closing";
+	case CORE_JOB_CLOSED:
+		return "closed";
+	case CORE_JOB_FAILED:
+		return "failed";
+	}
+	return "unknown";
+}
+
+const char *
+core_node_state_name(enum core_node_state st)
+{
+	static const char *const names[CORE_NODE_NSTATES] = {
+		"unknown", "participant", "waiting", "spare", "succeeded",
+		"left", "lost", "evicted", "failed",
+	};
+
+	if ((unsigned)st >= CORE_NODE_NSTATES)
+		return "unknown";
+	return names[st];
+}
+
+const char *
+core_msg_kind_name(enum core_msg_kind k)
+{
+	static const char *const names[] = {
+		"none", "accepted", "waiting", "assignment", "stop", "closed",
+		"failed", "evicted",
+	};
+
+	if ((unsigned)k >= sizeof(names) / sizeof(names[0]))
+		return "unknown";
+	return names[k];
+}
+
+/* --------------------------------------------------------------- freeing */
+
+/* Frees a node that is no longer indexed or linked anywhere but its job. */
+void
+core_node_free(struct core_node *n)
+{
+	struct core_msg	*m, *next;
+
+	if (n == NULL)
+		return;
+	for (m = n->out_head; m != NULL; m = next) {
+		next = m->next;
+		free(m);
+	}
+	free(n->hostname);
+	free(n->advertise_addr);
+	free(n->reason);
+	free(n);
+}
+
+void
+core_job_free(struct core_job *j)
+{
+	struct core_node	*n;
+
+	if (j == NULL)
+		return;
+	while ((n = TAILQ_FIRST(&j->nodes)) != NULL) {
+		TAILQ_REMOVE(&j->nodes, n, entry);
+		core_node_free(n);
+	}
+	free(j->round);
+	free(j->events);
+	free(j->owner);
+	free(j);
+}
+
+void
+core_node_set_reason(struct core_node *n, const char *reason)
+{
+	free(n->reason);
+	n->reason = reason == NULL ? NULL : core_xstrdup(reason);
+}
