@@ -6,7 +6,7 @@
  *   grpc-testclient --server ADDR [--tls-ca F] [--tls-cert F --tls-key F]
  *       [--server-name N] [--timeout MS] [--connect-timeout MS]
  *       [--keepalive MS] [--keepalive-timeout MS] [--max-message N]
- *       [--repeat N] [--cancel-after N] [--free-after N]
+ *       [--repeat N] [--cancel-after N] [--free-after N] [--free-on-close]
  *       unary|stream PATH [seq=N] [kind=K] [message=M]
  *
  * Prints each reply as "seq=<n> kind=<k> message=<m>" and each call's end
@@ -16,7 +16,8 @@
  * connection reuse and reconnection; each call prints "local=<addr>" when
  * it starts on an established connection). --cancel-after N cancels the
  * call from inside the Nth message callback, --free-after N frees the
- * client there: both exercise the client's re-entrancy.
+ * client there, --free-on-close frees it inside on_closed: all exercise the
+ * client's re-entrancy.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +39,7 @@ struct run {
 	int nmsgs;
 	int cancel_after;
 	int free_after;
+	int free_on_close;
 };
 
 static void
@@ -47,7 +49,7 @@ usage(void)
 	    "[--tls-cert F --tls-key F] [--server-name N] [--timeout MS] "
 	    "[--connect-timeout MS] [--keepalive MS] [--keepalive-timeout MS] "
 	    "[--max-message N] [--repeat N] [--cancel-after N] "
-	    "[--free-after N] unary|stream PATH [seq=N] [kind=K] "
+	    "[--free-after N] [--free-on-close] unary|stream PATH [seq=N] [kind=K] "
 	    "[message=M]\n");
 	exit(2);
 }
@@ -98,14 +100,20 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 static void
 on_closed(struct grpc_client *cli, int err, void *arg)
 {
+	struct run *r = arg;
+
 	printf("closed err=%d\n", err);
+	if (r->free_on_close && r->cli != NULL) {
+		grpc_client_free(r->cli);
+		r->cli = NULL;
+	}
 }
 
 int
 main(int argc, char **argv)
 {
 	enum { O_CA = 256, O_CERT, O_KEY, O_NAME, O_TIMEOUT, O_CTIMEOUT,
-	    O_KA, O_KATIMEOUT, O_MAXMSG, O_REPEAT, O_CANCEL, O_FREE };
+	    O_KA, O_KATIMEOUT, O_MAXMSG, O_REPEAT, O_CANCEL, O_FREE, O_FREECLOSE };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, 's' },
 		{ "tls-ca", required_argument, NULL, O_CA },
@@ -120,6 +128,7 @@ main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, O_REPEAT },
 		{ "cancel-after", required_argument, NULL, O_CANCEL },
 		{ "free-after", required_argument, NULL, O_FREE },
+		{ "free-on-close", no_argument, NULL, O_FREECLOSE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct grpc_client_opts opts;
@@ -155,6 +164,7 @@ main(int argc, char **argv)
 		case O_REPEAT: repeat = atoi(optarg); break;
 		case O_CANCEL: r.cancel_after = atoi(optarg); break;
 		case O_FREE: r.free_after = atoi(optarg); break;
+		case O_FREECLOSE: r.free_on_close = 1; break;
 		default: usage();
 		}
 	}

@@ -247,6 +247,16 @@ def test_connection_refused_quickly():
     assert "closed err=-111" in lines
 
 
+def test_free_client_inside_on_closed():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lines, _ = run_client("--server", "127.0.0.1:%d" % port, "--free-on-close",
+                          "--repeat", "3", "stream", "/rdzv.test.Test/Echo")
+    assert lines == ["status=UNAVAILABLE message=127.0.0.1:%d: connection refused"
+                     % port, "closed err=-111"]
+
+
 def test_unresolvable_host():
     lines, _ = run_client("--server", "no-such-host.invalid:1", "unary",
                           "/rdzv.test.Test/Echo")
