@@ -300,16 +300,6 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 		sconn_close(c, "TLS handshake timeout");
 		return;
 	}
-
-	/*
-	 * A peer that answers nothing, not even our PINGs, for three
-	 * intervals is gone: its connection would otherwise linger until
-	 * TCP gives up.
-	 */
-	if (idle >= 3 * ka) {
-		sconn_close(c, "keepalive timeout");
-		return;
-	}
 	if (idle >= ka) {
 		nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
 		sconn_schedule_flush(c);
@@ -543,8 +533,19 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		return;
 	}
 	evutil_make_socket_nonblocking(fd);
-	if (!l->unix_socket)
+	if (!l->unix_socket) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		/*
+		 * Our keepalive PINGs make a dead peer's kernel stop ACKing:
+		 * the connection then fails after three intervals instead of
+		 * TCP's quarter of an hour. A live client that is merely slow
+		 * to answer PINGs (grpcio polls only during calls) is kept.
+		 */
+		unsigned int uto = srv->opts.keepalive_ms * 3;
+		if (uto > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto,
+			    sizeof(uto));
+	}
 	c->srv = srv;
 	c->listener = l;
 	c->last_seen_ms = mono_ms();

@@ -212,7 +212,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: grpc-testserver --listen ADDR [--listen ADDR] "
 	    "[--tls-cert F --tls-key F [--tls-ca F]] [--max-message N] "
-	    "[--out-cap N] [--keepalive-ms N]\n");
+	    "[--out-cap N] [--keepalive-ms N] [--max-conns N] "
+	    "[--max-streams N]\n");
 	exit(2);
 }
 
@@ -227,6 +228,8 @@ main(int argc, char **argv)
 		{ "max-message", required_argument, NULL, 'm' },
 		{ "out-cap", required_argument, NULL, 'o' },
 		{ "keepalive-ms", required_argument, NULL, 'K' },
+		{ "max-conns", required_argument, NULL, 'C' },
+		{ "max-streams", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct grpc_server_opts opts = { .keepalive_ms = 5000 };
@@ -250,6 +253,8 @@ main(int argc, char **argv)
 		case 'm': opts.max_message = strtoul(optarg, NULL, 0); break;
 		case 'o': opts.out_cap = strtoul(optarg, NULL, 0); break;
 		case 'K': opts.keepalive_ms = strtoul(optarg, NULL, 0); break;
+		case 'C': opts.max_conns = strtoul(optarg, NULL, 0); break;
+		case 'S': opts.max_streams = strtoul(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}

@@ -489,3 +489,150 @@ def test_shutdown_idle_exits_fast(tmp_path):
             p.signal(signal.SIGTERM)
             assert p.wait(10) == 0
             assert time.monotonic() - t0 < 3
+
+
+# ------------------------------------------------------------ limits, liveness
+
+def h2_open(addr, settings=b""):
+    """A raw HTTP/2 connection past the SETTINGS exchange."""
+    s = raw_connect(addr)
+    s.sendall(PREFACE + frame(SETTINGS, 0, 0, settings))
+    frames, closed = read_frames(
+        s, lambda fs: any(f[0] == SETTINGS and not f[1] & 1 for f in fs))
+    assert not closed
+    s.sendall(frame(SETTINGS, 1, 0))
+    return s
+
+
+def sleep_request(stream):
+    hdrs = hpack_literal([(":method", "POST"), (":scheme", "http"),
+                          (":path", "/rdzv.test.Test/Sleep"), (":authority", "x"),
+                          ("content-type", "application/grpc")])
+    body = Event().SerializeToString()
+    return (frame(HEADERS, END_HEADERS, stream, hdrs) +
+            frame(DATA, END_STREAM, stream, struct.pack(">BI", 0, len(body)) + body))
+
+
+def test_max_streams(tmp_path):
+    """Streams over SETTINGS_MAX_CONCURRENT_STREAMS: refused while our
+    SETTINGS are unacknowledged; afterwards nghttp2 treats the excess as the
+    protocol error it is (RFC 9113 §5.1.2 allows either) and ends that
+    connection only."""
+    with server(tmp_path, "--max-streams", "2") as p:
+        s = raw_connect(p.addr)
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+                  sleep_request(1) + sleep_request(3) + sleep_request(5))
+        frames, closed = read_frames(s, lambda fs: any(f[0] == RST_STREAM for f in fs))
+        rst = [f for f in frames if f[0] == RST_STREAM]
+        assert rst[0][2] == 5
+        assert struct.unpack(">I", rst[0][3])[0] == 7   # REFUSED_STREAM
+        s.close()
+
+        s = h2_open(p.addr)
+        s.sendall(sleep_request(1) + sleep_request(3) + sleep_request(5))
+        frames, closed = read_frames(s, lambda fs: any(f[0] == GOAWAY for f in fs))
+        assert struct.unpack(">II", [f for f in frames if f[0] == GOAWAY][0][3][:8])[1] == 1
+        assert wait_closed(s)
+        s.close()
+        with grpc.insecure_channel(p.addr) as ch:
+            assert method(ch, "Echo")(Event(seq=1), timeout=5).seq == 1
+        assert p.stop(15) == 0
+
+
+def test_max_conns(tmp_path):
+    with server(tmp_path, "--max-conns", "2") as p:
+        a, b = h2_open(p.addr), h2_open(p.addr)
+        c = raw_connect(p.addr)
+        assert wait_closed(c), "a connection over max_conns was kept"
+        c.close()
+        a.close()
+        # Room again once one has gone.
+        def serves():
+            with grpc.insecure_channel(p.addr) as ch:
+                try:
+                    return method(ch, "Echo")(Event(seq=1), timeout=2).seq == 1
+                except grpc.RpcError:
+                    return False
+        rdzvtest.wait_for(serves, 10, interval=0.2, what="a free connection slot")
+        b.close()
+        assert p.stop(15) == 0
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors_pauses_accept(tmp_path):
+    """With the descriptor limit reached the server neither spins on its
+    listener nor dies, and accepts again once descriptors are free."""
+    binary = rdzvtest.build_path("tests", "integration", "grpc_testserver")
+    p = rdzvtest.Proc(["/bin/sh", "-c", 'ulimit -n 48 && exec "$0" "$@"', binary,
+                       "--listen", "127.0.0.1:0"])
+    with p:
+        p.addr = rdzvtest.listening(p)
+        socks = [raw_connect(p.addr) for _ in range(80)]
+        # Let it hit the limit, then measure its CPU time over a while.
+        with grpc.insecure_channel(p.addr) as ch:
+            err = rpc_error(method(ch, "Echo"), Event(), timeout=1)
+        cpu0, t0 = cpu_seconds(p.pid), time.monotonic()
+        rdzvtest.wait_for(lambda: time.monotonic() - t0 > 1.5, 3)
+        used = cpu_seconds(p.pid) - cpu0
+        assert used < 0.5, "server used %.2f s of CPU in 1.5 s" % used
+        for s in socks:
+            s.close()
+        def serves():
+            with grpc.insecure_channel(p.addr) as ch:
+                try:
+                    return method(ch, "Echo")(Event(seq=1), timeout=2).seq == 1
+                except grpc.RpcError:
+                    return False
+        rdzvtest.wait_for(serves, 15, interval=0.2, what="accepting again")
+        assert p.stop(15) == 0
+
+
+def test_keepalive_pings_silent_peer(tmp_path):
+    with server(tmp_path, "--keepalive-ms", "300") as p:
+        s = h2_open(p.addr)
+        t0 = time.monotonic()
+        frames, closed = read_frames(
+            s, lambda fs: sum(1 for f in fs if f[0] == PING and not f[1] & 1) >= 3,
+            timeout=5)
+        assert not closed
+        assert time.monotonic() - t0 < 3
+        s.close()
+        # A client slow to answer PINGs keeps its connection: grpcio answers
+        # only while it polls, i.e. during calls (dead peers are left to
+        # TCP_USER_TIMEOUT instead).
+        with grpc.insecure_channel(p.addr) as ch:
+            echo = method(ch, "Echo")
+            conn = echo(Event(kind="whoami"), timeout=5).generation
+            t1 = time.monotonic()
+            rdzvtest.wait_for(lambda: time.monotonic() - t1 > 1.5, 3)
+            assert echo(Event(kind="whoami"), timeout=5).generation == conn
+        assert p.stop(15) == 0
+
+
+def test_frequent_client_pings_are_answered(srv):
+    s = h2_open(srv.addr)
+    n = 300
+    s.sendall(b"".join(frame(PING, 0, 0, struct.pack(">Q", i)) for i in range(n)))
+    frames, closed = read_frames(
+        s, lambda fs: sum(1 for f in fs if f[0] == PING and f[1] & 1) >= n)
+    assert not closed
+    assert not any(f[0] == GOAWAY for f in frames)
+    s.sendall(sleep_request(1))
+    s.close()
+
+
+def test_goaway_on_shutdown(tmp_path):
+    with server(tmp_path) as p:
+        s = h2_open(p.addr)
+        p.signal(signal.SIGTERM)
+        frames, closed = read_frames(
+            s, lambda fs: any(f[0] == GOAWAY for f in fs), timeout=5)
+        goaway = [f for f in frames if f[0] == GOAWAY]
+        assert goaway, "no GOAWAY before close"
+        assert wait_closed(s, 10)
+        assert p.wait(10) == 0
