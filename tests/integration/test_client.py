@@ -469,6 +469,25 @@ def test_goaway_lets_started_calls_finish():
         srv.stop()
 
 
+def test_undecodable_reply_is_internal():
+    bad = b"\xff\xff\xff"
+    def script(c, sid, n):
+        c.sendall(frame(HEADERS, END_HEADERS, sid, status_block(200) +
+                        literal("content-type", "application/grpc")) +
+                  frame(0, 0, sid, struct.pack(">BI", 0, len(bad)) + bad) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, sid,
+                        literal("grpc-status", "0")))
+    srv = RawServer(script)
+    try:
+        for mode in ("unary", "stream"):
+            lines, _ = run_client("--server", srv.addr, mode, "/rdzv.test.Test/Echo")
+            assert replies(lines) == []
+            st = statuses(lines)[0]
+            assert st.startswith("status=INTERNAL") and "rdzv.v1.Event" in st, st
+    finally:
+        srv.stop()
+
+
 def test_goaway_fails_unstarted_calls_and_next_call_reconnects():
     """The first request on each connection gets GOAWAY(last_stream_id=0):
     the call fails UNAVAILABLE; the next call must use a new connection."""
