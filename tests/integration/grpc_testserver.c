@@ -11,6 +11,8 @@
  *                           65536) as fast as the transport takes them,
  *                           generation messages (0: forever)
  *   /rdzv.test.Test/Stream  streams seq Events numbered 1..seq, then OK
+ *   /rdzv.test.Test/Later   replies the request after seq milliseconds,
+ *                           from a timer
  *
  * plus grpc.health.v1.Health/Check. Prints "listening on HOST:PORT" per
  * listener and shuts down gracefully on SIGTERM (exit 0).
@@ -163,6 +165,56 @@ stream(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	streamer_start(call, (const Rdzv__V1__Event *)msg, 0);
 }
 
+/* An answer given long after the handler returned. */
+struct later {
+	struct grpc_call *call;
+	struct event *timer;
+	Rdzv__V1__Event *req;
+};
+
+static void
+later_close(struct grpc_call *call, int cancelled, void *arg)
+{
+	struct later *l = arg;
+
+	event_free(l->timer);
+	rdzv__v1__event__free_unpacked(l->req, NULL);
+	free(l);
+}
+
+static void
+later_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct later *l = arg;
+
+	/* The reply runs later_close, which frees |l|. */
+	grpc_call_reply(l->call, &l->req->base);
+}
+
+static void
+later(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__Event *req = (const Rdzv__V1__Event *)msg;
+	struct later *l = calloc(1, sizeof(*l));
+	uint8_t buf[1024];
+	size_t n;
+
+	if (l == NULL || protobuf_c_message_get_packed_size(msg) > sizeof(buf)) {
+		free(l);
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "request too big");
+		return;
+	}
+	/* The request is freed when the handler returns: keep a copy. */
+	n = protobuf_c_message_pack(msg, buf);
+	l->req = rdzv__v1__event__unpack(NULL, n, buf);
+	l->call = call;
+	l->timer = evtimer_new(base, later_fire, l);
+	struct timeval tv = { (time_t)(req->seq / 1000),
+	    (suseconds_t)(req->seq % 1000) * 1000 };
+	evtimer_add(l->timer, &tv);
+	grpc_call_on_close(call, later_close, l);
+}
+
 static void
 health_check(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
@@ -183,6 +235,8 @@ static const struct grpc_method methods[] = {
 	{ "/rdzv.test.Test/Flood", &rdzv__v1__event__descriptor, 1, flood,
 	    NULL },
 	{ "/rdzv.test.Test/Stream", &rdzv__v1__event__descriptor, 1, stream,
+	    NULL },
+	{ "/rdzv.test.Test/Later", &rdzv__v1__event__descriptor, 0, later,
 	    NULL },
 	{ "/grpc.health.v1.Health/Check",
 	    &grpc__health__v1__health_check_request__descriptor, 0,

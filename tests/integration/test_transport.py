@@ -243,6 +243,38 @@ def test_fail_message_round_trip(srv):
         assert err.details() == text
 
 
+def test_reply_from_timer_and_cancel_before(srv):
+    with grpc.insecure_channel(srv.addr) as ch:
+        later = method(ch, "Later")
+        t0 = time.monotonic()
+        assert later(Event(seq=200, message="late"), timeout=5).message == "late"
+        assert time.monotonic() - t0 >= 0.19
+        # Cancelled or timed out before the timer: the handler's on-close
+        # frees its state (the sanitizer build checks for leaks at exit).
+        f = later.future(Event(seq=5000), timeout=30)
+        f.cancel()
+        err = rpc_error(later, Event(seq=5000), timeout=0.2)
+        assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        futs = [later.future(Event(seq=i % 50, message=str(i)), timeout=10)
+                for i in range(100)]
+        assert [f.result(timeout=10).message for f in futs] == [str(i) for i in range(100)]
+
+
+def test_undecodable_request_is_internal(srv):
+    with grpc.insecure_channel(srv.addr) as ch:
+        raw = ch.unary_unary("/rdzv.test.Test/Echo")
+        err = rpc_error(raw, b"\xff\xff\xff\xff", timeout=5)
+        assert err.code() == grpc.StatusCode.INTERNAL
+        assert method(ch, "Echo")(Event(seq=1), timeout=5).seq == 1
+
+
+def test_compressed_request_is_refused(srv):
+    with grpc.insecure_channel(srv.addr, compression=grpc.Compression.Gzip) as ch:
+        err = rpc_error(method(ch, "Echo"), Event(message="z" * 1000), timeout=5)
+        assert err.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL)
+        assert "compress" in err.details()
+
+
 def test_stream_in_order(srv):
     with grpc.insecure_channel(srv.addr) as ch:
         call = method(ch, "Stream", stream=True)(Event(seq=500), timeout=10)
