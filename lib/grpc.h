@@ -13,6 +13,10 @@
  * handler's return must register an on-close callback; the callback is the
  * last moment the pointer is valid. A client call (struct grpc_ccall) lives
  * until its done callback has returned.
+ *
+ * Programs using this must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)): libevent
+ * and OpenSSL write to sockets a peer may have closed, and lib/ does not
+ * change a program's signal dispositions.
  */
 #ifndef RDZV_GRPC_H
 #define RDZV_GRPC_H
