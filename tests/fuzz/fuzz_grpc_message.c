@@ -141,6 +141,7 @@ fuzz_reader(const ProtobufCMessageDescriptor *desc, uint8_t mode,
 	}
 	/* Nothing is kept beyond the message being read, within the limit. */
 	FUZZ_ASSERT(rc == 0 || r.buf == NULL);
+	FUZZ_ASSERT(r.have > 0 || r.buf == NULL);
 	FUZZ_ASSERT(r.len <= FUZZ_MAX_MESSAGE || rc != 0);
 	FUZZ_ASSERT(!grpc_reader_partial(&r) || r.have <= r.len);
 	grpc_reader_reset(&r);
