@@ -249,6 +249,14 @@ grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
 	l->tls = tls;
 	l->unix_socket = ep->kind == ENDPOINT_UNIX;
 	l->port = port;
+	if (l->unix_socket) {
+		struct stat st;
+		snprintf(l->path, sizeof(l->path), "%s", ep->path);
+		if (stat(l->path, &st) == 0) {
+			l->dev = st.st_dev;
+			l->ino = st.st_ino;
+		}
+	}
 	l->evl = evconnlistener_new(srv->base, accept_cb, l,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 	if (l->evl == NULL) {
@@ -265,8 +273,14 @@ static void
 listeners_free(struct grpc_server *srv)
 {
 	for (size_t i = 0; i < srv->n_listeners; i++) {
-		evconnlistener_free(srv->listeners[i]->evl);
-		free(srv->listeners[i]);
+		struct grpc_listener *l = srv->listeners[i];
+		struct stat st;
+		/* Our socket file, unless someone has replaced it since. */
+		if (l->unix_socket && stat(l->path, &st) == 0 &&
+		    st.st_dev == l->dev && st.st_ino == l->ino)
+			unlink(l->path);
+		evconnlistener_free(l->evl);
+		free(l);
 	}
 	free(srv->listeners);
 	srv->listeners = NULL;

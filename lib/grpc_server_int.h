@@ -14,6 +14,7 @@
 #define RDZV_GRPC_SERVER_INT_H
 
 #include <sys/queue.h>
+#include <sys/types.h>
 
 /* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
 #ifndef TAILQ_FOREACH_SAFE
@@ -38,6 +39,9 @@ struct grpc_listener {
 	struct evconnlistener *evl;
 	struct tls_ctx *tls;
 	int unix_socket;
+	char path[108];		/* unix: removed again when we stop */
+	dev_t dev;
+	ino_t ino;
 	int port;		/* TCP: the bound port; -1 for unix */
 };
 

@@ -328,6 +328,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "grpc-testserver: out of memory\n");
 		return 1;
 	}
+	/* Signals are ours before anyone can read "listening on". */
+	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+	struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
 	for (size_t i = 0; i < n_listen; i++) {
 		struct endpoint ep;
 		char buf[400];
@@ -349,10 +354,6 @@ main(int argc, char **argv)
 		fflush(stdout);
 	}
 
-	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
-	struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
-	evsignal_add(sigterm, NULL);
-	evsignal_add(sigint, NULL);
 	event_base_dispatch(base);
 
 	grpc_server_free(srv);

@@ -407,6 +407,7 @@ def test_unix_socket_identity(tmp_path):
             assert rep.message == "identity=uid:%d" % os.getuid()
             assert rep.kind == "unix"
         assert p.stop(15) == 0
+    assert not os.path.exists(path), "socket file left behind"
 
 
 def test_ipv6_and_two_listeners(tmp_path):
