@@ -230,6 +230,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	j->attempt = 1;
 	j->last_call_left_ms = j->join_left_ms = -1;
 	TAILQ_INIT(&j->nodes);
+	TAILQ_INIT(&j->ended);
 	core_timer_init(&j->last_call, CORE_TIMER_LAST_CALL, j);
 	core_timer_init(&j->join_deadline, CORE_TIMER_JOIN, j);
 	core_timer_init(&j->retention, CORE_TIMER_RETENTION, j);
@@ -304,6 +305,7 @@ job_reopen(struct core_job *j)
 		node_unlink(n);
 		TAILQ_INSERT_TAIL(&c->removed_nodes, n, entry);
 	}
+	TAILQ_INIT(&j->ended);
 	j->n_nodes = 0;
 	memset(j->n_state, 0, sizeof(j->n_state));
 	core_timer_clear(c, &j->retention);
@@ -318,6 +320,34 @@ job_reopen(struct core_job *j)
 	core_event_add(j, "reopened", "attempt %u starts after the failure; "
 	    "generations continue after %llu", j->attempt,
 	    (unsigned long long)j->generation);
+}
+
+/*
+ * An elastic job that runs for weeks sees nodes come and go: beyond
+ * max_nodes_per_job ended nodes, the oldest are dropped (the store deletes
+ * them; the events keep their story). Nodes of the round stay.
+ */
+static void
+job_prune(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	uint32_t		 live;
+
+	for (;;) {
+		live = j->n_state[CORE_NODE_PARTICIPANT] +
+		    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+		if (j->n_nodes - live <= c->cfg.max_nodes_per_job ||
+		    (n = TAILQ_FIRST(&j->ended)) == NULL || n->group_rank >= 0)
+			return;
+		TAILQ_REMOVE(&j->ended, n, ended_entry);
+		n->in_ended = false;
+		TAILQ_REMOVE(&j->nodes, n, entry);
+		j->n_nodes--;
+		j->n_state[n->state]--;
+		node_unlink(n);
+		TAILQ_INSERT_TAIL(&c->removed_nodes, n, entry);
+	}
 }
 
 static void
@@ -520,6 +550,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	queue_accepted(n, false);
 	core_settle(j);
 	tell_current(n);
+	job_prune(j);
 	if (nodep != NULL)
 		*nodep = n;
 	return 0;

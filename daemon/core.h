@@ -139,6 +139,8 @@ struct core_node {
 	/* Core-private below. */
 	struct core_timer	 lease;		/* armed while disconnected */
 	TAILQ_ENTRY(core_node)	 entry;		/* job->nodes, removed_nodes */
+	TAILQ_ENTRY(core_node)	 ended_entry;	/* job->ended */
+	bool			 in_ended;
 	bool			 dirty;
 	TAILQ_ENTRY(core_node)	 dirty_entry;
 	bool			 removed;
@@ -179,10 +181,15 @@ struct core_job {
 	char			 master_addr[CORE_STR_MAX + 1]; /* group rank 0's */
 	uint32_t		 master_port;
 
-	/* Every node of the current attempt, in arrival order. */
+	/*
+	 * Every node of the current attempt, in arrival order; the ended ones
+	 * also in the order they ended, so that the oldest can be dropped when
+	 * there are more than max_nodes_per_job of them.
+	 */
 	struct core_nodes	 nodes;
 	uint32_t		 n_nodes;
 	uint32_t		 n_state[CORE_NODE_NSTATES];
+	struct core_nodes	 ended;
 
 	/* The latest events, oldest first: see core_job_event(). */
 	struct core_event	*events;
@@ -390,6 +397,10 @@ void		 core_node_current(const struct core_node *, struct core_msg *);
 const struct core_event *core_job_event(const struct core_job *, uint32_t i);
 /* After the commit and the sends: forget the turn's changes. */
 void		 core_changes_clear(struct core *);
+/* Participant, waiting or spare: a node that still has a place. */
+bool		 core_node_live(const struct core_node *);
+/* Closed or failed. */
+bool		 core_job_ended(const struct core_job *);
 const char	*core_job_state_name(enum core_job_state);
 const char	*core_node_state_name(enum core_node_state);
 const char	*core_msg_kind_name(enum core_msg_kind);
@@ -442,8 +453,6 @@ void		 core_job_dirty(struct core_job *);
 void		 core_job_changed(struct core_job *);
 void		 core_node_dirty(struct core_node *);
 void		 core_node_set_state(struct core_node *, enum core_node_state);
-bool		 core_node_live(const struct core_node *);
-bool		 core_job_ended(const struct core_job *);
 void		 core_event_add(struct core_job *, const char *kind,
 		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct core_msg	*core_msg_queue(struct core_node *, enum core_msg_kind);

@@ -74,6 +74,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 		v[k++] = n;
 	qsort(v, k, sizeof(*v), arrival_cmp);
 	TAILQ_INIT(&j->nodes);
+	TAILQ_INIT(&j->ended);
 	memset(j->n_state, 0, sizeof(j->n_state));
 	free(j->round);
 	j->round = NULL;
@@ -89,6 +90,9 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 			    (unsigned long long)n->node_id, (int)n->state);
 		}
 		j->n_state[n->state]++;
+		n->in_ended = !core_node_live(n);
+		if (n->in_ended)
+			TAILQ_INSERT_TAIL(&j->ended, n, ended_entry);
 		if (n->group_rank >= 0)
 			j->round_n++;
 	}
@@ -225,6 +229,17 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 			    (unsigned long long)n->node_id, n->group_rank);
 	}
 	*nnodes += nn;
+	i = 0;
+	TAILQ_FOREACH(n, &j->ended, ended_entry) {
+		if (!n->in_ended || core_node_live(n) || n->job != j)
+			return fail(err, errlen, "job %s: ended list wrong",
+			    j->rdzv_id);
+		i++;
+	}
+	if (i != nn - cnt[CORE_NODE_PARTICIPANT] - cnt[CORE_NODE_WAITING] -
+	    cnt[CORE_NODE_SPARE])
+		return fail(err, errlen, "job %s: %u nodes in the ended list",
+		    j->rdzv_id, i);
 	if (nn != j->n_nodes ||
 	    memcmp(cnt, j->n_state, sizeof(cnt)) != 0)
 		return fail(err, errlen, "job %s: node counters wrong",

@@ -182,8 +182,11 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due)
 		return;
 	}
 	if (p >= j->settings.min_nodes) {
-		core_timer_clear(c, &j->join_deadline);
 		/* Later joins do not push the last call back. */
+		if (core_timer_armed(&j->last_call) &&
+		    !core_timer_armed(&j->join_deadline))
+			return;
+		core_timer_clear(c, &j->join_deadline);
 		if (!core_timer_armed(&j->last_call))
 			core_timer_set(c, &j->last_call, c->now.mono_ms +
 			    j->settings.last_call_timeout_ms);

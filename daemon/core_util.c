@@ -221,8 +221,13 @@ core_node_set_state(struct core_node *n, enum core_node_state st)
 	j->n_state[n->state]--;
 	j->n_state[st]++;
 	n->state = st;
-	if (!core_node_live(n))
+	if (!core_node_live(n)) {
 		core_timer_clear(j->core, &n->lease);
+		if (!n->in_ended) {
+			TAILQ_INSERT_TAIL(&j->ended, n, ended_entry);
+			n->in_ended = true;
+		}
+	}
 	core_node_dirty(n);
 }
 

@@ -39,12 +39,13 @@ struct fs_node {
 	uint32_t		gpus_h, gpus_t;
 	char			reason[CORE_REASON_MAX];
 	bool			has_reason;
+	bool			used;
 };
 
 struct fakestore {
 	struct fs_job	*jobs;
 	size_t		 njobs, capjobs;
-	struct fs_node	*nodes;
+	struct fs_node	*nodes;		/* indexed by node_id */
 	size_t		 nnodes, capnodes;
 	uint64_t	 next_node_id;
 	unsigned long	 commits, rows, bad_seq;
@@ -75,18 +76,39 @@ fs_job_find(struct fakestore *fs, const char *id)
 static inline struct fs_node *
 fs_node_find(struct fakestore *fs, uint64_t node_id)
 {
-	size_t	i;
+	if (node_id >= fs->capnodes || !fs->nodes[node_id].used)
+		return NULL;
+	return &fs->nodes[node_id];
+}
 
-	for (i = 0; i < fs->nnodes; i++)
-		if (fs->nodes[i].node_id == node_id)
-			return &fs->nodes[i];
-	return NULL;
+static inline struct fs_node *
+fs_node_add(struct fakestore *fs, uint64_t node_id)
+{
+	size_t	cap = fs->capnodes;
+
+	if (node_id >= cap) {
+		while (node_id >= cap)
+			cap = cap == 0 ? 64 : cap * 2;
+		fs->nodes = realloc(fs->nodes, cap * sizeof(*fs->nodes));
+		if (fs->nodes == NULL)
+			abort();
+		memset(fs->nodes + fs->capnodes, 0,
+		    (cap - fs->capnodes) * sizeof(*fs->nodes));
+		fs->capnodes = cap;
+	}
+	memset(&fs->nodes[node_id], 0, sizeof(fs->nodes[node_id]));
+	fs->nodes[node_id].used = true;
+	fs->nnodes++;
+	return &fs->nodes[node_id];
 }
 
 static inline void
-fs_node_delete(struct fakestore *fs, size_t i)
+fs_node_delete(struct fakestore *fs, struct fs_node *fn)
 {
-	fs->nodes[i] = fs->nodes[--fs->nnodes];
+	if (fn != NULL && fn->used) {
+		fn->used = false;
+		fs->nnodes--;
+	}
 }
 
 /* One turn's group commit: deletions first, then upserts and events. */
@@ -103,19 +125,13 @@ fs_commit(struct fakestore *fs, struct core *c)
 	TAILQ_FOREACH(j, &c->removed_jobs, entry) {
 		if ((fj = fs_job_find(fs, j->rdzv_id)) != NULL)
 			*fj = fs->jobs[--fs->njobs];
-		for (i = 0; i < fs->nnodes; )
-			if (strcmp(fs->nodes[i].job, j->rdzv_id) == 0)
-				fs_node_delete(fs, i);
-			else
-				i++;
+		for (i = 0; i < fs->capnodes; i++)
+			if (fs->nodes[i].used &&
+			    strcmp(fs->nodes[i].job, j->rdzv_id) == 0)
+				fs_node_delete(fs, &fs->nodes[i]);
 	}
-	TAILQ_FOREACH(n, &c->removed_nodes, entry) {
-		for (i = 0; i < fs->nnodes; i++)
-			if (fs->nodes[i].node_id == n->node_id) {
-				fs_node_delete(fs, i);
-				break;
-			}
-	}
+	TAILQ_FOREACH(n, &c->removed_nodes, entry)
+		fs_node_delete(fs, fs_node_find(fs, n->node_id));
 	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
 		if ((fj = fs_job_find(fs, j->rdzv_id)) == NULL) {
 			fs->jobs = fs_grow(fs->jobs, &fs->capjobs, fs->njobs,
@@ -139,12 +155,8 @@ fs_commit(struct fakestore *fs, struct core *c)
 		fs->rows++;
 	}
 	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if ((fn = fs_node_find(fs, n->node_id)) == NULL) {
-			fs->nodes = fs_grow(fs->nodes, &fs->capnodes,
-			    fs->nnodes, sizeof(*fs->nodes));
-			fn = &fs->nodes[fs->nnodes++];
-			memset(fn, 0, sizeof(*fn));
-		}
+		if ((fn = fs_node_find(fs, n->node_id)) == NULL)
+			fn = fs_node_add(fs, n->node_id);
 		fn->node_id = n->node_id;
 		memcpy(fn->session, n->session_id, CORE_SESSION_LEN);
 		snprintf(fn->job, sizeof(fn->job), "%s", n->job->rdzv_id);
@@ -209,8 +221,10 @@ fs_restore(struct fakestore *fs, const struct core_config *cfg,
 		j->last_call_left_ms = fj->lc_left;
 		j->join_left_ms = fj->join_left;
 	}
-	for (i = 0; i < fs->nnodes; i++) {
+	for (i = 0; i < fs->capnodes; i++) {
 		fn = &fs->nodes[i];
+		if (!fn->used)
+			continue;
 		j = core_job_find(c, fn->job);
 		if (j == NULL || (n = core_restore_node(c, j, fn->node_id,
 		    fn->session, fn->host, fn->addr)) == NULL) {

@@ -1063,6 +1063,35 @@ test_ten_thousand(void)
 	teardown();
 }
 
+/* Ended nodes beyond the per-job limit are dropped, oldest first. */
+static void
+test_prune_ended_nodes(void)
+{
+	struct core_config	 cfg;
+	struct core_node	*n, *prev;
+	struct core_job		*j;
+	int			 i;
+
+	core_config_defaults(&cfg);
+	cfg.max_nodes_per_job = 3;
+	setup(&cfg);
+	prev = join("el", "h", 1, 1, 1);
+	j = prev->job;
+	for (i = 0; i < 10; i++) {
+		n = join("el", "h", 1, 1, 1);
+		CHECK(n->state == CORE_NODE_SPARE);
+		CHECK_RC(core_leave(C, NOW, "alice", prev->session_id, NULL,
+		    err, sizeof(err)), 0);
+		turn();
+		CHECK(n->state == CORE_NODE_PARTICIPANT && n->group_rank == 0);
+		prev = n;
+	}
+	CHECK(j->generation == 11 && j->restart_count == 0);
+	CHECK(j->n_nodes <= 5 && j->n_state[CORE_NODE_LEFT] <= 4);
+	CHECK(FS.nnodes == j->n_nodes);
+	teardown();
+}
+
 static const struct {
 	const char	*name;
 	void		(*fn)(void);
@@ -1088,6 +1117,7 @@ static const struct {
 	{ "dirty_tracking", test_dirty_tracking },
 	{ "rule11_restore", test_rule11_restore },
 	{ "rule12_reopen_and_retention", test_rule12_reopen_and_retention },
+	{ "prune_ended_nodes", test_prune_ended_nodes },
 	{ "ten_thousand", test_ten_thousand },
 };
 
