@@ -206,8 +206,8 @@ core_set_now(struct core *c, struct core_now now)
 	c->now = now;
 }
 
-static int
-owner_check(const struct core_job *j, const char *identity, const char *what,
+int
+core_owner_check(const struct core_job *j, const char *identity, const char *what,
     char *err, size_t errlen)
 {
 	if (strcmp(j->owner, identity) == 0)
@@ -368,8 +368,8 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 }
 
 /* Queues what the node must be told now, unless settling already did. */
-static void
-tell_current(struct core_node *n)
+void
+core_tell_current(struct core_node *n)
 {
 	struct core_msg	 cur, *m;
 
@@ -381,8 +381,8 @@ tell_current(struct core_node *n)
 	memcpy(m->reason, cur.reason, sizeof(m->reason));
 }
 
-static void
-queue_accepted(struct core_node *n, bool resumed)
+void
+core_queue_accepted(struct core_node *n, bool resumed)
 {
 	struct core_msg	*m;
 
@@ -445,7 +445,7 @@ join_existing(const struct core *c, const struct core_job *j,
 	int	rc;
 	uint32_t live;
 
-	if ((rc = owner_check(j, identity, "join", err, errlen)) != 0)
+	if ((rc = core_owner_check(j, identity, "join", err, errlen)) != 0)
 		return rc;
 	if (j->state == CORE_JOB_CLOSED) {
 		core_fmt_wall(t, sizeof(t), j->ended_ms);
@@ -547,322 +547,13 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	    core_node_state_name(n->state), n->nproc,
 	    n->has_rank_hint ? "" : ", no rank hint");
 
-	queue_accepted(n, false);
+	core_queue_accepted(n, false);
 	core_settle(j);
-	tell_current(n);
+	core_tell_current(n);
 	job_prune(j);
 	if (nodep != NULL)
 		*nodep = n;
 	return 0;
-}
-
-/*
- * Ends a node's part in its job (left, lost, evicted) and notes for
- * core_settle() what that means for the job's round.
- */
-void
-core_node_end(struct core_node *n, enum core_node_state st,
-    const char *reason)
-{
-	struct core_job	*j = n->job;
-	bool		 was_participant = n->state == CORE_NODE_PARTICIPANT;
-
-	core_node_set_state(n, st);
-	core_node_set_reason(n, reason);
-	if (!was_participant ||
-	    (j->state != CORE_JOB_RUNNING && j->state != CORE_JOB_CLOSING))
-		return;
-	if (st == CORE_NODE_LOST) {
-		if (!j->pend_failure)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) was lost (%s)", n->hostname,
-			    (unsigned long long)n->node_id, reason);
-		j->pend_failure = true;
-	} else if (j->state == CORE_JOB_RUNNING) {
-		if (!j->pend_failure && !j->pend_change)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) %s", n->hostname,
-			    (unsigned long long)n->node_id,
-			    st == CORE_NODE_EVICTED ? "was evicted" : "left");
-		j->pend_change = true;
-	}
-}
-
-static int
-session_node(struct core *c, const char *identity,
-    const uint8_t *session_id, const char *what, struct core_node **np,
-    char *err, size_t errlen)
-{
-	struct core_node	*n;
-
-	if ((n = core_node_by_session(c, session_id)) == NULL) {
-		snprintf(err, errlen, "no node has this session (the daemon "
-		    "forgot it, or the job was reopened or deleted); join "
-		    "again");
-		return GRPC_NOT_FOUND;
-	}
-	*np = n;
-	return owner_check(n->job, identity != NULL ? identity : ANON, what,
-	    err, errlen);
-}
-
-static int
-resume_refuse_stale(struct core_node *n, uint64_t generation, char *err,
-    size_t errlen)
-{
-	struct core_job	*j = n->job;
-	char		 why[CORE_REASON_MAX];
-
-	snprintf(err, errlen, "job %s: generation %llu is %s; the current "
-	    "generation is %llu", j->rdzv_id, (unsigned long long)generation,
-	    generation < j->generation ? "stale" : "unknown",
-	    (unsigned long long)j->generation);
-	snprintf(why, sizeof(why), "resumed with generation %llu; the "
-	    "current one is %llu", (unsigned long long)generation,
-	    (unsigned long long)j->generation);
-	core_event_add(j, "left", "node %s (node %llu) %s: it stops its "
-	    "workers and joins again", n->hostname,
-	    (unsigned long long)n->node_id, why);
-	core_node_end(n, CORE_NODE_LEFT, why);
-	core_settle(j);
-	return GRPC_FAILED_PRECONDITION;
-}
-
-int
-core_resume(struct core *c, struct core_now now, const char *identity,
-    const char *rdzv_id, const uint8_t session_id[CORE_SESSION_LEN],
-    uint64_t generation, struct core_node **nodep, char *err, size_t errlen)
-{
-	struct core_node	*n;
-	struct core_job		*j;
-	struct core_msg		*m;
-	int			 rc;
-
-	core_set_now(c, now);
-	if ((rc = session_node(c, identity, session_id, "resume in", &n, err,
-	    errlen)) != 0)
-		return rc;
-	j = n->job;
-	if (rdzv_id != NULL && *rdzv_id != '\0' &&
-	    strcmp(rdzv_id, j->rdzv_id) != 0) {
-		snprintf(err, errlen, "job %s has no node with this session; "
-		    "join again", rdzv_id);
-		return GRPC_NOT_FOUND;
-	}
-	if (!core_job_ended(j) && (n->state == CORE_NODE_LEFT ||
-	    n->state == CORE_NODE_LOST)) {
-		snprintf(err, errlen, "job %s: node %llu %s (%s); join again "
-		    "as a new node", j->rdzv_id,
-		    (unsigned long long)n->node_id,
-		    n->state == CORE_NODE_LOST ? "was lost" : "left",
-		    n->reason != NULL ? n->reason : "no reason");
-		return GRPC_FAILED_PRECONDITION;
-	}
-	if (!core_job_ended(j) && core_node_live(n) && generation != 0 &&
-	    generation != j->generation)
-		return resume_refuse_stale(n, generation, err, errlen);
-
-	n->connected = true;
-	n->last_seen_ms = now.wall_ms;
-	core_timer_clear(c, &n->lease);
-	core_job_changed(j);
-	queue_accepted(n, true);
-	/* Rule 11: the current generation keeps its workers running. */
-	if (core_node_live(n) && !core_job_ended(j) && generation != 0 &&
-	    !(n->group_rank >= 0 && n->generation == generation)) {
-		m = core_msg_queue(n, CORE_MSG_STOP);
-		m->u.stop.generation = generation;
-		snprintf(m->reason, sizeof(m->reason), "generation %llu no "
-		    "longer runs on this node", (unsigned long long)generation);
-	}
-	tell_current(n);
-	if (nodep != NULL)
-		*nodep = n;
-	return 0;
-}
-
-static void
-gpus_update(struct core_node *n, uint32_t healthy, uint32_t total)
-{
-	if (n->gpus_healthy == healthy && n->gpus_total == total)
-		return;
-	n->gpus_healthy = healthy;
-	n->gpus_total = total;
-	core_node_dirty(n);
-	core_event_add(n->job, "health", "node %s (node %llu): %u of %u GPUs "
-	    "healthy", n->hostname, (unsigned long long)n->node_id, healthy,
-	    total);
-}
-
-/* Rule 10: only the current generation's participants report outcomes. */
-static int
-report_fence(const struct core_node *n, const struct core_report *r,
-    char *err, size_t errlen)
-{
-	const struct core_job	*j = n->job;
-
-	if (core_job_ended(j)) {
-		snprintf(err, errlen, "job %s has %s: %s", j->rdzv_id,
-		    core_job_state_name(j->state), j->reason);
-		return GRPC_FAILED_PRECONDITION;
-	}
-	if (r->generation != j->generation || j->state == CORE_JOB_WAITING) {
-		snprintf(err, errlen, "job %s: generation %llu is stale; the "
-		    "current generation is %llu%s", j->rdzv_id,
-		    (unsigned long long)r->generation,
-		    (unsigned long long)j->generation,
-		    j->state == CORE_JOB_WAITING ? " and a new round is "
-		    "forming" : "");
-		return GRPC_FAILED_PRECONDITION;
-	}
-	if (n->state != CORE_NODE_PARTICIPANT || n->generation != r->generation) {
-		snprintf(err, errlen, "job %s: node %llu is %s, not a "
-		    "participant of generation %llu", j->rdzv_id,
-		    (unsigned long long)n->node_id,
-		    core_node_state_name(n->state),
-		    (unsigned long long)r->generation);
-		return GRPC_FAILED_PRECONDITION;
-	}
-	return 0;
-}
-
-int
-core_report(struct core *c, struct core_now now, const char *identity,
-    const struct core_report *r, uint32_t *restart_count, char *err,
-    size_t errlen)
-{
-	struct core_node	*n;
-	struct core_job		*j;
-	int			 rc;
-
-	core_set_now(c, now);
-	if ((rc = session_node(c, identity, r->session_id, "report to", &n,
-	    err, errlen)) != 0)
-		return rc;
-	j = n->job;
-	if (r->outcome != CORE_OUTCOME_SUCCEEDED &&
-	    r->outcome != CORE_OUTCOME_FAILED &&
-	    r->outcome != CORE_OUTCOME_HEALTH) {
-		snprintf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
-		    (int)r->outcome);
-		return GRPC_INVALID_ARGUMENT;
-	}
-	if (r->has_gpus)
-		gpus_update(n, r->gpus_healthy, r->gpus_total);
-	if (restart_count != NULL)
-		*restart_count = j->restart_count;
-	if (r->outcome == CORE_OUTCOME_HEALTH)
-		return 0;
-	if (r->outcome == CORE_OUTCOME_SUCCEEDED &&
-	    n->state == CORE_NODE_SUCCEEDED && n->generation == r->generation)
-		return 0;
-	if ((rc = report_fence(n, r, err, errlen)) != 0)
-		return rc;
-
-	if (r->outcome == CORE_OUTCOME_SUCCEEDED) {
-		core_node_set_state(n, CORE_NODE_SUCCEEDED);
-		core_event_add(j, "succeeded", "node %s (node %llu): every "
-		    "worker of generation %llu exited 0", n->hostname,
-		    (unsigned long long)n->node_id,
-		    (unsigned long long)r->generation);
-		/* Rule 7: the first success starts closing. */
-		if (j->state == CORE_JOB_RUNNING) {
-			j->state = CORE_JOB_CLOSING;
-			snprintf(j->reason, sizeof(j->reason), "node %s (node "
-			    "%llu) succeeded; no new rounds", n->hostname,
-			    (unsigned long long)n->node_id);
-			core_timer_clear(c, &j->last_call);
-			core_event_add(j, "closing", "%s", j->reason);
-		}
-	} else {
-		/* Rule 6; or, while closing, rule 7's failure. */
-		if (!j->pend_failure)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) reported a worker failure in "
-			    "generation %llu%s%s", n->hostname,
-			    (unsigned long long)n->node_id,
-			    (unsigned long long)r->generation,
-			    r->message != NULL && *r->message != '\0' ?
-			    ": " : "", r->message != NULL ? r->message : "");
-		j->pend_failure = true;
-		core_event_add(j, "failure", "%s", j->pend_reason);
-	}
-	core_settle(j);
-	if (restart_count != NULL)
-		*restart_count = j->restart_count;
-	return 0;
-}
-
-int
-core_leave(struct core *c, struct core_now now, const char *identity,
-    const uint8_t session_id[CORE_SESSION_LEN], const char *reason,
-    char *err, size_t errlen)
-{
-	struct core_node	*n;
-	int			 rc;
-
-	core_set_now(c, now);
-	if ((rc = session_node(c, identity, session_id, "leave", &n, err,
-	    errlen)) != 0)
-		return rc;
-	if (!core_node_live(n) || core_job_ended(n->job))
-		return 0;
-	if (reason == NULL || *reason == '\0')
-		reason = "planned leave";
-	core_event_add(n->job, "left", "node %s (node %llu) left: %s",
-	    n->hostname, (unsigned long long)n->node_id, reason);
-	core_node_end(n, CORE_NODE_LEFT, reason);
-	core_settle(n->job);
-	return 0;
-}
-
-void
-core_disconnect(struct core *c, struct core_now now, struct core_node *n)
-{
-	core_set_now(c, now);
-	if (n == NULL || n->removed || !n->connected)
-		return;
-	n->connected = false;
-	n->last_seen_ms = now.wall_ms;
-	core_msg_drop(c, n);
-	core_job_changed(n->job);
-	if (core_node_live(n) && !core_job_ended(n->job))
-		core_timer_set(c, &n->lease, now.mono_ms +
-		    n->job->settings.reconnect_grace_ms);
-}
-
-void
-core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
-{
-	char	t[32], why[CORE_REASON_MAX];
-
-	core_set_now(c, now);
-	if (n == NULL || n->removed)
-		return;
-	n->connected = false;
-	core_msg_drop(c, n);
-	if (!core_node_live(n) || core_job_ended(n->job))
-		return;
-	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
-	snprintf(why, sizeof(why), "its connection was silent for %s", t);
-	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
-	    n->hostname, (unsigned long long)n->node_id, why);
-	core_node_end(n, CORE_NODE_LOST, why);
-	core_settle(n->job);
-}
-
-/* A lease timer fired: the node did not come back in time. */
-void
-core_lease_expired(struct core_node *n)
-{
-	const char	*why = "it did not reconnect before its lease ended";
-
-	if (!core_node_live(n) || core_job_ended(n->job))
-		return;
-	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
-	    n->hostname, (unsigned long long)n->node_id, why);
-	core_node_end(n, CORE_NODE_LOST, why);
-	core_settle_later(n->job);
 }
 
 /* Retention: the job goes from memory; the store deletes its rows. */

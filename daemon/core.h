@@ -288,7 +288,7 @@ struct core {
 	size_t			 heap_n, heap_cap;
 };
 
-/* core.c: creation, lookups and the agents' inputs. */
+/* core.c: creation, lookups, joins. */
 void		 core_config_defaults(struct core_config *);
 /* cfg NULL: the defaults. */
 struct core	*core_new(const struct core_config *cfg);
@@ -329,6 +329,8 @@ struct core_join {
 int		 core_join(struct core *, struct core_now,
 		    const struct core_join *, struct core_node **nodep,
 		    char *err, size_t errlen);
+
+/* core_agent.c: the agents' other inputs. */
 /*
  * A Join with session_id set: the agent's workers run `generation` (0:
  * none). rdzv_id may be NULL. On 0 the node gets ACCEPTED(resumed), a STOP
@@ -387,7 +389,7 @@ int64_t		 core_job_last_call_in(const struct core_job *,
 int64_t		 core_job_join_timeout_in(const struct core_job *,
 		    struct core_now);
 
-/* core_out.c: outputs. */
+/* Outputs (core_util.c, core_round.c, core_ops.c). */
 /* Pops the next queued message of any node; false when none is left. */
 bool		 core_outbox_pop(struct core *, struct core_node **nodep,
 		    struct core_msg *msg);
@@ -472,16 +474,22 @@ void		 core_round_clear(struct core_job *);
 void		 core_waiting_reason(const struct core_node *, char *, size_t);
 
 /* core.c */
-void		 core_node_end(struct core_node *, enum core_node_state,
-		    const char *reason);
 void		 core_job_remove(struct core_job *);
-void		 core_lease_expired(struct core_node *);
 void		 core_set_now(struct core *, struct core_now);
 struct core_job	*core_job_new(struct core *, const char *rdzv_id,
 		    const char *owner);
 struct core_node *core_node_new(struct core_job *, uint64_t node_id,
 		    const uint8_t session_id[CORE_SESSION_LEN],
 		    const char *hostname, const char *advertise_addr);
+int		 core_owner_check(const struct core_job *, const char *identity,
+		    const char *what, char *err, size_t errlen);
+void		 core_tell_current(struct core_node *);
+void		 core_queue_accepted(struct core_node *, bool resumed);
+
+/* core_agent.c */
+void		 core_node_end(struct core_node *, enum core_node_state,
+		    const char *reason);
+void		 core_lease_expired(struct core_node *);
 #endif
 
 #endif
