@@ -143,12 +143,14 @@ main(int argc, char **argv)
 	    rdzvd_n_methods, &so);
 	if (rdzvd.srv == NULL)
 		fatal("grpc_server_new");
-	listen_all();
 
+	/* Signal handlers before "listening on": whoever waits for that line
+	 * may signal us at once. */
 	struct event *sigterm = evsignal_new(rdzvd.base, SIGTERM, on_signal, NULL);
 	struct event *sigint = evsignal_new(rdzvd.base, SIGINT, on_signal, NULL);
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
+	listen_all();
 
 	rdzvd.serving = 1;
 	notify("READY=1");
