@@ -367,13 +367,17 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 		s->max_restarts = d->max_restarts;
 }
 
-/* Queues what the node must be told now, unless settling already did. */
+/*
+ * Queues what the node must be told now. After a join, only when settling
+ * told it nothing (a completed round already sent the assignment).
+ */
 void
-core_tell_current(struct core_node *n)
+core_tell_current(struct core_node *n, bool always)
 {
 	struct core_msg	 cur, *m;
 
-	if (n->out_tail != NULL && n->out_tail->kind != CORE_MSG_ACCEPTED)
+	if (!always && n->out_tail != NULL &&
+	    n->out_tail->kind != CORE_MSG_ACCEPTED)
 		return;
 	core_node_current(n, &cur);
 	m = core_msg_queue(n, cur.kind);
@@ -549,7 +553,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 
 	core_queue_accepted(n, false);
 	core_settle(j);
-	core_tell_current(n);
+	core_tell_current(n, false);
 	job_prune(j);
 	if (nodep != NULL)
 		*nodep = n;

@@ -483,7 +483,7 @@ struct core_node *core_node_new(struct core_job *, uint64_t node_id,
 		    const char *hostname, const char *advertise_addr);
 int		 core_owner_check(const struct core_job *, const char *identity,
 		    const char *what, char *err, size_t errlen);
-void		 core_tell_current(struct core_node *);
+void		 core_tell_current(struct core_node *, bool always);
 void		 core_queue_accepted(struct core_node *, bool resumed);
 
 /* core_agent.c */

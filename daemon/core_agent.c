@@ -133,7 +133,7 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 		snprintf(m->reason, sizeof(m->reason), "generation %llu no "
 		    "longer runs on this node", (unsigned long long)generation);
 	}
-	core_tell_current(n);
+	core_tell_current(n, true);
 	if (nodep != NULL)
 		*nodep = n;
 	return 0;

@@ -261,6 +261,41 @@ test_rule11_resume_keeps_generation(void)
 	teardown();
 }
 
+/* Workers of a round that stopped while the node was away are stopped. */
+static void
+test_rule11_resume_after_round_stopped(void)
+{
+	struct core_join	 r;
+	struct core_node	*a, *b;
+	size_t			 before;
+
+	setup(NULL);
+	r = req("rst", "a", 1, 2, 2);
+	r.settings.max_restarts = 1;
+	a = join_req(&r, 0);
+	b = join("rst", "b", 1, 2, 2);
+	disconnect(a);
+	core_lease_lost(C, NOW, b);
+	turn();
+	CHECK(a->job->state == CORE_JOB_WAITING && a->job->generation == 1);
+	before = nrecs;
+	CHECK_RC(resume(a, 1), 0);
+	CHECK(nrecs == before + 3);
+	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED);
+	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP &&
+	    recs[before + 1].m.u.stop.generation == 1);
+	CHECK(recs[before + 2].m.kind == CORE_MSG_WAITING &&
+	    recs[before + 2].m.u.waiting.state == CORE_NODE_PARTICIPANT &&
+	    recs[before + 2].m.u.waiting.participants == 1 &&
+	    recs[before + 2].m.u.waiting.min_nodes == 2);
+	/* Resuming with no workers (0) is never stale. */
+	disconnect(a);
+	before = nrecs;
+	CHECK_RC(resume(a, 0), 0);
+	CHECK(nrecs == before + 2 && last_is(a, CORE_MSG_WAITING));
+	teardown();
+}
+
 /* Keepalives and reconnects write nothing; joins and rounds do. */
 static void
 test_dirty_tracking(void)
@@ -463,6 +498,8 @@ static const struct test tests[] = {
 	{ "rule9_operator", test_rule9_operator },
 	{ "rule10_fencing", test_rule10_fencing },
 	{ "rule11_resume_keeps_generation", test_rule11_resume_keeps_generation },
+	{ "rule11_resume_after_round_stopped",
+	    test_rule11_resume_after_round_stopped },
 	{ "dirty_tracking", test_dirty_tracking },
 	{ "rule11_restore", test_rule11_restore },
 	{ "rule12_reopen_and_retention", test_rule12_reopen_and_retention },

@@ -130,6 +130,21 @@ agent_exit(struct agent *a)
 	a->attached = false;
 }
 
+/* After a join or resume, the last message queued is the node's place. */
+static void
+check_told(const struct core_node *n, const char *what)
+{
+	struct core_msg	cur;
+
+	core_node_current(n, &cur);
+	if (n->out_tail == NULL || n->out_tail->kind != cur.kind ||
+	    n->out_head->kind != CORE_MSG_ACCEPTED)
+		die("%s of node %llu: last message %s, its place is %s", what,
+		    (unsigned long long)n->node_id, n->out_tail == NULL ?
+		    "none" : core_msg_kind_name(n->out_tail->kind),
+		    core_msg_kind_name(cur.kind));
+}
+
 static int
 job_index(const char *id)
 {
@@ -350,6 +365,7 @@ do_join(void)
 		die("join %s: status %s, want %s (%s)", r.rdzv_id,
 		    grpc_status_name(rc), grpc_status_name(want), err);
 	if (rc == 0) {
+		check_told(n, "join");
 		stats[S_JOIN_OK]++;
 		jobs[ji].known = true;
 		jobs[ji].s.max_nodes = n->job->settings.max_nodes;
@@ -368,6 +384,7 @@ static void
 do_resume(void)
 {
 	struct agent	*a = random_agent(false);
+	struct core_node *n = NULL;
 	uint64_t	 gen;
 	int		 rc;
 
@@ -378,8 +395,9 @@ do_resume(void)
 		gen--;
 	stats[S_RESUME]++;
 	rc = core_resume(C, NOW, jobs[a->job].owner, job_ids[a->job],
-	    a->session, gen, NULL, err, sizeof(err));
+	    a->session, gen, &n, err, sizeof(err));
 	if (rc == 0) {
+		check_told(n, "resume");
 		stats[S_RESUME_OK]++;
 		a->attached = true;
 		a->expect_accepted = true;
