@@ -51,6 +51,11 @@
  *   its place by core_node_current().
  * - Ended jobs are removed retention after they ended, by wall time, so a
  *   daemon restart does not postpone it.
+ * - A job keeps at most max_nodes_per_job ended nodes; older ones are
+ *   dropped at the next join (the store deletes them; events remain).
+ * - Open deadlines are saved as time left when the job is written;
+ *   core_checkpoint() refreshes them at a clean shutdown, so after a crash
+ *   a deadline may get up to one timeout more, never less.
  */
 #include <stdio.h>
 #include <stdlib.h>
