@@ -44,6 +44,9 @@ arrival_cmp(const void *a, const void *b)
 	return x->node_id < y->node_id ? -1 : x->node_id > y->node_id;
 }
 
+static int fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {

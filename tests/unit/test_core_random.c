@@ -92,6 +92,9 @@ chance(uint32_t percent)
 	return rndn(100) < percent;
 }
 
+static void die(const char *, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
 static void
 die(const char *fmt, ...)
 {
