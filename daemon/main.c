@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "store.h"
 #include "tls.h"
 
 #if HAVE_LIBSYSTEMD
@@ -54,6 +55,10 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	log_info("%s: shutting down", strsignal((int)sig));
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
+	watch_free_all();
+	/* Save the exact time left on open deadlines (SPEC §4 rule 11). */
+	core_checkpoint(rdzvd.core, turn_now());
+	turn_flush();
 	grpc_server_shutdown(rdzvd.srv, rdzvd.cfg.shutdown_timeout_ms,
 	    shutdown_done, NULL);
 }
@@ -80,6 +85,30 @@ setup_tls(void)
 		return;
 	if (tls_server_new(&o, &rdzvd.tls, err, sizeof(err)) != 0)
 		fatalx("%s", err);
+}
+
+/* Opens the database and rebuilds every job from it (SPEC §9, §4 rule 11). */
+static void
+open_state(void)
+{
+	struct core_config cc;
+	char err[512];
+
+	core_config_defaults(&cc);
+	cc.max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
+	cc.retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
+	if ((rdzvd.core = core_new(&cc)) == NULL)
+		fatalx("out of memory");
+	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0)
+		fatalx("%s", err);
+	if (store_load(rdzvd.store, rdzvd.core, turn_now(), err,
+	    sizeof(err)) != 0)
+		fatalx("database %s: %s", rdzvd.cfg.db, err);
+	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
+	turn_init();
+	streams_init();
+	/* Restored deadlines and leases need the timer armed. */
+	turn_schedule();
 }
 
 static void
@@ -129,9 +158,12 @@ main(int argc, char **argv)
 	rdzvd.started_mono_ms = mono_ms();
 	rdzvd.started_wall_ms = wall_ms();
 	rdzvd.base = event_base_new();
-	if (rdzvd.base == NULL)
-		fatalx("event_base_new failed");
+	/* Three priorities: the end-of-turn flush runs after everything else
+	 * (turn.c). */
+	if (rdzvd.base == NULL || event_base_priority_init(rdzvd.base, 3) != 0)
+		fatalx("cannot create the event loop");
 	setup_tls();
+	open_state();
 
 	struct grpc_server_opts so = {
 		.max_message = rdzvd.cfg.max_message,
@@ -159,7 +191,11 @@ main(int argc, char **argv)
 
 	event_free(sigterm);
 	event_free(sigint);
+	streams_free();
+	turn_free();
 	grpc_server_free(rdzvd.srv);
+	store_close(rdzvd.store);
+	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);
 	event_base_free(rdzvd.base);
 	config_free(&rdzvd.cfg);

@@ -8,8 +8,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core.h"
 #include "endpoint.h"
 #include "grpc.h"
+#include "rdzv/v1/control.pb-c.h"
+#include "rdzv/v1/rendezvous.pb-c.h"
 
 #define RDZVD_MAX_LISTEN 16
 #define RDZVD_MAX_ADMINS 64
@@ -60,8 +63,69 @@ struct rdzvd {
 	int			 serving;	/* health: SERVING or not */
 	char			 listeners[RDZVD_MAX_LISTEN][300];
 	size_t			 n_listeners;
+	struct core		*core;
+	struct store		*store;
 };
 extern struct rdzvd rdzvd;
+
+/* turn.c: one event-loop turn's changes become one transaction, then the
+ * messages go out (SPEC §9: nothing is acknowledged before it is durable). */
+void		 turn_init(void);
+void		 turn_free(void);
+/* The time to give the core now. */
+struct core_now	 turn_now(void);
+/* Something changed in the core: commit and send at the end of this turn. */
+void		 turn_schedule(void);
+/* Answers a unary call after this turn's commit: |answer| builds the reply
+ * (or finishes the call) then; |arg| is freed with free() afterwards, also
+ * when the client went away first. */
+void		 turn_answer(struct grpc_call *call,
+		    void (*answer)(struct grpc_call *, void *), void *arg);
+/* Runs the flush now (used at shutdown). */
+void		 turn_flush(void);
+
+/* streams.c: the Join stream of each node, and leases of silent ones. */
+void		 streams_init(void);
+void		 streams_free(void);
+/* Ties |call| to |node|; an older stream of the node is ended. */
+void		 streams_attach(struct core_node *node, struct grpc_call *call);
+/* Sends the node's queued messages; ends the stream after a final one. */
+void		 streams_send(struct core_node *node, const struct core_msg *msg);
+/* Ends the streams of nodes the core removed. */
+void		 streams_forget(uint64_t node_id);
+size_t		 streams_count(void);
+
+/* rpc_watch.c */
+void		 watch_jobs_changed(void);
+void		 watch_free_all(void);
+
+/* convert.c: core state to protobuf messages. An arena owns every
+ * allocation a conversion makes; arena_free releases them together. */
+struct arena {
+	void		**ptrs;
+	size_t		  n, cap;
+};
+void		*arena_alloc(struct arena *, size_t);
+void		 arena_free(struct arena *);
+/* |with_nodes|: fill nodes; |events|: that many latest events. */
+Rdzv__V1__Job	*job_to_pb(struct arena *, const struct core_job *,
+		    struct core_now, int with_nodes, uint32_t events);
+void		 event_to_pb(struct arena *, const struct core_event *,
+		    Rdzv__V1__Event *);
+/* Fills |ev| from |msg|; allocations in |a|. */
+void		 msg_to_pb(struct arena *, const struct core_msg *,
+		    Rdzv__V1__JoinEvent *ev);
+/* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
+ * of the operator actions, given to turn_answer. */
+void		 answer_job(struct grpc_call *, void *rdzv_id);
+/* The job named by the request, or NULL after finishing the call with
+ * NOT_FOUND or INVALID_ARGUMENT. */
+struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
+/* 1 if the caller is one of the configured admins (SPEC §11). */
+int		 caller_is_admin(struct grpc_call *);
+/* Counts GpuResults into healthy/total. */
+void		 gpus_count(Rdzv__V1__GpuResult **, size_t, uint32_t *healthy,
+		    uint32_t *total);
 
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];
@@ -73,7 +137,17 @@ void rpc_health_watch(struct grpc_call *, const ProtobufCMessage *, void *);
 /* Tells every Watch caller the new status and, when |final|, ends them. */
 void health_set_serving(int serving, int final);
 
-/* rpc_server_info.c */
+/* rpc_*.c: one handler per file. */
 void rpc_server_info(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_join(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_report(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_leave(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_list_jobs(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_get_job(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_watch(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_close_job(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_abort_job(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_evict_node(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_list_events(struct grpc_call *, const ProtobufCMessage *, void *);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzvd.h"
+#include "store.h"
 
 void
 rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
@@ -19,6 +20,17 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 	resp.uptime_ms = mono_ms() - rdzvd.started_mono_ms;
 	resp.database = rdzvd.cfg.db;
 	resp.connections = (uint32_t)grpc_server_conn_count(rdzvd.srv);
+	resp.transactions = store_transactions(rdzvd.store);
+	struct core_job *job;
+	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry) {
+		resp.jobs++;
+		if (!core_job_ended(job)) {
+			resp.active_jobs++;
+			resp.nodes += job->n_state[CORE_NODE_PARTICIPANT] +
+			    job->n_state[CORE_NODE_WAITING] +
+			    job->n_state[CORE_NODE_SPARE];
+		}
+	}
 	resp.identity = (char *)grpc_call_identity(call);
 	resp.pid = (uint32_t)getpid();
 	resp.started_unix_ms = rdzvd.started_wall_ms;

@@ -26,11 +26,12 @@ static int
 parse_port(const char *s, uint16_t *port)
 {
 	char *end;
-	if (*s == '\0')
+	/* strtoul would accept leading blanks and signs: digits only. */
+	if (*s < '0' || *s > '9')
 		return -1;
 	errno = 0;
 	unsigned long v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > 65535 || *s == '-' || *s == '+')
+	if (errno != 0 || *end != '\0' || v > 65535)
 		return -1;
 	*port = (uint16_t)v;
 	return 0;

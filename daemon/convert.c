@@ -1,0 +1,256 @@
+/*
+ * Core state to protobuf-c messages. protobuf-c messages point at their
+ * arrays and strings; an arena owns what a conversion allocates, so a reply
+ * is built, sent and released in three lines.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rdzvd.h"
+
+void *
+arena_alloc(struct arena *a, size_t size)
+{
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 16;
+		if ((a->ptrs = realloc(a->ptrs, a->cap * sizeof(*a->ptrs))) == NULL)
+			fatal("arena");
+	}
+	void *p = calloc(1, size ? size : 1);
+	if (p == NULL)
+		fatal("arena");
+	return a->ptrs[a->n++] = p;
+}
+
+void
+arena_free(struct arena *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->ptrs[i]);
+	free(a->ptrs);
+	memset(a, 0, sizeof(*a));
+}
+
+static Rdzv__V1__JobSettings *
+settings_to_pb(struct arena *a, const struct core_settings *s)
+{
+	Rdzv__V1__JobSettings *m = arena_alloc(a, sizeof(*m));
+	rdzv__v1__job_settings__init(m);
+	m->min_nodes = s->min_nodes;
+	m->max_nodes = s->max_nodes;
+	m->last_call_timeout_ms = s->last_call_timeout_ms;
+	m->join_timeout_ms = s->join_timeout_ms;
+	m->max_restarts = s->max_restarts;
+	m->lease_ttl_ms = s->lease_ttl_ms;
+	m->reconnect_grace_ms = s->reconnect_grace_ms;
+	return m;
+}
+
+void
+event_to_pb(struct arena *a, const struct core_event *e, Rdzv__V1__Event *m)
+{
+	rdzv__v1__event__init(m);
+	m->seq = e->seq;
+	m->time_unix_ms = e->wall_ms;
+	m->generation = e->generation;
+	m->kind = (char *)e->kind;
+	m->message = (char *)e->message;
+}
+
+static Rdzv__V1__Node *
+node_to_pb(struct arena *a, const struct core_node *n)
+{
+	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
+	rdzv__v1__node__init(m);
+	m->node_id = n->node_id;
+	m->hostname = n->hostname;
+	m->advertise_addr = n->advertise_addr;
+	m->state = (Rdzv__V1__NodeState)n->state;
+	m->group_rank = n->group_rank;
+	m->base_rank = n->base_rank;
+	m->nproc = n->nproc;
+	m->has_rank_hint = n->has_rank_hint;
+	m->rank_hint = n->rank_hint;
+	m->gpus_healthy = n->gpus_healthy;
+	m->gpus_total = n->gpus_total;
+	m->last_seen_unix_ms = n->last_seen_ms;
+	m->joined_unix_ms = n->joined_ms;
+	m->connected = n->connected;
+	return m;
+}
+
+Rdzv__V1__Job *
+job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
+    int with_nodes, uint32_t events)
+{
+	Rdzv__V1__Job *m = arena_alloc(a, sizeof(*m));
+	rdzv__v1__job__init(m);
+	m->rdzv_id = (char *)j->rdzv_id;
+	m->owner = j->owner;
+	m->state = (Rdzv__V1__JobState)j->state;
+	m->reason = (char *)j->reason;
+	m->settings = settings_to_pb(a, &j->settings);
+	m->generation = j->generation;
+	m->restart_count = j->restart_count;
+	m->world_size = j->world_size;
+	m->master_addr = (char *)j->master_addr;
+	m->master_port = j->master_port;
+	m->participants = j->n_state[CORE_NODE_PARTICIPANT];
+	m->waiting = j->n_state[CORE_NODE_WAITING];
+	m->spares = j->n_state[CORE_NODE_SPARE];
+	m->created_unix_ms = j->created_ms;
+	m->updated_unix_ms = j->updated_ms;
+	m->ended_unix_ms = j->ended_ms;
+	m->last_call_in_ms = core_job_last_call_in(j, now);
+	m->join_timeout_in_ms = core_job_join_timeout_in(j, now);
+	m->attempt = j->attempt;
+
+	if (with_nodes && j->n_nodes > 0) {
+		const struct core_node *n;
+		m->nodes = arena_alloc(a, j->n_nodes * sizeof(*m->nodes));
+		TAILQ_FOREACH(n, &j->nodes, entry)
+			m->nodes[m->n_nodes++] = node_to_pb(a, n);
+	}
+	if (events > j->events_n)
+		events = j->events_n;
+	if (events > 0) {
+		Rdzv__V1__Event *ev = arena_alloc(a, events * sizeof(*ev));
+		m->events = arena_alloc(a, events * sizeof(*m->events));
+		for (uint32_t i = 0; i < events; i++) {
+			event_to_pb(a, core_job_event(j, j->events_n - events + i),
+			    &ev[i]);
+			m->events[m->n_events++] = &ev[i];
+		}
+	}
+	return m;
+}
+
+void
+msg_to_pb(struct arena *a, const struct core_msg *msg, Rdzv__V1__JoinEvent *ev)
+{
+	rdzv__v1__join_event__init(ev);
+	switch (msg->kind) {
+	case CORE_MSG_ACCEPTED: {
+		Rdzv__V1__Accepted *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__accepted__init(m);
+		m->node_id = msg->u.accepted.node_id;
+		m->session_id.data = (uint8_t *)msg->u.accepted.session_id;
+		m->session_id.len = CORE_SESSION_LEN;
+		m->settings = settings_to_pb(a, &msg->u.accepted.settings);
+		m->resumed = msg->u.accepted.resumed;
+		m->attempt = msg->u.accepted.attempt;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_ACCEPTED;
+		ev->accepted = m;
+		break;
+	}
+	case CORE_MSG_WAITING: {
+		Rdzv__V1__Waiting *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__waiting__init(m);
+		m->state = (Rdzv__V1__NodeState)msg->u.waiting.state;
+		m->participants = msg->u.waiting.participants;
+		m->min_nodes = msg->u.waiting.min_nodes;
+		m->max_nodes = msg->u.waiting.max_nodes;
+		m->reason = (char *)msg->reason;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_WAITING;
+		ev->waiting = m;
+		break;
+	}
+	case CORE_MSG_ASSIGNMENT: {
+		const struct core_assignment *s = &msg->u.assignment;
+		Rdzv__V1__Assignment *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__assignment__init(m);
+		m->generation = s->generation;
+		m->group_rank = s->group_rank;
+		m->group_world_size = s->group_world_size;
+		m->base_rank = s->base_rank;
+		m->local_world_size = s->local_world_size;
+		m->world_size = s->world_size;
+		m->master_addr = (char *)s->master_addr;
+		m->master_port = s->master_port;
+		m->restart_count = s->restart_count;
+		m->max_restarts = s->max_restarts;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT;
+		ev->assignment = m;
+		break;
+	}
+	case CORE_MSG_STOP: {
+		Rdzv__V1__Stop *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__stop__init(m);
+		m->generation = msg->u.stop.generation;
+		m->reason = (char *)msg->reason;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_STOP;
+		ev->stop = m;
+		break;
+	}
+	case CORE_MSG_CLOSED: {
+		Rdzv__V1__Closed *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__closed__init(m);
+		m->reason = (char *)msg->reason;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_CLOSED;
+		ev->closed = m;
+		break;
+	}
+	case CORE_MSG_FAILED: {
+		Rdzv__V1__Failed *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__failed__init(m);
+		m->reason = (char *)msg->reason;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_FAILED;
+		ev->failed = m;
+		break;
+	}
+	case CORE_MSG_EVICTED: {
+		Rdzv__V1__Evicted *m = arena_alloc(a, sizeof(*m));
+		rdzv__v1__evicted__init(m);
+		m->reason = (char *)msg->reason;
+		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_EVICTED;
+		ev->evicted = m;
+		break;
+	}
+	}
+}
+
+int
+caller_is_admin(struct grpc_call *call)
+{
+	return config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
+}
+
+void
+gpus_count(Rdzv__V1__GpuResult **gpus, size_t n, uint32_t *healthy,
+    uint32_t *total)
+{
+	*healthy = 0;
+	*total = (uint32_t)n;
+	for (size_t i = 0; i < n; i++)
+		if (gpus[i]->ok)
+			(*healthy)++;
+}
+
+void
+answer_job(struct grpc_call *call, void *rdzv_id)
+{
+	struct core_job *job = job_or_finish(call, rdzv_id);
+	struct arena a = { 0 };
+
+	if (job == NULL)
+		return;
+	grpc_call_reply(call, &job_to_pb(&a, job, turn_now(), 1, 10)->base);
+	arena_free(&a);
+}
+
+struct core_job *
+job_or_finish(struct grpc_call *call, const char *rdzv_id)
+{
+	struct core_job *job;
+	char err[512];
+
+	if (core_check_id(rdzv_id, err, sizeof(err)) != 0) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
+		return NULL;
+	}
+	if ((job = core_job_find(rdzvd.core, rdzv_id)) == NULL)
+		grpc_call_finish(call, GRPC_NOT_FOUND, "job %s not found",
+		    rdzv_id);
+	return job;
+}

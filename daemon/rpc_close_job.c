@@ -1,0 +1,23 @@
+/*
+ * Control.CloseJob: no new rounds; running workers finish (SPEC §4 rule 9).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzvd.h"
+
+void
+rpc_close_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__CloseJobRequest *req =
+	    (const Rdzv__V1__CloseJobRequest *)msg;
+	char err[512];
+
+	int rc = core_close(rdzvd.core, turn_now(), grpc_call_identity(call),
+	    caller_is_admin(call), req->rdzv_id, err, sizeof(err));
+	if (rc != GRPC_OK) {
+		grpc_call_finish(call, rc, "%s", err);
+		return;
+	}
+	turn_answer(call, answer_job, strdup(req->rdzv_id));
+}

@@ -1,0 +1,100 @@
+/*
+ * Rendezvous.Join: a new node, or a node resuming with its session_id. The
+ * call stays open as the node's stream (streams.c); the core's messages for
+ * it go out after this turn's commit.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "rdzvd.h"
+
+static int
+new_session(uint8_t id[CORE_SESSION_LEN])
+{
+	size_t have = 0;
+	while (have < CORE_SESSION_LEN) {
+		ssize_t n = getrandom(id + have, CORE_SESSION_LEN - have, 0);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n > 0)
+			have += (size_t)n;
+	}
+	return 0;
+}
+
+static int
+join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
+    struct core_node **node, char *err, size_t errlen)
+{
+	struct core_join j = {
+		.rdzv_id = req->rdzv_id,
+		.identity = grpc_call_identity(call),
+		.settings = {
+			.min_nodes = req->min_nodes,
+			.max_nodes = req->max_nodes,
+			.last_call_timeout_ms = req->last_call_timeout_ms,
+			.join_timeout_ms = req->join_timeout_ms,
+			.max_restarts = req->max_restarts,
+			.lease_ttl_ms = req->lease_ttl_ms,
+			.reconnect_grace_ms = req->reconnect_grace_ms,
+		},
+		.hostname = req->hostname,
+		/* By default a node is reached where its connection to us
+		 * comes from (SPEC §6). */
+		.advertise_addr = req->advertise_addr[0] != '\0' ?
+		    req->advertise_addr : grpc_call_peer(call),
+		.master_port = req->master_port,
+		.nproc = req->nproc,
+		.has_rank_hint = req->has_rank_hint,
+		.rank_hint = req->rank_hint,
+	};
+
+	if (req->hostname[0] == '\0') {
+		snprintf(err, errlen, "job %s: hostname is empty", req->rdzv_id);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	gpus_count(req->gpus, req->n_gpus, &j.gpus_healthy, &j.gpus_total);
+	if (new_session(j.session_id) != 0) {
+		snprintf(err, errlen, "no randomness for a session id: %s",
+		    strerror(errno));
+		return GRPC_INTERNAL;
+	}
+	return core_join(rdzvd.core, turn_now(), &j, node, err, errlen);
+}
+
+void
+rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__JoinRequest *req = (const Rdzv__V1__JoinRequest *)msg;
+	struct core_node *node = NULL;
+	char err[512];
+	int rc;
+
+	if (req->session_id.len == 0) {
+		rc = join(call, req, &node, err, sizeof(err));
+	} else if (req->session_id.len != CORE_SESSION_LEN) {
+		snprintf(err, sizeof(err), "session_id has %zu bytes, not %d",
+		    req->session_id.len, CORE_SESSION_LEN);
+		rc = GRPC_INVALID_ARGUMENT;
+	} else {
+		rc = core_resume(rdzvd.core, turn_now(),
+		    grpc_call_identity(call),
+		    req->rdzv_id[0] != '\0' ? req->rdzv_id : NULL,
+		    req->session_id.data, req->generation, &node, err,
+		    sizeof(err));
+	}
+	/* A refusal may still change state (a stale resume leaves). */
+	turn_schedule();
+	if (rc != GRPC_OK) {
+		log_debug("join %s from %s refused: %s", req->rdzv_id,
+		    grpc_call_identity(call), err);
+		grpc_call_finish(call, rc, "%s", err);
+		return;
+	}
+	log_debug("job %s: node %llu (%s) %s", node->job->rdzv_id,
+	    (unsigned long long)node->node_id, node->hostname,
+	    req->session_id.len ? "resumed" : "joined");
+	streams_attach(node, call);
+}

@@ -1,0 +1,33 @@
+/*
+ * Rendezvous.Leave: a planned leave (SPEC §4 rule 8). Answered after the
+ * commit that holds it.
+ */
+#include "rdzvd.h"
+
+static void
+answer(struct grpc_call *call, void *arg)
+{
+	Rdzv__V1__LeaveResponse resp = RDZV__V1__LEAVE_RESPONSE__INIT;
+	grpc_call_reply(call, &resp.base);
+}
+
+void
+rpc_leave(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__LeaveRequest *req = (const Rdzv__V1__LeaveRequest *)msg;
+	char err[512];
+
+	if (req->session_id.len != CORE_SESSION_LEN) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "session_id has "
+		    "%zu bytes, not %d", req->session_id.len, CORE_SESSION_LEN);
+		return;
+	}
+	int rc = core_leave(rdzvd.core, turn_now(), grpc_call_identity(call),
+	    req->session_id.data, req->reason[0] != '\0' ? req->reason :
+	    "the agent was told to stop", err, sizeof(err));
+	if (rc != GRPC_OK) {
+		grpc_call_finish(call, rc, "%s", err);
+		return;
+	}
+	turn_answer(call, answer, NULL);
+}

@@ -1,0 +1,54 @@
+/*
+ * Rendezvous.Report: a generation's outcome or new GPU results. Answered
+ * after the commit that holds it.
+ */
+#include <stdlib.h>
+
+#include "log.h"
+#include "rdzvd.h"
+
+static void
+answer(struct grpc_call *call, void *arg)
+{
+	Rdzv__V1__ReportResponse resp = RDZV__V1__REPORT_RESPONSE__INIT;
+	resp.restart_count = *(uint32_t *)arg;
+	grpc_call_reply(call, &resp.base);
+}
+
+void
+rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__ReportRequest *req = (const Rdzv__V1__ReportRequest *)msg;
+	struct core_report r = {
+		.session_id = req->session_id.data,
+		.generation = req->generation,
+		.outcome = (enum core_outcome)req->outcome,
+		.message = req->message[0] != '\0' ? req->message : NULL,
+		.has_gpus = req->n_gpus > 0,
+	};
+	uint32_t *restarts;
+	char err[512];
+
+	if (req->session_id.len != CORE_SESSION_LEN) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "session_id has "
+		    "%zu bytes, not %d", req->session_id.len, CORE_SESSION_LEN);
+		return;
+	}
+	if (req->outcome < RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED ||
+	    req->outcome > RDZV__V1__OUTCOME__OUTCOME_HEALTH) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT,
+		    "unknown outcome %d", (int)req->outcome);
+		return;
+	}
+	gpus_count(req->gpus, req->n_gpus, &r.gpus_healthy, &r.gpus_total);
+	if ((restarts = malloc(sizeof(*restarts))) == NULL)
+		fatal("rpc_report");
+	int rc = core_report(rdzvd.core, turn_now(), grpc_call_identity(call),
+	    &r, restarts, err, sizeof(err));
+	if (rc != GRPC_OK) {
+		free(restarts);
+		grpc_call_finish(call, rc, "%s", err);
+		return;
+	}
+	turn_answer(call, answer, restarts);
+}

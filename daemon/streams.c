@@ -1,0 +1,204 @@
+/*
+ * The Join stream of every connected node. A stream carries the node's
+ * messages from the core; its end (the agent's connection closed) starts the
+ * node's reconnect grace in the core. A connection that stays silent (no
+ * frame, not even a PING answer) for the job's lease_ttl ends the lease at
+ * once (SPEC §3). rdzvd PINGs connections silent for --keepalive, so the
+ * silence that counts is never shorter than twice that interval.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "rdzvd.h"
+
+#define SWEEP_MS	500
+
+struct stream {
+	struct grpc_call	*call;
+	uint64_t		 node_id;
+};
+
+static struct hash	 streams;
+static struct event	*sweep_ev;
+
+static int
+match_stream(const void *item, const void *key)
+{
+	return ((const struct stream *)item)->node_id == *(const uint64_t *)key;
+}
+
+static struct stream *
+find(uint64_t node_id)
+{
+	return hash_find(&streams, hash_u64(node_id), match_stream, &node_id);
+}
+
+static void
+detach(struct stream *s)
+{
+	hash_remove(&streams, hash_u64(s->node_id), s);
+	grpc_call_on_close(s->call, NULL, NULL);
+}
+
+/* The agent's side went away, or we finished the stream. */
+static void
+stream_closed(struct grpc_call *call, int cancelled, void *arg)
+{
+	struct stream *s = arg;
+	struct core_node *node = core_node_find(rdzvd.core, s->node_id);
+
+	hash_remove(&streams, hash_u64(s->node_id), s);
+	if (node != NULL) {
+		log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
+		    (unsigned long long)s->node_id);
+		core_disconnect(rdzvd.core, turn_now(), node);
+		turn_schedule();
+	}
+	free(s);
+}
+
+void
+streams_attach(struct core_node *node, struct grpc_call *call)
+{
+	struct stream *s = find(node->node_id);
+
+	if (s != NULL) {
+		/* A resume replaces the node's older stream. */
+		detach(s);
+		grpc_call_finish(s->call, GRPC_ABORTED, "node %llu resumed on "
+		    "another stream", (unsigned long long)node->node_id);
+		free(s);
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		fatal("streams_attach");
+	s->call = call;
+	s->node_id = node->node_id;
+	if (hash_insert(&streams, hash_u64(s->node_id), s) != 0)
+		fatal("streams_attach");
+	grpc_call_on_close(call, stream_closed, s);
+}
+
+void
+streams_send(struct core_node *node, const struct core_msg *msg)
+{
+	struct stream *s = find(node->node_id);
+	Rdzv__V1__JoinEvent ev = RDZV__V1__JOIN_EVENT__INIT;
+	struct arena a = { 0 };
+
+	if (s == NULL)
+		return;
+	msg_to_pb(&a, msg, &ev);
+	int rc = grpc_call_send(s->call, &ev.base);
+	arena_free(&a);
+	if (rc == -ENOBUFS) {
+		/* It does not read: end the stream; on resume it is told its
+		 * place afresh. */
+		grpc_call_finish(s->call, GRPC_RESOURCE_EXHAUSTED, "node %llu "
+		    "does not read its stream; resume to continue",
+		    (unsigned long long)node->node_id);
+		return;
+	}
+	switch (msg->kind) {
+	case CORE_MSG_CLOSED:
+	case CORE_MSG_FAILED:
+	case CORE_MSG_EVICTED:
+		grpc_call_finish(s->call, GRPC_OK, NULL);
+		break;
+	default:
+		break;
+	}
+}
+
+void
+streams_forget(uint64_t node_id)
+{
+	struct stream *s = find(node_id);
+
+	if (s == NULL)
+		return;
+	detach(s);
+	grpc_call_finish(s->call, GRPC_NOT_FOUND, "node %llu no longer exists",
+	    (unsigned long long)node_id);
+	free(s);
+}
+
+size_t
+streams_count(void)
+{
+	return streams.n;
+}
+
+/* Ends the leases of nodes whose connection has been silent too long. */
+static void
+sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
+	uint64_t *lost = NULL;
+	size_t n = 0, cap = 0;
+
+	for (size_t i = 0; i < streams.cap; i++) {
+		struct stream *s = streams.slots[i].item;
+		if (s == NULL)
+			continue;
+		struct core_node *node = core_node_find(rdzvd.core, s->node_id);
+		if (node == NULL)
+			continue;
+		uint64_t ttl = node->job->settings.lease_ttl_ms;
+		uint64_t seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+		if (ttl < floor)
+			ttl = floor;
+		if (now <= seen || now - seen <= ttl)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((lost = realloc(lost, cap * sizeof(*lost))) == NULL)
+				fatal("sweep");
+		}
+		lost[n++] = s->node_id;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct stream *s = find(lost[i]);
+		struct core_node *node = core_node_find(rdzvd.core, lost[i]);
+		log_info("job %s: node %llu: connection silent, lease ended",
+		    node->job->rdzv_id, (unsigned long long)lost[i]);
+		detach(s);
+		core_lease_lost(rdzvd.core, turn_now(), node);
+		grpc_call_finish(s->call, GRPC_UNAVAILABLE, "connection silent "
+		    "for longer than the lease (%u ms)",
+		    node->job->settings.lease_ttl_ms);
+		free(s);
+	}
+	free(lost);
+	if (n > 0)
+		turn_schedule();
+}
+
+void
+streams_init(void)
+{
+	struct timeval tv = { 0, SWEEP_MS * 1000 };
+
+	hash_init(&streams);
+	sweep_ev = event_new(rdzvd.base, -1, EV_PERSIST, sweep_cb, NULL);
+	if (sweep_ev == NULL || event_add(sweep_ev, &tv) != 0)
+		fatalx("streams_init: cannot create the sweep timer");
+}
+
+void
+streams_free(void)
+{
+	for (size_t i = 0; i < streams.cap; i++) {
+		struct stream *s = streams.slots[i].item;
+		if (s != NULL) {
+			grpc_call_on_close(s->call, NULL, NULL);
+			free(s);
+		}
+	}
+	hash_free(&streams);
+	if (sweep_ev != NULL)
+		event_free(sweep_ev);
+	sweep_ev = NULL;
+}

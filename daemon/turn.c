@@ -1,0 +1,174 @@
+/*
+ * The end of an event-loop turn. Every RPC handler and timer feeds the core
+ * and calls turn_schedule(); the flush event runs at the lowest priority, so
+ * it runs once after everything that arrived in this turn was handled. It
+ * writes all of the turn's changes in one transaction (group commit: ten
+ * thousand joins are one fsync, not ten thousand), and only then sends the
+ * nodes their messages, tells Watch streams and answers unary calls (SPEC
+ * §9: nothing is acknowledged before it is durable). A failed commit ends
+ * the daemon: memory and disk must not disagree.
+ */
+#include <stdlib.h>
+#include <sys/queue.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "rdzvd.h"
+#include "store.h"
+
+#define TURN_PRIORITY	2	/* the lowest of event_base_priority_init(3) */
+
+struct answer {
+	struct grpc_call	*call;
+	void			(*fn)(struct grpc_call *, void *);
+	void			*arg;
+	TAILQ_ENTRY(answer)	 entry;
+};
+TAILQ_HEAD(answers, answer);
+
+static struct event	*flush_ev;
+static struct event	*timer_ev;
+static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
+static uint64_t		 timer_at = UINT64_MAX;
+
+struct core_now
+turn_now(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (struct core_now){
+		.mono_ms = mono_ms(),
+		.wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000,
+	};
+}
+
+static void
+answer_gone(struct grpc_call *call, int cancelled, void *arg)
+{
+	struct answer *a = arg;
+	TAILQ_REMOVE(&answers, a, entry);
+	free(a->arg);
+	free(a);
+}
+
+void
+turn_answer(struct grpc_call *call, void (*fn)(struct grpc_call *, void *),
+    void *arg)
+{
+	struct answer *a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		fatal("turn_answer");
+	a->call = call;
+	a->fn = fn;
+	a->arg = arg;
+	TAILQ_INSERT_TAIL(&answers, a, entry);
+	grpc_call_on_close(call, answer_gone, a);
+	turn_schedule();
+}
+
+void
+turn_schedule(void)
+{
+	if (!event_pending(flush_ev, EV_TIMEOUT, NULL))
+		event_active(flush_ev, EV_TIMEOUT, 0);
+}
+
+static void
+arm_timer(void)
+{
+	uint64_t at = core_next_deadline(rdzvd.core), now = mono_ms();
+
+	if (at == timer_at)
+		return;
+	timer_at = at;
+	if (at == UINT64_MAX) {
+		event_del(timer_ev);
+		return;
+	}
+	uint64_t in = at > now ? at - now : 0;
+	struct timeval tv = { (time_t)(in / 1000), (suseconds_t)(in % 1000) * 1000 };
+	event_add(timer_ev, &tv);
+}
+
+void
+turn_flush(void)
+{
+	struct core *c = rdzvd.core;
+	struct core_node *node;
+	struct core_msg msg;
+	struct answer *a;
+	char err[512];
+
+	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0)
+		fatalx("database %s: commit failed, exiting so that memory "
+		    "and disk cannot disagree: %s", store_path(rdzvd.store),
+		    err);
+
+	while (core_outbox_pop(c, &node, &msg))
+		streams_send(node, &msg);
+	watch_jobs_changed();
+
+	/* Nodes the core dropped lose their streams. */
+	TAILQ_FOREACH(node, &c->removed_nodes, entry)
+		streams_forget(node->node_id);
+	struct core_job *job;
+	TAILQ_FOREACH(job, &c->removed_jobs, entry)
+		TAILQ_FOREACH(node, &job->nodes, entry)
+			streams_forget(node->node_id);
+	core_changes_clear(c);
+
+	/* Answering finishes the call, whose close callback unlinks it. */
+	while ((a = TAILQ_FIRST(&answers)) != NULL) {
+		TAILQ_REMOVE(&answers, a, entry);
+		grpc_call_on_close(a->call, NULL, NULL);
+		a->fn(a->call, a->arg);
+		free(a->arg);
+		free(a);
+	}
+	arm_timer();
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	turn_flush();
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	timer_at = UINT64_MAX;
+	core_advance(rdzvd.core, turn_now());
+	turn_schedule();
+}
+
+void
+turn_init(void)
+{
+	flush_ev = event_new(rdzvd.base, -1, 0, flush_cb, NULL);
+	timer_ev = evtimer_new(rdzvd.base, timer_cb, NULL);
+	if (flush_ev == NULL || timer_ev == NULL)
+		fatalx("turn_init: cannot create events");
+	event_priority_set(flush_ev, TURN_PRIORITY);
+	arm_timer();
+}
+
+void
+turn_free(void)
+{
+	struct answer *a;
+
+	while ((a = TAILQ_FIRST(&answers)) != NULL) {
+		TAILQ_REMOVE(&answers, a, entry);
+		grpc_call_on_close(a->call, NULL, NULL);
+		free(a->arg);
+		free(a);
+	}
+	if (flush_ev != NULL)
+		event_free(flush_ev);
+	if (timer_ev != NULL)
+		event_free(timer_ev);
+	flush_ev = timer_ev = NULL;
+}
