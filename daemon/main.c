@@ -56,6 +56,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
 	watch_free_all();
+	streams_shutdown();
 	/* Save the exact time left on open deadlines (SPEC §4 rule 11). */
 	core_checkpoint(rdzvd.core, turn_now());
 	turn_flush();

@@ -94,6 +94,8 @@ void		 streams_send(struct core_node *node, const struct core_msg *msg);
 /* Ends the streams of nodes the core removed. */
 void		 streams_forget(uint64_t node_id);
 size_t		 streams_count(void);
+/* Ends every stream without counting it as a disconnect (shutdown). */
+void		 streams_shutdown(void);
 
 /* rpc_watch.c */
 void		 watch_jobs_changed(void);

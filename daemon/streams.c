@@ -188,6 +188,25 @@ streams_init(void)
 }
 
 void
+streams_shutdown(void)
+{
+	for (size_t i = 0; i < streams.cap; i++) {
+		struct stream *s = streams.slots[i].item;
+		if (s == NULL)
+			continue;
+		/* Not a disconnect: the node keeps its place and resumes
+		 * when the daemon is back (SPEC §4 rule 11). */
+		grpc_call_on_close(s->call, NULL, NULL);
+		grpc_call_finish(s->call, GRPC_UNAVAILABLE, "rdzvd is shutting "
+		    "down; resume when it is back");
+		free(s);
+		streams.slots[i].item = NULL;
+	}
+	streams.n = 0;
+	event_del(sweep_ev);
+}
+
+void
 streams_free(void)
 {
 	for (size_t i = 0; i < streams.cap; i++) {
