@@ -61,3 +61,27 @@ def test_bench_usage():
     rc, _, err = run_bench("--server", "host:99999")
     assert rc == 2
     assert "port" in err
+
+
+JOIN_BENCH = rt.build_path("bench", "rdzv-join-bench")
+
+
+def test_join_bench_small_job(tmp_path):
+    # rdzv-join-bench with 20 agents: every one gets a consistent
+    # assignment in one generation and the figures are printed.
+    with rt.Daemon(tmp_path) as d:
+        p = subprocess.run([JOIN_BENCH, "--server", d.addr, "--nodes", "20",
+                            "--daemon-pid", str(d.pid), "--id", "smoke-join",
+                            "--timeout", "60"],
+                           capture_output=True, text=True, timeout=90)
+        assert p.returncode == 0, p.stderr + p.stdout
+        out = p.stdout
+        assert figure(out, "assigned") == 20
+        assert figure(out, "world size") == 20
+        assert figure(out, "generation") >= 1
+        assert figure(out, "last join to last assignment") >= 0
+        assert figure(out, "first connect to last assignment") >= \
+            figure(out, "last join to last assignment")
+        assert figure(out, "daemon cpu") >= 0
+        assert re.search(r"^sqlite transactions:\s+\S", out, re.M), out
+        assert d.stop() == 0
