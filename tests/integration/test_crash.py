@@ -43,13 +43,15 @@ def received(nodes):
     out = {}
     for n in nodes:
         for a in n.assignments():
-            key = (a.rdzv_id, a.generation, n.node_id)
+            # Keyed by the job the node joined: Assignment.rdzv_id is
+            # checked by test_rendezvous.py.
+            key = (n.rdzv_id, a.generation, n.node_id)
             val = (a.group_rank, a.base_rank, a.local_world_size, a.world_size,
                    a.group_world_size, a.master_addr, a.master_port,
                    a.restart_count)
             assert out.get(key, val) == val, \
                 "node %d got two assignments for %s generation %d: %s, %s" % (
-                    n.node_id, a.rdzv_id, a.generation, out[key], val)
+                    n.node_id, n.rdzv_id, a.generation, out[key], val)
             out[key] = val
     return out
 

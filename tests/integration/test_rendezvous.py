@@ -436,7 +436,7 @@ def test_identities_and_permissions(tmp_path):
         assert c.ctl().server_info().identity == "CN=alice"
         a1, a2 = c.node("a1"), c.node("a2")
         for n in (a1, a2):
-            n.join("e2e-owned", min_nodes=2, max_nodes=3, max_restarts=0)
+            n.join("e2e-owned", min_nodes=2, max_nodes=2, max_restarts=0)
         g = a1.wait_assignment().generation
         a2.wait_assignment()
         job = c.ctl().get_job("e2e-owned")
@@ -444,7 +444,7 @@ def test_identities_and_permissions(tmp_path):
 
         # Bob may not join, report, leave or operate on alice's job.
         code, details = join_code(c.node("b", creds=bob), "e2e-owned",
-                                  min_nodes=2, max_nodes=3)
+                                  min_nodes=2, max_nodes=2)
         assert code == PERMISSION_DENIED, (code, details)
         thief = c.node("thief", creds=bob)
         thief.rdzv_id, thief.session_id = "e2e-owned", a1.session_id
