@@ -1,0 +1,446 @@
+/*
+ * The SQLite store (SPEC §9), its group commit: at the end of every loop
+ * turn the core's changes go into one transaction, so ten thousand joins
+ * cost one fsync, and with WAL and synchronous=FULL a commit is on disk
+ * when COMMIT returns. Every statement is prepared once for the store's
+ * life. A failed commit poisons the store: memory is ahead of the disk,
+ * and only a restart (which reloads the disk) can make them agree again.
+ * Opening is in store_open.c, loading in store_load.c; docs/STORE.md is
+ * the operator's view of all this.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+
+int
+store_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* An SQLite failure: what we were doing, then SQLite's own words. */
+int
+store_sqlfail(struct store *s, char *err, size_t errlen, const char *what)
+{
+	return store_fail(err, errlen, "%s: %s (SQLite error %d)", what,
+	    sqlite3_errmsg(s->db), sqlite3_extended_errcode(s->db));
+}
+
+/*
+ * Binding parameters one after another; the first failure sticks and is
+ * checked once, so that every sqlite3_bind_* result is looked at without
+ * a test after each line.
+ */
+struct binder {
+	sqlite3_stmt	*st;
+	int		 i;
+	int		 rc;
+};
+
+static struct binder
+bind_start(sqlite3_stmt *st)
+{
+	struct binder	b = { st, 0, SQLITE_OK };
+
+	return b;
+}
+
+static void
+bind_i64(struct binder *b, int64_t v)
+{
+	b->i++;
+	if (b->rc == SQLITE_OK)
+		b->rc = sqlite3_bind_int64(b->st, b->i, (sqlite3_int64)v);
+}
+
+/* uint64_t round-trips bit for bit through SQLite's signed integer. */
+static void
+bind_u64(struct binder *b, uint64_t v)
+{
+	bind_i64(b, (int64_t)v);
+}
+
+static void
+bind_null(struct binder *b)
+{
+	b->i++;
+	if (b->rc == SQLITE_OK)
+		b->rc = sqlite3_bind_null(b->st, b->i);
+}
+
+/* The strings outlive the step: SQLITE_STATIC avoids a copy per row. */
+static void
+bind_text(struct binder *b, const char *v)
+{
+	b->i++;
+	if (b->rc == SQLITE_OK)
+		b->rc = v == NULL ? sqlite3_bind_null(b->st, b->i) :
+		    sqlite3_bind_text(b->st, b->i, v, -1, SQLITE_STATIC);
+}
+
+static void
+bind_blob(struct binder *b, const void *v, int len)
+{
+	b->i++;
+	if (b->rc == SQLITE_OK)
+		b->rc = sqlite3_bind_blob(b->st, b->i, v, len, SQLITE_STATIC);
+}
+
+/* A time left of -1 (none) is stored as NULL. */
+static void
+bind_left(struct binder *b, int64_t left)
+{
+	if (left < 0)
+		bind_null(b);
+	else
+		bind_i64(b, left);
+}
+
+/* Runs a bound statement that returns no rows, then resets it. */
+static int
+run(struct store *s, struct binder *b, char *err, size_t errlen,
+    const char *what)
+{
+	int	rc;
+
+	if (b->rc != SQLITE_OK) {
+		store_fail(err, errlen, "%s: binding parameter %d: %s", what, b->i,
+		    sqlite3_errstr(b->rc));
+		sqlite3_reset(b->st);
+		return -1;
+	}
+	rc = sqlite3_step(b->st);
+	if (rc != SQLITE_DONE) {
+		store_sqlfail(s, err, errlen, what);
+		sqlite3_reset(b->st);
+		sqlite3_clear_bindings(b->st);
+		return -1;
+	}
+	sqlite3_reset(b->st);
+	sqlite3_clear_bindings(b->st);
+	return 0;
+}
+
+static int
+gen_match(const void *item, const void *key)
+{
+	return strcmp(((const struct store_gen *)item)->rdzv_id, key) == 0;
+}
+
+static uint64_t
+gen_hash(const char *rdzv_id)
+{
+	return hash_bytes(rdzv_id, strlen(rdzv_id));
+}
+
+static struct store_gen *
+gen_find(struct store *s, const char *rdzv_id)
+{
+	return hash_find(&s->gens, gen_hash(rdzv_id), gen_match, rdzv_id);
+}
+
+struct store_gen *
+store_gen_get(struct store *s, const char *rdzv_id)
+{
+	struct store_gen	*g;
+
+	if ((g = gen_find(s, rdzv_id)) != NULL)
+		return g;
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		abort();
+	snprintf(g->rdzv_id, sizeof(g->rdzv_id), "%s", rdzv_id);
+	if (hash_insert(&s->gens, gen_hash(rdzv_id), g) != 0)
+		abort();
+	return g;
+}
+
+static void
+gen_forget(struct store *s, const char *rdzv_id)
+{
+	struct store_gen	*g;
+
+	if ((g = gen_find(s, rdzv_id)) == NULL)
+		return;
+	hash_remove(&s->gens, gen_hash(rdzv_id), g);
+	free(g);
+}
+
+void
+store_gen_clear(struct store *s)
+{
+	size_t	i;
+
+	for (i = 0; i < s->gens.cap; i++)
+		free(s->gens.slots[i].item);
+	hash_free(&s->gens);
+	hash_init(&s->gens);
+}
+
+/* ----------------------------------------------------------- group commit */
+
+static int
+put_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_JOB_PUT]);
+	char		what[64 + CORE_ID_MAX];
+
+	bind_text(&b, j->rdzv_id);
+	bind_text(&b, j->owner);
+	bind_i64(&b, j->settings.min_nodes);
+	bind_i64(&b, j->settings.max_nodes);
+	bind_i64(&b, j->settings.last_call_timeout_ms);
+	bind_i64(&b, j->settings.join_timeout_ms);
+	bind_i64(&b, j->settings.max_restarts);
+	bind_i64(&b, j->settings.lease_ttl_ms);
+	bind_i64(&b, j->settings.reconnect_grace_ms);
+	bind_text(&b, core_job_state_name(j->state));
+	bind_text(&b, j->reason);
+	bind_u64(&b, j->generation);
+	bind_i64(&b, j->restart_count);
+	bind_i64(&b, j->attempt);
+	bind_i64(&b, j->created_ms);
+	bind_i64(&b, j->updated_ms);
+	bind_i64(&b, j->ended_ms);
+	bind_u64(&b, j->event_seq);
+	bind_left(&b, j->last_call_left_ms);
+	bind_left(&b, j->join_left_ms);
+	snprintf(what, sizeof(what), "writing job %s", j->rdzv_id);
+	return run(s, &b, err, errlen, what);
+}
+
+static int
+put_node(struct store *s, const struct core_node *n, char *err,
+    size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_NODE_PUT]);
+	char		what[64 + CORE_ID_MAX];
+
+	bind_u64(&b, n->node_id);
+	bind_text(&b, n->job->rdzv_id);
+	bind_blob(&b, n->session_id, CORE_SESSION_LEN);
+	bind_text(&b, n->hostname);
+	bind_text(&b, n->advertise_addr);
+	bind_i64(&b, n->master_port);
+	bind_i64(&b, n->nproc);
+	if (n->has_rank_hint)
+		bind_i64(&b, n->rank_hint);
+	else
+		bind_null(&b);
+	bind_text(&b, core_node_state_name(n->state));
+	bind_i64(&b, n->group_rank);
+	bind_i64(&b, n->base_rank);
+	bind_u64(&b, n->generation);
+	bind_u64(&b, n->arrival);
+	bind_i64(&b, n->joined_ms);
+	bind_i64(&b, n->gpus_healthy);
+	bind_i64(&b, n->gpus_total);
+	bind_text(&b, n->reason);
+	snprintf(what, sizeof(what), "writing node %llu of job %s",
+	    (unsigned long long)n->node_id, n->job->rdzv_id);
+	return run(s, &b, err, errlen, what);
+}
+
+static int
+put_event(struct store *s, const struct core_event *e, char *err,
+    size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_EVENT_PUT]);
+	char		what[64 + CORE_ID_MAX];
+
+	bind_text(&b, e->job->rdzv_id);
+	bind_u64(&b, e->seq);
+	bind_i64(&b, e->wall_ms);
+	bind_u64(&b, e->generation);
+	bind_text(&b, e->kind);
+	bind_text(&b, e->message);
+	snprintf(what, sizeof(what), "writing event %llu of job %s",
+	    (unsigned long long)e->seq, e->job->rdzv_id);
+	return run(s, &b, err, errlen, what);
+}
+
+/*
+ * A job whose generation went up this turn completed a round: it is
+ * recorded with every member's place. A round superseded within the same
+ * turn (formed, then broken up again before the commit) left no members
+ * to record; its generation still counts as handed out.
+ */
+static int
+put_round(struct store *s, struct core *c, const struct core_job *j,
+    char *err, size_t errlen)
+{
+	struct store_gen	*g = store_gen_get(s, j->rdzv_id);
+	const struct core_node	*n;
+	struct binder		 b;
+	char			 what[96 + CORE_ID_MAX];
+	uint32_t		 i;
+
+	if (j->generation == g->generation)
+		return 0;
+	if (j->generation < g->generation)
+		return store_fail(err, errlen, "job %s: generation went back from "
+		    "%llu to %llu", j->rdzv_id,
+		    (unsigned long long)g->generation,
+		    (unsigned long long)j->generation);
+	g->generation = j->generation;
+	if (j->round_n == 0 || j->round[0]->generation != j->generation)
+		return 0;
+
+	snprintf(what, sizeof(what), "recording round %llu of job %s",
+	    (unsigned long long)j->generation, j->rdzv_id);
+	b = bind_start(s->st[ST_ROUND_PUT]);
+	bind_text(&b, j->rdzv_id);
+	bind_u64(&b, j->generation);
+	bind_i64(&b, j->world_size);
+	bind_text(&b, j->master_addr);
+	bind_i64(&b, j->master_port);
+	bind_i64(&b, j->restart_count);
+	bind_i64(&b, c->now.wall_ms);
+	if (run(s, &b, err, errlen, what) != 0)
+		return -1;
+	for (i = 0; i < j->round_n; i++) {
+		n = j->round[i];
+		b = bind_start(s->st[ST_ASSIGN_PUT]);
+		bind_text(&b, j->rdzv_id);
+		bind_u64(&b, j->generation);
+		bind_u64(&b, n->node_id);
+		bind_i64(&b, n->group_rank);
+		bind_i64(&b, n->base_rank);
+		bind_i64(&b, n->nproc);
+		if (run(s, &b, err, errlen, what) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+put_meta(struct store *s, uint64_t next_node_id, char *err, size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_META_PUT]);
+
+	bind_text(&b, "next_node_id");
+	bind_u64(&b, next_node_id);
+	return run(s, &b, err, errlen, "saving next_node_id");
+}
+
+static int
+del_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_JOB_DEL]);
+	char		what[64 + CORE_ID_MAX];
+
+	bind_text(&b, j->rdzv_id);
+	snprintf(what, sizeof(what), "deleting job %s", j->rdzv_id);
+	return run(s, &b, err, errlen, what);
+}
+
+static int
+del_node(struct store *s, const struct core_node *n, char *err,
+    size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_NODE_DEL]);
+	char		what[64];
+
+	bind_u64(&b, n->node_id);
+	snprintf(what, sizeof(what), "deleting node %llu",
+	    (unsigned long long)n->node_id);
+	return run(s, &b, err, errlen, what);
+}
+
+static bool
+turn_empty(const struct store *s, const struct core *c)
+{
+	return TAILQ_EMPTY(&c->removed_jobs) &&
+	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
+	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
+	    c->next_node_id == s->next_node_id;
+}
+
+/*
+ * The order matters: deletions first, so that a job removed and created
+ * again under the same id in one turn starts from no rows; then jobs
+ * before their nodes, events and rounds, which refer to them.
+ */
+static int
+commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+	size_t			 i;
+
+	TAILQ_FOREACH(j, &c->removed_jobs, entry) {
+		if (del_job(s, j, err, errlen) != 0)
+			return -1;
+		gen_forget(s, j->rdzv_id);
+	}
+	TAILQ_FOREACH(n, &c->removed_nodes, entry) {
+		if (del_node(s, n, err, errlen) != 0)
+			return -1;
+	}
+	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
+		if (put_job(s, j, err, errlen) != 0)
+			return -1;
+	}
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if (put_node(s, n, err, errlen) != 0)
+			return -1;
+	}
+	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
+		if (put_round(s, c, j, err, errlen) != 0)
+			return -1;
+	}
+	for (i = 0; i < c->n_new_events; i++) {
+		if (put_event(s, &c->new_events[i], err, errlen) != 0)
+			return -1;
+	}
+	if (c->next_node_id != s->next_node_id &&
+	    put_meta(s, c->next_node_id, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+int
+store_commit(struct store *s, struct core *c, char *err, size_t errlen)
+{
+	struct binder	b;
+
+	if (s->broken)
+		return store_fail(err, errlen, "an earlier commit failed; the "
+		    "database holds the state before it: restart rdzvd");
+	if (turn_empty(s, c))
+		return 0;
+	b = bind_start(s->st[ST_BEGIN]);
+	if (run(s, &b, err, errlen, "beginning a transaction") != 0)
+		goto bad;
+	if (commit_rows(s, c, err, errlen) != 0)
+		goto bad;
+	b = bind_start(s->st[ST_COMMIT]);
+	if (run(s, &b, err, errlen, "committing") != 0)
+		goto bad;
+	s->next_node_id = c->next_node_id;
+	s->transactions++;
+	return 0;
+
+bad:
+	/*
+	 * Never retried (SPEC §9): after a failed fsync the disk's state is
+	 * unknown, and memory is ahead of it either way.
+	 */
+	s->broken = true;
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_step(s->st[ST_ROLLBACK]);
+	sqlite3_reset(s->st[ST_ROLLBACK]);
+	return -1;
+}
+

@@ -1,0 +1,72 @@
+/*
+ * Shared by store*.c only: the store's struct, its prepared statements and
+ * the helpers the opening, committing and loading parts have in common.
+ */
+#ifndef RDZV_STORE_INT_H
+#define RDZV_STORE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "core.h"
+#include "hash.h"
+
+#define STORE_XSTR(x)	#x
+#define STORE_STR(x)	STORE_XSTR(x)
+
+#define JOB_COLS	"rdzv_id, owner, min_nodes, max_nodes, "	\
+	"last_call_timeout_ms, join_timeout_ms, max_restarts, lease_ttl_ms, " \
+	"reconnect_grace_ms, state, reason, generation, restart_count, "   \
+	"attempt, created_ms, updated_ms, ended_ms, event_seq, "	   \
+	"last_call_left_ms, join_left_ms"
+#define NODE_COLS	"node_id, rdzv_id, session_id, hostname, "	\
+	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \
+	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \
+	"gpus_total, reason"
+#define EVENT_COLS	"seq, wall_ms, generation, kind, message"
+
+/* The statements of a turn and of Control.ListEvents, prepared once. */
+enum {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_JOB_DEL,
+	ST_NODE_DEL,
+	ST_JOB_PUT,
+	ST_NODE_PUT,
+	ST_EVENT_PUT,
+	ST_ROUND_PUT,
+	ST_ASSIGN_PUT,
+	ST_META_PUT,
+	ST_EVENTS_GET,
+	ST_COUNT
+};
+
+/* The generation last recorded in rounds, per job. */
+struct store_gen {
+	uint64_t	generation;
+	char		rdzv_id[CORE_ID_MAX + 1];
+};
+
+struct store {
+	char		*path;
+	sqlite3		*db;
+	int		 lock_fd;
+	sqlite3_stmt	*st[ST_COUNT];
+	struct hash	 gens;		/* struct store_gen by rdzv_id */
+	uint64_t	 next_node_id;	/* as saved in meta */
+	uint64_t	 transactions;
+	bool		 broken;	/* a commit failed */
+	struct core_job	*loading;	/* whose events store_load reads */
+};
+
+/* store.c */
+int		 store_fail(char *, size_t, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+int		 store_sqlfail(struct store *, char *, size_t, const char *);
+struct store_gen *store_gen_get(struct store *, const char *rdzv_id);
+void		 store_gen_clear(struct store *);
+
+#endif

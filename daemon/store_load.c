@@ -1,0 +1,295 @@
+/*
+ * Loading the store into a fresh core after a daemon start (SPEC §4 rule
+ * 11), and reading a job's event history for Control.ListEvents.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+
+/* ---------------------------------------------------------------- loading */
+
+/* A column that must hold a 32-bit unsigned value. */
+static bool
+col_u32(sqlite3_stmt *st, int i, uint32_t *v)
+{
+	sqlite3_int64	x = sqlite3_column_int64(st, i);
+
+	if (sqlite3_column_type(st, i) != SQLITE_INTEGER || x < 0 ||
+	    x > UINT32_MAX)
+		return false;
+	*v = (uint32_t)x;
+	return true;
+}
+
+static const char *
+col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char	*t = sqlite3_column_text(st, i);
+
+	return t != NULL ? (const char *)t : "";
+}
+
+static int64_t
+col_left(sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return -1;
+	return sqlite3_column_int64(st, i);
+}
+
+static int
+job_state(const char *name)
+{
+	int	i;
+
+	for (i = CORE_JOB_WAITING; i <= CORE_JOB_FAILED; i++)
+		if (strcmp(core_job_state_name(i), name) == 0)
+			return i;
+	return 0;
+}
+
+static int
+node_state(const char *name)
+{
+	int	i;
+
+	for (i = 1; i < CORE_NODE_NSTATES; i++)
+		if (strcmp(core_node_state_name(i), name) == 0)
+			return i;
+	return 0;
+}
+
+static int
+row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_job		*j;
+	struct core_settings	*set;
+	const char		*id = col_text(st, 0);
+	bool			 ok;
+
+	if ((j = core_restore_job(c, id, col_text(st, 1))) == NULL)
+		return store_fail(err, errlen, "job '%s': invalid or duplicate id",
+		    id);
+	set = &j->settings;
+	ok = col_u32(st, 2, &set->min_nodes) &&
+	    col_u32(st, 3, &set->max_nodes) &&
+	    col_u32(st, 4, &set->last_call_timeout_ms) &&
+	    col_u32(st, 5, &set->join_timeout_ms) &&
+	    col_u32(st, 6, &set->max_restarts) &&
+	    col_u32(st, 7, &set->lease_ttl_ms) &&
+	    col_u32(st, 8, &set->reconnect_grace_ms) &&
+	    col_u32(st, 12, &j->restart_count) &&
+	    col_u32(st, 13, &j->attempt);
+	if (!ok)
+		return store_fail(err, errlen, "job %s: a setting or counter is "
+		    "out of range", id);
+	if ((j->state = job_state(col_text(st, 9))) == 0)
+		return store_fail(err, errlen, "job %s: unknown state '%s'", id,
+		    col_text(st, 9));
+	snprintf(j->reason, sizeof(j->reason), "%s", col_text(st, 10));
+	j->generation = (uint64_t)sqlite3_column_int64(st, 11);
+	j->created_ms = sqlite3_column_int64(st, 14);
+	j->updated_ms = sqlite3_column_int64(st, 15);
+	j->ended_ms = sqlite3_column_int64(st, 16);
+	j->event_seq = (uint64_t)sqlite3_column_int64(st, 17);
+	j->last_call_left_ms = col_left(st, 18);
+	j->join_left_ms = col_left(st, 19);
+	return 0;
+}
+
+static int
+row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+	uint64_t		 id = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_int64		 rank;
+	bool			 ok;
+
+	if ((j = core_job_find(c, col_text(st, 1))) == NULL)
+		return store_fail(err, errlen, "node %llu: no job '%s'",
+		    (unsigned long long)id, col_text(st, 1));
+	if (sqlite3_column_bytes(st, 2) != CORE_SESSION_LEN ||
+	    sqlite3_column_type(st, 2) != SQLITE_BLOB)
+		return store_fail(err, errlen, "node %llu: session_id is not %d "
+		    "bytes", (unsigned long long)id, CORE_SESSION_LEN);
+	n = core_restore_node(c, j, id, sqlite3_column_blob(st, 2),
+	    col_text(st, 3), col_text(st, 4));
+	if (n == NULL)
+		return store_fail(err, errlen, "node %llu: invalid or duplicate id "
+		    "or session", (unsigned long long)id);
+	n->has_rank_hint = sqlite3_column_type(st, 7) != SQLITE_NULL;
+	rank = sqlite3_column_int64(st, 9);
+	ok = col_u32(st, 5, &n->master_port) && col_u32(st, 6, &n->nproc) &&
+	    (!n->has_rank_hint || col_u32(st, 7, &n->rank_hint)) &&
+	    col_u32(st, 10, &n->base_rank) &&
+	    col_u32(st, 14, &n->gpus_healthy) &&
+	    col_u32(st, 15, &n->gpus_total) && rank >= -1 &&
+	    rank <= INT32_MAX;
+	if (!ok)
+		return store_fail(err, errlen, "node %llu of job %s: a value is out "
+		    "of range", (unsigned long long)id, j->rdzv_id);
+	if ((n->state = node_state(col_text(st, 8))) == 0)
+		return store_fail(err, errlen, "node %llu of job %s: unknown state "
+		    "'%s'", (unsigned long long)id, j->rdzv_id,
+		    col_text(st, 8));
+	n->group_rank = (int32_t)rank;
+	n->generation = (uint64_t)sqlite3_column_int64(st, 11);
+	n->arrival = (uint64_t)sqlite3_column_int64(st, 12);
+	n->joined_ms = sqlite3_column_int64(st, 13);
+	if (sqlite3_column_type(st, 16) != SQLITE_NULL)
+		core_node_set_reason(n, col_text(st, 16));
+	return 0;
+}
+
+static void
+event_fill(sqlite3_stmt *st, struct core_event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->seq = (uint64_t)sqlite3_column_int64(st, 0);
+	e->wall_ms = sqlite3_column_int64(st, 1);
+	e->generation = (uint64_t)sqlite3_column_int64(st, 2);
+	snprintf(e->kind, sizeof(e->kind), "%s", col_text(st, 3));
+	snprintf(e->message, sizeof(e->message), "%s", col_text(st, 4));
+}
+
+/* Runs a query, handing each row to fn; 0, or -1 with a message. */
+static int
+each_row(struct store *s, const char *sql, const char *bind_id,
+    int (*fn)(struct store *, struct core *, sqlite3_stmt *, char *, size_t),
+    struct core *c, char *err, size_t errlen)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return store_sqlfail(s, err, errlen, "reading the database");
+	if (bind_id != NULL && sqlite3_bind_text(st, 1, bind_id, -1,
+	    SQLITE_STATIC) != SQLITE_OK) {
+		store_sqlfail(s, err, errlen, "reading the database");
+		sqlite3_finalize(st);
+		return -1;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (fn(s, c, st, err, errlen) != 0) {
+			sqlite3_finalize(st);
+			return -1;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		store_sqlfail(s, err, errlen, "reading the database");
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* The job's latest events, oldest first, into its ring. */
+static int
+row_event(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_event	 e;
+
+	event_fill(st, &e);
+	core_restore_event(s->loading, &e);
+	return 0;
+}
+
+/*
+ * The generation last recorded for each job is the job's own: every
+ * generation up to it was recorded, or superseded within its turn. A round
+ * above it would be a generation that could be handed out twice.
+ */
+static int
+row_round(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_job	*j = core_job_find(c, col_text(st, 0));
+	uint64_t	 g = (uint64_t)sqlite3_column_int64(st, 1);
+
+	if (j != NULL && g > j->generation)
+		return store_fail(err, errlen, "job %s: round %llu is recorded but "
+		    "the job's generation is %llu", j->rdzv_id,
+		    (unsigned long long)g, (unsigned long long)j->generation);
+	return 0;
+}
+
+int
+store_load(struct store *s, struct core *c, struct core_now now, char *err,
+    size_t errlen)
+{
+	struct core_job	*j;
+	char		 e[CORE_REASON_MAX * 2];
+
+	if (c->n_jobs != 0)
+		return store_fail(err, errlen, "database %s: loading into a core "
+		    "that already has jobs", s->path);
+	store_gen_clear(s);
+	if (each_row(s, "SELECT " JOB_COLS " FROM jobs ORDER BY created_ms, "
+	    "rowid", NULL, row_job, c, e, sizeof(e)) != 0 ||
+	    each_row(s, "SELECT " NODE_COLS " FROM nodes ORDER BY node_id",
+	    NULL, row_node, c, e, sizeof(e)) != 0 ||
+	    each_row(s, "SELECT rdzv_id, max(generation) FROM rounds "
+	    "GROUP BY rdzv_id", NULL, row_round, c, e, sizeof(e)) != 0)
+		goto bad;
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		s->loading = j;
+		if (each_row(s, "SELECT " EVENT_COLS " FROM (SELECT * FROM "
+		    "events WHERE rdzv_id = ?1 ORDER BY seq DESC LIMIT "
+		    STORE_STR(CORE_EVENTS_KEPT) ") ORDER BY seq", j->rdzv_id,
+		    row_event, c, e, sizeof(e)) != 0)
+			goto bad;
+		store_gen_get(s, j->rdzv_id)->generation = j->generation;
+	}
+	s->loading = NULL;
+	if (core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
+		goto bad;
+	s->next_node_id = c->next_node_id;
+	return 0;
+
+bad:
+	s->loading = NULL;
+	return store_fail(err, errlen, "database %s: %s", s->path, e);
+}
+
+int
+store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
+    uint32_t limit, int (*cb)(const struct core_event *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt		*st = s->st[ST_EVENTS_GET];
+	struct core_event	 e;
+	int			 rc;
+
+	if (after_seq > INT64_MAX || limit == 0)
+		return 0;
+	if ((rc = sqlite3_bind_text(st, 1, rdzv_id, -1,
+	    SQLITE_STATIC)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)after_seq)) !=
+	    SQLITE_OK ||
+	    (rc = sqlite3_bind_int64(st, 3, limit)) != SQLITE_OK) {
+		sqlite3_clear_bindings(st);
+		return store_fail(err, errlen, "reading events of job %s: %s",
+		    rdzv_id, sqlite3_errstr(rc));
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		event_fill(st, &e);
+		if (cb(&e, arg) != 0) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		store_sqlfail(s, err, errlen, "reading events");
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}

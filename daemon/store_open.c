@@ -1,0 +1,492 @@
+/*
+ * Opening the store: the lock that keeps a second rdzvd off the database,
+ * the checks that refuse a file rdzvd must not touch (not SQLite, damaged,
+ * someone else's, or from a newer rdzvd), the durability settings, and
+ * the schema migrations.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+
+/*
+ * Schema migrations: entry i takes user_version i to i + 1, and each runs
+ * in its own transaction with the version bump. A v2 is one more string.
+ * Node and job states are stored by name so that an operator's sqlite3
+ * session reads them; the code maps them back with the core's names.
+ */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE meta ("
+	"  key TEXT PRIMARY KEY NOT NULL,"
+	"  value NOT NULL);"
+	"CREATE TABLE jobs ("
+	"  rdzv_id TEXT PRIMARY KEY NOT NULL,"
+	"  owner TEXT NOT NULL,"
+	"  min_nodes INTEGER NOT NULL,"
+	"  max_nodes INTEGER NOT NULL,"
+	"  last_call_timeout_ms INTEGER NOT NULL,"
+	"  join_timeout_ms INTEGER NOT NULL,"
+	"  max_restarts INTEGER NOT NULL,"
+	"  lease_ttl_ms INTEGER NOT NULL,"
+	"  reconnect_grace_ms INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  restart_count INTEGER NOT NULL,"
+	"  attempt INTEGER NOT NULL,"
+	"  created_ms INTEGER NOT NULL,"
+	"  updated_ms INTEGER NOT NULL,"
+	"  ended_ms INTEGER NOT NULL,"
+	"  event_seq INTEGER NOT NULL,"
+	"  last_call_left_ms INTEGER,"
+	"  join_left_ms INTEGER);"
+	"CREATE TABLE nodes ("
+	"  node_id INTEGER PRIMARY KEY,"
+	"  rdzv_id TEXT NOT NULL REFERENCES jobs (rdzv_id) ON DELETE CASCADE,"
+	"  session_id BLOB NOT NULL UNIQUE,"
+	"  hostname TEXT NOT NULL,"
+	"  advertise_addr TEXT NOT NULL,"
+	"  master_port INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  rank_hint INTEGER,"
+	"  state TEXT NOT NULL,"
+	"  group_rank INTEGER NOT NULL,"
+	"  base_rank INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  arrival INTEGER NOT NULL,"
+	"  joined_ms INTEGER NOT NULL,"
+	"  gpus_healthy INTEGER NOT NULL,"
+	"  gpus_total INTEGER NOT NULL,"
+	"  reason TEXT);"
+	"CREATE INDEX nodes_by_job ON nodes (rdzv_id);"
+	"CREATE TABLE events ("
+	"  rdzv_id TEXT NOT NULL REFERENCES jobs (rdzv_id) ON DELETE CASCADE,"
+	"  seq INTEGER NOT NULL,"
+	"  wall_ms INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  message TEXT NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, seq)) WITHOUT ROWID;"
+	"CREATE TABLE rounds ("
+	"  rdzv_id TEXT NOT NULL REFERENCES jobs (rdzv_id) ON DELETE CASCADE,"
+	"  generation INTEGER NOT NULL,"
+	"  world_size INTEGER NOT NULL,"
+	"  master_addr TEXT NOT NULL,"
+	"  master_port INTEGER NOT NULL,"
+	"  restart_count INTEGER NOT NULL,"
+	"  formed_ms INTEGER NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, generation)) WITHOUT ROWID;"
+	"CREATE TABLE assignments ("
+	"  rdzv_id TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  node_id INTEGER NOT NULL,"
+	"  group_rank INTEGER NOT NULL,"
+	"  base_rank INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, generation, node_id),"
+	"  FOREIGN KEY (rdzv_id, generation)"
+	"    REFERENCES rounds (rdzv_id, generation) ON DELETE CASCADE)"
+	"  WITHOUT ROWID;",
+};
+#define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static const char *const statements[ST_COUNT] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_JOB_DEL] = "DELETE FROM jobs WHERE rdzv_id = ?1",
+	[ST_NODE_DEL] = "DELETE FROM nodes WHERE node_id = ?1",
+	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
+	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+	    "?18, ?19, ?20) ON CONFLICT (rdzv_id) DO UPDATE SET "
+	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
+	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
+	    "max_restarts = ?7, lease_ttl_ms = ?8, reconnect_grace_ms = ?9, "
+	    "state = ?10, reason = ?11, generation = ?12, "
+	    "restart_count = ?13, attempt = ?14, created_ms = ?15, "
+	    "updated_ms = ?16, ended_ms = ?17, event_seq = ?18, "
+	    "last_call_left_ms = ?19, join_left_ms = ?20",
+	[ST_NODE_PUT] = "INSERT INTO nodes (" NODE_COLS ") VALUES (?1, ?2, "
+	    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+	    "?17) ON CONFLICT (node_id) DO UPDATE SET rdzv_id = ?2, "
+	    "session_id = ?3, hostname = ?4, advertise_addr = ?5, "
+	    "master_port = ?6, nproc = ?7, rank_hint = ?8, state = ?9, "
+	    "group_rank = ?10, base_rank = ?11, generation = ?12, "
+	    "arrival = ?13, joined_ms = ?14, gpus_healthy = ?15, "
+	    "gpus_total = ?16, reason = ?17",
+	[ST_EVENT_PUT] = "INSERT INTO events (rdzv_id, " EVENT_COLS ") "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	/* Plain INSERTs: a generation recorded twice must fail loudly. */
+	[ST_ROUND_PUT] = "INSERT INTO rounds (rdzv_id, generation, "
+	    "world_size, master_addr, master_port, restart_count, formed_ms) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_ASSIGN_PUT] = "INSERT INTO assignments (rdzv_id, generation, "
+	    "node_id, group_rank, base_rank, nproc) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_META_PUT] = "INSERT INTO meta (key, value) VALUES (?1, ?2) "
+	    "ON CONFLICT (key) DO UPDATE SET value = ?2",
+	[ST_EVENTS_GET] = "SELECT " EVENT_COLS " FROM events "
+	    "WHERE rdzv_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+};
+
+/* --------------------------------------------------------------- opening */
+
+/* Creates the missing directories above path, 0700 each. */
+static int
+make_parents(const char *path, char *err, size_t errlen)
+{
+	struct stat	 sb;
+	char		*dir, *p;
+	int		 rc = 0;
+
+	if ((dir = strdup(path)) == NULL)
+		return store_fail(err, errlen, "%s: out of memory", path);
+	for (p = strchr(dir + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		if (stat(dir, &sb) != 0) {
+			if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+				rc = store_fail(err, errlen, "database %s: cannot "
+				    "create directory %s: %s", path, dir,
+				    strerror(errno));
+				break;
+			}
+		} else if (!S_ISDIR(sb.st_mode)) {
+			rc = store_fail(err, errlen, "database %s: %s is not a "
+			    "directory", path, dir);
+			break;
+		}
+		*p = '/';
+	}
+	free(dir);
+	return rc;
+}
+
+/*
+ * One rdzvd per database: an open-file-description lock on "<path>.lock"
+ * conflicts with any other holder, even in the same process, and goes away
+ * with the process however it dies. The holder's pid in the file makes the
+ * refusal say who. The database itself is not locked, so operators can
+ * still read it with the sqlite3 CLI while rdzvd runs.
+ */
+static int
+lock_take(struct store *s, char *err, size_t errlen)
+{
+	struct flock	 fl;
+	char		*lockpath, pid[32];
+	ssize_t		 n;
+	int		 fd, saved;
+
+	if (asprintf(&lockpath, "%s.lock", s->path) == -1)
+		return store_fail(err, errlen, "%s: out of memory", s->path);
+	fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		saved = errno;
+		store_fail(err, errlen, "database %s: cannot open its lock file "
+		    "%s: %s", s->path, lockpath, strerror(saved));
+		free(lockpath);
+		return -1;
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+#ifdef F_OFD_SETLK
+	if (fcntl(fd, F_OFD_SETLK, &fl) == -1) {
+#else
+	if (fcntl(fd, F_SETLK, &fl) == -1) {
+#endif
+		saved = errno;
+		if (saved == EAGAIN || saved == EACCES) {
+			n = pread(fd, pid, sizeof(pid) - 1, 0);
+			pid[n > 0 ? n : 0] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+			store_fail(err, errlen, "database %s is in use by another "
+			    "rdzvd (pid %s holds %s); stop it or use another "
+			    "--db", s->path, pid[0] != '\0' ? pid : "unknown",
+			    lockpath);
+		} else
+			store_fail(err, errlen, "database %s: cannot lock %s: %s",
+			    s->path, lockpath, strerror(saved));
+		close(fd);
+		free(lockpath);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+		saved = errno;
+		store_fail(err, errlen, "database %s: cannot write %s: %s", s->path,
+		    lockpath, strerror(saved));
+		close(fd);
+		free(lockpath);
+		return -1;
+	}
+	free(lockpath);
+	s->lock_fd = fd;
+	return 0;
+}
+
+/* A PRAGMA or query that yields one integer. */
+static int
+query_int(struct store *s, const char *sql, int64_t *out)
+{
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if ((rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL)) != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		rc = SQLITE_OK;
+	}
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(st);	/* keeps the step's error message */
+		return rc;
+	}
+	return sqlite3_finalize(st);
+}
+
+/* A PRAGMA that yields one text, copied into buf. */
+static int
+query_text(struct store *s, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt		*st;
+	const unsigned char	*t;
+	int			 rc;
+
+	if ((rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL)) != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		t = sqlite3_column_text(st, 0);
+		snprintf(buf, len, "%s", t != NULL ? (const char *)t : "");
+		rc = SQLITE_OK;
+	}
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return rc;
+	}
+	return sqlite3_finalize(st);
+}
+
+/*
+ * Reads the schema version and checks the file before anything writes to
+ * it: a file that is not SQLite, is damaged, belongs to another program or
+ * comes from a newer rdzvd is refused untouched.
+ */
+static int
+check_file(struct store *s, int64_t *version, char *err, size_t errlen)
+{
+	char	ok[256];
+	int64_t	tables;
+
+	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
+		return store_fail(err, errlen, "database %s cannot be read: %s; "
+		    "rdzvd never overwrites a database: move it aside or use "
+		    "another --db", s->path, sqlite3_errmsg(s->db));
+	if (*version > STORE_SCHEMA)
+		return store_fail(err, errlen, "database %s has schema version "
+		    "%lld, newer than version %d that this rdzvd knows; run "
+		    "the newer rdzvd that wrote it, or use another --db",
+		    s->path, (long long)*version, STORE_SCHEMA);
+	if (*version < 0)
+		return store_fail(err, errlen, "database %s has schema version "
+		    "%lld, which no rdzvd writes", s->path,
+		    (long long)*version);
+	if (*version == 0) {
+		if (query_int(s, "SELECT count(*) FROM sqlite_master",
+		    &tables) != SQLITE_OK)
+			return store_fail(err, errlen, "database %s cannot be read: "
+			    "%s", s->path, sqlite3_errmsg(s->db));
+		if (tables > 0)
+			return store_fail(err, errlen, "database %s holds tables but "
+			    "no rdzv schema version: it belongs to something "
+			    "else; use another --db", s->path);
+	}
+	if (query_text(s, "PRAGMA quick_check", ok, sizeof(ok)) != SQLITE_OK)
+		return store_fail(err, errlen, "database %s cannot be checked: %s",
+		    s->path, sqlite3_errmsg(s->db));
+	if (strcmp(ok, "ok") != 0)
+		return store_fail(err, errlen, "database %s is damaged (%s); restore "
+		    "it from a backup or move it aside", s->path, ok);
+	return 0;
+}
+
+/* WAL, FULL, foreign keys: each checked, as a PRAGMA can silently no-op. */
+static int
+set_pragmas(struct store *s, char *err, size_t errlen)
+{
+	char	mode[32];
+	int64_t	v;
+
+	if (sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK)
+		return store_sqlfail(s, err, errlen, "setting the busy timeout");
+	if (query_text(s, "PRAGMA journal_mode = WAL", mode,
+	    sizeof(mode)) != SQLITE_OK)
+		return store_fail(err, errlen, "database %s: cannot enable WAL: %s",
+		    s->path, sqlite3_errmsg(s->db));
+	if (strcmp(mode, "wal") != 0)
+		return store_fail(err, errlen, "database %s: journal mode is %s, not "
+		    "wal; is it on a file system without shared memory (NFS)?",
+		    s->path, mode);
+	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL; "
+	    "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
+		return store_fail(err, errlen, "database %s: %s", s->path,
+		    sqlite3_errmsg(s->db));
+	if (query_int(s, "PRAGMA synchronous", &v) != SQLITE_OK || v != 2)
+		return store_fail(err, errlen, "database %s: synchronous=FULL did "
+		    "not take", s->path);
+	if (query_int(s, "PRAGMA foreign_keys", &v) != SQLITE_OK || v != 1)
+		return store_fail(err, errlen, "database %s: this SQLite has no "
+		    "foreign key support", s->path);
+	return 0;
+}
+
+/* Applies migrations[from..], each with its version bump, atomically. */
+static int
+migrate(struct store *s, int64_t from, char *err, size_t errlen)
+{
+	char	sql[64];
+	int64_t	v;
+	int	i;
+
+	for (i = (int)from; i < STORE_SCHEMA; i++) {
+		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL,
+		    NULL) != SQLITE_OK)
+			return store_fail(err, errlen, "database %s: migrating to "
+			    "schema %d: %s", s->path, i + 1,
+			    sqlite3_errmsg(s->db));
+		/* Another process may have migrated since we looked. */
+		if (query_int(s, "PRAGMA user_version", &v) != SQLITE_OK)
+			goto bad;
+		if (v > i) {
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			return store_fail(err, errlen, "database %s: schema changed "
+			    "underneath (version %lld)", s->path,
+			    (long long)v);
+		}
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", i + 1);
+		if (sqlite3_exec(s->db, migrations[i], NULL, NULL,
+		    NULL) != SQLITE_OK ||
+		    sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+		    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+			goto bad;
+	}
+	return 0;
+
+bad:
+	store_fail(err, errlen, "database %s: migrating to schema %d: %s", s->path,
+	    i + 1, sqlite3_errmsg(s->db));
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+int
+store_open(const char *path, struct store **out, char *err, size_t errlen)
+{
+	struct store	*s;
+	int64_t		 version, next = 1;
+	int		 fd, i;
+
+	*out = NULL;
+	if (path == NULL || *path == '\0')
+		return store_fail(err, errlen, "no database path");
+	if ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (s->path = strdup(path)) == NULL) {
+		free(s);
+		return store_fail(err, errlen, "%s: out of memory", path);
+	}
+	s->lock_fd = -1;
+	hash_init(&s->gens);
+	if (make_parents(path, err, errlen) != 0 ||
+	    lock_take(s, err, errlen) != 0)
+		goto bad;
+
+	/* A new database is created here, private: it holds session tokens. */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd != -1)
+		close(fd);
+	else if (errno != EEXIST) {
+		store_fail(err, errlen, "cannot create database %s: %s", path,
+		    strerror(errno));
+		goto bad;
+	}
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		store_fail(err, errlen, "cannot open database %s: %s%s%s", path,
+		    s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory",
+		    s->db != NULL && sqlite3_system_errno(s->db) != 0 ? ": " :
+		    "", s->db != NULL && sqlite3_system_errno(s->db) != 0 ?
+		    strerror(sqlite3_system_errno(s->db)) : "");
+		goto bad;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	if (check_file(s, &version, err, errlen) != 0 ||
+	    set_pragmas(s, err, errlen) != 0 ||
+	    migrate(s, version, err, errlen) != 0)
+		goto bad;
+	for (i = 0; i < ST_COUNT; i++) {
+		if (sqlite3_prepare_v3(s->db, statements[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) != SQLITE_OK) {
+			store_fail(err, errlen, "database %s: preparing \"%s\": %s",
+			    path, statements[i], sqlite3_errmsg(s->db));
+			goto bad;
+		}
+	}
+	if (query_int(s, "SELECT coalesce((SELECT value FROM meta WHERE "
+	    "key = 'next_node_id'), 1)", &next) != SQLITE_OK) {
+		store_fail(err, errlen, "database %s: reading meta: %s", path,
+		    sqlite3_errmsg(s->db));
+		goto bad;
+	}
+	s->next_node_id = (uint64_t)next;
+	*out = s;
+	return 0;
+
+bad:
+	store_close(s);
+	return -1;
+}
+
+void
+store_close(struct store *s)
+{
+	int	i;
+
+	if (s == NULL)
+		return;
+	for (i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(s->st[i]);
+	/* Checkpoints the WAL into the database and removes it. */
+	if (s->db != NULL)
+		sqlite3_close(s->db);
+	if (s->lock_fd != -1)
+		close(s->lock_fd);
+	store_gen_clear(s);
+	hash_free(&s->gens);
+	free(s->path);
+	free(s);
+}
+
+uint64_t
+store_transactions(const struct store *s)
+{
+	return s->transactions;
+}
+
+const char *
+store_path(const struct store *s)
+{
+	return s->path;
+}
+
