@@ -53,6 +53,7 @@ struct agent {
 	struct grpc_ccall	*join;
 	char			 hostname[32];
 	int			 connected;
+	uint64_t		 t_connected;	/* its Health/Check answered */
 	int			 assigned;
 	uint32_t		 group_rank;
 };
@@ -291,6 +292,7 @@ on_check_done(struct grpc_ccall *cc, int status, const char *message,
 		return;
 	}
 	a->connected = 1;
+	a->t_connected = now_us();
 	if (++b->n_connected == b->n) {
 		b->t_connected = now_us();
 		send_joins(b);
@@ -314,6 +316,40 @@ static double
 ms(uint64_t from, uint64_t to)
 {
 	return (double)(to - from) / 1000.0;
+}
+
+static int
+cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * Prints when the agents' connections were ready, as percentiles from the
+ * first connect: a tail near 1 s or 3 s means SYNs were dropped (a listen
+ * queue overflowed) and retransmitted.
+ */
+static void
+print_connect_spread(const struct bench *b)
+{
+	uint64_t *t;
+	int n = 0;
+
+	if ((t = calloc((size_t)b->n, sizeof(*t))) == NULL)
+		return;
+	for (int i = 0; i < b->n; i++)
+		if (b->agents[i].connected)
+			t[n++] = b->agents[i].t_connected - b->t_first_connect;
+	if (n > 0) {
+		qsort(t, (size_t)n, sizeof(*t), cmp_u64);
+		printf("connect p50/p99/max:   %.1f / %.1f / %.1f ms\n",
+		    (double)t[n / 2] / 1000.0,
+		    (double)t[(size_t)((double)(n - 1) * 0.99)] / 1000.0,
+		    (double)t[n - 1] / 1000.0);
+	}
+	free(t);
 }
 
 int
@@ -468,6 +504,7 @@ main(int argc, char **argv)
 		printf("world size:            %u\n", b.world_size);
 		printf("connect all:           %.1f ms\n",
 		    ms(b.t_first_connect, b.t_connected));
+		print_connect_spread(&b);
 		printf("last join to last assignment: %.1f ms\n",
 		    ms(b.t_last_join_sent, b.t_last_assignment));
 		printf("first connect to last assignment: %.1f ms\n",
