@@ -19,8 +19,11 @@
 #include "store.h"
 #include "store_int.h"
 
-int
-store_fail(char *err, size_t errlen, const char *fmt, ...)
+static int fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list	ap;
 
@@ -34,7 +37,7 @@ store_fail(char *err, size_t errlen, const char *fmt, ...)
 int
 store_sqlfail(struct store *s, char *err, size_t errlen, const char *what)
 {
-	return store_fail(err, errlen, "%s: %s (SQLite error %d)", what,
+	return fail(err, errlen, "%s: %s (SQLite error %d)", what,
 	    sqlite3_errmsg(s->db), sqlite3_extended_errcode(s->db));
 }
 
@@ -116,7 +119,7 @@ run(struct store *s, struct binder *b, char *err, size_t errlen,
 	int	rc;
 
 	if (b->rc != SQLITE_OK) {
-		store_fail(err, errlen, "%s: binding parameter %d: %s", what, b->i,
+		fail(err, errlen, "%s: binding parameter %d: %s", what, b->i,
 		    sqlite3_errstr(b->rc));
 		sqlite3_reset(b->st);
 		return -1;
@@ -289,7 +292,7 @@ put_round(struct store *s, struct core *c, const struct core_job *j,
 	if (j->generation == g->generation)
 		return 0;
 	if (j->generation < g->generation)
-		return store_fail(err, errlen, "job %s: generation went back from "
+		return fail(err, errlen, "job %s: generation went back from "
 		    "%llu to %llu", j->rdzv_id,
 		    (unsigned long long)g->generation,
 		    (unsigned long long)j->generation);
@@ -416,7 +419,7 @@ store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 	struct binder	b;
 
 	if (s->broken)
-		return store_fail(err, errlen, "an earlier commit failed; the "
+		return fail(err, errlen, "an earlier commit failed; the "
 		    "database holds the state before it: restart rdzvd");
 	if (turn_empty(s, c))
 		return 0;

@@ -63,8 +63,6 @@ struct store {
 };
 
 /* store.c */
-int		 store_fail(char *, size_t, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
 int		 store_sqlfail(struct store *, char *, size_t, const char *);
 struct store_gen *store_gen_get(struct store *, const char *rdzv_id);
 void		 store_gen_clear(struct store *);

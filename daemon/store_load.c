@@ -2,6 +2,7 @@
  * Loading the store into a fresh core after a daemon start (SPEC §4 rule
  * 11), and reading a job's event history for Control.ListEvents.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,20 @@
 
 #include "store.h"
 #include "store_int.h"
+
+static int fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
 
 /* ---------------------------------------------------------------- loading */
 
@@ -73,7 +88,7 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	bool			 ok;
 
 	if ((j = core_restore_job(c, id, col_text(st, 1))) == NULL)
-		return store_fail(err, errlen, "job '%s': invalid or duplicate id",
+		return fail(err, errlen, "job '%s': invalid or duplicate id",
 		    id);
 	set = &j->settings;
 	ok = col_u32(st, 2, &set->min_nodes) &&
@@ -86,10 +101,10 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 12, &j->restart_count) &&
 	    col_u32(st, 13, &j->attempt);
 	if (!ok)
-		return store_fail(err, errlen, "job %s: a setting or counter is "
+		return fail(err, errlen, "job %s: a setting or counter is "
 		    "out of range", id);
 	if ((j->state = job_state(col_text(st, 9))) == 0)
-		return store_fail(err, errlen, "job %s: unknown state '%s'", id,
+		return fail(err, errlen, "job %s: unknown state '%s'", id,
 		    col_text(st, 9));
 	snprintf(j->reason, sizeof(j->reason), "%s", col_text(st, 10));
 	j->generation = (uint64_t)sqlite3_column_int64(st, 11);
@@ -113,16 +128,16 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	bool			 ok;
 
 	if ((j = core_job_find(c, col_text(st, 1))) == NULL)
-		return store_fail(err, errlen, "node %llu: no job '%s'",
+		return fail(err, errlen, "node %llu: no job '%s'",
 		    (unsigned long long)id, col_text(st, 1));
 	if (sqlite3_column_bytes(st, 2) != CORE_SESSION_LEN ||
 	    sqlite3_column_type(st, 2) != SQLITE_BLOB)
-		return store_fail(err, errlen, "node %llu: session_id is not %d "
+		return fail(err, errlen, "node %llu: session_id is not %d "
 		    "bytes", (unsigned long long)id, CORE_SESSION_LEN);
 	n = core_restore_node(c, j, id, sqlite3_column_blob(st, 2),
 	    col_text(st, 3), col_text(st, 4));
 	if (n == NULL)
-		return store_fail(err, errlen, "node %llu: invalid or duplicate id "
+		return fail(err, errlen, "node %llu: invalid or duplicate id "
 		    "or session", (unsigned long long)id);
 	n->has_rank_hint = sqlite3_column_type(st, 7) != SQLITE_NULL;
 	rank = sqlite3_column_int64(st, 9);
@@ -133,10 +148,10 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 15, &n->gpus_total) && rank >= -1 &&
 	    rank <= INT32_MAX;
 	if (!ok)
-		return store_fail(err, errlen, "node %llu of job %s: a value is out "
+		return fail(err, errlen, "node %llu of job %s: a value is out "
 		    "of range", (unsigned long long)id, j->rdzv_id);
 	if ((n->state = node_state(col_text(st, 8))) == 0)
-		return store_fail(err, errlen, "node %llu of job %s: unknown state "
+		return fail(err, errlen, "node %llu of job %s: unknown state "
 		    "'%s'", (unsigned long long)id, j->rdzv_id,
 		    col_text(st, 8));
 	n->group_rank = (int32_t)rank;
@@ -159,35 +174,26 @@ event_fill(sqlite3_stmt *st, struct core_event *e)
 	snprintf(e->message, sizeof(e->message), "%s", col_text(st, 4));
 }
 
-/* Runs a query, handing each row to fn; 0, or -1 with a message. */
+/* Steps a prepared query, handing each row to fn; 0, or -1 + message. */
 static int
-each_row(struct store *s, const char *sql, const char *bind_id,
+each_row(struct store *s, sqlite3_stmt *st,
     int (*fn)(struct store *, struct core *, sqlite3_stmt *, char *, size_t),
     struct core *c, char *err, size_t errlen)
 {
-	sqlite3_stmt	*st;
-	int		 rc;
+	int	rc;
 
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return store_sqlfail(s, err, errlen, "reading the database");
-	if (bind_id != NULL && sqlite3_bind_text(st, 1, bind_id, -1,
-	    SQLITE_STATIC) != SQLITE_OK) {
-		store_sqlfail(s, err, errlen, "reading the database");
-		sqlite3_finalize(st);
-		return -1;
-	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (fn(s, c, st, err, errlen) != 0) {
-			sqlite3_finalize(st);
+			sqlite3_reset(st);
 			return -1;
 		}
 	}
 	if (rc != SQLITE_DONE) {
 		store_sqlfail(s, err, errlen, "reading the database");
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		return -1;
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	return 0;
 }
 
@@ -216,9 +222,43 @@ row_round(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	uint64_t	 g = (uint64_t)sqlite3_column_int64(st, 1);
 
 	if (j != NULL && g > j->generation)
-		return store_fail(err, errlen, "job %s: round %llu is recorded but "
+		return fail(err, errlen, "job %s: round %llu is recorded but "
 		    "the job's generation is %llu", j->rdzv_id,
 		    (unsigned long long)g, (unsigned long long)j->generation);
+	return 0;
+}
+
+/* The queries of a load, prepared once each. */
+static const char *const load_sql[] = {
+	"SELECT " JOB_COLS " FROM jobs ORDER BY created_ms, rowid",
+	"SELECT " NODE_COLS " FROM nodes ORDER BY node_id",
+	"SELECT rdzv_id, max(generation) FROM rounds GROUP BY rdzv_id",
+	/* Through the primary key: CORE_EVENTS_KEPT rows per job, not all. */
+	"SELECT " EVENT_COLS " FROM (SELECT * FROM events WHERE rdzv_id = ?1 "
+	    "ORDER BY seq DESC LIMIT " STORE_STR(CORE_EVENTS_KEPT) ") "
+	    "ORDER BY seq",
+};
+#define LOAD_N	(sizeof(load_sql) / sizeof(load_sql[0]))
+
+static int
+load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
+    size_t errlen)
+{
+	struct core_job	*j;
+
+	if (each_row(s, st[0], row_job, c, err, errlen) != 0 ||
+	    each_row(s, st[1], row_node, c, err, errlen) != 0 ||
+	    each_row(s, st[2], row_round, c, err, errlen) != 0)
+		return -1;
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		s->loading = j;
+		if (sqlite3_bind_text(st[3], 1, j->rdzv_id, -1,
+		    SQLITE_STATIC) != SQLITE_OK)
+			return store_sqlfail(s, err, errlen, "reading events");
+		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
+			return -1;
+		store_gen_get(s, j->rdzv_id)->generation = j->generation;
+	}
 	return 0;
 }
 
@@ -226,38 +266,35 @@ int
 store_load(struct store *s, struct core *c, struct core_now now, char *err,
     size_t errlen)
 {
-	struct core_job	*j;
+	sqlite3_stmt	*st[LOAD_N] = { NULL };
 	char		 e[CORE_REASON_MAX * 2];
+	size_t		 i;
+	int		 rc = -1;
 
 	if (c->n_jobs != 0)
-		return store_fail(err, errlen, "database %s: loading into a core "
-		    "that already has jobs", s->path);
+		return fail(err, errlen, "database %s: loading into a "
+		    "core that already has jobs", s->path);
 	store_gen_clear(s);
-	if (each_row(s, "SELECT " JOB_COLS " FROM jobs ORDER BY created_ms, "
-	    "rowid", NULL, row_job, c, e, sizeof(e)) != 0 ||
-	    each_row(s, "SELECT " NODE_COLS " FROM nodes ORDER BY node_id",
-	    NULL, row_node, c, e, sizeof(e)) != 0 ||
-	    each_row(s, "SELECT rdzv_id, max(generation) FROM rounds "
-	    "GROUP BY rdzv_id", NULL, row_round, c, e, sizeof(e)) != 0)
-		goto bad;
-	TAILQ_FOREACH(j, &c->jobs, entry) {
-		s->loading = j;
-		if (each_row(s, "SELECT " EVENT_COLS " FROM (SELECT * FROM "
-		    "events WHERE rdzv_id = ?1 ORDER BY seq DESC LIMIT "
-		    STORE_STR(CORE_EVENTS_KEPT) ") ORDER BY seq", j->rdzv_id,
-		    row_event, c, e, sizeof(e)) != 0)
-			goto bad;
-		store_gen_get(s, j->rdzv_id)->generation = j->generation;
+	for (i = 0; i < LOAD_N; i++) {
+		if (sqlite3_prepare_v2(s->db, load_sql[i], -1, &st[i],
+		    NULL) != SQLITE_OK) {
+			store_sqlfail(s, e, sizeof(e), "reading the database");
+			goto out;
+		}
 	}
-	s->loading = NULL;
-	if (core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
-		goto bad;
+	if (load_rows(s, c, st, e, sizeof(e)) != 0 ||
+	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
+		goto out;
 	s->next_node_id = c->next_node_id;
-	return 0;
+	rc = 0;
 
-bad:
+out:
 	s->loading = NULL;
-	return store_fail(err, errlen, "database %s: %s", s->path, e);
+	for (i = 0; i < LOAD_N; i++)
+		sqlite3_finalize(st[i]);
+	if (rc != 0)
+		fail(err, errlen, "database %s: %s", s->path, e);
+	return rc;
 }
 
 int
@@ -277,7 +314,7 @@ store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
 	    SQLITE_OK ||
 	    (rc = sqlite3_bind_int64(st, 3, limit)) != SQLITE_OK) {
 		sqlite3_clear_bindings(st);
-		return store_fail(err, errlen, "reading events of job %s: %s",
+		return fail(err, errlen, "reading events of job %s: %s",
 		    rdzv_id, sqlite3_errstr(rc));
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,20 @@
 
 #include "store.h"
 #include "store_int.h"
+
+static int fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
 
 /*
  * Schema migrations: entry i takes user_version i to i + 1, and each runs
@@ -150,18 +165,18 @@ make_parents(const char *path, char *err, size_t errlen)
 	int		 rc = 0;
 
 	if ((dir = strdup(path)) == NULL)
-		return store_fail(err, errlen, "%s: out of memory", path);
+		return fail(err, errlen, "%s: out of memory", path);
 	for (p = strchr(dir + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
 		*p = '\0';
 		if (stat(dir, &sb) != 0) {
 			if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-				rc = store_fail(err, errlen, "database %s: cannot "
+				rc = fail(err, errlen, "database %s: cannot "
 				    "create directory %s: %s", path, dir,
 				    strerror(errno));
 				break;
 			}
 		} else if (!S_ISDIR(sb.st_mode)) {
-			rc = store_fail(err, errlen, "database %s: %s is not a "
+			rc = fail(err, errlen, "database %s: %s is not a "
 			    "directory", path, dir);
 			break;
 		}
@@ -187,11 +202,11 @@ lock_take(struct store *s, char *err, size_t errlen)
 	int		 fd, saved;
 
 	if (asprintf(&lockpath, "%s.lock", s->path) == -1)
-		return store_fail(err, errlen, "%s: out of memory", s->path);
+		return fail(err, errlen, "%s: out of memory", s->path);
 	fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd == -1) {
 		saved = errno;
-		store_fail(err, errlen, "database %s: cannot open its lock file "
+		fail(err, errlen, "database %s: cannot open its lock file "
 		    "%s: %s", s->path, lockpath, strerror(saved));
 		free(lockpath);
 		return -1;
@@ -209,12 +224,12 @@ lock_take(struct store *s, char *err, size_t errlen)
 			n = pread(fd, pid, sizeof(pid) - 1, 0);
 			pid[n > 0 ? n : 0] = '\0';
 			pid[strcspn(pid, "\n")] = '\0';
-			store_fail(err, errlen, "database %s is in use by another "
+			fail(err, errlen, "database %s is in use by another "
 			    "rdzvd (pid %s holds %s); stop it or use another "
 			    "--db", s->path, pid[0] != '\0' ? pid : "unknown",
 			    lockpath);
 		} else
-			store_fail(err, errlen, "database %s: cannot lock %s: %s",
+			fail(err, errlen, "database %s: cannot lock %s: %s",
 			    s->path, lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -223,7 +238,7 @@ lock_take(struct store *s, char *err, size_t errlen)
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
 		saved = errno;
-		store_fail(err, errlen, "database %s: cannot write %s: %s", s->path,
+		fail(err, errlen, "database %s: cannot write %s: %s", s->path,
 		    lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -290,33 +305,33 @@ check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 	int64_t	tables;
 
 	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
-		return store_fail(err, errlen, "database %s cannot be read: %s; "
+		return fail(err, errlen, "database %s cannot be read: %s; "
 		    "rdzvd never overwrites a database: move it aside or use "
 		    "another --db", s->path, sqlite3_errmsg(s->db));
 	if (*version > STORE_SCHEMA)
-		return store_fail(err, errlen, "database %s has schema version "
+		return fail(err, errlen, "database %s has schema version "
 		    "%lld, newer than version %d that this rdzvd knows; run "
 		    "the newer rdzvd that wrote it, or use another --db",
 		    s->path, (long long)*version, STORE_SCHEMA);
 	if (*version < 0)
-		return store_fail(err, errlen, "database %s has schema version "
+		return fail(err, errlen, "database %s has schema version "
 		    "%lld, which no rdzvd writes", s->path,
 		    (long long)*version);
 	if (*version == 0) {
 		if (query_int(s, "SELECT count(*) FROM sqlite_master",
 		    &tables) != SQLITE_OK)
-			return store_fail(err, errlen, "database %s cannot be read: "
+			return fail(err, errlen, "database %s cannot be read: "
 			    "%s", s->path, sqlite3_errmsg(s->db));
 		if (tables > 0)
-			return store_fail(err, errlen, "database %s holds tables but "
+			return fail(err, errlen, "database %s holds tables but "
 			    "no rdzv schema version: it belongs to something "
 			    "else; use another --db", s->path);
 	}
 	if (query_text(s, "PRAGMA quick_check", ok, sizeof(ok)) != SQLITE_OK)
-		return store_fail(err, errlen, "database %s cannot be checked: %s",
+		return fail(err, errlen, "database %s cannot be checked: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(ok, "ok") != 0)
-		return store_fail(err, errlen, "database %s is damaged (%s); restore "
+		return fail(err, errlen, "database %s is damaged (%s); restore "
 		    "it from a backup or move it aside", s->path, ok);
 	return 0;
 }
@@ -329,24 +344,24 @@ set_pragmas(struct store *s, char *err, size_t errlen)
 	int64_t	v;
 
 	if (sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK)
-		return store_sqlfail(s, err, errlen, "setting the busy timeout");
+		return store_sqlfail(s, err, errlen, "busy timeout");
 	if (query_text(s, "PRAGMA journal_mode = WAL", mode,
 	    sizeof(mode)) != SQLITE_OK)
-		return store_fail(err, errlen, "database %s: cannot enable WAL: %s",
+		return fail(err, errlen, "database %s: cannot enable WAL: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(mode, "wal") != 0)
-		return store_fail(err, errlen, "database %s: journal mode is %s, not "
+		return fail(err, errlen, "database %s: journal mode is %s, not "
 		    "wal; is it on a file system without shared memory (NFS)?",
 		    s->path, mode);
 	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL; "
 	    "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
-		return store_fail(err, errlen, "database %s: %s", s->path,
+		return fail(err, errlen, "database %s: %s", s->path,
 		    sqlite3_errmsg(s->db));
 	if (query_int(s, "PRAGMA synchronous", &v) != SQLITE_OK || v != 2)
-		return store_fail(err, errlen, "database %s: synchronous=FULL did "
+		return fail(err, errlen, "database %s: synchronous=FULL did "
 		    "not take", s->path);
 	if (query_int(s, "PRAGMA foreign_keys", &v) != SQLITE_OK || v != 1)
-		return store_fail(err, errlen, "database %s: this SQLite has no "
+		return fail(err, errlen, "database %s: this SQLite has no "
 		    "foreign key support", s->path);
 	return 0;
 }
@@ -362,7 +377,7 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 	for (i = (int)from; i < STORE_SCHEMA; i++) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL,
 		    NULL) != SQLITE_OK)
-			return store_fail(err, errlen, "database %s: migrating to "
+			return fail(err, errlen, "database %s: migrating to "
 			    "schema %d: %s", s->path, i + 1,
 			    sqlite3_errmsg(s->db));
 		/* Another process may have migrated since we looked. */
@@ -370,7 +385,7 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 			goto bad;
 		if (v > i) {
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return store_fail(err, errlen, "database %s: schema changed "
+			return fail(err, errlen, "database %s: schema changed "
 			    "underneath (version %lld)", s->path,
 			    (long long)v);
 		}
@@ -378,13 +393,14 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 		if (sqlite3_exec(s->db, migrations[i], NULL, NULL,
 		    NULL) != SQLITE_OK ||
 		    sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
-		    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		    sqlite3_exec(s->db, "COMMIT", NULL, NULL,
+		    NULL) != SQLITE_OK)
 			goto bad;
 	}
 	return 0;
 
 bad:
-	store_fail(err, errlen, "database %s: migrating to schema %d: %s", s->path,
+	fail(err, errlen, "database %s: migrating to schema %d: %s", s->path,
 	    i + 1, sqlite3_errmsg(s->db));
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -400,11 +416,11 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (path == NULL || *path == '\0')
-		return store_fail(err, errlen, "no database path");
+		return fail(err, errlen, "no database path");
 	if ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (s->path = strdup(path)) == NULL) {
 		free(s);
-		return store_fail(err, errlen, "%s: out of memory", path);
+		return fail(err, errlen, "%s: out of memory", path);
 	}
 	s->lock_fd = -1;
 	hash_init(&s->gens);
@@ -417,13 +433,13 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	if (fd != -1)
 		close(fd);
 	else if (errno != EEXIST) {
-		store_fail(err, errlen, "cannot create database %s: %s", path,
+		fail(err, errlen, "cannot create database %s: %s", path,
 		    strerror(errno));
 		goto bad;
 	}
 	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		store_fail(err, errlen, "cannot open database %s: %s%s%s", path,
+		fail(err, errlen, "cannot open database %s: %s%s%s", path,
 		    s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory",
 		    s->db != NULL && sqlite3_system_errno(s->db) != 0 ? ": " :
 		    "", s->db != NULL && sqlite3_system_errno(s->db) != 0 ?
@@ -438,14 +454,14 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	for (i = 0; i < ST_COUNT; i++) {
 		if (sqlite3_prepare_v3(s->db, statements[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) != SQLITE_OK) {
-			store_fail(err, errlen, "database %s: preparing \"%s\": %s",
+			fail(err, errlen, "database %s: preparing \"%s\": %s",
 			    path, statements[i], sqlite3_errmsg(s->db));
 			goto bad;
 		}
 	}
 	if (query_int(s, "SELECT coalesce((SELECT value FROM meta WHERE "
 	    "key = 'next_node_id'), 1)", &next) != SQLITE_OK) {
-		store_fail(err, errlen, "database %s: reading meta: %s", path,
+		fail(err, errlen, "database %s: reading meta: %s", path,
 		    sqlite3_errmsg(s->db));
 		goto bad;
 	}

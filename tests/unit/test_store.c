@@ -540,6 +540,30 @@ test_retention(void)
 	teardown();
 }
 
+/* Node ids stay unique when the node with the highest one is gone. */
+static void
+test_node_ids(void)
+{
+	struct core_node	*n;
+	struct core		*L;
+
+	setup("ids.db");
+	join("keep", "h1", 1, 1, 1);
+	n = join("gone", "h2", 1, 1, 1);
+	CHECK_INT(n->node_id, 2);
+	report(n, CORE_OUTCOME_SUCCEEDED);
+	tick(7ULL * 24 * 3600 * 1000 + 1000);
+	CHECK_INT(q("SELECT max(node_id) FROM nodes"), 1);
+	CHECK_INT(q("SELECT value FROM meta WHERE key = 'next_node_id'"), 3);
+	L = reload();
+	CHECK_INT(L->next_node_id, 3);
+	core_free(C);
+	C = L;
+	n = join("keep2", "h3", 1, 1, 1);
+	CHECK_INT(n->node_id, 3);
+	teardown();
+}
+
 /* Turns that change nothing durable do no transaction. */
 static void
 test_no_change_no_transaction(void)
@@ -631,7 +655,18 @@ test_bench_10k(void)
 	printf("figure: store_commit of 10,000 joins and their round in one "
 	    "transaction: %.1f ms; store_open + store_load of them: %.1f ms\n",
 	    commit_s * 1e3, load_s * 1e3);
-	core_free(L);
+	core_free(C);
+	C = L;
+	/* One join per turn: the cost of a commit, mostly its fsync. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 100; i++) {
+		snprintf(host, sizeof(host), "small%03d", i);
+		join(host, host, 1, 1, 1);
+	}
+	commit_s = secs_since(&t0);
+	CHECK_INT(store_transactions(S), 100);
+	printf("figure: one join per turn: %.2f ms per turn (core + commit)\n",
+	    commit_s * 1e3 / 100);
 	teardown();
 }
 
@@ -959,6 +994,7 @@ main(int argc, char **argv)
 	static const struct test tests[] = {
 		{ "roundtrip", test_roundtrip },
 		{ "retention", test_retention },
+		{ "node_ids", test_node_ids },
 		{ "no_change_no_transaction", test_no_change_no_transaction },
 		{ "group_commit", test_group_commit },
 		{ "bench_10k", test_bench_10k },
