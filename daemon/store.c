@@ -274,20 +274,141 @@ put_event(struct store *s, const struct core_event *e, char *err,
 }
 
 /*
- * A job whose generation went up this turn completed a round: it is
- * recorded with every member's place. A round superseded within the same
- * turn (formed, then broken up again before the commit) left no members
- * to record; its generation still counts as handed out.
+ * Rounds. SPEC §4 rule 2: a round is written before any member is told,
+ * so every assignment a node can receive must have its rows. Usually that
+ * is the job's current round. But a round can be formed and broken up
+ * again within one loop turn (formed by a join, re-formed when another
+ * input of the same turn loses a member): its members' ASSIGNMENT messages
+ * are still queued and will be sent after this commit, while the job
+ * already shows a later round. Those rounds are recorded from the queued
+ * messages, with the members that will receive them.
+ */
+struct store_sent {
+	const struct core_job		*job;
+	const struct core_node		*node;
+	const struct core_assignment	*a;
+};
+
+static int
+sent_cmp(const void *x, const void *y)
+{
+	const struct store_sent	*p = x, *q = y;
+
+	if (p->job != q->job)
+		return (uintptr_t)p->job < (uintptr_t)q->job ? -1 : 1;
+	if (p->a->generation != q->a->generation)
+		return p->a->generation < q->a->generation ? -1 : 1;
+	if (p->a->group_rank != q->a->group_rank)
+		return p->a->group_rank < q->a->group_rank ? -1 : 1;
+	return p->node->node_id < q->node->node_id ? -1 :
+	    p->node->node_id > q->node->node_id;
+}
+
+/* The turn's queued assignments, by job, generation and group rank. */
+static void
+sent_collect(struct store *s, const struct core *c)
+{
+	const struct core_node	*n;
+	const struct core_msg	*m;
+	struct store_sent		*v;
+
+	s->nsent = 0;
+	TAILQ_FOREACH(n, &c->outbox, out_entry) {
+		for (m = n->out_head; m != NULL; m = m->next) {
+			if (m->kind != CORE_MSG_ASSIGNMENT)
+				continue;
+			if (s->nsent == s->capsent) {
+				s->capsent = s->capsent == 0 ? 64 :
+				    s->capsent * 2;
+				v = reallocarray(s->sent, s->capsent,
+				    sizeof(*v));
+				if (v == NULL)
+					abort();
+				s->sent = v;
+			}
+			v = &s->sent[s->nsent++];
+			v->job = n->job;
+			v->node = n;
+			v->a = &m->u.assignment;
+		}
+	}
+	if (s->nsent > 1)
+		qsort(s->sent, s->nsent, sizeof(*s->sent), sent_cmp);
+}
+
+/* The first queued assignment of job j, or the end of the array. */
+static size_t
+sent_first(const struct store *s, const struct core_job *j)
+{
+	size_t	lo = 0, hi = s->nsent, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if ((uintptr_t)s->sent[mid].job < (uintptr_t)j)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int
+put_round_row(struct store *s, const struct core_job *j, uint64_t gen,
+    uint32_t world_size, const char *master_addr, uint32_t master_port,
+    uint32_t restart_count, int64_t formed_ms, char *err, size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_ROUND_PUT]);
+	char		what[64 + CORE_ID_MAX];
+
+	snprintf(what, sizeof(what), "recording round %llu of job %s",
+	    (unsigned long long)gen, j->rdzv_id);
+	bind_text(&b, j->rdzv_id);
+	bind_u64(&b, gen);
+	bind_i64(&b, world_size);
+	bind_text(&b, master_addr);
+	bind_i64(&b, master_port);
+	bind_i64(&b, restart_count);
+	bind_i64(&b, formed_ms);
+	return run(s, &b, err, errlen, what);
+}
+
+static int
+put_assignment(struct store *s, const struct core_job *j, uint64_t gen,
+    uint64_t node_id, uint32_t group_rank, uint32_t base_rank,
+    uint32_t nproc, char *err, size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_ASSIGN_PUT]);
+	char		what[96 + CORE_ID_MAX];
+
+	snprintf(what, sizeof(what), "recording node %llu in round %llu of "
+	    "job %s", (unsigned long long)node_id, (unsigned long long)gen,
+	    j->rdzv_id);
+	bind_text(&b, j->rdzv_id);
+	bind_u64(&b, gen);
+	bind_u64(&b, node_id);
+	bind_i64(&b, group_rank);
+	bind_i64(&b, base_rank);
+	bind_i64(&b, nproc);
+	return run(s, &b, err, errlen, what);
+}
+
+/*
+ * Every round of j above the generation last recorded: superseded ones
+ * from the queued messages, the current one from the job with all its
+ * members (also those away, who learn it when they resume). Values of the
+ * round row come from a message where there is one, so the row says what
+ * the nodes were told.
  */
 static int
-put_round(struct store *s, struct core *c, const struct core_job *j,
+put_rounds(struct store *s, struct core *c, const struct core_job *j,
     char *err, size_t errlen)
 {
-	struct store_gen	*g = store_gen_get(s, j->rdzv_id);
-	const struct core_node	*n;
-	struct binder		 b;
-	char			 what[96 + CORE_ID_MAX];
-	uint32_t		 i;
+	struct store_gen		*g = store_gen_get(s, j->rdzv_id);
+	const struct core_assignment	*a, *cur = NULL;
+	const struct core_node		*n;
+	uint64_t			 gen, current = 0;
+	size_t				 i;
+	uint32_t			 k;
 
 	if (j->generation == g->generation)
 		return 0;
@@ -296,32 +417,40 @@ put_round(struct store *s, struct core *c, const struct core_job *j,
 		    "%llu to %llu", j->rdzv_id,
 		    (unsigned long long)g->generation,
 		    (unsigned long long)j->generation);
+	if (j->round_n > 0 && j->round[0]->generation == j->generation)
+		current = j->generation;
+	for (i = sent_first(s, j); i < s->nsent && s->sent[i].job == j; i++) {
+		a = s->sent[i].a;
+		gen = a->generation;
+		if (gen <= g->generation)
+			continue;	/* told again on a resume */
+		if (gen == current) {
+			cur = a;
+			continue;
+		}
+		if (i == 0 || s->sent[i - 1].job != j ||
+		    s->sent[i - 1].a->generation != gen) {
+			if (put_round_row(s, j, gen, a->world_size,
+			    a->master_addr, a->master_port, a->restart_count,
+			    c->now.wall_ms, err, errlen) != 0)
+				return -1;
+		}
+		if (put_assignment(s, j, gen, s->sent[i].node->node_id,
+		    a->group_rank, a->base_rank, a->local_world_size, err,
+		    errlen) != 0)
+			return -1;
+	}
 	g->generation = j->generation;
-	if (j->round_n == 0 || j->round[0]->generation != j->generation)
+	if (current == 0)
 		return 0;
-
-	snprintf(what, sizeof(what), "recording round %llu of job %s",
-	    (unsigned long long)j->generation, j->rdzv_id);
-	b = bind_start(s->st[ST_ROUND_PUT]);
-	bind_text(&b, j->rdzv_id);
-	bind_u64(&b, j->generation);
-	bind_i64(&b, j->world_size);
-	bind_text(&b, j->master_addr);
-	bind_i64(&b, j->master_port);
-	bind_i64(&b, j->restart_count);
-	bind_i64(&b, c->now.wall_ms);
-	if (run(s, &b, err, errlen, what) != 0)
+	if (put_round_row(s, j, current, j->world_size, j->master_addr,
+	    j->master_port, cur != NULL ? cur->restart_count :
+	    j->restart_count, c->now.wall_ms, err, errlen) != 0)
 		return -1;
-	for (i = 0; i < j->round_n; i++) {
-		n = j->round[i];
-		b = bind_start(s->st[ST_ASSIGN_PUT]);
-		bind_text(&b, j->rdzv_id);
-		bind_u64(&b, j->generation);
-		bind_u64(&b, n->node_id);
-		bind_i64(&b, n->group_rank);
-		bind_i64(&b, n->base_rank);
-		bind_i64(&b, n->nproc);
-		if (run(s, &b, err, errlen, what) != 0)
+	for (k = 0; k < j->round_n; k++) {
+		n = j->round[k];
+		if (put_assignment(s, j, current, n->node_id, k, n->base_rank,
+		    n->nproc, err, errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -399,8 +528,9 @@ commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
 		if (put_node(s, n, err, errlen) != 0)
 			return -1;
 	}
+	sent_collect(s, c);
 	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
-		if (put_round(s, c, j, err, errlen) != 0)
+		if (put_rounds(s, c, j, err, errlen) != 0)
 			return -1;
 	}
 	for (i = 0; i < c->n_new_events; i++) {

@@ -60,6 +60,8 @@ struct store {
 	uint64_t	 transactions;
 	bool		 broken;	/* a commit failed */
 	struct core_job	*loading;	/* whose events store_load reads */
+	struct store_sent *sent;	/* the turn's queued assignments */
+	size_t		 nsent, capsent;
 };
 
 /* store.c */

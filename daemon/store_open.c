@@ -490,6 +490,7 @@ store_close(struct store *s)
 		close(s->lock_fd);
 	store_gen_clear(s);
 	hash_free(&s->gens);
+	free(s->sent);
 	free(s->path);
 	free(s);
 }
