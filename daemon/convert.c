@@ -127,7 +127,8 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 }
 
 void
-msg_to_pb(struct arena *a, const struct core_msg *msg, Rdzv__V1__JoinEvent *ev)
+msg_to_pb(struct arena *a, const struct core_node *node,
+    const struct core_msg *msg, Rdzv__V1__JoinEvent *ev)
 {
 	rdzv__v1__join_event__init(ev);
 	switch (msg->kind) {
@@ -160,6 +161,7 @@ msg_to_pb(struct arena *a, const struct core_msg *msg, Rdzv__V1__JoinEvent *ev)
 		const struct core_assignment *s = &msg->u.assignment;
 		Rdzv__V1__Assignment *m = arena_alloc(a, sizeof(*m));
 		rdzv__v1__assignment__init(m);
+		m->rdzv_id = (char *)node->job->rdzv_id;
 		m->generation = s->generation;
 		m->group_rank = s->group_rank;
 		m->group_world_size = s->group_world_size;

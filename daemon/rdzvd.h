@@ -114,9 +114,9 @@ Rdzv__V1__Job	*job_to_pb(struct arena *, const struct core_job *,
 		    struct core_now, int with_nodes, uint32_t events);
 void		 event_to_pb(struct arena *, const struct core_event *,
 		    Rdzv__V1__Event *);
-/* Fills |ev| from |msg|; allocations in |a|. */
-void		 msg_to_pb(struct arena *, const struct core_msg *,
-		    Rdzv__V1__JoinEvent *ev);
+/* Fills |ev| from |msg| for |node|; allocations in |a|. */
+void		 msg_to_pb(struct arena *, const struct core_node *,
+		    const struct core_msg *, Rdzv__V1__JoinEvent *ev);
 /* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
  * of the operator actions, given to turn_answer. */
 void		 answer_job(struct grpc_call *, void *rdzv_id);

@@ -90,7 +90,7 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 
 	if (s == NULL)
 		return;
-	msg_to_pb(&a, msg, &ev);
+	msg_to_pb(&a, node, msg, &ev);
 	int rc = grpc_call_send(s->call, &ev.base);
 	arena_free(&a);
 	if (rc == -ENOBUFS) {
