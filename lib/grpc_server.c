@@ -257,8 +257,11 @@ grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
 			l->ino = st.st_ino;
 		}
 	}
+	/* libevent's default backlog (128) drops SYNs when a whole cluster
+	 * connects at once, and each dropped client waits a second to retry;
+	 * the kernel caps this at net.core.somaxconn. */
 	l->evl = evconnlistener_new(srv->base, accept_cb, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 65535, fd);
 	if (l->evl == NULL) {
 		free(l);
 		close(fd);
