@@ -14,61 +14,10 @@ set -eu
 
 build=${1:-build}
 nodes=${2:-1000}
-rdzvd=$build/daemon/rdzvd
 bench=$build/bench/rdzv-join-bench
 
-for prog in "$rdzvd" "$bench"; do
-	if [ ! -x "$prog" ]; then
-		echo "join.sh: $prog not found; build first (ninja -C $build)" >&2
-		exit 1
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdzv-join-bench.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
-		# Up to 10 s for a graceful stop, then SIGKILL.
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# rdzvd holds one descriptor per agent: give it the hard limit.
-ulimit -n "$(ulimit -H -n)" 2>/dev/null || true
-
-"$rdzvd" --listen 127.0.0.1:0 --db "$tmp/rdzv.db" 2>"$tmp/rdzvd.log" &
-pid=$!
-
-# Wait up to 10 s for "listening on 127.0.0.1:PORT".
-addr=
-i=0
-while [ $i -lt 100 ]; do
-	addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$tmp/rdzvd.log" |
-	    head -n 1)
-	[ -n "$addr" ] && break
-	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "join.sh: rdzvd exited:" >&2
-		cat "$tmp/rdzvd.log" >&2
-		exit 1
-	fi
-	sleep 0.1
-	i=$((i + 1))
-done
-if [ -z "$addr" ]; then
-	echo "join.sh: rdzvd did not listen within 10 s:" >&2
-	cat "$tmp/rdzvd.log" >&2
-	exit 1
-fi
+. "$(dirname "$0")/rdzvd.sh"
+start_rdzvd join.sh "$build" "$bench"
 
 echo "rdzvd $addr (pid $pid), $nodes agents joining one job (min = max = $nodes)"
 if ! timeout 300 "$bench" --server "$addr" --daemon-pid "$pid" \

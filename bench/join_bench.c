@@ -27,6 +27,7 @@
 
 #include <event2/event.h>
 
+#include "bench_util.h"
 #include "endpoint.h"
 #include "grpc.h"
 #include "grpc/health/v1/health.pb-c.h"
@@ -97,30 +98,6 @@ usage(void)
 	fprintf(stderr, "usage: rdzv-join-bench --server ADDR [--nodes N] "
 	    "[--id RDZV_ID] [--daemon-pid PID] [--timeout SECONDS]\n");
 	exit(2);
-}
-
-/* The daemon's utime + stime in seconds, or -1 when it cannot be read. */
-static double
-proc_cpu_seconds(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long utime, stime;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* Fields 14 and 15 follow the command name's last ')'. */
-	if ((p = strrchr(buf, ')')) == NULL)
-		return -1;
-	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-	    "%llu %llu", &utime, &stime) != 2)
-		return -1;
-	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /*

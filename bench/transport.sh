@@ -13,59 +13,10 @@ set -eu
 
 build=${1:-build}
 secs=${2:-3}
-rdzvd=$build/daemon/rdzvd
 bench=$build/bench/grpc-bench
 
-for prog in "$rdzvd" "$bench"; do
-	if [ ! -x "$prog" ]; then
-		echo "transport.sh: $prog not found; build first" \
-		    "(ninja -C $build)" >&2
-		exit 1
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdzv-bench.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
-		# Up to 10 s for a graceful stop, then SIGKILL.
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$rdzvd" --listen 127.0.0.1:0 --db "$tmp/rdzv.db" 2>"$tmp/rdzvd.log" &
-pid=$!
-
-# Wait up to 10 s for "listening on 127.0.0.1:PORT".
-addr=
-i=0
-while [ $i -lt 100 ]; do
-	addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$tmp/rdzvd.log" |
-	    head -n 1)
-	[ -n "$addr" ] && break
-	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "transport.sh: rdzvd exited:" >&2
-		cat "$tmp/rdzvd.log" >&2
-		exit 1
-	fi
-	sleep 0.1
-	i=$((i + 1))
-done
-if [ -z "$addr" ]; then
-	echo "transport.sh: rdzvd did not listen within 10 s:" >&2
-	cat "$tmp/rdzvd.log" >&2
-	exit 1
-fi
+. "$(dirname "$0")/rdzvd.sh"
+start_rdzvd transport.sh "$build" "$bench"
 
 # One case: prints a table row from grpc-bench's "name: value" lines.
 run_case() {
