@@ -152,35 +152,7 @@ turn(void)
 	turn_send(committed);
 }
 
-static inline void
-tick(uint64_t ms)
-{
-	NOW.mono_ms += ms;
-	NOW.wall_ms += (int64_t)ms;
-	core_advance(C, NOW);
-	turn();
-}
-
-static inline struct core_join
-req(const char *id, const char *host, uint32_t nproc, uint32_t min,
-    uint32_t max)
-{
-	struct core_join	r;
-
-	memset(&r, 0, sizeof(r));
-	r.rdzv_id = id;
-	r.identity = "alice";
-	r.hostname = host;
-	r.advertise_addr = host;
-	r.master_port = 29500;
-	r.nproc = nproc;
-	r.settings.min_nodes = min;
-	r.settings.max_nodes = max;
-	session_ctr++;
-	memcpy(r.session_id, &session_ctr, sizeof(session_ctr));
-	r.session_id[15] = 0x5a;
-	return r;
-}
+#include "core_inputs.h"
 
 /* A join without the end of the turn. */
 static inline struct core_node *
