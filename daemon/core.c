@@ -144,6 +144,8 @@ core_free(struct core *c)
 	hash_free(&c->by_node);
 	hash_free(&c->by_session);
 	free(c->new_events);
+	core_rounds_clear(c);
+	free(c->new_rounds);
 	free(c->heap);
 	free(c);
 }
@@ -593,6 +595,13 @@ core_job_remove(struct core_job *j)
 			c->new_events[k++] = c->new_events[i];
 	}
 	c->n_new_events = k;
+	for (i = k = 0; i < c->n_new_rounds; i++) {
+		if (c->new_rounds[i].job != j)
+			c->new_rounds[k++] = c->new_rounds[i];
+		else
+			free(c->new_rounds[i].members);
+	}
+	c->n_new_rounds = k;
 	j->removed = true;
 	TAILQ_INSERT_TAIL(&c->removed_jobs, j, entry);
 }

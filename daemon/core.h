@@ -9,7 +9,8 @@
  *
  *   1. the store persists the changes in ONE transaction (group commit):
  *      core->removed_jobs and core->removed_nodes first (deleted rows), then
- *      core->dirty_jobs, core->dirty_nodes and core->new_events;
+ *      core->dirty_jobs, core->dirty_nodes, core->new_events and
+ *      core->new_rounds;
  *   2. after the commit, core_outbox_pop() hands out the messages for the
  *      nodes' Join streams, in order;
  *   3. core->changed_jobs and core->removed_jobs are the jobs Control.Watch
@@ -112,6 +113,27 @@ struct core_event {
 	char		 kind[CORE_KIND_MAX];	/* "join", "round", "lost", ... */
 	char		 message[CORE_REASON_MAX];
 	struct core_job	*job;		/* in core->new_events only */
+};
+
+/* A member of a round as it was formed: what its assignment said. */
+struct core_member {
+	uint64_t	 node_id;
+	uint32_t	 group_rank, base_rank, nproc;
+};
+
+/*
+ * A round formed in this turn (rule 2), complete as formed, even when a
+ * member is lost or the round superseded within the same turn.
+ */
+struct core_round {
+	struct core_job		*job;
+	uint64_t		 generation;
+	uint32_t		 world_size;
+	char			 master_addr[CORE_STR_MAX + 1];
+	uint32_t		 master_port;
+	uint32_t		 restart_count;
+	struct core_member	*members;	/* by group rank */
+	uint32_t		 n;
 };
 
 struct core_node {
@@ -280,6 +302,8 @@ struct core {
 	struct core_nodes	 removed_nodes;	/* of jobs that stay */
 	struct core_event	*new_events;
 	size_t			 n_new_events, new_events_cap;
+	struct core_round	*new_rounds;	/* of jobs not removed */
+	size_t			 n_new_rounds, new_rounds_cap;
 
 	/* Core-private below. */
 	struct core_nodes	 outbox;	/* nodes with queued messages */
@@ -445,6 +469,7 @@ enum {
 
 /* core_util.c */
 void		*core_xcalloc(size_t, size_t);
+void		*core_xreallocarray(void *, size_t, size_t);
 char		*core_xstrdup(const char *);
 void		 core_timer_init(struct core_timer *, int, void *);
 void		 core_timer_set(struct core *, struct core_timer *, uint64_t);
@@ -469,6 +494,7 @@ void		 core_job_free(struct core_job *);
 /* core_round.c */
 void		 core_settle(struct core_job *);
 void		 core_job_fail(struct core_job *, const char *reason);
+void		 core_rounds_clear(struct core *);
 void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
 void		 core_waiting_reason(const struct core_node *, char *, size_t);

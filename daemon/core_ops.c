@@ -248,4 +248,5 @@ core_changes_clear(struct core *c)
 		core_node_free(n);
 	}
 	c->n_new_events = 0;
+	core_rounds_clear(c);
 }

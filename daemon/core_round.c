@@ -117,6 +117,48 @@ fill_assignment(const struct core_node *n, struct core_assignment *a)
 	a->max_restarts = j->settings.max_restarts;
 }
 
+/* The round j just formed, for the store's history. */
+static void
+round_record(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_round	*r;
+	uint32_t		 i;
+
+	if (c->n_new_rounds == c->new_rounds_cap) {
+		c->new_rounds_cap = c->new_rounds_cap == 0 ? 16 :
+		    c->new_rounds_cap * 2;
+		c->new_rounds = core_xreallocarray(c->new_rounds,
+		    c->new_rounds_cap, sizeof(*c->new_rounds));
+	}
+	r = &c->new_rounds[c->n_new_rounds++];
+	r->job = j;
+	r->generation = j->generation;
+	r->world_size = j->world_size;
+	snprintf(r->master_addr, sizeof(r->master_addr), "%s",
+	    j->master_addr);
+	r->master_port = j->master_port;
+	r->restart_count = j->restart_count;
+	r->n = j->round_n;
+	r->members = core_xcalloc(r->n, sizeof(*r->members));
+	for (i = 0; i < r->n; i++) {
+		r->members[i].node_id = j->round[i]->node_id;
+		r->members[i].group_rank = i;
+		r->members[i].base_rank = j->round[i]->base_rank;
+		r->members[i].nproc = j->round[i]->nproc;
+	}
+}
+
+void
+core_rounds_clear(struct core *c)
+{
+	size_t	i;
+
+	for (i = 0; i < c->n_new_rounds; i++)
+		free(c->new_rounds[i].members);
+	c->n_new_rounds = 0;
+}
+
 /* Rule 2: the k members in j->round become generation + 1. */
 static void
 round_complete(struct core_job *j, uint32_t k)
@@ -155,6 +197,7 @@ round_complete(struct core_job *j, uint32_t k)
 		m = core_msg_queue(n, CORE_MSG_ASSIGNMENT);
 		fill_assignment(n, &m->u.assignment);
 	}
+	round_record(j);
 }
 
 static void

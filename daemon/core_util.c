@@ -36,7 +36,7 @@ core_xstrdup(const char *s)
 	return p;
 }
 
-static void *
+void *
 core_xreallocarray(void *p, size_t n, size_t size)
 {
 	if (size != 0 && n > SIZE_MAX / size)

@@ -136,61 +136,6 @@ run(struct store *s, struct binder *b, char *err, size_t errlen,
 	return 0;
 }
 
-static int
-gen_match(const void *item, const void *key)
-{
-	return strcmp(((const struct store_gen *)item)->rdzv_id, key) == 0;
-}
-
-static uint64_t
-gen_hash(const char *rdzv_id)
-{
-	return hash_bytes(rdzv_id, strlen(rdzv_id));
-}
-
-static struct store_gen *
-gen_find(struct store *s, const char *rdzv_id)
-{
-	return hash_find(&s->gens, gen_hash(rdzv_id), gen_match, rdzv_id);
-}
-
-struct store_gen *
-store_gen_get(struct store *s, const char *rdzv_id)
-{
-	struct store_gen	*g;
-
-	if ((g = gen_find(s, rdzv_id)) != NULL)
-		return g;
-	if ((g = calloc(1, sizeof(*g))) == NULL)
-		abort();
-	snprintf(g->rdzv_id, sizeof(g->rdzv_id), "%s", rdzv_id);
-	if (hash_insert(&s->gens, gen_hash(rdzv_id), g) != 0)
-		abort();
-	return g;
-}
-
-static void
-gen_forget(struct store *s, const char *rdzv_id)
-{
-	struct store_gen	*g;
-
-	if ((g = gen_find(s, rdzv_id)) == NULL)
-		return;
-	hash_remove(&s->gens, gen_hash(rdzv_id), g);
-	free(g);
-}
-
-void
-store_gen_clear(struct store *s)
-{
-	size_t	i;
-
-	for (i = 0; i < s->gens.cap; i++)
-		free(s->gens.slots[i].item);
-	hash_free(&s->gens);
-	hash_init(&s->gens);
-}
-
 /* ----------------------------------------------------------- group commit */
 
 static int
@@ -275,83 +220,10 @@ put_event(struct store *s, const struct core_event *e, char *err,
 
 /*
  * Rounds. SPEC §4 rule 2: a round is written before any member is told,
- * so every assignment a node can receive must have its rows. Usually that
- * is the job's current round. But a round can be formed and broken up
- * again within one loop turn (formed by a join, re-formed when another
- * input of the same turn loses a member): its members' ASSIGNMENT messages
- * are still queued and will be sent after this commit, while the job
- * already shows a later round. Those rounds are recorded from the queued
- * messages, with the members that will receive them.
+ * so every assignment a node can receive has its rows. The core lists
+ * every round formed in the turn, complete as formed, also one superseded
+ * or missing a member lost within the same turn.
  */
-struct store_sent {
-	const struct core_job		*job;
-	const struct core_node		*node;
-	const struct core_assignment	*a;
-};
-
-static int
-sent_cmp(const void *x, const void *y)
-{
-	const struct store_sent	*p = x, *q = y;
-
-	if (p->job != q->job)
-		return (uintptr_t)p->job < (uintptr_t)q->job ? -1 : 1;
-	if (p->a->generation != q->a->generation)
-		return p->a->generation < q->a->generation ? -1 : 1;
-	if (p->a->group_rank != q->a->group_rank)
-		return p->a->group_rank < q->a->group_rank ? -1 : 1;
-	return p->node->node_id < q->node->node_id ? -1 :
-	    p->node->node_id > q->node->node_id;
-}
-
-/* The turn's queued assignments, by job, generation and group rank. */
-static void
-sent_collect(struct store *s, const struct core *c)
-{
-	const struct core_node	*n;
-	const struct core_msg	*m;
-	struct store_sent		*v;
-
-	s->nsent = 0;
-	TAILQ_FOREACH(n, &c->outbox, out_entry) {
-		for (m = n->out_head; m != NULL; m = m->next) {
-			if (m->kind != CORE_MSG_ASSIGNMENT)
-				continue;
-			if (s->nsent == s->capsent) {
-				s->capsent = s->capsent == 0 ? 64 :
-				    s->capsent * 2;
-				v = reallocarray(s->sent, s->capsent,
-				    sizeof(*v));
-				if (v == NULL)
-					abort();
-				s->sent = v;
-			}
-			v = &s->sent[s->nsent++];
-			v->job = n->job;
-			v->node = n;
-			v->a = &m->u.assignment;
-		}
-	}
-	if (s->nsent > 1)
-		qsort(s->sent, s->nsent, sizeof(*s->sent), sent_cmp);
-}
-
-/* The first queued assignment of job j, or the end of the array. */
-static size_t
-sent_first(const struct store *s, const struct core_job *j)
-{
-	size_t	lo = 0, hi = s->nsent, mid;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if ((uintptr_t)s->sent[mid].job < (uintptr_t)j)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 static int
 put_round_row(struct store *s, const struct core_job *j, uint64_t gen,
     uint32_t world_size, const char *master_addr, uint32_t master_port,
@@ -392,65 +264,21 @@ put_assignment(struct store *s, const struct core_job *j, uint64_t gen,
 	return run(s, &b, err, errlen, what);
 }
 
-/*
- * Every round of j above the generation last recorded: superseded ones
- * from the queued messages, the current one from the job with all its
- * members (also those away, who learn it when they resume). Values of the
- * round row come from a message where there is one, so the row says what
- * the nodes were told.
- */
 static int
-put_rounds(struct store *s, struct core *c, const struct core_job *j,
+put_round(struct store *s, const struct core_round *r, int64_t formed_ms,
     char *err, size_t errlen)
 {
-	struct store_gen		*g = store_gen_get(s, j->rdzv_id);
-	const struct core_assignment	*a, *cur = NULL;
-	const struct core_node		*n;
-	uint64_t			 gen, current = 0;
-	size_t				 i;
-	uint32_t			 k;
+	uint32_t	i;
 
-	if (j->generation == g->generation)
-		return 0;
-	if (j->generation < g->generation)
-		return fail(err, errlen, "job %s: generation went back from "
-		    "%llu to %llu", j->rdzv_id,
-		    (unsigned long long)g->generation,
-		    (unsigned long long)j->generation);
-	if (j->round_n > 0 && j->round[0]->generation == j->generation)
-		current = j->generation;
-	for (i = sent_first(s, j); i < s->nsent && s->sent[i].job == j; i++) {
-		a = s->sent[i].a;
-		gen = a->generation;
-		if (gen <= g->generation)
-			continue;	/* told again on a resume */
-		if (gen == current) {
-			cur = a;
-			continue;
-		}
-		if (i == 0 || s->sent[i - 1].job != j ||
-		    s->sent[i - 1].a->generation != gen) {
-			if (put_round_row(s, j, gen, a->world_size,
-			    a->master_addr, a->master_port, a->restart_count,
-			    c->now.wall_ms, err, errlen) != 0)
-				return -1;
-		}
-		if (put_assignment(s, j, gen, s->sent[i].node->node_id,
-		    a->group_rank, a->base_rank, a->local_world_size, err,
-		    errlen) != 0)
-			return -1;
-	}
-	g->generation = j->generation;
-	if (current == 0)
-		return 0;
-	if (put_round_row(s, j, current, j->world_size, j->master_addr,
-	    j->master_port, cur != NULL ? cur->restart_count :
-	    j->restart_count, c->now.wall_ms, err, errlen) != 0)
+	if (put_round_row(s, r->job, r->generation, r->world_size,
+	    r->master_addr, r->master_port, r->restart_count, formed_ms, err,
+	    errlen) != 0)
 		return -1;
-	for (k = 0; k < j->round_n; k++) {
-		n = j->round[k];
-		if (put_assignment(s, j, current, n->node_id, k, n->base_rank,
-		    n->nproc, err, errlen) != 0)
+	for (i = 0; i < r->n; i++) {
+		if (put_assignment(s, r->job, r->generation,
+		    r->members[i].node_id, r->members[i].group_rank,
+		    r->members[i].base_rank, r->members[i].nproc, err,
+		    errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -496,6 +324,7 @@ turn_empty(const struct store *s, const struct core *c)
 	return TAILQ_EMPTY(&c->removed_jobs) &&
 	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
 	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
+	    c->n_new_rounds == 0 &&
 	    c->next_node_id == s->next_node_id;
 }
 
@@ -514,7 +343,6 @@ commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
 	TAILQ_FOREACH(j, &c->removed_jobs, entry) {
 		if (del_job(s, j, err, errlen) != 0)
 			return -1;
-		gen_forget(s, j->rdzv_id);
 	}
 	TAILQ_FOREACH(n, &c->removed_nodes, entry) {
 		if (del_node(s, n, err, errlen) != 0)
@@ -528,9 +356,9 @@ commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
 		if (put_node(s, n, err, errlen) != 0)
 			return -1;
 	}
-	sent_collect(s, c);
-	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
-		if (put_rounds(s, c, j, err, errlen) != 0)
+	for (i = 0; i < c->n_new_rounds; i++) {
+		if (put_round(s, &c->new_rounds[i], c->now.wall_ms, err,
+		    errlen) != 0)
 			return -1;
 	}
 	for (i = 0; i < c->n_new_events; i++) {

@@ -44,29 +44,18 @@ enum {
 	ST_COUNT
 };
 
-/* The generation last recorded in rounds, per job. */
-struct store_gen {
-	uint64_t	generation;
-	char		rdzv_id[CORE_ID_MAX + 1];
-};
-
 struct store {
 	char		*path;
 	sqlite3		*db;
 	int		 lock_fd;
 	sqlite3_stmt	*st[ST_COUNT];
-	struct hash	 gens;		/* struct store_gen by rdzv_id */
 	uint64_t	 next_node_id;	/* as saved in meta */
 	uint64_t	 transactions;
 	bool		 broken;	/* a commit failed */
 	struct core_job	*loading;	/* whose events store_load reads */
-	struct store_sent *sent;	/* the turn's queued assignments */
-	size_t		 nsent, capsent;
 };
 
 /* store.c */
 int		 store_sqlfail(struct store *, char *, size_t, const char *);
-struct store_gen *store_gen_get(struct store *, const char *rdzv_id);
-void		 store_gen_clear(struct store *);
 
 #endif

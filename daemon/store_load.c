@@ -257,7 +257,6 @@ load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
 			return store_sqlfail(s, err, errlen, "reading events");
 		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
 			return -1;
-		store_gen_get(s, j->rdzv_id)->generation = j->generation;
 	}
 	return 0;
 }
@@ -274,7 +273,6 @@ store_load(struct store *s, struct core *c, struct core_now now, char *err,
 	if (c->n_jobs != 0)
 		return fail(err, errlen, "database %s: loading into a "
 		    "core that already has jobs", s->path);
-	store_gen_clear(s);
 	for (i = 0; i < LOAD_N; i++) {
 		if (sqlite3_prepare_v2(s->db, load_sql[i], -1, &st[i],
 		    NULL) != SQLITE_OK) {

@@ -423,7 +423,6 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 		return fail(err, errlen, "%s: out of memory", path);
 	}
 	s->lock_fd = -1;
-	hash_init(&s->gens);
 	if (make_parents(path, err, errlen) != 0 ||
 	    lock_take(s, err, errlen) != 0)
 		goto bad;
@@ -488,9 +487,6 @@ store_close(struct store *s)
 		sqlite3_close(s->db);
 	if (s->lock_fd != -1)
 		close(s->lock_fd);
-	store_gen_clear(s);
-	hash_free(&s->gens);
-	free(s->sent);
 	free(s->path);
 	free(s);
 }

@@ -215,8 +215,17 @@ test_retention(void)
 /*
  * A round formed and broken up again within one loop turn: its members
  * are still sent its assignment after the commit, so it is recorded too,
- * with the members that are told.
+ * whole, also with the member that left in the same turn.
  */
+/* Rounds whose assignments do not add up to group ranks 0..n-1. */
+#define ROUNDS_NOT_WHOLE						\
+	"SELECT count(*) FROM rounds r WHERE world_size != (SELECT "	\
+	"coalesce(sum(nproc), 0) FROM assignments a WHERE a.rdzv_id = "	\
+	"r.rdzv_id AND a.generation = r.generation) OR (SELECT count(*) "	\
+	"FROM assignments a WHERE a.rdzv_id = r.rdzv_id AND a.generation "\
+	"= r.generation) != (SELECT max(group_rank) + 1 FROM assignments a "\
+	"WHERE a.rdzv_id = r.rdzv_id AND a.generation = r.generation)"
+
 static void
 test_superseded_round(void)
 {
@@ -245,8 +254,11 @@ test_superseded_round(void)
 	    "generation = 2"), 1);
 	CHECK_INT(q("SELECT world_size FROM rounds WHERE rdzv_id = 'sup' AND "
 	    "generation = 2"), 3);
-	CHECK(q("SELECT count(*) FROM assignments WHERE rdzv_id = 'sup' AND "
-	    "generation = 2") >= 1);
+	CHECK_INT(q("SELECT count(*) FROM assignments WHERE rdzv_id = 'sup' "
+	    "AND generation = 2"), 2);
+	CHECK_INT(q("SELECT node_id FROM assignments WHERE rdzv_id = 'sup' "
+	    "AND generation = 2 AND group_rank = 0"), (long long)b->node_id);
+	CHECK_INT(q(ROUNDS_NOT_WHOLE), 0);
 	/* The next round is 3, and a restart keeps counting from there. */
 	L = reload();
 	compare_cores(C, L);
@@ -255,6 +267,36 @@ test_superseded_round(void)
 	CHECK_INT(c->job->generation, 3);
 	CHECK_INT(q("SELECT count(*) FROM assignments WHERE rdzv_id = 'sup' "
 	    "AND generation = 3"), 2);
+	CHECK_INT(q(ROUNDS_NOT_WHOLE), 0);
+	teardown();
+}
+
+/*
+ * The same, with the superseded round's rank 0 disconnecting in that turn:
+ * its message is dropped (it learns the current round when it resumes),
+ * but the round it was part of is still recorded whole.
+ */
+static void
+test_superseded_round_disconnect(void)
+{
+	struct core_node	*a, *b, *c;
+	struct core_join	 r;
+
+	setup("superseded2.db");
+	a = join("sup2", "a", 2, 2, 2);
+	b = join("sup2", "b", 2, 2, 2);
+	r = req("sup2", "c", 1, 2, 2);
+	c = join_only(&r);
+	CHECK_INT(core_leave(C, NOW, "alice", a->session_id, NULL, err,
+	    sizeof(err)), 0);			/* b and c: generation 2 */
+	CHECK_INT(b->group_rank, 0);
+	core_disconnect(C, NOW, b);
+	CHECK_INT(core_leave(C, NOW, "alice", c->session_id, NULL, err,
+	    sizeof(err)), 0);			/* too few: round open */
+	turn();
+	CHECK_INT(q("SELECT count(*) FROM assignments WHERE rdzv_id = 'sup2' "
+	    "AND generation = 2"), 2);
+	CHECK_INT(q(ROUNDS_NOT_WHOLE), 0);
 	teardown();
 }
 
@@ -490,6 +532,8 @@ main(int argc, char **argv)
 		{ "retention", test_retention },
 		{ "node_ids", test_node_ids },
 		{ "superseded_round", test_superseded_round },
+		{ "superseded_round_disconnect",
+		    test_superseded_round_disconnect },
 		{ "no_change_no_transaction", test_no_change_no_transaction },
 		{ "group_commit", test_group_commit },
 		{ "events", test_events },
