@@ -1,0 +1,114 @@
+/*
+ * How rdzv-agent and rdzvctl reach rdzvd: the --server and TLS options,
+ * their RDZV_* environment variables, and the gRPC client options they make.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+#define DEFAULT_CONNECT_TIMEOUT_MS	10000
+
+/* An environment variable, NULL when unset or empty. */
+static const char *
+env(const char *name)
+{
+	const char	*v = getenv(name);
+
+	return v != NULL && *v != '\0' ? v : NULL;
+}
+
+void
+client_opts_init(struct client_opts *o)
+{
+	const char	*v;
+	uint64_t	 ms;
+
+	memset(o, 0, sizeof(*o));
+	o->server = (v = env("RDZV_SERVER")) != NULL ? v :
+	    CLIENT_DEFAULT_SERVER;
+	o->tls_ca = env("RDZV_TLS_CA");
+	o->tls_cert = env("RDZV_TLS_CERT");
+	o->tls_key = env("RDZV_TLS_KEY");
+	o->server_name = env("RDZV_TLS_SERVER_NAME");
+	o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+	if ((v = env("RDZV_CONNECT_TIMEOUT")) != NULL &&
+	    parse_duration(v, 1000, &ms) == 0 && ms > 0 && ms <= UINT32_MAX)
+		o->connect_timeout_ms = (uint32_t)ms;
+}
+
+int
+client_opts_take(struct client_opts *o, int ch, const char *arg, char *err,
+    size_t errlen)
+{
+	uint64_t	ms;
+
+	switch (ch) {
+	case CLIENT_OPT_SERVER:
+		o->server = arg;
+		return 1;
+	case CLIENT_OPT_TLS_CA:
+		o->tls_ca = arg;
+		return 1;
+	case CLIENT_OPT_TLS_CERT:
+		o->tls_cert = arg;
+		return 1;
+	case CLIENT_OPT_TLS_KEY:
+		o->tls_key = arg;
+		return 1;
+	case CLIENT_OPT_TLS_SERVER_NAME:
+		o->server_name = arg;
+		return 1;
+	case CLIENT_OPT_CONNECT_TIMEOUT:
+		if (parse_duration(arg, 1000, &ms) != 0 || ms == 0 ||
+		    ms > UINT32_MAX) {
+			snprintf(err, errlen, "--connect-timeout: '%s' is not "
+			    "a duration (try 10, 10s or 500ms)", arg);
+			return -1;
+		}
+		o->connect_timeout_ms = (uint32_t)ms;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int
+client_opts_grpc(const struct client_opts *o, struct grpc_client_opts *out,
+    struct tls_ctx **tls, char *err, size_t errlen)
+{
+	struct tls_opts	 t;
+	char		 e[256];
+
+	memset(out, 0, sizeof(*out));
+	*tls = NULL;
+	if (endpoint_parse(o->server, RDZV_DEFAULT_PORT, &out->server, e,
+	    sizeof(e)) != 0) {
+		snprintf(err, errlen, "--server %s: %s", o->server, e);
+		return -1;
+	}
+	if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together: "
+		    "only %s was given", o->tls_cert != NULL ? "--tls-cert" :
+		    "--tls-key");
+		return -1;
+	}
+	if (o->tls_ca != NULL || o->tls_cert != NULL) {
+		if (out->server.kind == ENDPOINT_UNIX) {
+			snprintf(err, errlen, "--server %s: TLS is for TCP "
+			    "servers; a unix socket is cleartext", o->server);
+			return -1;
+		}
+		memset(&t, 0, sizeof(t));
+		t.ca = o->tls_ca;
+		t.cert = o->tls_cert;
+		t.key = o->tls_key;
+		if (tls_client_new(&t, tls, err, errlen) != 0)
+			return -1;
+	}
+	out->tls = *tls;
+	out->server_name = o->server_name;
+	out->connect_timeout_ms = o->connect_timeout_ms;
+	return 0;
+}

@@ -1,0 +1,81 @@
+/*
+ * What rdzv-agent and rdzvctl share: how they find and reach rdzvd.
+ *
+ * --server HOST:PORT | unix:PATH and the TLS files, each also taken from the
+ * environment (RDZV_SERVER, RDZV_TLS_CA, RDZV_TLS_CERT, RDZV_TLS_KEY,
+ * RDZV_TLS_SERVER_NAME; flags win). Giving any TLS file turns TLS on; a
+ * client without TLS files talks cleartext HTTP/2 (SPEC §6, §10, §13).
+ */
+#ifndef RDZV_CLIENT_H
+#define RDZV_CLIENT_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grpc.h"
+#include "parse.h"
+
+#define CLIENT_DEFAULT_SERVER	"127.0.0.1:29400"
+
+/* getopt_long values of the shared options; keep program options below. */
+enum {
+	CLIENT_OPT_SERVER = 0x1000,
+	CLIENT_OPT_TLS_CA,
+	CLIENT_OPT_TLS_CERT,
+	CLIENT_OPT_TLS_KEY,
+	CLIENT_OPT_TLS_SERVER_NAME,
+	CLIENT_OPT_CONNECT_TIMEOUT,
+};
+
+/* Spliced into a program's struct option table. */
+#define CLIENT_LONG_OPTIONS						\
+	{ "server", required_argument, NULL, CLIENT_OPT_SERVER },	\
+	{ "tls-ca", required_argument, NULL, CLIENT_OPT_TLS_CA },	\
+	{ "tls-cert", required_argument, NULL, CLIENT_OPT_TLS_CERT },	\
+	{ "tls-key", required_argument, NULL, CLIENT_OPT_TLS_KEY },	\
+	{ "tls-server-name", required_argument, NULL,			\
+	    CLIENT_OPT_TLS_SERVER_NAME },				\
+	{ "connect-timeout", required_argument, NULL,			\
+	    CLIENT_OPT_CONNECT_TIMEOUT }
+
+/* One line each, for a program's --help. */
+#define CLIENT_OPTIONS_HELP						\
+	"  --server HOST:PORT|unix:PATH  rdzvd to use (RDZV_SERVER,\n"	\
+	"                                default " CLIENT_DEFAULT_SERVER ")\n" \
+	"  --tls-ca FILE                 verify rdzvd against this CA\n"	\
+	"  --tls-cert FILE --tls-key FILE  client certificate (mTLS)\n"	\
+	"  --tls-server-name NAME        name to verify (default: host)\n" \
+	"  --connect-timeout SECONDS     give up connecting after this\n"	\
+	"                                (default 10)\n"
+
+struct client_opts {
+	const char	*server;	/* as given */
+	const char	*tls_ca;
+	const char	*tls_cert;
+	const char	*tls_key;
+	const char	*server_name;
+	uint32_t	 connect_timeout_ms;
+};
+
+/* The defaults, then the environment. */
+void	client_opts_init(struct client_opts *);
+
+/*
+ * Takes one getopt_long result. Returns 1 when |ch| was a shared option
+ * (applied), 0 when it is not one, -1 on a bad value (message in err).
+ */
+int	client_opts_take(struct client_opts *, int ch, const char *arg,
+	    char *err, size_t errlen);
+
+/*
+ * Fills |out| for grpc_client_new()/grpc_unary_sync(): the endpoint parsed,
+ * a TLS context created when asked for (*tls, to tls_free() after the
+ * client). 0, or -1 with a message naming the bad value or file.
+ */
+int	client_opts_grpc(const struct client_opts *,
+	    struct grpc_client_opts *out, struct tls_ctx **tls,
+	    char *err, size_t errlen);
+
+#endif
