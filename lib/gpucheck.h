@@ -1,0 +1,72 @@
+/*
+ * The GPU health check of SPEC §7 on the CUDA driver API, with libcuda
+ * loaded by dlopen() ("libcuda.so.1", or $RDZV_LIBCUDA). No CUDA header or
+ * library is needed to build: the few declarations used are our own.
+ *
+ * gpu_check() initialises CUDA in the calling process. A process that has
+ * called it must not fork children that use CUDA; the agent therefore only
+ * calls it in child processes (a worker between fork and exec, or a probe
+ * child). Nothing here logs or exits.
+ */
+#ifndef RDZV_GPUCHECK_H
+#define RDZV_GPUCHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPU_STEPS_MAX		20
+#define GPU_DEFAULT_BYTES	(256u << 20)	/* the test buffer */
+
+struct gpu_step {
+	char		name[24];	/* "cuInit", "alloc", "kernel", ... */
+	uint64_t	elapsed_us;
+};
+
+/*
+ * The result of checking one device. A plain struct with no pointers, so
+ * that a child can write() it whole through a pipe (sizeof < PIPE_BUF:
+ * atomic) and the parent read() it.
+ */
+struct gpu_result {
+	int32_t		device;		/* ordinal as this process sees it */
+	bool		ok;
+	int32_t		driver_version;	/* cuDriverGetVersion, 0 unknown */
+	char		name[96];
+	char		uuid[48];	/* "GPU-xxxxxxxx-xxxx-..." */
+	uint64_t	total_mem;	/* bytes */
+	uint64_t	free_mem;
+	char		failed_step[24];/* empty when ok */
+	char		error[48];	/* "CUDA_ERROR_OUT_OF_MEMORY", "timeout",
+					   "mismatch at element 17", ... */
+	struct gpu_step	steps[GPU_STEPS_MAX];
+	uint32_t	n_steps;
+};
+
+/*
+ * Loads libcuda (once per process) and counts devices (cuInit,
+ * cuDeviceGetCount). 0 with *count, or -1 with a message in |err| naming
+ * libcuda and the cause ("libcuda.so.1: cannot open shared object file",
+ * "cuInit: CUDA_ERROR_NO_DEVICE").
+ */
+int	gpu_count(int *count, char *err, size_t errlen);
+
+/*
+ * Runs every step of SPEC §7 on |device| with a |bytes| buffer (0: the
+ * default), each timed. Returns 0 when the device passed; -1 when it failed
+ * (out->failed_step and out->error say where and why). |out| is always
+ * filled.
+ */
+int	gpu_check(int device, size_t bytes, struct gpu_result *out);
+
+/* Writes / reads one result whole on a pipe. 0, or -errno (-EPIPE: the
+ * writer went away before a whole result). */
+int	gpu_result_write(int fd, const struct gpu_result *r);
+int	gpu_result_read(int fd, struct gpu_result *r);
+
+/* A failed result for a device whose check did not finish (killed after
+ * the timeout, or the child died): failed_step "check", error |why|
+ * ("timeout after 60 s"). */
+void	gpu_result_failed(struct gpu_result *r, int device, const char *why);
+
+#endif
