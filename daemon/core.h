@@ -92,7 +92,7 @@ enum core_node_state {
 enum core_outcome {
 	CORE_OUTCOME_SUCCEEDED = 1,
 	CORE_OUTCOME_FAILED = 2,
-	CORE_OUTCOME_HEALTH = 3,
+	CORE_OUTCOME_UPDATE = 3,
 };
 
 struct core_job;

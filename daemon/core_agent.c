@@ -200,7 +200,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	j = n->job;
 	if (r->outcome != CORE_OUTCOME_SUCCEEDED &&
 	    r->outcome != CORE_OUTCOME_FAILED &&
-	    r->outcome != CORE_OUTCOME_HEALTH) {
+	    r->outcome != CORE_OUTCOME_UPDATE) {
 		snprintf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
 		    (int)r->outcome);
 		return GRPC_INVALID_ARGUMENT;
@@ -209,7 +209,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		gpus_update(n, r->gpus_healthy, r->gpus_total);
 	if (restart_count != NULL)
 		*restart_count = j->restart_count;
-	if (r->outcome == CORE_OUTCOME_HEALTH)
+	if (r->outcome == CORE_OUTCOME_UPDATE)
 		return 0;
 	if (r->outcome == CORE_OUTCOME_SUCCEEDED &&
 	    n->state == CORE_NODE_SUCCEEDED && n->generation == r->generation)

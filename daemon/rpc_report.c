@@ -35,7 +35,7 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		return;
 	}
 	if (req->outcome < RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED ||
-	    req->outcome > RDZV__V1__OUTCOME__OUTCOME_HEALTH) {
+	    req->outcome > RDZV__V1__OUTCOME__OUTCOME_UPDATE) {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT,
 		    "unknown outcome %d", (int)req->outcome);
 		return;

@@ -66,7 +66,7 @@ def main():
                             exits=[r.WorkerExit(local_rank=1, exit_code=-1,
                                                 signal=9)],
                             message="RuntimeError: CUDA out of memory"),
-            r.ReportRequest(outcome=r.OUTCOME_HEALTH, gpus=[gpu]),
+            r.ReportRequest(outcome=r.OUTCOME_UPDATE, gpus=[gpu]),
         ],
         "leave": [r.LeaveRequest(session_id=b"\x03" * 16, reason="drain")],
         "list_jobs": [c.ListJobsRequest(all=True), c.ListJobsRequest()],

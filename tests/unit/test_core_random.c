@@ -428,7 +428,7 @@ do_report(void)
 	if (chance(5))
 		r.generation = rndn(6);
 	r.outcome = chance(20) ? CORE_OUTCOME_SUCCEEDED :
-	    chance(80) ? CORE_OUTCOME_FAILED : CORE_OUTCOME_HEALTH;
+	    chance(80) ? CORE_OUTCOME_FAILED : CORE_OUTCOME_UPDATE;
 	if (chance(30)) {
 		r.has_gpus = true;
 		r.gpus_total = 8;

@@ -56,7 +56,7 @@ test_roundtrip(void)
 	memset(&rep, 0, sizeof(rep));
 	rep.session_id = b->session_id;
 	rep.generation = b->generation;
-	rep.outcome = CORE_OUTCOME_HEALTH;
+	rep.outcome = CORE_OUTCOME_UPDATE;
 	rep.has_gpus = true;
 	rep.gpus_healthy = 1;
 	rep.gpus_total = 2;
@@ -473,7 +473,7 @@ test_events(void)
 	memset(&rep, 0, sizeof(rep));
 	rep.session_id = n->session_id;
 	rep.generation = 1;
-	rep.outcome = CORE_OUTCOME_HEALTH;
+	rep.outcome = CORE_OUTCOME_UPDATE;
 	rep.has_gpus = true;
 	rep.gpus_total = 8;
 	for (i = 0; i < 250; i++) {
