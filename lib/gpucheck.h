@@ -45,9 +45,10 @@ struct gpu_result {
 
 /*
  * Loads libcuda (once per process) and counts devices (cuInit,
- * cuDeviceGetCount). 0 with *count, or -1 with a message in |err| naming
- * libcuda and the cause ("libcuda.so.1: cannot open shared object file",
- * "cuInit: CUDA_ERROR_NO_DEVICE").
+ * cuDeviceGetCount). 0 with *count (0 also when cuInit says
+ * CUDA_ERROR_NO_DEVICE: a node without GPUs), or -1 with a message in |err|
+ * naming libcuda and the cause ("cannot load libcuda: libcuda.so.1: cannot
+ * open shared object file: ...", "libcuda: cuInit: CUDA_ERROR_UNKNOWN").
  */
 int	gpu_count(int *count, char *err, size_t errlen);
 

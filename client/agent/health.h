@@ -22,27 +22,42 @@ enum health_policy {
 
 struct health_opts {
 	enum health_policy	policy;
-	uint32_t		timeout_ms;	/* --health-timeout, per check */
-	size_t			bytes;		/* 0: GPU_DEFAULT_BYTES */
+	uint32_t		timeout_ms;	/* --health-timeout, per check;
+						   0: no limit */
+	size_t			bytes;		/* 0: $RDZV_HEALTH_BYTES, else
+						   GPU_DEFAULT_BYTES */
 };
 
 /* "off", "warn", "exclude", "strict". 0, or -1. */
 int	health_policy_parse(const char *s, enum health_policy *out);
 const char *health_policy_name(enum health_policy);
 
+/* The buffer size a check uses: opts->bytes, else $RDZV_HEALTH_BYTES
+ * (a size as parse_size() reads it), else GPU_DEFAULT_BYTES. */
+size_t	health_bytes(const struct health_opts *);
+
 /*
- * Counts this node's GPUs in a child process. 0 with *count (0: none), or
- * -1 with the reason (no libcuda, cuInit failed) in |why|.
+ * Counts this node's GPUs in a child process. 0 with *count (0: none, also
+ * when the driver says CUDA_ERROR_NO_DEVICE), or -1 with the reason (no
+ * libcuda, cuInit failed, the count timed out) in |why|.
  */
 int	health_count(uint32_t timeout_ms, int *count, char *why, size_t len);
 
 /*
  * Checks devices 0..n-1, each in its own child process, in parallel; a
  * check still running after opts->timeout_ms is killed and counts as failed
- * ("timeout"). results[i] is device i. Returns the number that passed.
+ * ("timeout after ..."). results[i] is device i. Returns the number that
+ * passed. Every child is reaped before it returns, by its pid: the caller
+ * must not reap with waitpid(-1) meanwhile (a SIGCHLD handler of the agent
+ * that does would take the children's statuses, not their results).
  */
 int	health_probe(const struct health_opts *, int n,
 	    struct gpu_result *results);
+
+/* The same for the |n| devices listed in |devices|: results[i] is
+ * devices[i]. */
+int	health_probe_devices(const struct health_opts *, const int *devices,
+	    int n, struct gpu_result *results);
 
 /*
  * In a worker child, after fork and before exec: checks |device|, writes
@@ -66,7 +81,11 @@ int	health_visible_devices(const int *devices, size_t n, char *buf,
 void	health_to_pb(const struct gpu_result *r, Rdzv__V1__GpuResult *pb,
 	    Rdzv__V1__GpuStep *steps, Rdzv__V1__GpuStep **step_ptrs);
 
-/* "device 2 (NVIDIA H100, GPU-...): alloc failed: CUDA_ERROR_..." */
+/* The time of all steps of a check. */
+uint64_t health_elapsed_us(const struct gpu_result *);
+
+/* "device 2 (NVIDIA H100, GPU-...): alloc failed: CUDA_ERROR_...", or
+ * "device 0 (NVIDIA H100, GPU-...): passed in 812.4 ms". */
 void	health_describe(const struct gpu_result *r, char *buf, size_t len);
 
 /* `rdzv-agent gpucheck [--device N|all] [-o json]`; returns the exit

@@ -1,0 +1,230 @@
+/*
+ * rdzv-agent gpucheck: the GPU health check of SPEC §7 run by hand, on one
+ * device or all, each in its own child process exactly as the agent runs
+ * it before a join. Prints each device with the time of every step, or
+ * JSON. Exit status: 0 every device checked passed, 1 any failed or no
+ * GPU could be checked (no libcuda, no device), 2 usage.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "health.h"
+#include "parse.h"
+
+#define DEFAULT_TIMEOUT_MS	60000
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: rdzv-agent gpucheck [--device N|all] [-o table|json]\n"
+	    "                           [--health-timeout DUR] [--bytes SIZE]\n"
+	    "  --device N|all         the device to check (default all)\n"
+	    "  -o, --output FORMAT    table (default) or json\n"
+	    "  --health-timeout DUR   kill a check still running after this\n"
+	    "                         (default 60s)\n"
+	    "  --bytes SIZE           test buffer per device (default 256MiB)\n"
+	    "libcuda is loaded from $RDZV_LIBCUDA, else libcuda.so.1.\n");
+}
+
+static void
+print_table(const struct gpu_result *rs, int n)
+{
+	const struct gpu_result	*r;
+	char			 line[512];
+	int			 i, passed = 0;
+	uint32_t		 k;
+
+	for (i = 0; i < n; i++) {
+		r = &rs[i];
+		health_describe(r, line, sizeof line);
+		printf("%s\n", line);
+		if (r->total_mem != 0)
+			printf("  memory %.1f GiB total, %.1f GiB free; "
+			    "driver %d.%d\n", (double)r->total_mem / (1 << 30),
+			    (double)r->free_mem / (1 << 30),
+			    r->driver_version / 1000,
+			    (r->driver_version % 1000) / 10);
+		if (r->n_steps > 0)
+			printf("  %-16s %12s\n", "STEP", "TIME");
+		for (k = 0; k < r->n_steps && k < GPU_STEPS_MAX; k++)
+			printf("  %-16s %9.3f ms%s\n", r->steps[k].name,
+			    (double)r->steps[k].elapsed_us / 1000.0,
+			    !r->ok && k + 1 == r->n_steps &&
+			    strcmp(r->steps[k].name, r->failed_step) == 0 ?
+			    "  FAILED" : "");
+		if (r->ok)
+			passed++;
+	}
+	printf("%d of %d device%s passed\n", passed, n, n == 1 ? "" : "s");
+}
+
+static json_t *
+result_json(const struct gpu_result *r)
+{
+	json_t		*o, *steps;
+	uint32_t	 k;
+
+	steps = json_array();
+	for (k = 0; k < r->n_steps && k < GPU_STEPS_MAX; k++)
+		json_array_append_new(steps, json_pack("{s:s, s:I}",
+		    "name", r->steps[k].name,
+		    "elapsed_us", (json_int_t)r->steps[k].elapsed_us));
+	o = json_pack("{s:i, s:b, s:s, s:s, s:I, s:I, s:i, s:I, s:o}",
+	    "device", r->device,
+	    "ok", r->ok,
+	    "name", r->name,
+	    "uuid", r->uuid,
+	    "total_mem", (json_int_t)r->total_mem,
+	    "free_mem", (json_int_t)r->free_mem,
+	    "driver_version", r->driver_version,
+	    "elapsed_us", (json_int_t)health_elapsed_us(r),
+	    "steps", steps);
+	if (!r->ok) {
+		json_object_set_new(o, "failed_step",
+		    json_string(r->failed_step));
+		json_object_set_new(o, "error", json_string(r->error));
+	}
+	return (o);
+}
+
+static void
+print_json(const struct gpu_result *rs, int n, size_t bytes)
+{
+	json_t	*doc, *devs;
+	int	 i, passed = 0;
+
+	devs = json_array();
+	for (i = 0; i < n; i++) {
+		json_array_append_new(devs, result_json(&rs[i]));
+		if (rs[i].ok)
+			passed++;
+	}
+	doc = json_pack("{s:I, s:i, s:i, s:o}", "bytes", (json_int_t)bytes,
+	    "passed", passed, "failed", n - passed, "devices", devs);
+	json_dumpf(doc, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+	json_decref(doc);
+}
+
+int
+cmd_gpucheck(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "health-timeout", required_argument, NULL, 't' },
+		{ "bytes", required_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct health_opts	 opts;
+	struct gpu_result	*rs;
+	uint64_t		 ms;
+	const char		*device = "all", *output = "table";
+	char			 why[512], *end;
+	int			 ch, count, one = -1, n, i, *devs, passed;
+
+	memset(&opts, 0, sizeof opts);
+	opts.policy = HEALTH_STRICT;
+	opts.timeout_ms = DEFAULT_TIMEOUT_MS;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			device = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 't':
+			if (parse_duration(optarg, 1000, &ms) != 0 ||
+			    ms == 0 || ms > UINT32_MAX) {
+				fprintf(stderr, "rdzv-agent: gpucheck: "
+				    "--health-timeout %s: not a duration "
+				    "such as 30s or 500ms\n", optarg);
+				return (2);
+			}
+			opts.timeout_ms = (uint32_t)ms;
+			break;
+		case 'b':
+			if (parse_size(optarg, &opts.bytes) != 0 ||
+			    opts.bytes < 4) {
+				fprintf(stderr, "rdzv-agent: gpucheck: "
+				    "--bytes %s: not a size such as 256MiB\n",
+				    optarg);
+				return (2);
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return (0);
+		default:
+			usage(stderr);
+			return (2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "rdzv-agent: gpucheck: unexpected argument "
+		    "%s\n", argv[optind]);
+		usage(stderr);
+		return (2);
+	}
+	if (strcmp(output, "table") != 0 && strcmp(output, "json") != 0) {
+		fprintf(stderr, "rdzv-agent: gpucheck: -o %s: use table or "
+		    "json\n", output);
+		return (2);
+	}
+	if (strcmp(device, "all") != 0) {
+		long v = strtol(device, &end, 10);
+
+		if (*device == '\0' || *end != '\0' || v < 0 || v > 4096) {
+			fprintf(stderr, "rdzv-agent: gpucheck: --device %s: "
+			    "use a device number or all\n", device);
+			return (2);
+		}
+		one = (int)v;
+	}
+
+	if (health_count(opts.timeout_ms, &count, why, sizeof why) != 0) {
+		fprintf(stderr, "rdzv-agent: gpucheck: %s (is the NVIDIA "
+		    "driver installed? RDZV_LIBCUDA names another "
+		    "libcuda.so.1)\n", why);
+		return (1);
+	}
+	if (count == 0) {
+		fprintf(stderr, "rdzv-agent: gpucheck: libcuda found no "
+		    "GPU on this node\n");
+		return (1);
+	}
+	if (one >= count) {
+		fprintf(stderr, "rdzv-agent: gpucheck: --device %d: this "
+		    "node has %d GPU%s (0 to %d)\n", one, count,
+		    count == 1 ? "" : "s", count - 1);
+		return (2);
+	}
+	n = one >= 0 ? 1 : count;
+	rs = calloc((size_t)n, sizeof *rs);
+	devs = calloc((size_t)n, sizeof *devs);
+	if (rs == NULL || devs == NULL) {
+		fprintf(stderr, "rdzv-agent: gpucheck: out of memory\n");
+		free(rs);
+		free(devs);
+		return (1);
+	}
+	for (i = 0; i < n; i++)
+		devs[i] = one >= 0 ? one : i;
+	passed = health_probe_devices(&opts, devs, n, rs);
+	if (strcmp(output, "json") == 0)
+		print_json(rs, n, health_bytes(&opts));
+	else
+		print_table(rs, n);
+	fflush(stdout);
+	free(rs);
+	free(devs);
+	return (passed == n ? 0 : 1);
+}

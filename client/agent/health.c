@@ -1,0 +1,505 @@
+/*
+ * GPU health in the agent (SPEC §7). The agent never initialises CUDA in
+ * its own process, because a process that has called cuInit must not fork
+ * children that use CUDA: every check here runs in a child process that
+ * writes its result on a pipe. The parent bounds each check by a deadline,
+ * SIGKILLs what is still running at it, and reaps every child it started.
+ */
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "health.h"
+#include "parse.h"
+
+/* How long a SIGKILLed child may take to be reaped (a process stuck in the
+ * GPU driver dies only when it leaves the kernel). */
+#define REAP_WAIT_MS	2000
+
+/* What a counting child sends back. */
+struct count_msg {
+	int32_t		rc;
+	int32_t		count;
+	char		why[256];
+};
+
+/* One child process and the result it is sending. */
+struct child {
+	pid_t		 pid;		/* -1: not started or reaped */
+	int		 fd;		/* read end, -1 once at EOF */
+	char		*buf;
+	size_t		 len;
+	size_t		 got;
+	int		 status;	/* from waitpid */
+	int		 killed;	/* by us, at the deadline */
+	int		 reaped;
+};
+
+static const char *policy_names[] = {
+	[HEALTH_OFF] = "off",
+	[HEALTH_WARN] = "warn",
+	[HEALTH_EXCLUDE] = "exclude",
+	[HEALTH_STRICT] = "strict",
+};
+
+int
+health_policy_parse(const char *s, enum health_policy *out)
+{
+	size_t	i;
+
+	for (i = 0; i < sizeof policy_names / sizeof policy_names[0]; i++) {
+		if (strcmp(s, policy_names[i]) == 0) {
+			*out = (enum health_policy)i;
+			return (0);
+		}
+	}
+	return (-1);
+}
+
+const char *
+health_policy_name(enum health_policy p)
+{
+	if ((size_t)p >= sizeof policy_names / sizeof policy_names[0])
+		return ("unknown");
+	return (policy_names[p]);
+}
+
+size_t
+health_bytes(const struct health_opts *opts)
+{
+	const char	*s;
+	size_t		 bytes;
+
+	if (opts != NULL && opts->bytes != 0)
+		return (opts->bytes);
+	s = getenv("RDZV_HEALTH_BYTES");
+	if (s != NULL && *s != '\0' && parse_size(s, &bytes) == 0 &&
+	    bytes > 0)
+		return (bytes);
+	return (GPU_DEFAULT_BYTES);
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/*
+ * In a new child: die with the agent, and take the default action for the
+ * signals the agent handles (its handlers write to the agent's event loop,
+ * which is not this process's business).
+ */
+static void
+child_setup(pid_t parent)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD,
+	    SIGPIPE, SIGUSR1, SIGUSR2 };
+	sigset_t	all;
+	size_t		i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		signal(sigs[i], SIG_DFL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+/*
+ * Starts a child that runs fn(arg, write end) and exits. 0, or -errno
+ * (the child is not started).
+ */
+static int
+child_start(struct child *c, void (*fn)(void *, int), void *arg)
+{
+	pid_t	parent = getpid();
+	int	p[2];
+
+	c->pid = -1;
+	c->fd = -1;
+	c->got = 0;
+	c->killed = c->reaped = 0;
+	c->status = 0;
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return (-errno);
+	c->pid = fork();
+	if (c->pid == -1) {
+		close(p[0]);
+		close(p[1]);
+		return (-errno);
+	}
+	if (c->pid == 0) {
+		close(p[0]);
+		child_setup(parent);
+		fn(arg, p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	c->fd = p[0];
+	fcntl(c->fd, F_SETFL, O_NONBLOCK);
+	return (0);
+}
+
+/* Reads what |c| has sent; closes its pipe at EOF or once all arrived. */
+static void
+child_read(struct child *c)
+{
+	ssize_t	n;
+
+	for (;;) {
+		if (c->got == c->len) {
+			n = 0;	/* all there: anything more is not ours */
+		} else {
+			n = read(c->fd, c->buf + c->got, c->len - c->got);
+			if (n == -1 && errno == EINTR)
+				continue;
+			if (n == -1 && errno == EAGAIN)
+				return;
+		}
+		if (n <= 0) {
+			close(c->fd);
+			c->fd = -1;
+			return;
+		}
+		c->got += (size_t)n;
+	}
+}
+
+/*
+ * Waits for every child's result until |timeout_ms| from now (0: no
+ * limit), SIGKILLs those still running then, and reaps them all.
+ */
+static void
+children_wait(struct child *cs, int n, uint32_t timeout_ms)
+{
+	struct pollfd	*pfd;
+	uint64_t	 deadline = now_ms() + timeout_ms, t;
+	int		 i, k, open, wait_ms;
+
+	pfd = calloc((size_t)n, sizeof *pfd);
+	for (;;) {
+		for (i = k = open = 0; i < n; i++) {
+			if (cs[i].fd == -1)
+				continue;
+			open++;
+			if (pfd == NULL)
+				break;
+			pfd[k].fd = cs[i].fd;
+			pfd[k].events = POLLIN;
+			k++;
+		}
+		if (open == 0 || pfd == NULL)
+			break;
+		t = now_ms();
+		if (timeout_ms != 0 && t >= deadline)
+			break;
+		wait_ms = timeout_ms == 0 ? -1 : (int)(deadline - t);
+		if (poll(pfd, (nfds_t)k, wait_ms) == -1 && errno != EINTR)
+			break;
+		for (i = 0; i < n; i++) {
+			if (cs[i].fd != -1)
+				child_read(&cs[i]);
+		}
+	}
+	free(pfd);
+
+	for (i = 0; i < n; i++) {
+		if (cs[i].fd != -1) {
+			close(cs[i].fd);
+			cs[i].fd = -1;
+			if (cs[i].pid > 0 && cs[i].got < cs[i].len) {
+				kill(cs[i].pid, SIGKILL);
+				cs[i].killed = 1;
+			}
+		}
+	}
+	deadline = now_ms() + REAP_WAIT_MS;
+	for (i = 0; i < n; i++) {
+		while (cs[i].pid > 0 && !cs[i].reaped) {
+			pid_t r = waitpid(cs[i].pid, &cs[i].status, WNOHANG);
+
+			if (r == cs[i].pid || (r == -1 && errno != EINTR)) {
+				/* ECHILD: someone else reaped it. */
+				cs[i].reaped = 1;
+				break;
+			}
+			if (r == 0 && now_ms() >= deadline)
+				break;	/* stuck in the kernel: leave it */
+			if (r == 0) {
+				struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+}
+
+/* Why a child gave no whole result. */
+static void
+child_why(const struct child *c, uint32_t timeout_ms, char *buf, size_t len)
+{
+	if (c->pid <= 0)
+		snprintf(buf, len, "could not start the check");
+	else if (c->killed && timeout_ms % 1000 == 0)
+		snprintf(buf, len, "timeout after %u s", timeout_ms / 1000);
+	else if (c->killed)
+		snprintf(buf, len, "timeout after %u ms", timeout_ms);
+	else if (c->reaped && WIFSIGNALED(c->status))
+		snprintf(buf, len, "check died: %s",
+		    strsignal(WTERMSIG(c->status)));
+	else if (c->reaped && WIFEXITED(c->status))
+		snprintf(buf, len, "check exited %d early",
+		    WEXITSTATUS(c->status));
+	else
+		snprintf(buf, len, "check ended early");
+}
+
+static void
+count_child(void *arg, int fd)
+{
+	struct count_msg m;
+
+	memset(&m, 0, sizeof m);
+	m.rc = gpu_count(&m.count, m.why, sizeof m.why);
+	(void)!write(fd, &m, sizeof m);
+}
+
+int
+health_count(uint32_t timeout_ms, int *count, char *why, size_t len)
+{
+	struct count_msg	m;
+	struct child		c;
+	int			rc;
+
+	*count = 0;
+	memset(&m, 0, sizeof m);
+	c.buf = (char *)&m;
+	c.len = sizeof m;
+	if ((rc = child_start(&c, count_child, NULL)) != 0) {
+		snprintf(why, len, "cannot start the GPU count: %s",
+		    strerror(-rc));
+		return (-1);
+	}
+	children_wait(&c, 1, timeout_ms);
+	if (c.got != sizeof m) {
+		child_why(&c, timeout_ms, why, len);
+		return (-1);
+	}
+	m.why[sizeof m.why - 1] = '\0';
+	if (m.rc != 0) {
+		snprintf(why, len, "%s", m.why);
+		return (-1);
+	}
+	*count = m.count;
+	return (0);
+}
+
+struct probe_arg {
+	int	device;
+	size_t	bytes;
+};
+
+static void
+probe_child(void *arg, int fd)
+{
+	struct probe_arg	*a = arg;
+	struct gpu_result	 r;
+
+	gpu_check(a->device, a->bytes, &r);
+	gpu_result_write(fd, &r);
+}
+
+int
+health_probe_devices(const struct health_opts *opts, const int *devices,
+    int n, struct gpu_result *results)
+{
+	struct child		*cs;
+	struct probe_arg	 a;
+	char			 why[sizeof results->error];
+	int			 i, passed = 0;
+
+	if (n <= 0)
+		return (0);
+	if ((cs = calloc((size_t)n, sizeof *cs)) == NULL) {
+		for (i = 0; i < n; i++)
+			gpu_result_failed(&results[i], devices[i],
+			    "out of memory");
+		return (0);
+	}
+	a.bytes = health_bytes(opts);
+	for (i = 0; i < n; i++) {
+		cs[i].buf = (char *)&results[i];
+		cs[i].len = sizeof results[i];
+		a.device = devices[i];
+		child_start(&cs[i], probe_child, &a);
+	}
+	children_wait(cs, n, opts->timeout_ms);
+	for (i = 0; i < n; i++) {
+		if (cs[i].got != sizeof results[i]) {
+			child_why(&cs[i], opts->timeout_ms, why, sizeof why);
+			gpu_result_failed(&results[i], devices[i], why);
+		}
+		if (results[i].ok)
+			passed++;
+	}
+	free(cs);
+	return (passed);
+}
+
+int
+health_probe(const struct health_opts *opts, int n,
+    struct gpu_result *results)
+{
+	int	*devices, i, passed;
+
+	if (n <= 0)
+		return (0);
+	if ((devices = calloc((size_t)n, sizeof *devices)) == NULL) {
+		for (i = 0; i < n; i++)
+			gpu_result_failed(&results[i], i, "out of memory");
+		return (0);
+	}
+	for (i = 0; i < n; i++)
+		devices[i] = i;
+	passed = health_probe_devices(opts, devices, n, results);
+	free(devices);
+	return (passed);
+}
+
+int
+health_worker_check(const struct health_opts *opts, int device, int fd)
+{
+	struct gpu_result	r;
+
+	gpu_check(device, health_bytes(opts), &r);
+	gpu_result_write(fd, &r);
+	close(fd);
+	return (r.ok ? 0 : -1);
+}
+
+/*
+ * Entry |i| of a comma-separated list, copied to |out|. 0, or -1 when the
+ * list is shorter.
+ */
+static int
+list_entry(const char *list, size_t i, char *out, size_t len)
+{
+	const char	*p = list, *end;
+	size_t		 k;
+
+	for (k = 0; k < i; k++) {
+		if ((p = strchr(p, ',')) == NULL)
+			return (-1);
+		p++;
+	}
+	end = strchr(p, ',');
+	k = end != NULL ? (size_t)(end - p) : strlen(p);
+	if (k == 0 || k >= len)
+		return (-1);
+	memcpy(out, p, k);
+	out[k] = '\0';
+	return (0);
+}
+
+int
+health_visible_devices(const int *devices, size_t n, char *buf, size_t len)
+{
+	const char	*cvd = getenv("CUDA_VISIBLE_DEVICES");
+	char		 entry[128];
+	size_t		 i, off = 0;
+	int		 k;
+
+	if (len == 0)
+		return (-1);
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (devices[i] < 0)
+			return (-1);
+		if (cvd != NULL && *cvd != '\0') {
+			if (list_entry(cvd, (size_t)devices[i], entry,
+			    sizeof entry) != 0)
+				return (-1);
+		} else
+			snprintf(entry, sizeof entry, "%d", devices[i]);
+		k = snprintf(buf + off, len - off, "%s%s", i > 0 ? "," : "",
+		    entry);
+		if (k < 0 || (size_t)k >= len - off) {
+			buf[off] = '\0';
+			return (-1);
+		}
+		off += (size_t)k;
+	}
+	return (0);
+}
+
+void
+health_to_pb(const struct gpu_result *r, Rdzv__V1__GpuResult *pb,
+    Rdzv__V1__GpuStep *steps, Rdzv__V1__GpuStep **step_ptrs)
+{
+	uint32_t	i, n = r->n_steps;
+
+	if (n > GPU_STEPS_MAX)
+		n = GPU_STEPS_MAX;
+	rdzv__v1__gpu_result__init(pb);
+	pb->device = (uint32_t)r->device;
+	pb->uuid = (char *)r->uuid;
+	pb->name = (char *)r->name;
+	pb->ok = r->ok;
+	pb->failed_step = (char *)r->failed_step;
+	pb->error = (char *)r->error;
+	pb->total_mem = r->total_mem;
+	for (i = 0; i < n; i++) {
+		rdzv__v1__gpu_step__init(&steps[i]);
+		steps[i].name = (char *)r->steps[i].name;
+		steps[i].elapsed_us = r->steps[i].elapsed_us;
+		step_ptrs[i] = &steps[i];
+	}
+	pb->n_steps = n;
+	pb->steps = n > 0 ? step_ptrs : NULL;
+}
+
+uint64_t
+health_elapsed_us(const struct gpu_result *r)
+{
+	uint64_t	us = 0;
+	uint32_t	i;
+
+	for (i = 0; i < r->n_steps && i < GPU_STEPS_MAX; i++)
+		us += r->steps[i].elapsed_us;
+	return (us);
+}
+
+void
+health_describe(const struct gpu_result *r, char *buf, size_t len)
+{
+	char	who[192];
+
+	if (r->name[0] != '\0' && r->uuid[0] != '\0')
+		snprintf(who, sizeof who, "device %d (%s, %s)", r->device,
+		    r->name, r->uuid);
+	else if (r->name[0] != '\0')
+		snprintf(who, sizeof who, "device %d (%s)", r->device,
+		    r->name);
+	else
+		snprintf(who, sizeof who, "device %d", r->device);
+	if (r->ok)
+		snprintf(buf, len, "%s: passed in %.1f ms", who,
+		    (double)health_elapsed_us(r) / 1000.0);
+	else
+		snprintf(buf, len, "%s: %s failed: %s", who, r->failed_step,
+		    r->error);
+}

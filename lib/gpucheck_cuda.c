@@ -1,0 +1,102 @@
+/*
+ * libcuda through dlopen(): the driver API without a build-time dependency
+ * on CUDA (SPEC §7). The table is filled once per process and never
+ * unloaded: libcuda keeps threads and state that do not survive dlclose().
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpucheck_cuda.h"
+
+#define LIBCUDA_DEFAULT	"libcuda.so.1"
+
+/*
+ * Each entry point with the symbol to resolve and, where older drivers
+ * lack it, an older symbol of the same signature to fall back on
+ * (cuDeviceGetUuid_v2 arrived with CUDA 11.4; both take a CUuuid).
+ */
+static const struct {
+	const char	*name;
+	const char	*fallback;
+	size_t		 off;
+} cuda_syms[] = {
+#define SYM(f, name, fallback) \
+	{ name, fallback, offsetof(struct cuda_api, f) }
+	SYM(GetErrorName, "cuGetErrorName", NULL),
+	SYM(Init, "cuInit", NULL),
+	SYM(DriverGetVersion, "cuDriverGetVersion", NULL),
+	SYM(DeviceGetCount, "cuDeviceGetCount", NULL),
+	SYM(DeviceGet, "cuDeviceGet", NULL),
+	SYM(DeviceGetName, "cuDeviceGetName", NULL),
+	SYM(DeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid"),
+	SYM(DeviceTotalMem, "cuDeviceTotalMem_v2", NULL),
+	SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL),
+	SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", NULL),
+	SYM(CtxSetCurrent, "cuCtxSetCurrent", NULL),
+	SYM(CtxSynchronize, "cuCtxSynchronize", NULL),
+	SYM(MemGetInfo, "cuMemGetInfo_v2", NULL),
+	SYM(MemAlloc, "cuMemAlloc_v2", NULL),
+	SYM(MemFree, "cuMemFree_v2", NULL),
+	SYM(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
+	SYM(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
+	SYM(ModuleLoadData, "cuModuleLoadData", NULL),
+	SYM(ModuleUnload, "cuModuleUnload", NULL),
+	SYM(ModuleGetFunction, "cuModuleGetFunction", NULL),
+	SYM(LaunchKernel, "cuLaunchKernel", NULL),
+#undef SYM
+};
+
+static struct cuda_api	 cuda;
+static int		 cuda_loaded;
+
+const struct cuda_api *
+cuda_load(char *err, size_t errlen)
+{
+	const char	*path;
+	void		*h, *f;
+	size_t		 i;
+
+	if (cuda_loaded)
+		return (&cuda);
+	path = getenv("RDZV_LIBCUDA");
+	if (path == NULL || *path == '\0')
+		path = LIBCUDA_DEFAULT;
+
+	/*
+	 * RTLD_LOCAL keeps libcuda's symbols out of the global namespace, so
+	 * a worker's own CUDA libraries load theirs as usual.
+	 */
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		snprintf(err, errlen, "cannot load libcuda: %s", dlerror());
+		return (NULL);
+	}
+	for (i = 0; i < sizeof cuda_syms / sizeof cuda_syms[0]; i++) {
+		f = dlsym(h, cuda_syms[i].name);
+		if (f == NULL && cuda_syms[i].fallback != NULL)
+			f = dlsym(h, cuda_syms[i].fallback);
+		if (f == NULL) {
+			snprintf(err, errlen, "libcuda %s has no %s: a driver "
+			    "too old or not libcuda", path, cuda_syms[i].name);
+			dlclose(h);
+			return (NULL);
+		}
+		memcpy((char *)&cuda + cuda_syms[i].off, &f, sizeof f);
+	}
+	cuda_loaded = 1;
+	return (&cuda);
+}
+
+void
+cuda_error_name(const struct cuda_api *api, CUresult rc, char *buf,
+    size_t len)
+{
+	const char	*name = NULL;
+
+	if (api->GetErrorName(rc, &name) != CUDA_SUCCESS || name == NULL)
+		snprintf(buf, len, "CUresult %d", rc);
+	else
+		snprintf(buf, len, "%s", name);
+}
