@@ -58,6 +58,21 @@ event_to_pb(struct arena *a, const struct core_event *e, Rdzv__V1__Event *m)
 	m->message = (char *)e->message;
 }
 
+static Rdzv__V1__GpuResult *
+gpu_to_pb(struct arena *a, const struct core_gpu *g)
+{
+	Rdzv__V1__GpuResult *m = arena_alloc(a, sizeof(*m));
+	rdzv__v1__gpu_result__init(m);
+	m->device = g->device;
+	m->ok = g->ok;
+	m->name = (char *)g->name;
+	m->uuid = (char *)g->uuid;
+	m->failed_step = (char *)g->failed_step;
+	m->error = (char *)g->error;
+	m->total_mem = g->total_mem;
+	return m;
+}
+
 static Rdzv__V1__Node *
 node_to_pb(struct arena *a, const struct core_node *n)
 {
@@ -74,6 +89,12 @@ node_to_pb(struct arena *a, const struct core_node *n)
 	m->rank_hint = n->rank_hint;
 	m->gpus_healthy = n->gpus_healthy;
 	m->gpus_total = n->gpus_total;
+	if (n->n_gpus > 0) {
+		m->n_gpus = n->n_gpus;
+		m->gpus = arena_alloc(a, n->n_gpus * sizeof(*m->gpus));
+		for (uint32_t i = 0; i < n->n_gpus; i++)
+			m->gpus[i] = gpu_to_pb(a, &n->gpus[i]);
+	}
 	m->last_seen_unix_ms = n->last_seen_ms;
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
@@ -218,15 +239,39 @@ caller_is_admin(struct grpc_call *call)
 	return config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
 }
 
-void
-gpus_count(Rdzv__V1__GpuResult **gpus, size_t n, uint32_t *healthy,
-    uint32_t *total)
+int
+gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
+    uint32_t *healthy, uint32_t *total, char *err, size_t errlen)
 {
-	*healthy = 0;
-	*total = (uint32_t)n;
-	for (size_t i = 0; i < n; i++)
-		if (gpus[i]->ok)
+	struct core_gpu *g;
+
+	*out = NULL;
+	*healthy = *total = 0;
+	if (n == 0)
+		return 0;
+	if (n > GPUS_MAX) {
+		snprintf(err, errlen, "%zu GPU results; a node has at most %d",
+		    n, GPUS_MAX);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if ((g = calloc(n, sizeof(*g))) == NULL)
+		fatal("gpus_from_pb");
+	for (size_t i = 0; i < n; i++) {
+		g[i].device = gpus[i]->device;
+		g[i].ok = gpus[i]->ok;
+		snprintf(g[i].name, sizeof(g[i].name), "%s", gpus[i]->name);
+		snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", gpus[i]->uuid);
+		snprintf(g[i].failed_step, sizeof(g[i].failed_step), "%s",
+		    gpus[i]->failed_step);
+		snprintf(g[i].error, sizeof(g[i].error), "%s",
+		    gpus[i]->error);
+		g[i].total_mem = gpus[i]->total_mem;
+		if (g[i].ok)
 			(*healthy)++;
+	}
+	*total = (uint32_t)n;
+	*out = g;
+	return 0;
 }
 
 void

@@ -552,6 +552,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	n->connected = true;
 	n->gpus_healthy = req->gpus_healthy;
 	n->gpus_total = req->gpus_total;
+	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);
 	core_node_dirty(n);
 	core_event_add(j, "join", "node %s (node %llu) joined as %s: nproc "
 	    "%u%s", n->hostname, (unsigned long long)n->node_id,

@@ -115,6 +115,17 @@ struct core_event {
 	struct core_job	*job;		/* in core->new_events only */
 };
 
+/* One GPU's health check result, as the agent reported it (SPEC §7). */
+struct core_gpu {
+	uint32_t	device;
+	bool		ok;
+	char		name[96];
+	char		uuid[48];
+	char		failed_step[24];	/* empty when ok */
+	char		error[64];
+	uint64_t	total_mem;
+};
+
 /* A member of a round as it was formed: what its assignment said. */
 struct core_member {
 	uint64_t	 node_id;
@@ -143,6 +154,7 @@ struct core_node {
 	char			*hostname;
 	char			*advertise_addr;
 	uint32_t		 master_port;	/* offered if it is rank 0 */
+	uint32_t		 port_offer;	/* for the next round; 0 none */
 	uint32_t		 nproc;
 	bool			 has_rank_hint;
 	uint32_t		 rank_hint;
@@ -156,6 +168,9 @@ struct core_node {
 	bool			 connected;	/* not persisted */
 	uint32_t		 gpus_healthy;
 	uint32_t		 gpus_total;
+	struct core_gpu		*gpus;		/* each device's latest result */
+	uint32_t		 n_gpus;
+	bool			 gpus_dirty;	/* gpus changed this turn */
 	char			*reason;	/* why it left, was lost, evicted */
 
 	/* Core-private below. */
@@ -341,6 +356,8 @@ struct core_join {
 	uint32_t		 rank_hint;
 	uint32_t		 gpus_healthy;
 	uint32_t		 gpus_total;
+	const struct core_gpu	*gpus;		/* n_gpus results, or none */
+	uint32_t		 n_gpus;
 	uint8_t			 session_id[CORE_SESSION_LEN];
 };
 
@@ -376,6 +393,11 @@ struct core_report {
 	bool		 has_gpus;
 	uint32_t	 gpus_healthy;
 	uint32_t	 gpus_total;
+	const struct core_gpu *gpus;		/* n_gpus results, or none */
+	uint32_t	 n_gpus;
+	/* CORE_OUTCOME_UPDATE only; 0: unchanged. */
+	uint32_t	 nproc;			/* fewer workers: re-round */
+	uint32_t	 master_port;		/* offered from now on */
 };
 /* *restart_count (may be NULL) gets the job's count for ReportResponse. */
 int		 core_report(struct core *, struct core_now,
@@ -447,6 +469,10 @@ struct core_node *core_restore_node(struct core *, struct core_job *,
 		    const char *hostname, const char *advertise_addr);
 void		 core_restore_event(struct core_job *, const struct core_event *);
 void		 core_node_set_reason(struct core_node *, const char *);
+/* Replaces the node's per-device GPU results (a copy); true if changed.
+ * Marks nothing dirty (the restore uses it too). */
+bool		 core_node_set_gpus(struct core_node *, const struct core_gpu *,
+		    uint32_t n);
 /*
  * Rebuilds rounds, counters and timers: live nodes get leases ending at
  * now + lease_ttl, open deadlines resume with the time they had left,

@@ -140,8 +140,14 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 }
 
 static void
-gpus_update(struct core_node *n, uint32_t healthy, uint32_t total)
+gpus_update(struct core_node *n, const struct core_report *r)
 {
+	uint32_t	healthy = r->gpus_healthy, total = r->gpus_total;
+
+	if (core_node_set_gpus(n, r->gpus, r->n_gpus)) {
+		n->gpus_dirty = true;
+		core_node_dirty(n);
+	}
 	if (n->gpus_healthy == healthy && n->gpus_total == total)
 		return;
 	n->gpus_healthy = healthy;
@@ -184,6 +190,43 @@ report_fence(const struct core_node *n, const struct core_report *r,
 	return 0;
 }
 
+/*
+ * The node's offer changed. A fresh master port is kept for the next
+ * round. Fewer workers (a GPU failed its worker's check) change the world
+ * of a running job, so it re-rounds at once, as a planned change: every
+ * node restarts its workers, no restart is counted.
+ */
+static void
+offer_update(struct core_node *n, const struct core_report *r)
+{
+	struct core_job	*j = n->job;
+
+	if (r->master_port != 0 && r->master_port != n->port_offer) {
+		n->port_offer = r->master_port;
+		core_node_dirty(n);
+	}
+	if (r->nproc == 0 || r->nproc == n->nproc)
+		return;
+	/* A round that cannot be re-formed keeps the nproc it was made with
+	 * (its ranks are prefix sums of them). */
+	if (n->state == CORE_NODE_PARTICIPANT && j->state != CORE_JOB_RUNNING &&
+	    j->state != CORE_JOB_WAITING)
+		return;
+	core_event_add(j, "nproc", "node %s (node %llu) now runs %u workers "
+	    "(was %u)", n->hostname, (unsigned long long)n->node_id, r->nproc,
+	    n->nproc);
+	n->nproc = r->nproc;
+	core_node_dirty(n);
+	if (n->state != CORE_NODE_PARTICIPANT || j->state != CORE_JOB_RUNNING)
+		return;
+	if (!j->pend_failure && !j->pend_change)
+		snprintf(j->pend_reason, sizeof(j->pend_reason), "node %s "
+		    "(node %llu) now runs %u workers", n->hostname,
+		    (unsigned long long)n->node_id, n->nproc);
+	j->pend_change = true;
+	core_settle(j);
+}
+
 int
 core_report(struct core *c, struct core_now now, const char *identity,
     const struct core_report *r, uint32_t *restart_count, char *err,
@@ -205,12 +248,19 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		    (int)r->outcome);
 		return GRPC_INVALID_ARGUMENT;
 	}
+	if (r->outcome == CORE_OUTCOME_UPDATE && r->nproc > CORE_NPROC_MAX) {
+		snprintf(err, errlen, "job %s: nproc must be 1 to %d, not %u",
+		    j->rdzv_id, CORE_NPROC_MAX, r->nproc);
+		return GRPC_INVALID_ARGUMENT;
+	}
 	if (r->has_gpus)
-		gpus_update(n, r->gpus_healthy, r->gpus_total);
+		gpus_update(n, r);
 	if (restart_count != NULL)
 		*restart_count = j->restart_count;
-	if (r->outcome == CORE_OUTCOME_UPDATE)
+	if (r->outcome == CORE_OUTCOME_UPDATE) {
+		offer_update(n, r);
 		return 0;
+	}
 	if (r->outcome == CORE_OUTCOME_SUCCEEDED &&
 	    n->state == CORE_NODE_SUCCEEDED && n->generation == r->generation)
 		return 0;

@@ -233,7 +233,7 @@ core_changes_clear(struct core *c)
 	}
 	while ((n = TAILQ_FIRST(&c->dirty_nodes)) != NULL) {
 		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
-		n->dirty = false;
+		n->dirty = n->gpus_dirty = false;
 	}
 	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);

@@ -177,6 +177,11 @@ round_complete(struct core_job *j, uint32_t k)
 		n->base_rank = base;
 		n->generation = j->generation;
 		base += n->nproc;
+		if (n->port_offer != 0) {
+			/* The fresh port it offered since its last round. */
+			n->master_port = n->port_offer;
+			n->port_offer = 0;
+		}
 		core_node_dirty(n);
 	}
 	j->round_n = k;

@@ -479,6 +479,7 @@ core_node_free(struct core_node *n)
 	free(n->hostname);
 	free(n->advertise_addr);
 	free(n->reason);
+	free(n->gpus);
 	free(n);
 }
 
@@ -504,4 +505,21 @@ core_node_set_reason(struct core_node *n, const char *reason)
 {
 	free(n->reason);
 	n->reason = reason == NULL ? NULL : core_xstrdup(reason);
+}
+
+bool
+core_node_set_gpus(struct core_node *n, const struct core_gpu *gpus,
+    uint32_t count)
+{
+	if (count == n->n_gpus && (count == 0 ||
+	    memcmp(n->gpus, gpus, count * sizeof(*gpus)) == 0))
+		return false;
+	free(n->gpus);
+	n->gpus = NULL;
+	n->n_gpus = count;
+	if (count > 0) {
+		n->gpus = core_xreallocarray(NULL, count, sizeof(*gpus));
+		memcpy(n->gpus, gpus, count * sizeof(*gpus));
+	}
+	return true;
 }

@@ -126,8 +126,12 @@ struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
 /* 1 if the caller is one of the configured admins (SPEC §11). */
 int		 caller_is_admin(struct grpc_call *);
 /* Counts GpuResults into healthy/total. */
-void		 gpus_count(Rdzv__V1__GpuResult **, size_t, uint32_t *healthy,
-		    uint32_t *total);
+/* A node's GPU results as the core keeps them (*out: free it). 0, or
+ * INVALID_ARGUMENT with a message. */
+#define GPUS_MAX	64
+int		 gpus_from_pb(Rdzv__V1__GpuResult **, size_t,
+		    struct core_gpu **out, uint32_t *healthy,
+		    uint32_t *total, char *err, size_t errlen);
 
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];

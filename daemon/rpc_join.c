@@ -4,6 +4,7 @@
  * it go out after this turn's commit.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -55,13 +56,22 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		snprintf(err, errlen, "job %s: hostname is empty", req->rdzv_id);
 		return GRPC_INVALID_ARGUMENT;
 	}
-	gpus_count(req->gpus, req->n_gpus, &j.gpus_healthy, &j.gpus_total);
+	struct core_gpu *gpus;
+	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &j.gpus_healthy,
+	    &j.gpus_total, err, errlen);
+	if (rc != GRPC_OK)
+		return rc;
+	j.gpus = gpus;
+	j.n_gpus = j.gpus_total;
 	if (new_session(j.session_id) != 0) {
 		snprintf(err, errlen, "no randomness for a session id: %s",
 		    strerror(errno));
+		free(gpus);
 		return GRPC_INTERNAL;
 	}
-	return core_join(rdzvd.core, turn_now(), &j, node, err, errlen);
+	rc = core_join(rdzvd.core, turn_now(), &j, node, err, errlen);
+	free(gpus);
+	return rc;
 }
 
 void

@@ -25,6 +25,8 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		.outcome = (enum core_outcome)req->outcome,
 		.message = req->message[0] != '\0' ? req->message : NULL,
 		.has_gpus = req->n_gpus > 0,
+		.nproc = req->nproc,
+		.master_port = req->master_port,
 	};
 	uint32_t *restarts;
 	char err[512];
@@ -40,11 +42,20 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		    "unknown outcome %d", (int)req->outcome);
 		return;
 	}
-	gpus_count(req->gpus, req->n_gpus, &r.gpus_healthy, &r.gpus_total);
+	struct core_gpu *gpus;
+	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &r.gpus_healthy,
+	    &r.gpus_total, err, sizeof(err));
+	if (rc != GRPC_OK) {
+		grpc_call_finish(call, rc, "%s", err);
+		return;
+	}
+	r.gpus = gpus;
+	r.n_gpus = r.gpus_total;
 	if ((restarts = malloc(sizeof(*restarts))) == NULL)
 		fatal("rpc_report");
-	int rc = core_report(rdzvd.core, turn_now(), grpc_call_identity(call),
+	rc = core_report(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    &r, restarts, err, sizeof(err));
+	free(gpus);
 	if (rc != GRPC_OK) {
 		free(restarts);
 		grpc_call_finish(call, rc, "%s", err);

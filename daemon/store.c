@@ -195,9 +195,42 @@ put_node(struct store *s, const struct core_node *n, char *err,
 	bind_i64(&b, n->gpus_healthy);
 	bind_i64(&b, n->gpus_total);
 	bind_text(&b, n->reason);
+	bind_i64(&b, n->port_offer);
 	snprintf(what, sizeof(what), "writing node %llu of job %s",
 	    (unsigned long long)n->node_id, n->job->rdzv_id);
 	return run(s, &b, err, errlen, what);
+}
+
+/* A node's GPU results, replaced whole when they changed. */
+static int
+put_gpus(struct store *s, const struct core_node *n, char *err,
+    size_t errlen)
+{
+	struct binder		 b = bind_start(s->st[ST_GPUS_DEL]);
+	const struct core_gpu	*g;
+	char			 what[64];
+	uint32_t		 i;
+
+	snprintf(what, sizeof(what), "writing the GPUs of node %llu",
+	    (unsigned long long)n->node_id);
+	bind_u64(&b, n->node_id);
+	if (run(s, &b, err, errlen, what) != 0)
+		return -1;
+	for (i = 0; i < n->n_gpus; i++) {
+		g = &n->gpus[i];
+		b = bind_start(s->st[ST_GPU_PUT]);
+		bind_u64(&b, n->node_id);
+		bind_i64(&b, g->device);
+		bind_text(&b, g->name);
+		bind_text(&b, g->uuid);
+		bind_i64(&b, g->ok);
+		bind_text(&b, g->failed_step);
+		bind_text(&b, g->error);
+		bind_u64(&b, g->total_mem);
+		if (run(s, &b, err, errlen, what) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int
@@ -353,7 +386,8 @@ commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
 			return -1;
 	}
 	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (put_node(s, n, err, errlen) != 0)
+		if (put_node(s, n, err, errlen) != 0 ||
+		    (n->gpus_dirty && put_gpus(s, n, err, errlen) != 0))
 			return -1;
 	}
 	for (i = 0; i < c->n_new_rounds; i++) {

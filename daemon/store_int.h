@@ -24,7 +24,7 @@
 #define NODE_COLS	"node_id, rdzv_id, session_id, hostname, "	\
 	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \
 	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \
-	"gpus_total, reason"
+	"gpus_total, reason, port_offer"
 #define EVENT_COLS	"seq, wall_ms, generation, kind, message"
 
 /* The statements of a turn and of Control.ListEvents, prepared once. */
@@ -40,6 +40,8 @@ enum {
 	ST_ROUND_PUT,
 	ST_ASSIGN_PUT,
 	ST_META_PUT,
+	ST_GPUS_DEL,
+	ST_GPU_PUT,
 	ST_EVENTS_GET,
 	ST_COUNT
 };

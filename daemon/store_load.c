@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sqlite3.h>
@@ -145,7 +146,8 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	    (!n->has_rank_hint || col_u32(st, 7, &n->rank_hint)) &&
 	    col_u32(st, 10, &n->base_rank) &&
 	    col_u32(st, 14, &n->gpus_healthy) &&
-	    col_u32(st, 15, &n->gpus_total) && rank >= -1 &&
+	    col_u32(st, 15, &n->gpus_total) &&
+	    col_u32(st, 17, &n->port_offer) && rank >= -1 &&
 	    rank <= INT32_MAX;
 	if (!ok)
 		return fail(err, errlen, "node %llu of job %s: a value is out "
@@ -160,6 +162,41 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	n->joined_ms = sqlite3_column_int64(st, 13);
 	if (sqlite3_column_type(st, 16) != SQLITE_NULL)
 		core_node_set_reason(n, col_text(st, 16));
+	return 0;
+}
+
+/* One GPU of a node, appended to those read before it. */
+static int
+row_gpu(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	uint64_t		 id = (uint64_t)sqlite3_column_int64(st, 0);
+	struct core_node	*n = core_node_find(c, id);
+	struct core_gpu		*v, *g;
+
+	(void)s;
+	if (n == NULL)
+		return fail(err, errlen, "GPU of node %llu: no such node",
+		    (unsigned long long)id);
+	if ((v = calloc(n->n_gpus + 1, sizeof(*v))) == NULL)
+		return fail(err, errlen, "out of memory");
+	if (n->n_gpus > 0)
+		memcpy(v, n->gpus, n->n_gpus * sizeof(*v));
+	g = &v[n->n_gpus];
+	if (!col_u32(st, 1, &g->device)) {
+		free(v);
+		return fail(err, errlen, "GPU of node %llu: device out of "
+		    "range", (unsigned long long)id);
+	}
+	snprintf(g->name, sizeof(g->name), "%s", col_text(st, 2));
+	snprintf(g->uuid, sizeof(g->uuid), "%s", col_text(st, 3));
+	g->ok = sqlite3_column_int64(st, 4) != 0;
+	snprintf(g->failed_step, sizeof(g->failed_step), "%s",
+	    col_text(st, 5));
+	snprintf(g->error, sizeof(g->error), "%s", col_text(st, 6));
+	g->total_mem = (uint64_t)sqlite3_column_int64(st, 7);
+	core_node_set_gpus(n, v, n->n_gpus + 1);
+	free(v);
 	return 0;
 }
 
@@ -237,6 +274,8 @@ static const char *const load_sql[] = {
 	"SELECT " EVENT_COLS " FROM (SELECT * FROM events WHERE rdzv_id = ?1 "
 	    "ORDER BY seq DESC LIMIT " STORE_STR(CORE_EVENTS_KEPT) ") "
 	    "ORDER BY seq",
+	"SELECT node_id, device, name, uuid, ok, failed_step, error, "
+	    "total_mem FROM gpus ORDER BY node_id, device",
 };
 #define LOAD_N	(sizeof(load_sql) / sizeof(load_sql[0]))
 
@@ -258,7 +297,7 @@ load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
 		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
 			return -1;
 	}
-	return 0;
+	return each_row(s, st[4], row_gpu, c, err, errlen);
 }
 
 int

@@ -112,6 +112,20 @@ static const char *const migrations[] = {
 	"  FOREIGN KEY (rdzv_id, generation)"
 	"    REFERENCES rounds (rdzv_id, generation) ON DELETE CASCADE)"
 	"  WITHOUT ROWID;",
+	/* 1 -> 2: each GPU's result; the master port offered for the next
+	 * round. */
+	"ALTER TABLE nodes ADD COLUMN port_offer INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE gpus ("
+	"  node_id INTEGER NOT NULL REFERENCES nodes (node_id) "
+	"    ON DELETE CASCADE,"
+	"  device INTEGER NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  uuid TEXT NOT NULL,"
+	"  ok INTEGER NOT NULL,"
+	"  failed_step TEXT NOT NULL,"
+	"  error TEXT NOT NULL,"
+	"  total_mem INTEGER NOT NULL,"
+	"  PRIMARY KEY (node_id, device)) WITHOUT ROWID;",
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -133,12 +147,12 @@ static const char *const statements[ST_COUNT] = {
 	    "last_call_left_ms = ?19, join_left_ms = ?20",
 	[ST_NODE_PUT] = "INSERT INTO nodes (" NODE_COLS ") VALUES (?1, ?2, "
 	    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-	    "?17) ON CONFLICT (node_id) DO UPDATE SET rdzv_id = ?2, "
+	    "?17, ?18) ON CONFLICT (node_id) DO UPDATE SET rdzv_id = ?2, "
 	    "session_id = ?3, hostname = ?4, advertise_addr = ?5, "
 	    "master_port = ?6, nproc = ?7, rank_hint = ?8, state = ?9, "
 	    "group_rank = ?10, base_rank = ?11, generation = ?12, "
 	    "arrival = ?13, joined_ms = ?14, gpus_healthy = ?15, "
-	    "gpus_total = ?16, reason = ?17",
+	    "gpus_total = ?16, reason = ?17, port_offer = ?18",
 	[ST_EVENT_PUT] = "INSERT INTO events (rdzv_id, " EVENT_COLS ") "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	/* Plain INSERTs: a generation recorded twice must fail loudly. */
@@ -148,6 +162,10 @@ static const char *const statements[ST_COUNT] = {
 	[ST_ASSIGN_PUT] = "INSERT INTO assignments (rdzv_id, generation, "
 	    "node_id, group_rank, base_rank, nproc) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_GPUS_DEL] = "DELETE FROM gpus WHERE node_id = ?1",
+	[ST_GPU_PUT] = "INSERT INTO gpus (node_id, device, name, uuid, ok, "
+	    "failed_step, error, total_mem) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+	    "?7, ?8)",
 	[ST_META_PUT] = "INSERT INTO meta (key, value) VALUES (?1, ?2) "
 	    "ON CONFLICT (key) DO UPDATE SET value = ?2",
 	[ST_EVENTS_GET] = "SELECT " EVENT_COLS " FROM events "

@@ -347,6 +347,63 @@ def test_daemon_crash_keeps_generation_and_assignments(tmp_path):
         assert all(len(n.assignments()) == 2 for n in nodes)
 
 
+def test_gpu_results_and_offer_updates(tmp_path):
+    """Each GPU's result is kept with its node and survives a restart; an
+    UPDATE with fewer workers re-rounds a running job without a restart,
+    and a fresh port offered by rank 0 is the next round's master port."""
+    def gpus(req, bad=(2,)):
+        for d in range(4):
+            g = req.gpus.add(device=d, name="Fake GPU", uuid="GPU-%d" % d,
+                             ok=d not in bad, total_mem=1 << 30)
+            if d in bad:
+                g.failed_step, g.error = "alloc", "CUDA_ERROR_OUT_OF_MEMORY"
+    c = Cluster(tmp_path)
+    with c:
+        a, b = c.node("g0"), c.node("g1")
+        a.join("gpus", min_nodes=2, max_nodes=2, rank_hint=0, nproc=3,
+               master_port=29700, extra=gpus, lease_ttl_ms=10000,
+               reconnect_grace_ms=10000)
+        b.join("gpus", min_nodes=2, max_nodes=2, rank_hint=1, nproc=1)
+        first = a.wait_assignment()
+        assert (first.world_size, first.master_port) == (4, 29700)
+
+        def check(job):
+            node = [n for n in job.nodes if n.hostname == "g0"][0]
+            assert (node.gpus_healthy, node.gpus_total) == (3, 4)
+            got = [(g.device, g.ok, g.failed_step, g.error) for g in node.gpus]
+            assert got == [(0, True, "", ""), (1, True, "", ""),
+                           (2, False, "alloc", "CUDA_ERROR_OUT_OF_MEMORY"),
+                           (3, True, "", "")]
+        check(c.ctl().get_job("gpus"))
+
+        # A fresh port first (no new round), then device 1 fails its
+        # worker's check: two workers.
+        report = a._unary("Report", R.ReportRequest, R.ReportResponse)
+        report(R.ReportRequest(session_id=a.session_id,
+                               generation=first.generation,
+                               outcome=R.OUTCOME_UPDATE, master_port=29711),
+               timeout=10)
+        assert c.ctl().get_job("gpus").generation == first.generation
+        req = R.ReportRequest(session_id=a.session_id, generation=first.generation,
+                              outcome=R.OUTCOME_UPDATE, nproc=2)
+        req.gpus.add(device=0, ok=True)
+        report(req, timeout=10)
+        second = b.wait_assignment(after=first.generation)
+        assert second.world_size == 3 and second.base_rank == 2
+        assert second.master_port == 29711 and second.restart_count == 0
+
+        port, db = c.d.port, c.d.db
+        c.d.kill()
+        c.d = rt.Daemon(tmp_path, listen="127.0.0.1:%d" % port, db=db)
+        ctl = Control(c.d.addr)
+        c.ctls.append(ctl)
+        job = ctl.get_job("gpus")
+        node = [n for n in job.nodes if n.hostname == "g0"][0]
+        assert [(g.device, g.ok) for g in node.gpus] == [(0, True)]
+        assert (job.generation, job.world_size, job.restart_count) == \
+            (second.generation, 3, 0)
+
+
 # ------------------------------------------------------------ operators
 
 def test_control_close_abort_evict_and_watch(tmp_path):

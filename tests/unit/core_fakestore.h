@@ -30,7 +30,8 @@ struct fs_node {
 	uint8_t			session[CORE_SESSION_LEN];
 	char			job[CORE_ID_MAX + 1];
 	char			host[CORE_STR_MAX + 1], addr[CORE_STR_MAX + 1];
-	uint32_t		master_port, nproc, rank_hint, base_rank;
+	uint32_t		master_port, port_offer, nproc, rank_hint;
+	uint32_t		base_rank;
 	bool			has_hint;
 	enum core_node_state	state;
 	int32_t			group_rank;
@@ -163,6 +164,7 @@ fs_commit(struct fakestore *fs, struct core *c)
 		snprintf(fn->host, sizeof(fn->host), "%s", n->hostname);
 		snprintf(fn->addr, sizeof(fn->addr), "%s", n->advertise_addr);
 		fn->master_port = n->master_port;
+		fn->port_offer = n->port_offer;
 		fn->nproc = n->nproc;
 		fn->has_hint = n->has_rank_hint;
 		fn->rank_hint = n->rank_hint;
@@ -245,6 +247,7 @@ fs_restore(struct fakestore *fs, const struct core_config *cfg,
 		n->joined_ms = fn->joined;
 		n->gpus_healthy = fn->gpus_h;
 		n->gpus_total = fn->gpus_t;
+		n->port_offer = fn->port_offer;
 		if (fn->has_reason)
 			core_node_set_reason(n, fn->reason);
 	}

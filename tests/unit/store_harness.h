@@ -338,6 +338,10 @@ compare_node(const struct core_node *a, const struct core_node *b)
 	CHECK_INT(a->joined_ms, b->joined_ms);
 	CHECK_INT(a->gpus_healthy, b->gpus_healthy);
 	CHECK_INT(a->gpus_total, b->gpus_total);
+	CHECK_INT(a->port_offer, b->port_offer);
+	CHECK_INT(a->n_gpus, b->n_gpus);
+	if (a->n_gpus == b->n_gpus && a->n_gpus > 0)
+		CHECK_MEM(a->gpus, b->gpus, a->n_gpus * sizeof(*a->gpus));
 	CHECK_INT(a->reason == NULL, b->reason == NULL);
 	if (a->reason != NULL && b->reason != NULL)
 		CHECK_STR(a->reason, b->reason);

@@ -491,7 +491,62 @@ test_prune_ended_nodes(void)
 	teardown();
 }
 
+/*
+ * OUTCOME_UPDATE: a fresh master port is used from the next round on; a
+ * node that lost a GPU runs fewer workers, and its running job re-rounds
+ * at once without counting a restart.
+ */
+static void
+test_update_offer(void)
+{
+	struct core_report	 r;
+	struct core_join	 q;
+	struct core_node	*a, *b;
+	uint64_t		 gen;
+
+	setup(NULL);
+	q = req("upd", "a", 4, 2, 2);
+	q.master_port = 29500;
+	a = join_req(&q, 0);
+	b = join("upd", "b", 2, 2, 2);
+	CHECK(last_is(a, CORE_MSG_ASSIGNMENT));
+	CHECK(a->job->master_port == 29500);
+	CHECK(a->job->world_size == 6);
+	gen = a->job->generation;
+
+	memset(&r, 0, sizeof(r));
+	r.session_id = a->session_id;
+	r.generation = gen;
+	r.outcome = CORE_OUTCOME_UPDATE;
+	r.master_port = 29777;
+	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)), 0);
+	turn();
+	CHECK(a->job->generation == gen);	/* a port alone: no round */
+	CHECK(a->job->master_port == 29500);
+
+	r.master_port = 0;
+	r.nproc = 3;				/* one GPU failed its check */
+	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)), 0);
+	turn();
+	CHECK(a->job->generation == gen + 1);
+	CHECK(a->job->restart_count == 0);
+	CHECK(a->job->world_size == 5);
+	CHECK(a->job->master_port == 29777);
+	CHECK(last_is(a, CORE_MSG_ASSIGNMENT));
+	CHECK(last_is(b, CORE_MSG_ASSIGNMENT));
+	CHECK(last_msg(b)->u.assignment.base_rank == 3);
+	CHECK(last_msg(b)->u.assignment.master_port == 29777);
+
+	r.nproc = 70000;			/* over CORE_NPROC_MAX */
+	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
+	    GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "nproc");
+	turn();
+	teardown();
+}
+
 static const struct test tests[] = {
+	{ "update_offer", test_update_offer },
 	{ "rule6_worker_failure", test_rule6_worker_failure },
 	{ "rule7_closing_and_closed", test_rule7_closing_and_closed },
 	{ "rule8_leave", test_rule8_leave },

@@ -434,6 +434,10 @@ do_report(void)
 		r.gpus_total = 8;
 		r.gpus_healthy = rndn(9);
 	}
+	if (r.outcome == CORE_OUTCOME_UPDATE) {
+		r.nproc = rndn(5);		/* 0: unchanged */
+		r.master_port = rndn(3) == 0 ? 0 : 30000 + rndn(1000);
+	}
 	stats[S_REPORT]++;
 	rc = core_report(C, NOW, jobs[a->job].owner, &r, &restarts, err,
 	    sizeof(err));

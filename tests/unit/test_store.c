@@ -27,6 +27,15 @@ test_roundtrip(void)
 	uint64_t		 a_id;
 	uint8_t			 a_session[CORE_SESSION_LEN];
 
+	static const struct core_gpu gpus[2] = {
+		{ .device = 0, .ok = true, .name = "NVIDIA H100",
+		    .uuid = "GPU-0", .total_mem = 80ULL << 30 },
+		{ .device = 1, .ok = false, .name = "NVIDIA H100",
+		    .uuid = "GPU-1", .failed_step = "alloc",
+		    .error = "CUDA_ERROR_OUT_OF_MEMORY",
+		    .total_mem = 80ULL << 30 },
+	};
+
 	setup("roundtrip.db");
 	/* A running job that went through a failure and a leave. */
 	r = req("run", "hostb", 2, 2, 3);
@@ -60,10 +69,17 @@ test_roundtrip(void)
 	rep.has_gpus = true;
 	rep.gpus_healthy = 1;
 	rep.gpus_total = 2;
+	rep.gpus = gpus;
+	rep.n_gpus = 2;
+	rep.master_port = 31337;		/* for the next round */
 	CHECK_INT(core_report(C, NOW, "alice", &rep, NULL, err, sizeof(err)),
 	    0);
 	turn();
 	CHECK_INT(a->job->generation, 4);
+	CHECK_INT(b->port_offer, 31337);
+	CHECK_INT(q("SELECT count(*) FROM gpus WHERE node_id = (SELECT node_id "
+	    "FROM nodes WHERE hostname = 'hostb') AND NOT ok AND "
+	    "failed_step = 'alloc'"), 1);
 
 	/* Evicted, aborted, closed, and reopened jobs. */
 	d = join("evict", "e1", 1, 1, 2);

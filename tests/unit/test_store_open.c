@@ -88,13 +88,46 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 1 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 2 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
 	CHECK(access(wal, F_OK) != 0);
 	free(before);
 	free(after);
+}
+
+/*
+ * A database written by the first schema (made here by undoing migration
+ * 2 on a fresh one) is migrated in place and keeps its jobs.
+ */
+static void
+test_migrate_v1(void)
+{
+	struct core	*L;
+
+	setup("v1.db");
+	join("old", "h1", 2, 1, 1);
+	store_close(S);
+	S = NULL;
+	{
+		sqlite3	*db;
+
+		CHECK_INT(sqlite3_open(dbpath, &db), SQLITE_OK);
+		CHECK_INT(sqlite3_exec(db, "DROP TABLE gpus; ALTER TABLE nodes "
+		    "DROP COLUMN port_offer; PRAGMA user_version = 1", NULL,
+		    NULL, NULL), SQLITE_OK);
+		sqlite3_close(db);
+	}
+	CHECK_INT(q("PRAGMA user_version"), 1);
+	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
+	CHECK_INT(q("PRAGMA user_version"), 2);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	CHECK_INT(q("SELECT port_offer FROM nodes WHERE hostname = 'h1'"), 0);
+	CHECK_INT(q("SELECT count(*) FROM gpus"), 0);
+	teardown();
 }
 
 /* Not SQLite at all, or SQLite of another program: refused untouched. */
@@ -189,11 +222,11 @@ test_open_settings(void)
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
 	sqlite3_finalize(st);
-	CHECK_INT(q("PRAGMA user_version"), 1);
+	CHECK_INT(q("PRAGMA user_version"), 2);
 	/* Also from outside, as the sqlite3 CLI would see it. */
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
-	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta')"),
-	    6);
+	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
+	    "'gpus')"), 7);
 	CHECK_STR(S->path, store_path(S));
 	teardown();
 	/* An empty existing file is an empty database: it is set up. */
@@ -202,7 +235,7 @@ test_open_settings(void)
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	store_close(S);
 	S = NULL;
-	CHECK_INT(q("PRAGMA user_version"), 1);
+	CHECK_INT(q("PRAGMA user_version"), 2);
 }
 
 /* Load refuses data that would hand out a generation twice. */
@@ -232,6 +265,7 @@ main(int argc, char **argv)
 	static const struct test tests[] = {
 		{ "open_settings", test_open_settings },
 		{ "newer_schema", test_newer_schema },
+		{ "migrate_v1", test_migrate_v1 },
 		{ "garbage", test_garbage },
 		{ "lock", test_lock },
 		{ "duplicate_generation", test_duplicate_generation },
