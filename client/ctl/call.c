@@ -1,0 +1,185 @@
+/*
+ * Talking to rdzvd: one unary call per command, errors turned into the exit
+ * statuses of SPEC §8 and into one line on stderr that names the server and
+ * the cause, and says what to check when rdzvd cannot be reached.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzvctl.h"
+
+/* How long a call may take once connected; the connect timeout comes on
+ * top. rdzvd answers Control calls from memory, so this is generous. */
+#define CALL_TIMEOUT_MS		10000
+
+/* What RDZVCTL_TEST_NOW_MS makes every instant rdzvd sent: this long ago. */
+#define FIXED_AGO_MS		90000
+
+int
+ctl_exit_for(int status)
+{
+	switch (status) {
+	case GRPC_OK:
+		return CTL_EXIT_OK;
+	case GRPC_NOT_FOUND:
+		return CTL_EXIT_NOT_FOUND;
+	case GRPC_PERMISSION_DENIED:
+	case GRPC_UNAUTHENTICATED:
+		return CTL_EXIT_DENIED;
+	case GRPC_UNAVAILABLE:
+	case GRPC_DEADLINE_EXCEEDED:
+		return CTL_EXIT_UNAVAILABLE;
+	case GRPC_INVALID_ARGUMENT:
+		return CTL_EXIT_USAGE;
+	default:
+		return CTL_EXIT_ERROR;
+	}
+}
+
+/* A connection that never came up: tell the operator where to look. */
+static const char *
+hint_for(int status, const char *msg)
+{
+	if (status == GRPC_DEADLINE_EXCEEDED)
+		return " (is rdzvd overloaded or stopped? --server)";
+	if (status != GRPC_UNAVAILABLE)
+		return "";
+	if (strstr(msg, "refused") != NULL ||
+	    strstr(msg, "No such file") != NULL ||
+	    strstr(msg, "no such file") != NULL ||
+	    strstr(msg, "timed out") != NULL ||
+	    strstr(msg, "cannot resolve") != NULL ||
+	    strstr(msg, "unreachable") != NULL)
+		return " (is rdzvd running? --server)";
+	return "";
+}
+
+int
+ctl_fail(struct ctl *ctl, int status, const char *message)
+{
+	const char	*msg = message != NULL && *message != '\0' ? message :
+			    grpc_status_name(status);
+	size_t		 n = strlen(ctl->server);
+	char		 buf[128];
+
+	if (status == GRPC_DEADLINE_EXCEEDED) {
+		snprintf(buf, sizeof(buf), "no answer within %u ms",
+		    ctl->client.connect_timeout_ms + CALL_TIMEOUT_MS);
+		msg = buf;
+	}
+	/* The transport's messages already start with the server. */
+	if (n > 0 && strncmp(msg, ctl->server, n) == 0 && msg[n] == ':')
+		fprintf(stderr, "rdzvctl: %s%s\n", msg, hint_for(status, msg));
+	else
+		fprintf(stderr, "rdzvctl: %s: %s%s\n", ctl->server, msg,
+		    hint_for(status, msg));
+	return ctl_exit_for(status);
+}
+
+int
+ctl_client_opts(struct ctl *ctl, struct grpc_client_opts *o,
+    struct tls_ctx **tls)
+{
+	char	err[512];
+
+	if (client_opts_grpc(&ctl->client, o, tls, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzvctl: %s\n", err);
+		return CTL_EXIT_USAGE;
+	}
+	endpoint_format(&o->server, ctl->server, sizeof(ctl->server));
+	return CTL_EXIT_OK;
+}
+
+int
+ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
+    const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply)
+{
+	struct grpc_client_opts	 o;
+	struct tls_ctx		*tls = NULL;
+	char			 path[128], *msg = NULL;
+	int			 rc, status;
+
+	*reply = NULL;
+	if ((rc = ctl_client_opts(ctl, &o, &tls)) != CTL_EXIT_OK)
+		return rc;
+	snprintf(path, sizeof(path), "/rdzv.v1.Control/%s", method);
+	status = grpc_unary_sync(&o, path, req, reply_desc,
+	    o.connect_timeout_ms + CALL_TIMEOUT_MS, reply, &msg);
+	tls_free(tls);
+	if (status != GRPC_OK) {
+		rc = ctl_fail(ctl, status, msg);
+		free(msg);
+		return rc;
+	}
+	free(msg);
+	ctl_fix_times(ctl, *reply);
+	return CTL_EXIT_OK;
+}
+
+/* ------------------------------------------------------------ test clock */
+
+static int64_t
+fixed(const struct ctl *ctl, int64_t t)
+{
+	return t != 0 ? ctl->now_ms - FIXED_AGO_MS : 0;
+}
+
+static void
+fix_job(struct ctl *ctl, Rdzv__V1__Job *j)
+{
+	if (j == NULL)
+		return;
+	j->created_unix_ms = fixed(ctl, j->created_unix_ms);
+	j->updated_unix_ms = fixed(ctl, j->updated_unix_ms);
+	j->ended_unix_ms = fixed(ctl, j->ended_unix_ms);
+	/* A deadline shows as if it had just been armed. */
+	if (j->last_call_in_ms >= 0 && j->settings != NULL)
+		j->last_call_in_ms = j->settings->last_call_timeout_ms;
+	if (j->join_timeout_in_ms >= 0 && j->settings != NULL)
+		j->join_timeout_in_ms = j->settings->join_timeout_ms;
+	for (size_t i = 0; i < j->n_nodes; i++) {
+		j->nodes[i]->last_seen_unix_ms = fixed(ctl,
+		    j->nodes[i]->last_seen_unix_ms);
+		j->nodes[i]->joined_unix_ms = fixed(ctl,
+		    j->nodes[i]->joined_unix_ms);
+	}
+	for (size_t i = 0; i < j->n_events; i++)
+		j->events[i]->time_unix_ms = fixed(ctl,
+		    j->events[i]->time_unix_ms);
+}
+
+/*
+ * Golden tests cannot depend on when they ran: every instant becomes "90 s
+ * before RDZVCTL_TEST_NOW_MS" and every remaining time its full timeout.
+ * Applied to what rdzvd sent, so all the formatting code still runs.
+ */
+void
+ctl_fix_times(struct ctl *ctl, ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d;
+
+	if (!ctl->fixed_times || m == NULL)
+		return;
+	d = m->descriptor;
+	if (d == &rdzv__v1__job__descriptor) {
+		fix_job(ctl, (Rdzv__V1__Job *)m);
+	} else if (d == &rdzv__v1__watch_event__descriptor) {
+		fix_job(ctl, ((Rdzv__V1__WatchEvent *)m)->job);
+	} else if (d == &rdzv__v1__list_jobs_response__descriptor) {
+		Rdzv__V1__ListJobsResponse *r = (Rdzv__V1__ListJobsResponse *)m;
+		for (size_t i = 0; i < r->n_jobs; i++)
+			fix_job(ctl, r->jobs[i]);
+	} else if (d == &rdzv__v1__list_events_response__descriptor) {
+		Rdzv__V1__ListEventsResponse *r =
+		    (Rdzv__V1__ListEventsResponse *)m;
+		for (size_t i = 0; i < r->n_events; i++)
+			r->events[i]->time_unix_ms = fixed(ctl,
+			    r->events[i]->time_unix_ms);
+	} else if (d == &rdzv__v1__server_info_response__descriptor) {
+		Rdzv__V1__ServerInfoResponse *r =
+		    (Rdzv__V1__ServerInfoResponse *)m;
+		r->uptime_ms = FIXED_AGO_MS;
+		r->started_unix_ms = fixed(ctl, r->started_unix_ms);
+	}
+}

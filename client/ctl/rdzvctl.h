@@ -1,0 +1,157 @@
+/*
+ * rdzvctl, the operator's view of rdzvd (SPEC §8): one file per command,
+ * each exporting a struct ctl_cmd that main.c lists, as tmux's cmd-*.c do;
+ * shared helpers for talking to rdzvd, tables, JSON and times.
+ */
+#ifndef RDZVCTL_H
+#define RDZVCTL_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "rdzv/v1/control.pb-c.h"
+#include "rdzv/v1/types.pb-c.h"
+
+/* Exit statuses (SPEC §8), documented in docs/RDZVCTL.md. */
+enum {
+	CTL_EXIT_OK = 0,
+	CTL_EXIT_ERROR = 1,
+	CTL_EXIT_USAGE = 2,
+	CTL_EXIT_NOT_FOUND = 3,
+	CTL_EXIT_DENIED = 4,
+	CTL_EXIT_UNAVAILABLE = 5,
+};
+
+enum ctl_output {
+	CTL_OUTPUT_TEXT,
+	CTL_OUTPUT_JSON,
+};
+
+/* Everything a command needs: the options given and the clock. */
+struct ctl {
+	struct client_opts	 client;
+	char			 server[300];	/* as the errors name it */
+	enum ctl_output		 output;
+	int64_t			 now_ms;	/* wall clock, unix ms */
+	bool			 fixed_times;	/* see ctl_fix_times() */
+
+	/* Command options; each command reads those it takes. */
+	bool			 all;
+	bool			 watch;
+	const char		*reason;
+	uint32_t		 limit;
+	uint64_t		 after;
+};
+
+/* One command. Its options come on top of the shared ones. */
+struct ctl_cmd {
+	const char		*name;
+	const char		*args;		/* "ID [NODE]" for usage */
+	const char		*summary;	/* one line for the list */
+	const char		*help;		/* its own option lines */
+	const char		*shortopts;	/* its own short options */
+	const struct option	*longopts;	/* its own, NULL-terminated */
+	int			 min_args;
+	int			 max_args;
+	/* Applies one of its own options: 0, or an exit status. */
+	int			(*option)(struct ctl *, int ch, const char *arg);
+	/* Runs with the positional arguments: an exit status. */
+	int			(*exec)(struct ctl *, int argc, char **argv);
+};
+
+extern const struct ctl_cmd cmd_status_entry;
+extern const struct ctl_cmd cmd_close_entry;
+extern const struct ctl_cmd cmd_abort_entry;
+extern const struct ctl_cmd cmd_evict_entry;
+extern const struct ctl_cmd cmd_events_entry;
+extern const struct ctl_cmd cmd_server_entry;
+
+/* main.c */
+int	ctl_usage_error(const char *fmt, ...)
+	    __attribute__((format(printf, 1, 2)));
+
+/* call.c */
+/*
+ * One unary call of rdzv.v1.Control/|method|. Returns CTL_EXIT_OK with
+ * *reply set (free with protobuf_c_message_free_unpacked), or prints what
+ * went wrong on stderr, naming the server, and returns the exit status.
+ */
+int	ctl_call(struct ctl *, const char *method, const ProtobufCMessage *req,
+	    const ProtobufCMessageDescriptor *reply_desc,
+	    ProtobufCMessage **reply);
+/* The exit status for a gRPC status. */
+int	ctl_exit_for(int grpc_status);
+/* Prints "rdzvctl: SERVER: MESSAGE[ (hint)]"; returns the exit status. */
+int	ctl_fail(struct ctl *, int grpc_status, const char *message);
+/* Options for a long-lived client of our own (--watch). 0 or exit status. */
+int	ctl_client_opts(struct ctl *, struct grpc_client_opts *,
+	    struct tls_ctx **);
+/*
+ * With RDZVCTL_TEST_NOW_MS set (tests only), replaces every instant and
+ * remaining time rdzvd sent by fixed values, so output is the same on
+ * every run. No-op otherwise. |m| is any reply rdzvctl receives.
+ */
+void	ctl_fix_times(struct ctl *, ProtobufCMessage *m);
+
+/* table.c */
+struct table;
+/* A table with |ncols| columns named by |headers| (copied). */
+struct table	*table_new(size_t ncols, const char *const *headers);
+/* Appends one cell; a row ends after ncols cells. */
+void		 table_cell(struct table *, const char *fmt, ...)
+		    __attribute__((format(printf, 2, 3)));
+size_t		 table_rows(const struct table *);
+/* Prints the columns aligned, each line prefixed by |indent|. */
+void		 table_print(const struct table *, FILE *, const char *indent);
+void		 table_free(struct table *);
+
+/* format.c */
+const char	*fmt_job_state(int state);
+const char	*fmt_node_state(int state);
+/* "0s", "450ms", "45s", "1m30s", "2h5m", "3d4h": the two largest units. */
+char		*fmt_duration(char *buf, size_t len, int64_t ms);
+/* The time since |t_ms| ("1m30s"), or "-" when t_ms is 0. */
+char		*fmt_age(char *buf, size_t len, int64_t now_ms, int64_t t_ms);
+/* "2024-01-01 12:00:00" in local time, or "-" when t_ms is 0. */
+char		*fmt_clock(char *buf, size_t len, int64_t t_ms);
+/* "HH:MM:SS" in local time. */
+char		*fmt_clock_short(char *buf, size_t len, int64_t t_ms);
+/* A node's global ranks: "4-5", "6", or "-" outside the round. */
+char		*fmt_ranks(char *buf, size_t len, const Rdzv__V1__Node *);
+/* "host:port", "[v6]:port". */
+char		*fmt_hostport(char *buf, size_t len, const char *host,
+		    uint32_t port);
+/* Wall clock now, unix ms. */
+int64_t		 fmt_now_ms(void);
+
+/* json.c */
+/* The documented JSON shape of a job: summary, or with nodes and events. */
+json_t	*json_job(const Rdzv__V1__Job *, bool detail);
+json_t	*json_node(const Rdzv__V1__Node *);
+json_t	*json_event(const Rdzv__V1__Event *);
+json_t	*json_server(const Rdzv__V1__ServerInfoResponse *);
+/* Prints |j| indented (or compact, one line) and frees it. 0 or exit. */
+int	 json_emit(json_t *j, bool compact);
+
+/* status.c */
+/* The detailed view of one job, as `status ID` prints it. */
+void	status_job_print(struct ctl *, FILE *, const Rdzv__V1__Job *,
+	    bool with_events);
+/* The job list, as `status` prints it. */
+void	status_list_print(struct ctl *, FILE *, Rdzv__V1__Job *const *jobs,
+	    size_t n);
+
+/* close.c */
+/* Prints the job an action returned (text or JSON) and frees it. */
+int	action_print(struct ctl *, Rdzv__V1__Job *);
+
+/* watch.c */
+/* Follows rdzv.v1.Control/Watch for one job (|rdzv_id|) or all (NULL). */
+int	watch_run(struct ctl *, const char *rdzv_id);
+
+#endif

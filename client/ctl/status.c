@@ -1,0 +1,391 @@
+/*
+ * rdzvctl status [ID]: what an operator needs at a glance (SPEC §8). The
+ * list answers which jobs exist and which are stuck; one job in detail
+ * answers why it waits and for how long, who holds which ranks, which GPUs
+ * failed, and what happened last.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzvctl.h"
+
+#define DEFAULT_EVENTS	10
+#define KEY_WIDTH	10
+
+static const char *const list_headers[] = {
+	"ID", "STATE", "GEN", "NODES", "WORLD", "RESTARTS", "AGE", "OWNER",
+};
+
+static const char *const node_headers[] = {
+	"NODE", "HOST", "ADDRESS", "GROUP", "RANKS", "NPROC", "STATE", "GPUS",
+	"LAST SEEN",
+};
+
+static const char *const gpu_headers[] = {
+	"NODE", "HOST", "GPU", "NAME", "UUID", "STEP", "ERROR",
+};
+
+static const char *const event_headers[] = {
+	"TIME", "GEN", "KIND", "MESSAGE",
+};
+
+#define NCOLS(h) (sizeof(h) / sizeof(h[0]))
+
+static int
+min_nodes(const Rdzv__V1__Job *j)
+{
+	return j->settings != NULL ? (int)j->settings->min_nodes : 0;
+}
+
+static int
+max_nodes(const Rdzv__V1__Job *j)
+{
+	return j->settings != NULL ? (int)j->settings->max_nodes : 0;
+}
+
+void
+status_list_print(struct ctl *ctl, FILE *f, Rdzv__V1__Job *const *jobs,
+    size_t n)
+{
+	struct table	*t;
+	char		 age[32];
+
+	if (n == 0) {
+		fprintf(f, "%s\n", ctl->all ? "no jobs" :
+		    "no active jobs (--all adds ended ones)");
+		return;
+	}
+	t = table_new(NCOLS(list_headers), list_headers);
+	for (size_t i = 0; i < n; i++) {
+		const Rdzv__V1__Job *j = jobs[i];
+		table_cell(t, "%s", j->rdzv_id);
+		table_cell(t, "%s", fmt_job_state(j->state));
+		table_cell(t, "%" PRIu64, j->generation);
+		table_cell(t, "%u of %d:%d", j->participants, min_nodes(j),
+		    max_nodes(j));
+		table_cell(t, "%u", j->world_size);
+		table_cell(t, "%u/%u", j->restart_count, j->settings != NULL ?
+		    j->settings->max_restarts : 0);
+		table_cell(t, "%s", fmt_age(age, sizeof(age), ctl->now_ms,
+		    j->created_unix_ms));
+		table_cell(t, "%s", j->owner);
+	}
+	table_print(t, f, "");
+	table_free(t);
+}
+
+static void
+key(FILE *f, const char *k)
+{
+	fprintf(f, "%-*s", KEY_WIDTH, k);
+}
+
+/* For a job whose round is open: how far it got and what comes next. */
+static void
+print_waiting(FILE *f, const Rdzv__V1__Job *j)
+{
+	char	d[32];
+	int	need = min_nodes(j) - (int)j->participants;
+
+	key(f, "waiting");
+	fprintf(f, "%u of min %d nodes joined", j->participants, min_nodes(j));
+	if (j->last_call_in_ms >= 0)
+		fprintf(f, "; the round completes in %s (last call) or when "
+		    "%d have joined", fmt_duration(d, sizeof(d),
+		    j->last_call_in_ms), max_nodes(j));
+	if (j->join_timeout_in_ms >= 0 && need > 0)
+		fprintf(f, "; the job fails in %s unless %d more join%s "
+		    "(join timeout)", fmt_duration(d, sizeof(d),
+		    j->join_timeout_in_ms), need, need == 1 ? "s" : "");
+	fputc('\n', f);
+}
+
+static void
+print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
+{
+	char	lc[32], jt[32], lt[32], rg[32];
+
+	if (s == NULL)
+		return;
+	key(f, "settings");
+	fprintf(f, "nodes %u:%u, last call %s, join timeout %s, max restarts "
+	    "%u, lease %s, reconnect grace %s\n", s->min_nodes, s->max_nodes,
+	    fmt_duration(lc, sizeof(lc), s->last_call_timeout_ms),
+	    fmt_duration(jt, sizeof(jt), s->join_timeout_ms), s->max_restarts,
+	    fmt_duration(lt, sizeof(lt), s->lease_ttl_ms),
+	    fmt_duration(rg, sizeof(rg), s->reconnect_grace_ms));
+}
+
+static void
+print_when(struct ctl *ctl, FILE *f, const char *k, int64_t t)
+{
+	char	c[32], a[32];
+
+	if (t == 0)
+		return;
+	key(f, k);
+	fprintf(f, "%s (%s ago)\n", fmt_clock(c, sizeof(c), t),
+	    fmt_age(a, sizeof(a), ctl->now_ms, t));
+}
+
+static void
+print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
+{
+	char	d[32], hp[300];
+
+	key(f, "job");
+	fprintf(f, "%s\n", j->rdzv_id);
+	key(f, "state");
+	fprintf(f, "%s\n", fmt_job_state(j->state));
+	if (j->reason[0] != '\0') {
+		key(f, "reason");
+		fprintf(f, "%s\n", j->reason);
+	}
+	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_WAITING)
+		print_waiting(f, j);
+	key(f, "owner");
+	fprintf(f, "%s (attempt %u)\n", j->owner, j->attempt);
+	key(f, "round");
+	if (j->generation == 0)
+		fprintf(f, "none completed yet\n");
+	else
+		fprintf(f, "generation %" PRIu64 ", world size %u, master %s, "
+		    "restarts %u of max %u\n", j->generation, j->world_size,
+		    j->master_addr[0] != '\0' ? fmt_hostport(hp, sizeof(hp),
+		    j->master_addr, j->master_port) : "-", j->restart_count,
+		    j->settings != NULL ? j->settings->max_restarts : 0);
+	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_RUNNING &&
+	    j->last_call_in_ms >= 0) {
+		key(f, "next");
+		fprintf(f, "a new round takes in %u waiting node%s in %s "
+		    "(last call)\n", j->waiting, j->waiting == 1 ? "" : "s",
+		    fmt_duration(d, sizeof(d), j->last_call_in_ms));
+	}
+	key(f, "nodes");
+	fprintf(f, "%u participant%s, %u waiting, %u spare%s (min %d, max "
+	    "%d)\n", j->participants, j->participants == 1 ? "" : "s",
+	    j->waiting, j->spares, j->spares == 1 ? "" : "s", min_nodes(j),
+	    max_nodes(j));
+	print_settings(f, j->settings);
+	print_when(ctl, f, "created", j->created_unix_ms);
+	print_when(ctl, f, "ended", j->ended_unix_ms);
+}
+
+static void
+print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
+{
+	struct table	*t;
+	char		 buf[64];
+
+	if (j->n_nodes == 0) {
+		fprintf(f, "\nno nodes\n");
+		return;
+	}
+	t = table_new(NCOLS(node_headers), node_headers);
+	for (size_t i = 0; i < j->n_nodes; i++) {
+		const Rdzv__V1__Node *n = j->nodes[i];
+		table_cell(t, "%" PRIu64, n->node_id);
+		table_cell(t, "%s", n->hostname);
+		table_cell(t, "%s", n->advertise_addr[0] != '\0' ?
+		    n->advertise_addr : "-");
+		if (n->group_rank >= 0)
+			table_cell(t, "%d", n->group_rank);
+		else
+			table_cell(t, "-");
+		table_cell(t, "%s", fmt_ranks(buf, sizeof(buf), n));
+		table_cell(t, "%u", n->nproc);
+		table_cell(t, "%s", fmt_node_state(n->state));
+		if (n->gpus_total > 0)
+			table_cell(t, "%u/%u", n->gpus_healthy, n->gpus_total);
+		else
+			table_cell(t, "-");
+		if (n->connected)
+			table_cell(t, "connected");
+		else
+			table_cell(t, "%s ago", fmt_age(buf, sizeof(buf),
+			    ctl->now_ms, n->last_seen_unix_ms));
+	}
+	fputc('\n', f);
+	table_print(t, f, "");
+	table_free(t);
+}
+
+/* Every failed device, below the node table: what an operator replaces. */
+static void
+print_failed_gpus(FILE *f, const Rdzv__V1__Job *j)
+{
+	struct table	*t = table_new(NCOLS(gpu_headers), gpu_headers);
+
+	for (size_t i = 0; i < j->n_nodes; i++) {
+		const Rdzv__V1__Node *n = j->nodes[i];
+		size_t listed = 0;
+		for (size_t k = 0; k < n->n_gpus; k++) {
+			const Rdzv__V1__GpuResult *g = n->gpus[k];
+			if (g->ok)
+				continue;
+			table_cell(t, "%" PRIu64, n->node_id);
+			table_cell(t, "%s", n->hostname);
+			table_cell(t, "%u", g->device);
+			table_cell(t, "%s", g->name[0] ? g->name : "-");
+			table_cell(t, "%s", g->uuid[0] ? g->uuid : "-");
+			table_cell(t, "%s", g->failed_step[0] ?
+			    g->failed_step : "-");
+			table_cell(t, "%s", g->error[0] ? g->error : "-");
+			listed++;
+		}
+		/* Counts without per-device results: say what is known. */
+		if (listed == 0 && n->gpus_healthy < n->gpus_total) {
+			table_cell(t, "%" PRIu64, n->node_id);
+			table_cell(t, "%s", n->hostname);
+			table_cell(t, "-");
+			table_cell(t, "-");
+			table_cell(t, "-");
+			table_cell(t, "-");
+			table_cell(t, "%u of %u failed (no per-device results)",
+			    n->gpus_total - n->gpus_healthy, n->gpus_total);
+		}
+	}
+	if (table_rows(t) > 0) {
+		fprintf(f, "\nfailed GPUs\n");
+		table_print(t, f, "  ");
+	}
+	table_free(t);
+}
+
+static void
+print_events(FILE *f, const Rdzv__V1__Job *j)
+{
+	struct table	*t;
+	char		 c[32];
+
+	if (j->n_events == 0)
+		return;
+	t = table_new(NCOLS(event_headers), event_headers);
+	for (size_t i = 0; i < j->n_events; i++) {
+		const Rdzv__V1__Event *e = j->events[i];
+		table_cell(t, "%s", fmt_clock(c, sizeof(c), e->time_unix_ms));
+		table_cell(t, "%" PRIu64, e->generation);
+		table_cell(t, "%s", e->kind);
+		table_cell(t, "%s", e->message);
+	}
+	fprintf(f, "\nlatest events (rdzvctl events %s for all)\n",
+	    j->rdzv_id);
+	table_print(t, f, "  ");
+	table_free(t);
+}
+
+void
+status_job_print(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j,
+    bool with_events)
+{
+	print_header(ctl, f, j);
+	print_nodes(ctl, f, j);
+	print_failed_gpus(f, j);
+	if (with_events)
+		print_events(f, j);
+}
+
+static int
+status_list(struct ctl *ctl)
+{
+	Rdzv__V1__ListJobsRequest	 req = RDZV__V1__LIST_JOBS_REQUEST__INIT;
+	Rdzv__V1__ListJobsResponse	*resp;
+	int				 rc;
+
+	req.all = ctl->all;
+	if ((rc = ctl_call(ctl, "ListJobs", &req.base,
+	    &rdzv__v1__list_jobs_response__descriptor,
+	    (ProtobufCMessage **)&resp)) != CTL_EXIT_OK)
+		return rc;
+	if (ctl->output == CTL_OUTPUT_JSON) {
+		json_t *jobs = json_array(), *o = json_object();
+		for (size_t i = 0; i < resp->n_jobs; i++)
+			json_array_append_new(jobs, json_job(resp->jobs[i],
+			    false));
+		json_object_set_new(o, "jobs", jobs);
+		rc = json_emit(o, false);
+	} else
+		status_list_print(ctl, stdout, resp->jobs, resp->n_jobs);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+static int
+status_one(struct ctl *ctl, const char *id)
+{
+	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
+	Rdzv__V1__Job		*job;
+	int			 rc;
+
+	req.rdzv_id = (char *)id;
+	req.events = ctl->limit ? ctl->limit : DEFAULT_EVENTS;
+	if ((rc = ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
+	    (ProtobufCMessage **)&job)) != CTL_EXIT_OK)
+		return rc;
+	if (ctl->output == CTL_OUTPUT_JSON)
+		rc = json_emit(json_job(job, true), false);
+	else
+		status_job_print(ctl, stdout, job, true);
+	protobuf_c_message_free_unpacked(&job->base, NULL);
+	return rc;
+}
+
+static int
+status_option(struct ctl *ctl, int ch, const char *arg)
+{
+	char	*end;
+	unsigned long v;
+
+	switch (ch) {
+	case 'a':
+		ctl->all = true;
+		return 0;
+	case 'w':
+		ctl->watch = true;
+		return 0;
+	case 'n':
+		v = strtoul(arg, &end, 10);
+		if (*arg == '\0' || *end != '\0' || v == 0 || v > 10000)
+			return ctl_usage_error("status: --events %s: give a "
+			    "number of events from 1 to 10000", arg);
+		ctl->limit = (uint32_t)v;
+		return 0;
+	}
+	return -1;
+}
+
+static int
+status_exec(struct ctl *ctl, int argc, char **argv)
+{
+	if (ctl->watch)
+		return watch_run(ctl, argc > 0 ? argv[0] : NULL);
+	return argc > 0 ? status_one(ctl, argv[0]) : status_list(ctl);
+}
+
+static const struct option status_longopts[] = {
+	{ "all", no_argument, NULL, 'a' },
+	{ "watch", no_argument, NULL, 'w' },
+	{ "events", required_argument, NULL, 'n' },
+	{ NULL, 0, NULL, 0 },
+};
+
+const struct ctl_cmd cmd_status_entry = {
+	.name = "status",
+	.args = "[ID]",
+	.summary = "jobs at a glance, or one job in detail",
+	.help =
+	    "  -a, --all                     also list ended jobs\n"
+	    "  -w, --watch                   follow changes live (redrawn on\n"
+	    "                                a terminal, a line per change\n"
+	    "                                when piped)\n"
+	    "  -n, --events N                latest events to show with ID\n"
+	    "                                (default 10)\n",
+	.shortopts = "awn:",
+	.longopts = status_longopts,
+	.min_args = 0,
+	.max_args = 1,
+	.option = status_option,
+	.exec = status_exec,
+};

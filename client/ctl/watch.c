@@ -1,0 +1,355 @@
+/*
+ * rdzvctl status [ID] --watch: follows rdzv.v1.Control/Watch. rdzvd sends
+ * the current state of the matching jobs, then each job again whenever it
+ * changed. On a terminal the view of `status` is redrawn in place (and once
+ * a second, so ages move); piped, each change becomes one line, flushed at
+ * once, so `rdzvctl status --watch | grep` sees it as it happens; with
+ * -o json each message is one JSON line.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <inttypes.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "rdzvctl.h"
+
+#define KEEPALIVE_MS	10000
+
+struct watch {
+	struct ctl		*ctl;
+	const char		*rdzv_id;	/* NULL: every job */
+	struct event_base	*base;
+	struct grpc_client	*cli;
+	struct grpc_ccall	*cc;
+	struct event		*tick;		/* terminal: redraw each second */
+	bool			 tty;
+	bool			 stopping;
+	int			 rc;
+
+	/* The jobs as last seen, in the order they first came. */
+	Rdzv__V1__Job		**jobs;
+	size_t			 n_jobs;
+	size_t			 cap;
+};
+
+/* Our own copy of a job: the stream's message is freed after the callback. */
+static Rdzv__V1__Job *
+job_copy(const Rdzv__V1__Job *j)
+{
+	size_t		 len = rdzv__v1__job__get_packed_size(j);
+	uint8_t		*buf = malloc(len ? len : 1);
+	Rdzv__V1__Job	*copy;
+
+	if (buf == NULL)
+		fatal("watch");
+	rdzv__v1__job__pack(j, buf);
+	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
+		fatalx("watch: cannot copy job %s", j->rdzv_id);
+	free(buf);
+	return copy;
+}
+
+static ssize_t
+job_find(const struct watch *w, const char *id)
+{
+	for (size_t i = 0; i < w->n_jobs; i++)
+		if (strcmp(w->jobs[i]->rdzv_id, id) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* Stores |job| (taking it) in place of |old| at |i|, or appends it. */
+static void
+job_store(struct watch *w, ssize_t i, Rdzv__V1__Job *job)
+{
+	if (i >= 0) {
+		rdzv__v1__job__free_unpacked(w->jobs[i], NULL);
+		w->jobs[i] = job;
+		return;
+	}
+	if (w->n_jobs == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 16;
+		w->jobs = reallocarray(w->jobs, w->cap, sizeof(*w->jobs));
+		if (w->jobs == NULL)
+			fatal("watch");
+	}
+	w->jobs[w->n_jobs++] = job;
+}
+
+static void
+job_remove(struct watch *w, ssize_t i)
+{
+	rdzv__v1__job__free_unpacked(w->jobs[i], NULL);
+	memmove(&w->jobs[i], &w->jobs[i + 1], (w->n_jobs - (size_t)i - 1) *
+	    sizeof(*w->jobs));
+	w->n_jobs--;
+}
+
+/* ------------------------------------------------------------ line mode */
+
+static void
+job_line(char *buf, size_t len, const Rdzv__V1__Job *j)
+{
+	const Rdzv__V1__JobSettings *s = j->settings;
+
+	snprintf(buf, len, "%s gen %" PRIu64 " nodes %u of %u:%u world %u "
+	    "restarts %u/%u%s%s", fmt_job_state(j->state), j->generation,
+	    j->participants, s ? s->min_nodes : 0, s ? s->max_nodes : 0,
+	    j->world_size, j->restart_count, s ? s->max_restarts : 0,
+	    j->reason[0] ? ": " : "", j->reason);
+}
+
+static void
+node_line(char *buf, size_t len, const Rdzv__V1__Node *n)
+{
+	char	r[32];
+	int	k;
+
+	k = snprintf(buf, len, "node %" PRIu64 " %s %s", n->node_id,
+	    n->hostname, fmt_node_state(n->state));
+	if (k >= 0 && (size_t)k < len && n->group_rank >= 0)
+		k += snprintf(buf + k, len - (size_t)k, " group rank %d ranks "
+		    "%s", n->group_rank, fmt_ranks(r, sizeof(r), n));
+	if (k >= 0 && (size_t)k < len)
+		k += snprintf(buf + k, len - (size_t)k, " nproc %u", n->nproc);
+	if (k >= 0 && (size_t)k < len && n->gpus_total > 0)
+		k += snprintf(buf + k, len - (size_t)k, " gpus %u/%u",
+		    n->gpus_healthy, n->gpus_total);
+	if (k >= 0 && (size_t)k < len && !n->connected)
+		snprintf(buf + k, len - (size_t)k, " disconnected");
+}
+
+static const Rdzv__V1__Node *
+node_find(const Rdzv__V1__Job *j, uint64_t node_id)
+{
+	for (size_t i = 0; j != NULL && i < j->n_nodes; i++)
+		if (j->nodes[i]->node_id == node_id)
+			return j->nodes[i];
+	return NULL;
+}
+
+/* One line for each thing that differs between |old| and |job|. */
+static void
+print_changes(struct watch *w, const Rdzv__V1__Job *old,
+    const Rdzv__V1__Job *job, bool removed)
+{
+	char	 t[32], a[1024], b[1024];
+	int64_t	 now = w->ctl->fixed_times ? w->ctl->now_ms : fmt_now_ms();
+
+	fmt_clock_short(t, sizeof(t), now);
+	if (removed) {
+		printf("%s %s removed\n", t, job->rdzv_id);
+		return;
+	}
+	job_line(b, sizeof(b), job);
+	if (old == NULL)
+		a[0] = '\0';
+	else
+		job_line(a, sizeof(a), old);
+	if (strcmp(a, b) != 0)
+		printf("%s %s %s\n", t, job->rdzv_id, b);
+	for (size_t i = 0; i < job->n_nodes; i++) {
+		const Rdzv__V1__Node *o = node_find(old, job->nodes[i]->node_id);
+		node_line(b, sizeof(b), job->nodes[i]);
+		if (o == NULL)
+			a[0] = '\0';
+		else
+			node_line(a, sizeof(a), o);
+		if (strcmp(a, b) != 0)
+			printf("%s %s %s\n", t, job->rdzv_id, b);
+	}
+}
+
+/* -------------------------------------------------------- terminal mode */
+
+static void
+redraw(struct watch *w)
+{
+	char	*text = NULL, t[32], *line, *next;
+	size_t	 len = 0;
+	FILE	*f;
+
+	if (!w->ctl->fixed_times)
+		w->ctl->now_ms = fmt_now_ms();
+	if ((f = open_memstream(&text, &len)) == NULL)
+		fatal("watch");
+	fprintf(f, "rdzvctl status%s%s --watch  %s  %s  (^C to stop)\n\n",
+	    w->rdzv_id ? " " : "", w->rdzv_id ? w->rdzv_id : "",
+	    w->ctl->server, fmt_clock_short(t, sizeof(t), w->ctl->now_ms));
+	if (w->rdzv_id == NULL)
+		status_list_print(w->ctl, f, w->jobs, w->n_jobs);
+	else if (w->n_jobs > 0)
+		status_job_print(w->ctl, f, w->jobs[0], false);
+	else
+		fprintf(f, "job %s: no news yet\n", w->rdzv_id);
+	fclose(f);
+
+	/* Home, each line cleared to its end, then the rest of the screen:
+	 * no flicker from clearing everything first. */
+	fputs("\033[H", stdout);
+	for (line = text; line != NULL && *line != '\0'; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		printf("%s\033[K\n", line);
+	}
+	fputs("\033[J", stdout);
+	fflush(stdout);
+	free(text);
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	redraw(arg);
+}
+
+/* ------------------------------------------------------------- the call */
+
+static void
+stop(struct watch *w, int rc)
+{
+	if (w->stopping)
+		return;
+	w->stopping = true;
+	w->rc = rc;
+	if (w->cc != NULL) {
+		struct grpc_ccall *cc = w->cc;
+		w->cc = NULL;
+		grpc_ccall_cancel(cc);
+	}
+	event_base_loopbreak(w->base);
+}
+
+static void
+on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+{
+	struct watch			*w = arg;
+	const Rdzv__V1__WatchEvent	*ev = (const Rdzv__V1__WatchEvent *)msg;
+	Rdzv__V1__Job			*job;
+	ssize_t				 i;
+
+	if (ev->job == NULL || w->stopping)
+		return;
+	job = job_copy(ev->job);
+	ctl_fix_times(w->ctl, &job->base);
+	i = job_find(w, job->rdzv_id);
+	if (w->ctl->output == CTL_OUTPUT_JSON) {
+		json_t *o = json_object();
+		json_object_set_new(o, "job", json_job(job, w->rdzv_id != NULL));
+		json_object_set_new(o, "removed", json_boolean(ev->removed));
+		if (json_emit(o, true) != CTL_EXIT_OK)
+			stop(w, CTL_EXIT_OK);
+	} else if (!w->tty) {
+		print_changes(w, i >= 0 ? w->jobs[i] : NULL, job, ev->removed);
+		/* A reader that went away (| head) ends the watch quietly. */
+		if (fflush(stdout) != 0 || ferror(stdout))
+			stop(w, CTL_EXIT_OK);
+	}
+	if (ev->removed) {
+		rdzv__v1__job__free_unpacked(job, NULL);
+		if (i >= 0)
+			job_remove(w, i);
+	} else
+		job_store(w, i, job);
+	if (w->tty && w->ctl->output == CTL_OUTPUT_TEXT)
+		redraw(w);
+}
+
+static void
+on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
+{
+	struct watch	*w = arg;
+
+	if (w->stopping)
+		return;
+	w->cc = NULL;
+	if (status == GRPC_OK)
+		fprintf(stderr, "rdzvctl: %s: rdzvd ended the watch\n",
+		    w->ctl->server);
+	stop(w, status == GRPC_OK ? CTL_EXIT_OK : ctl_fail(w->ctl, status,
+	    message));
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	stop(arg, CTL_EXIT_OK);
+}
+
+/* A job watched by id must exist: Watch alone would wait in silence. */
+static int
+check_job(struct ctl *ctl, const char *id)
+{
+	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
+	ProtobufCMessage	*job;
+	int			 rc;
+
+	req.rdzv_id = (char *)id;
+	req.events = 1;
+	if ((rc = ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
+	    &job)) == CTL_EXIT_OK)
+		protobuf_c_message_free_unpacked(job, NULL);
+	return rc;
+}
+
+int
+watch_run(struct ctl *ctl, const char *rdzv_id)
+{
+	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
+	struct grpc_client_opts	 o;
+	struct tls_ctx		*tls = NULL;
+	struct event		*sigint = NULL, *sigterm = NULL;
+	struct watch		 w;
+	struct timeval		 second = { 1, 0 };
+	int			 rc;
+
+	if (rdzv_id != NULL && (rc = check_job(ctl, rdzv_id)) != CTL_EXIT_OK)
+		return rc;
+	if ((rc = ctl_client_opts(ctl, &o, &tls)) != CTL_EXIT_OK)
+		return rc;
+	o.keepalive_ms = KEEPALIVE_MS;
+	memset(&w, 0, sizeof(w));
+	w.ctl = ctl;
+	w.rdzv_id = rdzv_id;
+	w.tty = isatty(STDOUT_FILENO);
+	if ((w.base = event_base_new()) == NULL ||
+	    (w.cli = grpc_client_new(w.base, &o, NULL, NULL)) == NULL)
+		fatalx("watch: cannot create the event loop");
+	sigint = evsignal_new(w.base, SIGINT, signal_cb, &w);
+	sigterm = evsignal_new(w.base, SIGTERM, signal_cb, &w);
+	if (sigint == NULL || sigterm == NULL || event_add(sigint, NULL) != 0 ||
+	    event_add(sigterm, NULL) != 0)
+		fatalx("watch: cannot catch signals");
+	if (w.tty && ctl->output == CTL_OUTPUT_TEXT) {
+		if ((w.tick = event_new(w.base, -1, EV_PERSIST, tick_cb, &w)) ==
+		    NULL || event_add(w.tick, &second) != 0)
+			fatalx("watch: cannot start the clock");
+		fputs("\033[H\033[2J", stdout);
+		redraw(&w);
+	}
+
+	req.rdzv_id = (char *)(rdzv_id != NULL ? rdzv_id : "");
+	req.all = ctl->all;
+	w.cc = grpc_client_call(w.cli, "/rdzv.v1.Control/Watch", &req.base,
+	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, &w);
+	if (w.cc == NULL)
+		fatal("watch: cannot start the call");
+	event_base_dispatch(w.base);
+
+	grpc_client_free(w.cli);
+	tls_free(tls);
+	if (w.tick != NULL)
+		event_free(w.tick);
+	event_free(sigint);
+	event_free(sigterm);
+	event_base_free(w.base);
+	for (size_t i = 0; i < w.n_jobs; i++)
+		rdzv__v1__job__free_unpacked(w.jobs[i], NULL);
+	free(w.jobs);
+	return w.rc;
+}
