@@ -107,10 +107,12 @@ class Node:
              join_timeout_ms=0, max_restarts=0, lease_ttl_ms=0,
              reconnect_grace_ms=0, hostname=None, nproc=1, rank_hint=None,
              advertise_addr="127.0.0.1", master_port=29500, role="",
-             wait=True, timeout=10.0, stream_timeout=None, extra=None):
+             wait=True, timeout=10.0, stream_timeout=None, extra=None,
+             gpus=None):
         """Starts a Join stream. With |wait|, waits for `accepted` and
         returns it, or raises grpc.RpcError-like RpcFailure when the stream
-        ends first."""
+        ends first. |gpus|: GPU check results the node joins with, as
+        types.GpuResult messages or dicts of its fields (see gpu())."""
         self.rdzv_id = rdzv_id
         req = R.JoinRequest(
             rdzv_id=rdzv_id, min_nodes=min_nodes, max_nodes=max_nodes,
@@ -123,6 +125,8 @@ class Node:
         if rank_hint is not None:
             req.has_rank_hint = True
             req.rank_hint = rank_hint
+        for g in gpus or ():
+            req.gpus.append(gpu(**g) if isinstance(g, dict) else g)
         if extra:
             extra(req)
         n = self._start(req, stream_timeout)
@@ -241,14 +245,18 @@ class Node:
             response_deserializer=resp_type.FromString)
 
     def report(self, generation, outcome="FAILED", exits=(), message="",
-               session_id=None, timeout=10.0):
+               session_id=None, timeout=10.0, gpus=None, nproc=0,
+               master_port=0):
         """Report(outcome) for |generation|; outcome is SUCCEEDED, FAILED or
-        HEALTH. exits: (local_rank, exit_code, signal) tuples."""
+        UPDATE. exits: (local_rank, exit_code, signal) tuples; gpus as for
+        join(); nproc and master_port for UPDATE."""
         req = R.ReportRequest(
             session_id=self.session_id if session_id is None else session_id,
             generation=generation,
             outcome=R.Outcome.Value("OUTCOME_" + outcome),
-            message=message)
+            message=message, nproc=nproc, master_port=master_port)
+        for g in gpus or ():
+            req.gpus.append(gpu(**g) if isinstance(g, dict) else g)
         for lr, code, sig in exits:
             req.exits.add(local_rank=lr, exit_code=code, signal=sig)
         return self._unary("Report", R.ReportRequest, R.ReportResponse)(req, timeout=timeout)
@@ -273,6 +281,16 @@ class Node:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def gpu(device, ok=True, name="NVIDIA H100 80GB HBM3", uuid=None,
+        failed_step="", error="", total_mem=85899345920):
+    """A GpuResult for a simulated node: healthy unless failed_step/error
+    say otherwise; uuid defaults to one derived from the device number."""
+    return pb.types.GpuResult(
+        device=device, ok=ok, name=name,
+        uuid=uuid if uuid is not None else "GPU-%08x-0000-4000-8000-%012x" % (device, device),
+        failed_step=failed_step, error=error, total_mem=total_mem)
 
 
 class RpcFailure(Exception):
