@@ -1,8 +1,12 @@
 /*
  * Helpers the benchmarks share.
  */
+#include <sys/resource.h>
+
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -29,4 +33,75 @@ proc_cpu_seconds(pid_t pid)
 	    "%llu %llu", &utime, &stime) != 2)
 		return -1;
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+int
+proc_rss_kib(pid_t pid, uint64_t *rss, uint64_t *peak)
+{
+	char path[64], line[256];
+	unsigned long long v;
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
+			*rss = v;
+			found |= 1;
+		} else if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
+			*peak = v;
+			found |= 2;
+		}
+	}
+	fclose(f);
+	return found == 3 ? 0 : -1;
+}
+
+uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int
+cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+uint64_t
+percentile(const uint64_t *sorted, size_t n, double p)
+{
+	size_t rank;
+
+	if (n == 0)
+		return 0;
+	rank = (size_t)ceil(p * (double)n);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}
+
+uint64_t
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
 }

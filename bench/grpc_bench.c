@@ -243,25 +243,6 @@ slot_start(struct slot *s)
 	}
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t
-percentile(const uint64_t *v, size_t n, double p)
-{
-	size_t i;
-
-	if (n == 0)
-		return 0;
-	i = (size_t)(p * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
-
 int
 main(int argc, char **argv)
 {

@@ -63,25 +63,42 @@ def test_bench_usage():
     assert "port" in err
 
 
-JOIN_BENCH = rt.build_path("bench", "rdzv-join-bench")
+RDZV_BENCH = rt.build_path("bench", "rdzv-bench")
 
 
-def test_join_bench_small_job(tmp_path):
-    # rdzv-join-bench with 20 agents: every one gets a consistent
-    # assignment in one generation and the figures are printed.
+def run_rdzv_bench(d, *args, timeout=90):
+    p = subprocess.run([RDZV_BENCH, "--server", d.addr, "--daemon-pid",
+                        str(d.pid), "--timeout", "60"] +
+                       [str(a) for a in args],
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def spread(out, name):
+    # "name p50/p90/p99/max: a / b / c / d ms" -> [a, b, c, d]
+    m = re.search(r"^%s p50/p90/p99/max:\s+(.*) ms$" % re.escape(name), out,
+                  re.M)
+    assert m, "no '%s' spread in:\n%s" % (name, out)
+    return [float(v) for v in m.group(1).split(" / ")]
+
+
+def test_rdzv_bench_small_job(tmp_path):
+    # 20 nodes with 2 workers each: every one gets a consistent assignment
+    # in one generation and the figures are printed.
     with rt.Daemon(tmp_path) as d:
-        p = subprocess.run([JOIN_BENCH, "--server", d.addr, "--nodes", "20",
-                            "--daemon-pid", str(d.pid), "--id", "smoke-join",
-                            "--timeout", "60"],
-                           capture_output=True, text=True, timeout=90)
-        assert p.returncode == 0, p.stderr + p.stdout
-        out = p.stdout
+        rc, out, err = run_rdzv_bench(d, "--nodes", 20, "--nproc", 2,
+                                      "--id", "smoke-join")
+        assert rc == 0, err + out
         assert figure(out, "assigned") == 20
-        assert figure(out, "world size") == 20
+        assert figure(out, "world size") == 40
         assert figure(out, "generation") >= 1
+        lat = spread(out, "join to assignment")
+        assert 0 <= lat[0] <= lat[1] <= lat[2] <= lat[3]
         assert figure(out, "last join to last assignment") >= 0
         assert figure(out, "first connect to last assignment") >= \
             figure(out, "last join to last assignment")
         assert figure(out, "daemon cpu") >= 0
+        assert figure(out, "daemon peak rss") >= figure(out, "daemon rss") > 0
+        assert figure(out, "daemon peak rss per node") > 0
         assert re.search(r"^sqlite transactions:\s+\S", out, re.M), out
         assert d.stop() == 0

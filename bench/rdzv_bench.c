@@ -1,0 +1,371 @@
+/*
+ * rdzv-bench: simulates N nodes per job, each with its own gRPC connection,
+ * joining one or many jobs at once (min = max = N unless --min-nodes), and
+ * prints the figures of those rendezvous as "name: value" lines:
+ *
+ * - the time from the first connect to the last assignment, and from the
+ *   last Join sent to the last assignment;
+ * - each node's time from its Join to its assignment, as percentiles;
+ * - with --daemon-pid, the daemon's CPU time over the run and its resident
+ *   memory (now, and the peak since it started) from /proc, and that peak
+ *   per connected node;
+ * - the SQLite transactions the daemon committed (ServerInfo);
+ * - with --kill K, the time from closing K connections of each job until
+ *   every survivor holds its new assignment, also counted from the end of
+ *   the reconnect grace (--grace).
+ *
+ * These are figures, not a timed test: they vary with the machine and its
+ * load. The nodes run in rdzv_bench_run.c.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "endpoint.h"
+#include "parse.h"
+#include "rdzv_bench.h"
+#include "rdzv/v1/control.pb-c.h"
+
+#define INFO_PATH	"/rdzv.v1.Control/ServerInfo"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: rdzv-bench --server ADDR [--server ADDR]... "
+	    "[--nodes N] [--jobs J]\n"
+	    "                  [--nproc P] [--min-nodes M] [--kill K] "
+	    "[--grace DURATION]\n"
+	    "                  [--id PREFIX] [--daemon-pid PID] "
+	    "[--timeout SECONDS]\n");
+	exit(2);
+}
+
+static int
+parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/*
+ * The daemon's committed transactions from ServerInfo, or -1 when it does
+ * not say. The field is looked up by name so that the bench also runs
+ * against a daemon (and a proto) without it.
+ */
+static int64_t
+server_transactions(const struct grpc_client_opts *opts)
+{
+	Rdzv__V1__ServerInfoRequest req = RDZV__V1__SERVER_INFO_REQUEST__INIT;
+	const ProtobufCMessageDescriptor *d =
+	    &rdzv__v1__server_info_response__descriptor;
+	const ProtobufCFieldDescriptor *f;
+	ProtobufCMessage *reply = NULL;
+	int64_t v = -1;
+
+	if (grpc_unary_sync(opts, INFO_PATH, &req.base, d, 10000, &reply,
+	    NULL) != GRPC_OK)
+		return -1;
+	f = protobuf_c_message_descriptor_get_field_by_name(d, "transactions");
+	if (f != NULL && f->type == PROTOBUF_C_TYPE_UINT64)
+		v = (int64_t)*(const uint64_t *)((const char *)reply +
+		    f->offset);
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return v;
+}
+
+static double
+ms(uint64_t us)
+{
+	return (double)us / 1000.0;
+}
+
+/* Prints p50/p90/p99/max of |n| durations in microseconds. */
+static void
+print_spread(const char *name, uint64_t *t, size_t n)
+{
+	if (n == 0)
+		return;
+	qsort(t, n, sizeof(*t), cmp_u64);
+	printf("%-34s %.1f / %.1f / %.1f / %.1f ms\n", name,
+	    ms(percentile(t, n, 0.50)), ms(percentile(t, n, 0.90)),
+	    ms(percentile(t, n, 0.99)), ms(t[n - 1]));
+}
+
+/*
+ * The spreads of connect times (from the first connect: a tail near 1 s or
+ * 3 s means SYNs were dropped and retransmitted), of each node's Join to its
+ * assignment and, after --kill, of the close to each survivor's new
+ * assignment.
+ */
+static void
+print_spreads(const struct bench *b)
+{
+	uint64_t *t;
+	size_t n;
+
+	if ((t = calloc((size_t)b->total, sizeof(*t))) == NULL)
+		return;
+	n = 0;
+	for (int j = 0; j < b->jobs; j++)
+		for (int i = 0; i < b->nodes; i++) {
+			const struct agent *a = &b->jobv[j].agents[i];
+			if (a->connected)
+				t[n++] = a->t_connected - b->t_first_connect;
+		}
+	print_spread("connect p50/p90/p99/max:", t, n);
+	n = 0;
+	for (int j = 0; j < b->jobs; j++)
+		for (int i = 0; i < b->nodes; i++) {
+			const struct agent *a = &b->jobv[j].agents[i];
+			if (a->assigned)
+				t[n++] = a->t_assigned - a->t_join_sent;
+		}
+	print_spread("join to assignment p50/p90/p99/max:", t, n);
+	n = 0;
+	for (int j = 0; j < b->jobs; j++)
+		for (int i = 0; i < b->nodes; i++) {
+			const struct agent *a = &b->jobv[j].agents[i];
+			if (a->reassigned)
+				t[n++] = a->t_reassigned - b->t_kill;
+		}
+	print_spread("close to new assignment p50/p90/p99/max:", t, n);
+	free(t);
+}
+
+static void
+print_report(const struct bench *b, int ok, double cpu, uint64_t rss0,
+    uint64_t rss, uint64_t peak, int64_t tx)
+{
+	printf("server:                %s", b->servers[0]);
+	for (int i = 1; i < b->n_servers; i++)
+		printf(" %s", b->servers[i]);
+	printf("\n");
+	printf("jobs:                  %d\n", b->jobs);
+	printf("nodes per job:         %d\n", b->nodes);
+	printf("nproc:                 %d\n", b->nproc);
+	printf("connections:           %d\n", b->total);
+	printf("assigned:              %d\n", b->n_assigned);
+	if (ok) {
+		printf("generation:            %" PRIu64 "\n",
+		    b->jobv[0].generation);
+		printf("world size:            %d\n", b->nodes * b->nproc);
+		printf("connect all:           %.1f ms\n",
+		    ms(b->t_connected - b->t_first_connect));
+		print_spreads(b);
+		printf("last join to last assignment: %.1f ms\n",
+		    ms(b->t_last_assignment - b->t_last_join_sent));
+		printf("first connect to last assignment: %.1f ms\n",
+		    ms(b->t_last_assignment - b->t_first_connect));
+	}
+	if (ok && b->kill > 0) {
+		double close_ms = ms(b->t_last_reassignment - b->t_kill);
+
+		printf("closed connections:    %d\n", b->n_killed);
+		printf("survivors reassigned:  %d\n", b->n_reassigned);
+		printf("rounds in between:     %d assignments\n", b->n_interim);
+		printf("final generation:      %" PRIu64 "\n",
+		    b->jobv[0].final_generation);
+		printf("reconnect grace:       %.1f ms\n", (double)b->grace_ms);
+		printf("close to last new assignment: %.1f ms\n", close_ms);
+		printf("grace to last new assignment: %.1f ms\n",
+		    close_ms - (double)b->grace_ms);
+	}
+	if (tx >= 0)
+		printf("sqlite transactions:   %" PRId64 "\n", tx);
+	else
+		printf("sqlite transactions:   unknown (ServerInfo does not "
+		    "report them)\n");
+	if (b->daemon_pid == 0)
+		return;
+	if (cpu < 0)
+		printf("daemon cpu:            unknown (cannot read "
+		    "/proc/%ld/stat)\n", (long)b->daemon_pid);
+	else
+		printf("daemon cpu:            %.1f ms\n", cpu * 1000.0);
+	if (peak == 0) {
+		printf("daemon rss:            unknown (cannot read "
+		    "/proc/%ld/status)\n", (long)b->daemon_pid);
+		return;
+	}
+	printf("daemon rss before:     %" PRIu64 " KiB\n", rss0);
+	printf("daemon rss:            %" PRIu64 " KiB\n", rss);
+	printf("daemon peak rss:       %" PRIu64 " KiB\n", peak);
+	printf("daemon peak rss per node: %.1f KiB\n",
+	    (double)peak / (double)b->total);
+	printf("daemon rss added per node: %.1f KiB\n",
+	    (double)(peak > rss0 ? peak - rss0 : 0) / (double)b->total);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "server", required_argument, NULL, 'a' },
+		{ "nodes", required_argument, NULL, 'n' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "nproc", required_argument, NULL, 'P' },
+		{ "min-nodes", required_argument, NULL, 'm' },
+		{ "kill", required_argument, NULL, 'k' },
+		{ "grace", required_argument, NULL, 'g' },
+		{ "id", required_argument, NULL, 'i' },
+		{ "daemon-pid", required_argument, NULL, 'p' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bench b;
+	char err[256], idbuf[64], *end;
+	double cpu0 = -1, cpu1 = -1;
+	uint64_t rss0 = 0, rss = 0, peak = 0, grace = 0, nofile;
+	int64_t tx0, tx1;
+	int ch, pid, rc = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&b, 0, sizeof(b));
+	b.nodes = 1000;
+	b.jobs = 1;
+	b.nproc = 1;
+	b.timeout_s = 120;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'a':
+			if (b.n_servers == BENCH_MAX_SERVERS) {
+				fprintf(stderr, "rdzv-bench: at most %d "
+				    "--server\n", BENCH_MAX_SERVERS);
+				return 2;
+			}
+			b.servers[b.n_servers++] = optarg;
+			break;
+		case 'n':
+			if (parse_int(optarg, 1, 100000, &b.nodes) != 0)
+				usage();
+			break;
+		case 'j':
+			if (parse_int(optarg, 1, 100000, &b.jobs) != 0)
+				usage();
+			break;
+		case 'P':
+			if (parse_int(optarg, 1, 65536, &b.nproc) != 0)
+				usage();
+			break;
+		case 'm':
+			if (parse_int(optarg, 1, 100000, &b.min_nodes) != 0)
+				usage();
+			break;
+		case 'k':
+			if (parse_int(optarg, 0, 100000, &b.kill) != 0)
+				usage();
+			break;
+		case 'g':
+			if (parse_duration(optarg, 1000, &grace) != 0 ||
+			    grace > UINT32_MAX) {
+				fprintf(stderr, "rdzv-bench: --grace %s: not "
+				    "a duration (e.g. 500ms, 2s)\n", optarg);
+				return 2;
+			}
+			b.grace_ms = (uint32_t)grace;
+			break;
+		case 'i':
+			b.id_prefix = optarg;
+			break;
+		case 'p':
+			if (parse_int(optarg, 1, INT32_MAX, &pid) != 0)
+				usage();
+			b.daemon_pid = (pid_t)pid;
+			break;
+		case 't':
+			b.timeout_s = strtod(optarg, &end);
+			if (*end != '\0' || !(b.timeout_s > 0 &&
+			    b.timeout_s <= 3600))
+				usage();
+			break;
+		default:
+			usage();
+		}
+	}
+	if (b.n_servers == 0 || optind != argc)
+		usage();
+	if (b.kill >= b.nodes) {
+		fprintf(stderr, "rdzv-bench: --kill %d: must leave survivors "
+		    "of the %d nodes of a job\n", b.kill, b.nodes);
+		return 2;
+	}
+	if (b.min_nodes > b.nodes || b.min_nodes > b.nodes - b.kill) {
+		fprintf(stderr, "rdzv-bench: --min-nodes %d: must be at most "
+		    "the nodes (%d) less --kill (%d), so the survivors form a "
+		    "round\n", b.min_nodes, b.nodes, b.kill);
+		return 2;
+	}
+	for (int i = 0; i < b.n_servers; i++) {
+		if (endpoint_parse(b.servers[i], RDZV_DEFAULT_PORT,
+		    &b.opts[i].server, err, sizeof(err)) != 0) {
+			fprintf(stderr, "rdzv-bench: --server %s\n", err);
+			return 2;
+		}
+		b.opts[i].connect_timeout_ms = (uint32_t)(b.timeout_s * 1000);
+	}
+	if (b.id_prefix == NULL) {
+		snprintf(idbuf, sizeof(idbuf), "bench-%ld-%lld",
+		    (long)getpid(), (long long)time(NULL));
+		b.id_prefix = idbuf;
+	}
+
+	/* One descriptor per node, plus a few. */
+	nofile = raise_nofile();
+	if ((uint64_t)b.nodes * (uint64_t)b.jobs + 32 > nofile) {
+		fprintf(stderr, "rdzv-bench: %d connections need more than the "
+		    "%" PRIu64 " open files allowed; raise ulimit -n (as root: "
+		    "ulimit -Hn)\n", b.nodes * b.jobs, nofile);
+		return 1;
+	}
+	if (bench_setup(&b) != 0) {
+		fprintf(stderr, "rdzv-bench: cannot set up %d nodes: %s\n",
+		    b.total, strerror(errno));
+		return 1;
+	}
+
+	tx0 = server_transactions(&b.opts[0]);
+	if (b.daemon_pid != 0) {
+		cpu0 = proc_cpu_seconds(b.daemon_pid);
+		proc_rss_kib(b.daemon_pid, &rss0, &peak);
+	}
+	bench_run(&b);
+	if (b.daemon_pid != 0) {
+		cpu1 = proc_cpu_seconds(b.daemon_pid);
+		proc_rss_kib(b.daemon_pid, &rss, &peak);
+	}
+	tx1 = server_transactions(&b.opts[0]);
+
+	if (b.timed_out) {
+		fprintf(stderr, "rdzv-bench: gave up after %.0f s: %d of %d "
+		    "connected, %d accepted, %d assigned", b.timeout_s,
+		    b.n_connected, b.total, b.n_accepted, b.n_assigned);
+		if (b.phase == PHASE_KILL)
+			fprintf(stderr, ", %d of %d survivors reassigned",
+			    b.n_reassigned, b.n_survivors);
+		fprintf(stderr, "\n");
+		rc = 1;
+	}
+	if (b.errors != 0) {
+		fprintf(stderr, "rdzv-bench: %s\n", b.first_error);
+		rc = 1;
+	}
+	print_report(&b, rc == 0, cpu0 < 0 || cpu1 < 0 ? -1 : cpu1 - cpu0,
+	    rss0, rss, peak, tx0 >= 0 && tx1 >= 0 ? tx1 - tx0 : -1);
+	bench_teardown(&b);
+	return rc;
+}

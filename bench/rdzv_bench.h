@@ -1,0 +1,103 @@
+/*
+ * rdzv-bench: simulated nodes, each with its own gRPC connection, join one or
+ * many jobs on one event loop; the figures of those rendezvous are printed.
+ * rdzv_bench.c parses the options and prints the report, rdzv_bench_run.c
+ * drives the nodes.
+ */
+#ifndef RDZV_BENCH_H
+#define RDZV_BENCH_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "grpc.h"
+
+#define BENCH_MAX_SERVERS	16
+
+enum phase {
+	PHASE_CONNECT,		/* one Health/Check per node */
+	PHASE_JOIN,		/* Joins sent, waiting for the first round */
+	PHASE_KILL,		/* connections closed, waiting for survivors */
+	PHASE_DONE,
+};
+
+struct bench;
+struct job;
+
+/* One simulated node: its own connection and Join stream. */
+struct agent {
+	struct job		*job;
+	int			 idx;		/* within its job */
+	struct grpc_client	*cli;
+	struct grpc_ccall	*join;
+	char			 hostname[32];
+	int			 connected;
+	int			 killed;	/* its connection was closed */
+	uint64_t		 t_connected;	/* its Health/Check answered */
+	uint64_t		 t_join_sent;
+	uint64_t		 t_assigned;	/* first round */
+	uint64_t		 t_reassigned;	/* round without the killed */
+	uint64_t		 generation;	/* of the assignment it holds */
+	int			 assigned;
+	int			 reassigned;
+};
+
+struct job {
+	struct bench		*b;
+	int			 idx;
+	char			 rdzv_id[160];
+	struct agent		*agents;	/* b->nodes of them */
+	uint64_t		 generation;	/* first round's */
+	uint64_t		 final_generation;	/* after --kill */
+	unsigned char		*rank_seen;	/* b->nodes flags */
+	unsigned char		*final_rank_seen;
+	int			 n_assigned;
+	int			 n_reassigned;
+	int			 n_survivors;
+};
+
+struct bench {
+	struct event_base	*base;
+	struct grpc_client_opts	 opts[BENCH_MAX_SERVERS];
+	const char		*servers[BENCH_MAX_SERVERS];
+	int			 n_servers;
+
+	/* Options. */
+	int			 nodes;		/* per job */
+	int			 jobs;
+	int			 nproc;
+	int			 min_nodes;	/* 0: nodes, or nodes - kill */
+	int			 kill;		/* per job */
+	uint32_t		 grace_ms;	/* reconnect grace; 0 default */
+	const char		*id_prefix;
+	pid_t			 daemon_pid;
+	double			 timeout_s;
+
+	struct job		*jobv;
+	enum phase		 phase;
+	int			 total;		/* nodes * jobs */
+	int			 n_connected, n_accepted, n_assigned;
+	int			 n_killed, n_reassigned, n_survivors;
+	int			 n_interim;	/* assignments of rounds between
+						   the first and the final */
+	int			 errors;
+	char			 first_error[512];
+
+	uint64_t		 t_first_connect, t_connected;
+	uint64_t		 t_last_join_sent, t_last_assignment;
+	uint64_t		 t_kill, t_last_reassignment;
+	struct event		*deadline_ev, *kill_ev;
+	int			 timed_out;
+	int			 closing;
+};
+
+/* rdzv_bench_run.c */
+int	bench_setup(struct bench *b);
+void	bench_run(struct bench *b);
+void	bench_teardown(struct bench *b);
+void	bench_fail(struct bench *b, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+
+#endif
