@@ -1,0 +1,482 @@
+"""rdzv-agent with real PyTorch: DDP training on gloo (CPU) through the real
+rdzvd and rdzv-agent binaries (SPEC §4-§6).
+
+Every worker runs train_ddp.py, which leaves JSON files per generation and
+rank in a results directory (see its top comment); the tests assert on
+those, on the agents' exit statuses and output, and on the job as rdzvd's
+Control service shows it. Skipped only when torch cannot be imported.
+
+Timing: each worker imports torch (1-3 s on two busy cores), so the jobs
+are small (2 to 4 workers) and the agents run with short deadlines
+(last call 1-3 s, reconnect grace 1 s, stop timeout 3 s). Every wait is
+bounded.
+"""
+
+import glob
+import json
+import os
+import signal
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed  # noqa: E402
+
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch has no gloo backend", allow_module_level=True)
+
+import rdzvtest as rt  # noqa: E402
+import rdzvnode  # noqa: E402
+
+AGENT = rt.build_path("client", "agent", "rdzv-agent")
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_ddp.py")
+PB = rdzvnode.pb
+GRACE_S = 1.0
+
+# SPEC §5: OMP_NUM_THREADS is set only where it is unset.
+os.environ.pop("OMP_NUM_THREADS", None)
+
+
+class Job:
+    """One job on a private rdzvd: its agents, the workers' result files
+    and the operator's view. Cleans up every process it started."""
+
+    def __init__(self, tmp_path, name, daemon_args=()):
+        self.tmp = str(tmp_path)
+        self.id = name
+        self.out = os.path.join(self.tmp, "out")
+        self.stop_file = os.path.join(self.tmp, "stop")
+        os.makedirs(self.out)
+        self.daemon = rt.Daemon(self.tmp, args=daemon_args)
+        self.ctl = rdzvnode.Control(self.daemon.addr)
+        self.agents = {}
+
+    def agent(self, tag, nproc, nnodes, max_restarts=0, last_call="1s",
+              env=None, args=()):
+        """Starts rdzv-agent `tag` with |nproc| workers of train_ddp.py."""
+        log_dir = os.path.join(self.tmp, "logs-" + tag)
+        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
+                "--nnodes", nnodes, "--nproc-per-node", nproc,
+                "--max-restarts", max_restarts, "--last-call", last_call,
+                "--join-timeout", "60s", "--reconnect-grace", "%gs" % GRACE_S,
+                "--lease-ttl", "10s", "--stop-timeout", "3s", "--tee",
+                "--log-dir", log_dir] + list(args) + ["--", "/usr/bin/python3", TRAIN]
+        e = {"TRAIN_OUT": self.out, "TRAIN_TAG": tag, "TRAIN_EPOCHS": "2",
+             "TRAIN_STOP_FILE": self.stop_file, "TRAIN_EPOCH_SECONDS": "0.1",
+             "TRAIN_MAX_SECONDS": "90", "TRAIN_ON_PEER_LOSS": "exit"}
+        e.update(env or {})
+        p = rt.Proc(argv, env=e)
+        p.tag, p.nproc, p.log_dir = tag, nproc, log_dir
+        self.agents[tag] = p
+        return p
+
+    # -- the workers' files
+
+    def files(self, kind, gen=None):
+        """{(generation, rank): data} of train_ddp.py's |kind| files."""
+        res = {}
+        pat = "%s-g%s-r*.json" % (kind, "*" if gen is None else gen)
+        for f in glob.glob(os.path.join(self.out, pat)):
+            with open(f) as fp:
+                d = json.load(fp)
+            res[(d["generation"], d["rank"])] = d
+        return res
+
+    def by_rank(self, kind, gen):
+        return {r: d for (g, r), d in self.files(kind, gen).items()}
+
+    def generations(self, kind="start"):
+        return sorted({g for g, _ in self.files(kind)})
+
+    def wait_ranks(self, kind, gen, world, timeout=60, what=None):
+        """Waits until ranks 0..world-1 of |gen| each left a |kind| file."""
+        def ok():
+            got = self.by_rank(kind, gen)
+            return got if sorted(got) == list(range(world)) else None
+        return rt.wait_for(ok, timeout, 0.1,
+                           what or "%s files of ranks 0..%d in generation %s; have %s"
+                           % (kind, world - 1, gen, sorted(self.files(kind))))
+
+    def wait_world(self, world, after=0, timeout=60):
+        """Waits for a generation above |after| whose `world` ranks all
+        started (init_process_group succeeded); returns (gen, start files)."""
+        def ok():
+            for g in self.generations():
+                if g <= after:
+                    continue
+                got = self.by_rank("start", g)
+                if sorted(got) == list(range(world)):
+                    return g, got
+            return None
+        return rt.wait_for(ok, timeout, 0.1, "a generation above %d with %d started "
+                           "workers; have %s" % (after, world, sorted(self.files("start"))))
+
+    def wait_epochs(self, gen, world, epochs, timeout=60):
+        """Waits until every rank of |gen| finished |epochs| epochs."""
+        def ok():
+            got = self.by_rank("progress", gen)
+            return (sorted(got) == list(range(world)) and
+                    all(d["epoch"] >= epochs for d in got.values()))
+        rt.wait_for(ok, timeout, 0.1, "%d epochs on %d ranks of generation %d; have %s"
+                    % (epochs, world, gen, self.by_rank("progress", gen)))
+
+    def stop_training(self):
+        with open(self.stop_file, "w"):
+            pass
+
+    # -- the agents and the job
+
+    def wait_exits(self, tags=None, timeout=60):
+        """Exit statuses of the agents |tags| (default all)."""
+        res = {}
+        deadline = time.monotonic() + timeout
+        for t in tags or sorted(self.agents):
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                res[t] = self.agents[t].wait(left)
+            except Exception:
+                raise AssertionError("agent %s did not exit within %d s; output:\n%s"
+                                     % (t, timeout, self.agents[t].output()[-4000:]))
+        return res
+
+    def job(self):
+        return self.ctl.get_job(self.id, events=50)
+
+    def wait_job(self, pred, timeout=30, what="job state"):
+        last = {}
+
+        def ok():
+            last["job"] = self.job()
+            return last["job"] if pred(last["job"]) else None
+        try:
+            return rt.wait_for(ok, timeout, 0.05, what)
+        except TimeoutError as e:
+            raise AssertionError("%s; job:\n%s" % (e, last.get("job")))
+
+    def outputs(self):
+        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-3000:])
+                         for t, p in sorted(self.agents.items()))
+
+    def close(self):
+        for p in self.agents.values():
+            if p.p.poll() is None:
+                p.signal(signal.SIGKILL)
+                p.wait(10)
+        # The workers die with their agent (PR_SET_PDEATHSIG); make sure.
+        for d in self.files("env").values():
+            kill_worker(d["pid"])
+        self.ctl.close()
+        self.daemon.stop()
+
+
+def alive(pid):
+    """Whether |pid| is a running train_ddp.py (not a reused pid, not a zombie)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read()
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return b"train_ddp.py" in cmd and state != "Z"
+
+
+def kill_worker(pid):
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def job(tmp_path, request):
+    j = Job(tmp_path, request.node.name.replace("_", "-")[:60])
+    yield j
+    j.close()
+
+
+def check_outcome(j, gen, world):
+    """The end of a successful job: every rank of |gen| finished with the
+    same model, and the loss fell."""
+    final = j.wait_ranks("final", gen, world, timeout=30)
+    sums = {d["checksum"] for d in final.values()}
+    assert len(sums) == 1, "the models differ between ranks: %s" % final
+    for r, d in final.items():
+        assert d["world_size"] == world
+        assert d["losses"][-1] < d["losses"][0] / 2, "rank %d: loss did not fall: %s" % (
+            r, d["losses"])
+    return final
+
+
+def check_closed(j, gen):
+    job = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15, "job closed")
+    assert job.generation == gen
+    return job
+
+
+# -- 1 and 2: three agents with 2, 1 and 1 workers -------------------------
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """One job of three agents with 2, 1 and 1 workers that trains six
+    epochs and ends; shared by the tests of its outcome and environment."""
+    j = Job(tmp_path_factory.mktemp("ddp"), "ddp-4")
+    try:
+        for tag, nproc in (("a", 2), ("b", 1), ("c", 1)):
+            j.agent(tag, nproc, "3", max_restarts=2,
+                    env={"TRAIN_EPOCHS": "6", "TRAIN_STOP_FILE": "",
+                         "TRAIN_EPOCH_SECONDS": "0"})
+        exits = j.wait_exits(timeout=120)
+        j.result = {"exits": exits, "job": j.job()}
+        yield j
+    finally:
+        j.close()
+
+
+def test_ddp_three_agents(ddp_run):
+    j = ddp_run
+    assert j.result["exits"] == {"a": 0, "b": 0, "c": 0}, j.outputs()
+    gens = j.generations()
+    assert len(gens) == 1, "more than one generation ran: %s\n%s" % (gens, j.outputs())
+    gen = gens[0]
+    start = j.wait_ranks("start", gen, 4)
+    assert sorted(d["pg_rank"] for d in start.values()) == [0, 1, 2, 3]
+    assert all(d["world_size"] == 4 for d in start.values())
+    assert sorted(d["tag"] for d in start.values()) == ["a", "a", "b", "c"]
+    final = check_outcome(j, gen, 4)
+    assert all(len(d["losses"]) == 6 for d in final.values())
+    job = j.result["job"]
+    assert job.state == PB.types.JOB_STATE_CLOSED, job
+    assert job.generation == gen and job.restart_count == 0 and job.world_size == 4
+    # --tee: the agents print their workers' lines, prefixed by the rank.
+    for t, p in j.agents.items():
+        for r, d in start.items():
+            if d["tag"] == t:
+                assert "[rank %d]: rank %d epoch 6 loss" % (r, r) in p.output(), p.output()
+
+
+def test_worker_env(ddp_run):
+    """SPEC §5 on every rank: the values follow from each node's group
+    rank and nproc; init_process_group("gloo", env://) succeeded with them."""
+    j = ddp_run
+    gen = j.generations("env")[0]
+    env = j.wait_ranks("env", gen, 4)
+    started = j.by_rank("start", gen)
+    nproc = {t: p.nproc for t, p in j.agents.items()}
+    group = {}
+    for d in env.values():
+        group.setdefault(d["tag"], set()).add(d["env"]["GROUP_RANK"])
+    assert all(len(v) == 1 for v in group.values()), group
+    group = {t: int(v.pop()) for t, v in group.items()}
+    assert sorted(group.values()) == [0, 1, 2], group
+    order = sorted(group, key=group.get)
+    base = {t: sum(nproc[u] for u in order[:order.index(t)]) for t in order}
+    ports = set()
+    for rank, d in env.items():
+        e, t = d["env"], d["tag"]
+        local = rank - base[t]
+        want = {
+            "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": "4",
+            "LOCAL_WORLD_SIZE": str(nproc[t]), "GROUP_RANK": str(group[t]),
+            "GROUP_WORLD_SIZE": "3", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": "4",
+            "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1",
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "2",
+            "TORCHELASTIC_RUN_ID": j.id, "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_ERROR_FILE": os.path.join(
+                j.agents[t].log_dir, str(gen), str(local), "error.json"),
+            "RDZV_GENERATION": str(gen),
+        }
+        if nproc[t] > 1:
+            want["OMP_NUM_THREADS"] = "1"
+        got = {k: v for k, v in e.items() if k != "MASTER_PORT"}
+        assert got == want, "rank %d (agent %s)" % (rank, t)
+        assert 0 <= local < nproc[t]
+        ports.add(e["MASTER_PORT"])
+        # The rest of the agent's environment is inherited (TRAIN_TAG).
+        assert t in nproc
+        assert started[rank]["pg_rank"] == rank and started[rank]["world_size"] == 4
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+    assert j.result["job"].generation == gen
+
+
+# -- 3: scale-up ------------------------------------------------------------
+
+def test_scale_up(job):
+    """A 2:3 job runs on two agents; a third joins: every worker restarts in
+    a world of 3 on a new master port, and no restart is counted."""
+    a = job.agent("a", 1, "2:3")
+    b = job.agent("b", 1, "2:3")
+    g1, s1 = job.wait_world(2)
+    job.wait_epochs(g1, 2, 2)
+    c = job.agent("c", 1, "2:3")
+    g2, s2 = job.wait_world(3, after=g1)
+    for d in s2.values():
+        assert d["env"]["WORLD_SIZE"] == "3" and d["env"]["GROUP_WORLD_SIZE"] == "3"
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "0", d
+    assert {d["env"]["MASTER_PORT"] for d in s2.values()} != \
+        {d["env"]["MASTER_PORT"] for d in s1.values()}, (s1, s2)
+    assert len({d["env"]["MASTER_PORT"] for d in s2.values()}) == 1
+    # The workers of the first round were stopped, none survives.
+    for d in s1.values():
+        rt.wait_for(lambda: not alive(d["pid"]), 10, 0.1, "worker %d gone" % d["pid"])
+    job.wait_epochs(g2, 3, 2)
+    job.stop_training()
+    assert job.wait_exits(timeout=60) == {"a": 0, "b": 0, "c": 0}, job.outputs()
+    check_outcome(job, g2, 3)
+    j = check_closed(job, g2)
+    assert j.restart_count == 0
+    del a, b, c
+
+
+# -- 4: node loss -----------------------------------------------------------
+
+# Gloo fails a collective at once when a peer dies, and a worker that exits
+# non-zero is a worker failure (SPEC §4 rule 6) that counts on its own. To
+# see the node loss alone, these workers leave recovery to their agent.
+WAIT_ON_PEER_LOSS = {"TRAIN_ON_PEER_LOSS": "wait"}
+
+
+def start_three(job, max_restarts, env=None):
+    """Three agents of a 2:3 job with one worker each, training."""
+    for t in ("a", "b", "c"):
+        job.agent(t, 1, "2:3", max_restarts=max_restarts, last_call="3s", env=env)
+    g1, s1 = job.wait_world(3)
+    job.wait_epochs(g1, 3, 2)
+    return g1, s1
+
+
+def test_node_lost_restarts(job):
+    """kill -9 of one agent of three (--max-restarts 1): the other two get a
+    new round within reconnect_grace + 2 s, restart count 1, and train on."""
+    g1, s1 = start_three(job, 1, WAIT_ON_PEER_LOSS)
+    c_pids = [d["pid"] for d in s1.values() if d["tag"] == "c"]
+    t0 = time.monotonic()
+    job.agents["c"].kill()
+    j = job.wait_job(lambda x: x.generation > g1, GRACE_S + 2, "a new generation within "
+                     "reconnect_grace + 2 s")
+    took = time.monotonic() - t0
+    assert j.restart_count == 1 and j.world_size == 2, j
+    for pid in c_pids:
+        rt.wait_for(lambda: not alive(pid), 5, 0.05, "the lost agent's worker %d gone" % pid)
+    g2, s2 = job.wait_world(2, after=g1)
+    assert g2 == j.generation
+    assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
+        assert d["env"]["WORLD_SIZE"] == "2"
+    job.wait_epochs(g2, 2, 3)
+    job.stop_training()
+    exits = job.wait_exits(["a", "b"], timeout=60)
+    assert exits == {"a": 0, "b": 0}, job.outputs()
+    check_outcome(job, g2, 2)
+    j = check_closed(job, g2)
+    lost = [n for n in j.nodes if n.state == PB.types.NODE_STATE_LOST]
+    assert len(lost) == 1, j
+    print("new round %.2f s after kill -9" % took)
+
+
+def test_node_lost_fails_job(job):
+    """The same with --max-restarts 0: the job fails naming the lost node,
+    and the other agents exit 1 with that reason."""
+    g1, s1 = start_three(job, 0, WAIT_ON_PEER_LOSS)
+    job.agents["c"].kill()
+    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_FAILED, GRACE_S + 5,
+                     "the job failed")
+    lost = [n for n in j.nodes if n.state == PB.types.NODE_STATE_LOST]
+    assert len(lost) == 1, j
+    assert "(node %d) was lost" % lost[0].node_id in j.reason, j.reason
+    assert "exceeds max_restarts 0" in j.reason, j.reason
+    exits = job.wait_exits(["a", "b"], timeout=30)
+    assert exits == {"a": 1, "b": 1}, job.outputs()
+    for t in ("a", "b"):
+        assert "(node %d) was lost" % lost[0].node_id in job.agents[t].output(), \
+            job.agents[t].output()
+    for d in s1.values():
+        rt.wait_for(lambda: not alive(d["pid"]), 10, 0.1, "worker %d gone" % d["pid"])
+
+
+# -- 5: worker failure ------------------------------------------------------
+
+def test_worker_failure(job):
+    """A worker exits 1 (--max-restarts 1): every node restarts with
+    TORCHELASTIC_RESTART_COUNT=1; it fails again: the job fails and every
+    agent exits 1 printing the reason, the error file's message included."""
+    env = {"TRAIN_FAIL_RANK": "1", "TRAIN_STOP_FILE": "", "TRAIN_EPOCHS": "50"}
+    job.agent("a", 1, "2", max_restarts=1, env=env)
+    job.agent("b", 1, "2", max_restarts=1, env=env)
+    g1, s1 = job.wait_world(2)
+    g2, s2 = job.wait_world(2, after=g1)
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
+    assert {d["tag"] for d in s2.values()} == {"a", "b"}
+    assert {d["pid"] for d in s2.values()}.isdisjoint(d["pid"] for d in s1.values())
+    exits = job.wait_exits(timeout=60)
+    assert exits == {"a": 1, "b": 1}, job.outputs()
+    j = job.job()
+    assert j.state == PB.types.JOB_STATE_FAILED and j.restart_count == 2, j
+    assert "injected failure: rank 1, restart 1" in j.reason, j.reason
+    assert "exceeds max_restarts 1" in j.reason, j.reason
+    for p in job.agents.values():
+        assert "exceeds max_restarts 1" in p.output(), p.output()
+    assert job.generations() == [g1, g2]
+    # The failing worker's error file is where TORCHELASTIC_ERROR_FILE said.
+    err = s2[1]["env"]["TORCHELASTIC_ERROR_FILE"]
+    with open(err) as f:
+        assert "injected failure" in json.load(f)["message"]["message"]
+
+
+# -- 6: a planned leave -----------------------------------------------------
+
+def test_sigterm_leaves(job):
+    """SIGTERM to one agent of a 2:3 job: its workers get SIGTERM, it leaves
+    and exits 143; the job re-rounds without it; no restart is counted."""
+    g1, s1 = start_three(job, 0, WAIT_ON_PEER_LOSS)
+    c = job.agents["c"]
+    c_rank = [r for r, d in s1.items() if d["tag"] == "c"][0]
+    c.signal(signal.SIGTERM)
+    assert c.wait(15) == 143, c.output()
+    term = job.by_rank("sigterm", g1)
+    assert c_rank in term and term[c_rank]["pid"] == s1[c_rank]["pid"], term
+    g2, s2 = job.wait_world(2, after=g1)
+    assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "0", d
+    j = job.job()
+    assert j.restart_count == 0 and j.world_size == 2, j
+    left = [n for n in j.nodes if n.state == PB.types.NODE_STATE_LEFT]
+    assert len(left) == 1, j
+    job.wait_epochs(g2, 2, 3)
+    job.stop_training()
+    assert job.wait_exits(["a", "b"], timeout=60) == {"a": 0, "b": 0}, job.outputs()
+    check_outcome(job, g2, 2)
+    assert check_closed(job, g2).restart_count == 0
+
+
+# -- 7: rdzvd crashes -------------------------------------------------------
+
+def test_rdzvd_killed(job):
+    """kill -9 of rdzvd while the job trains, then a restart on the same
+    database and port: the same workers train on, the agents resume."""
+    job.agent("a", 1, "2")
+    job.agent("b", 1, "2")
+    g1, s1 = job.wait_world(2)
+    job.wait_epochs(g1, 2, 2)
+    pids = sorted(d["pid"] for d in s1.values())
+    addr, db = job.daemon.addr, job.daemon.db
+    job.daemon.kill()
+    before = {r: d["epoch"] for r, d in job.by_rank("progress", g1).items()}
+    job.wait_epochs(g1, 2, max(before.values()) + 2)   # training goes on without rdzvd
+    job.ctl.close()
+    job.daemon = rt.Daemon(job.tmp, listen=addr, db=db)
+    job.ctl = rdzvnode.Control(job.daemon.addr)
+    j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
+                     20, "both agents resumed")
+    assert j.generation == g1 and j.restart_count == 0, j
+    assert all(alive(p) for p in pids)
+    after = {r: d["epoch"] for r, d in job.by_rank("progress", g1).items()}
+    job.wait_epochs(g1, 2, max(after.values()) + 2)
+    job.stop_training()
+    assert job.wait_exits(timeout=60) == {"a": 0, "b": 0}, job.outputs()
+    assert job.generations() == [g1]
+    final = check_outcome(job, g1, 2)
+    assert sorted(d["pid"] for d in final.values()) == pids
+    check_closed(job, g1)
