@@ -1,0 +1,189 @@
+"""rdzvctl's output, compared with golden files (tests/integration/ctl/golden):
+the job list and each job in detail, as text and JSON, for a job in every
+state (waiting, running, closing, closed, failed), with nodes of different
+sizes and failed GPUs. Simulated agents (rdzvnode.Node) drive the states
+through one private rdzvd; ctlharness.py explains what keeps the output
+the same on every run."""
+
+import json
+
+import pytest
+
+import rdzvtest as rt
+from rdzvnode import Control, Node, gpu
+
+import ctlharness as h
+
+T = rt.protos().types
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def healthy(n):
+    return [gpu(i, name=H100) for i in range(n)]
+
+
+def with_failed(n, bad, step, error):
+    return [gpu(i, name=H100) if i != bad else
+            gpu(i, ok=False, name=H100, failed_step=step, error=error)
+            for i in range(n)]
+
+
+class World:
+    """One rdzvd with five jobs, one in each state. Jobs and nodes are made
+    one after the other, each step awaited, so node ids and events come in
+    the same order on every run."""
+
+    def __init__(self, tmp):
+        self.d = rt.Daemon(tmp)
+        self.nodes = []
+        self.control = Control(self.d.addr)
+        self.outputs = {}
+        try:
+            self.build()
+        except BaseException:
+            self.close()
+            raise
+
+    def node(self, rdzv_id, host, addr, nproc, gpus=(), rank=None, **job):
+        n = Node(self.d.addr, name=host)
+        self.nodes.append(n)
+        n.join(rdzv_id, hostname=host, advertise_addr=addr, master_port=29500,
+               nproc=nproc, gpus=list(gpus), rank_hint=rank, **job)
+        return n
+
+    def build(self):
+        # waiting: 2 of min 3 nodes; one GPU of the second failed its check.
+        job = dict(min_nodes=3, max_nodes=4, max_restarts=2)
+        self.node("llm-waiting", "gpu-a01", "10.0.1.1", 4, healthy(4), 0, **job)
+        self.node("llm-waiting", "gpu-a02", "10.0.1.2", 2,
+                  with_failed(3, 1, "alloc", "CUDA_ERROR_OUT_OF_MEMORY"), 1, **job)
+
+        # running: 4 + 2 + 1 workers (a CPU-only node), and a spare.
+        job = dict(min_nodes=2, max_nodes=3, max_restarts=3)
+        b1 = self.node("llm-running", "gpu-b01", "10.0.2.1", 4, healthy(4), 0, **job)
+        self.node("llm-running", "gpu-b02", "10.0.2.2", 2,
+                  with_failed(3, 2, "verify", "mismatch at element 17"), 1, **job)
+        self.node("llm-running", "cpu-b03", "10.0.2.3", 1, (), 2, **job)
+        b1.wait_assignment(generation=1)
+        self.node("llm-running", "gpu-b04", "10.0.2.4", 2, healthy(2), None, **job)
+        h.wait_job(self.control, "llm-running", lambda j: j.spares == 1)
+
+        # closing: an operator closed it with rdzvctl close.
+        job = dict(min_nodes=2, max_nodes=2)
+        c1 = self.node("llm-closing", "gpu-c01", "10.0.3.1", 2, healthy(2), 0, **job)
+        self.node("llm-closing", "gpu-c02", "10.0.3.2", 1,
+                  with_failed(2, 0, "kernel", "CUDA_ERROR_LAUNCH_FAILED"), 1, **job)
+        c1.wait_assignment(generation=1)
+        self.outputs["close"] = h.check(h.ctl(self.d.addr, "close", "llm-closing")).stdout
+
+        # closed: both nodes' workers succeeded.
+        d1 = self.node("llm-closed", "gpu-d01", "10.0.4.1", 2, healthy(2), 0, **job)
+        d2 = self.node("llm-closed", "gpu-d02", "10.0.4.2", 2, healthy(2), 1, **job)
+        g = d1.wait_assignment(generation=1).generation
+        d2.wait_assignment(generation=1)
+        d1.report(g, "SUCCEEDED")
+        d2.report(g, "SUCCEEDED")
+        for n in (d1, d2):
+            n.wait_event("closed")
+        h.wait_disconnected(self.control, "llm-closed")
+
+        # failed: a worker failed and max_restarts is 0.
+        e1 = self.node("llm-failed", "gpu-e01", "10.0.5.1", 2, healthy(2), 0, **job)
+        e2 = self.node("llm-failed", "gpu-e02", "10.0.5.2", 3,
+                       with_failed(4, 3, "copy_back", "CUDA_ERROR_ECC_UNCORRECTABLE"), 1,
+                       **job)
+        g = e1.wait_assignment(generation=1).generation
+        e2.wait_assignment(generation=1)
+        e2.report(g, "FAILED", exits=[(0, 0, 0), (1, 1, 0), (2, -1, 15)],
+                  message="RuntimeError: CUDA error: an illegal memory access was encountered")
+        for n in (e1, e2):
+            n.wait_event("failed")
+        h.wait_disconnected(self.control, "llm-failed")
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+        self.control.close()
+        self.d.stop()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = World(tmp_path_factory.mktemp("ctl-golden"))
+    yield w
+    w.close()
+
+
+JOBS = ["llm-waiting", "llm-running", "llm-closing", "llm-closed", "llm-failed"]
+
+
+def test_job_list(world):
+    out = h.check(h.ctl(world.d.addr, "status")).stdout
+    h.golden("status.txt", out)
+    # Ended jobs only with --all.
+    assert "llm-closed" not in out and "llm-failed" not in out
+    out = h.check(h.ctl(world.d.addr, "status", "--all")).stdout
+    h.golden("status-all.txt", out)
+    for j in JOBS:
+        assert j in out
+
+
+def test_job_list_json(world):
+    out = h.check(h.ctl(world.d.addr, "status", "--all", "-o", "json")).stdout
+    h.golden("status-all.json", out)
+    doc = json.loads(out)
+    assert [j["id"] for j in doc["jobs"]] == JOBS
+    assert [j["state"] for j in doc["jobs"]] == [
+        "waiting", "running", "closing", "closed", "failed"]
+    assert "nodes" not in doc["jobs"][0]        # the list has summaries only
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_job_detail(world, job):
+    out = h.check(h.ctl(world.d.addr, "status", job)).stdout
+    h.golden(job + ".txt", out)
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_job_detail_json(world, job):
+    out = h.check(h.ctl(world.d.addr, "status", job, "-o", "json")).stdout
+    h.golden(job + ".json", out)
+    doc = json.loads(out)
+    pbjob = world.control.get_job(job)
+    assert doc["id"] == job
+    assert doc["state"] == T.JobState.Name(pbjob.state)[len("JOB_STATE_"):].lower()
+    assert [n["node_id"] for n in doc["nodes"]] == [n.node_id for n in pbjob.nodes]
+    for n, pn in zip(doc["nodes"], pbjob.nodes):
+        assert n["nproc"] == pn.nproc
+        assert n["gpus"]["total"] == pn.gpus_total
+        assert len(n["gpus"]["devices"]) == len(pn.gpus)
+
+
+def test_waiting_job_says_what_it_waits_for(world):
+    out = h.check(h.ctl(world.d.addr, "status", "llm-waiting")).stdout
+    assert "2 of min 3 nodes joined" in out
+    assert "the job fails in 10m unless 1 more joins (join timeout)" in out
+
+
+def test_failed_gpus_are_listed(world):
+    out = h.check(h.ctl(world.d.addr, "status", "llm-running")).stdout
+    section = out.split("failed GPUs\n", 1)[1].split("\n\n", 1)[0]
+    rows = section.splitlines()[1:]
+    assert len(rows) == 1, section
+    assert rows[0].split() == ["4", "gpu-b02", "2", "NVIDIA", "H100", "80GB", "HBM3",
+                               "GPU-00000002-0000-4000-8000-000000000002", "verify",
+                               "mismatch", "at", "element", "17"]
+
+
+def test_close_output(world):
+    h.golden("close.txt", world.outputs["close"])
+
+
+def test_events(world):
+    out = h.check(h.ctl(world.d.addr, "events", "llm-failed")).stdout
+    h.golden("events-llm-failed.txt", out)
+    out = h.check(h.ctl(world.d.addr, "events", "llm-failed", "--after", "3",
+                        "--limit", "2", "-o", "json")).stdout
+    doc = json.loads(out)
+    assert [e["seq"] for e in doc["events"]] == [4, 5]
