@@ -1,0 +1,390 @@
+/*
+ * One run of `rdzv-agent join` (SPEC §4, §6). The session (session.c)
+ * says what this node should run: the newest assignment, nothing (stop,
+ * a failure, a refused resume) or the end (closed, failed, evicted, a
+ * signal). agent_step() then makes the workers (workers.c) match: it stops
+ * a set that should not run, starts the wanted generation once no set
+ * runs, and ends the event loop once quitting and everything has stopped.
+ * agent_run() owns the struct agent and has the one teardown path.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+
+#define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
+
+uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* A port free now (bind port 0, read it, close), other than |avoid|. */
+uint16_t
+agent_free_port(uint16_t avoid)
+{
+	for (int i = 0; i < 8; i++) {
+		struct sockaddr_in sin = { .sin_family = AF_INET };
+		socklen_t len = sizeof(sin);
+		uint16_t port = 0;
+		int fd;
+
+		if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+			break;
+		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+		    getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
+			port = ntohs(sin.sin_port);
+		close(fd);
+		if (port != 0 && port != avoid)
+			return port;
+	}
+	log_warn("cannot find a free port; offering %d", FALLBACK_PORT);
+	return FALLBACK_PORT;
+}
+
+/* ------------------------------------------------------------ decisions */
+
+static void
+step_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+	struct workers *ws = &a->ws;
+	char why[128];
+
+	if (ws->state == WS_RUNNING && (!a->have_want ||
+	    a->want.generation != ws->generation)) {
+		if (a->quitting)
+			snprintf(why, sizeof(why), "the agent is stopping");
+		else if (a->have_want)
+			snprintf(why, sizeof(why), "generation %llu replaces "
+			    "it", (unsigned long long)a->want.generation);
+		else
+			snprintf(why, sizeof(why), "rdzvd told us to stop");
+		workers_stop(a, WS_END_STOPPED, why);
+	}
+	if (ws->state != WS_IDLE)
+		return;		/* agent_workers_ended() steps again */
+	if (a->quitting) {
+		if (!report_busy(a))
+			event_base_loopbreak(a->base);
+		return;
+	}
+	if (!a->have_want || a->want.generation <= a->started_gen)
+		return;
+
+	/* rdzvd may not have seen our new nproc yet (a GPU left out):
+	 * run only what this node can, and tell it again. */
+	if (a->gpus.policy == HEALTH_EXCLUDE &&
+	    a->want.local_world_size > (uint32_t)a->gpus.n_use) {
+		log_warnx("generation %llu asks for %u workers but this node "
+		    "offers %u: waiting for a round that knows it",
+		    (unsigned long long)a->want.generation,
+		    a->want.local_world_size, a->nproc);
+		a->have_want = false;
+		report_update(a, true, false, true);
+		return;
+	}
+	a->started_gen = a->want.generation;
+	a->cur = a->want;
+	if (workers_start(a, &a->cur) != 0) {
+		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
+		    "workers of generation %llu",
+		    (unsigned long long)a->cur.generation);
+		return;
+	}
+	/* The next round gets a new master port, as torchrun's does. */
+	if (a->opts->master_port == 0) {
+		a->offer_port = agent_free_port((uint16_t)a->cur.master_port);
+		report_update(a, false, true, false);
+	}
+}
+
+/* Decides again on the next loop turn, out of whatever callback asked:
+ * no decision runs inside another. */
+void
+agent_step(struct agent *a)
+{
+	if (a->step_ev != NULL)
+		event_active(a->step_ev, EV_TIMEOUT, 0);
+}
+
+void
+agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (a->quitting) {
+		log_debug("also: %s", msg);
+		return;
+	}
+	if (status == AGENT_EXIT_OK || status >= 128)
+		log_info("%s", msg);
+	else
+		log_error("%s", msg);
+	a->quitting = true;
+	a->exit_status = status;
+	a->have_want = false;
+	if (a->retry_ev != NULL)
+		event_del(a->retry_ev);
+	/* Leave at once rather than after the workers stopped: the others'
+	 * workers, which lose their peers now, are then already in a round
+	 * without us, and their failures are not counted as restarts. */
+	if (leave)
+		report_leave(a, msg);
+	agent_step(a);
+}
+
+void
+agent_assignment(struct agent *a, const Rdzv__V1__Assignment *pb)
+{
+	struct assignment *w = &a->want;
+	uint64_t now = mono_us();
+
+	if (a->quitting)
+		return;
+	if (pb->generation <= a->started_gen || (a->have_want &&
+	    pb->generation <= w->generation)) {
+		log_debug("generation %llu: already have it",
+		    (unsigned long long)pb->generation);
+		return;
+	}
+	memset(w, 0, sizeof(*w));
+	w->generation = pb->generation;
+	w->group_rank = pb->group_rank;
+	w->group_world_size = pb->group_world_size;
+	w->base_rank = pb->base_rank;
+	w->local_world_size = pb->local_world_size;
+	w->world_size = pb->world_size;
+	snprintf(w->master_addr, sizeof(w->master_addr), "%s",
+	    pb->master_addr);
+	w->master_port = pb->master_port;
+	w->restart_count = pb->restart_count;
+	w->max_restarts = pb->max_restarts;
+	w->arrived_us = now;
+	a->have_want = true;
+	log_info("generation %llu: node %u of %u, ranks %u to %u of %u, "
+	    "master %s:%u, restarts %u of %u",
+	    (unsigned long long)w->generation, w->group_rank,
+	    w->group_world_size, w->base_rank,
+	    w->base_rank + w->local_world_size - 1, w->world_size,
+	    w->master_addr, w->master_port, w->restart_count,
+	    w->max_restarts);
+	if (w->local_world_size == 0) {
+		log_warnx("generation %llu gives this node no worker; ignored",
+		    (unsigned long long)w->generation);
+		a->have_want = false;
+	}
+	agent_step(a);
+}
+
+void
+agent_stop_generation(struct agent *a, uint64_t gen, const char *why)
+{
+	log_info("generation %llu: rdzvd says stop: %s",
+	    (unsigned long long)gen, why);
+	if (a->have_want && a->want.generation <= gen)
+		a->have_want = false;
+	agent_step(a);
+}
+
+/* The generation a resume names: the one we run or are about to. */
+uint64_t
+agent_resume_generation(const struct agent *a)
+{
+	return a->have_want ? a->want.generation : 0;
+}
+
+void
+agent_resume_refused(struct agent *a, const char *why)
+{
+	log_warnx("rdzvd refused to resume node %llu: %s; stopping the "
+	    "workers and joining again as a new node",
+	    (unsigned long long)a->node_id, why != NULL ? why : "");
+	report_forget(a);
+	a->session_len = 0;
+	a->node_id = 0;
+	a->have_want = false;
+	agent_step(a);
+}
+
+/* The message a FAILED report carries: the first failed worker's error
+ * file, else any failed worker's, else its exit status. */
+static void
+failure_message(struct agent *a, char *buf, size_t len)
+{
+	const struct workers *ws = &a->ws;
+	const struct worker *first = NULL;
+	char how[64];
+
+	if (ws->first_failed >= 0)
+		first = &ws->w[ws->first_failed];
+	if (first != NULL && logs_error_message(first->error_file, buf, len))
+		return;
+	for (int i = 0; i < ws->n; i++) {
+		const struct worker *w = &ws->w[i];
+		if (w->exited && w->status != 0 &&
+		    logs_error_message(w->error_file, buf, len))
+			return;
+	}
+	if (first == NULL) {
+		snprintf(buf, len, "a worker failed");
+		return;
+	}
+	snprintf(buf, len, "rank %u (local rank %d) %s%s%s",
+	    ws->base_rank + (uint32_t)first->local_rank, first->local_rank,
+	    workers_describe_status(first->status, how, sizeof(how)),
+	    first->exec_errno != 0 ? ": " : "",
+	    first->exec_errno != 0 ? strerror(first->exec_errno) : "");
+}
+
+/* The set of workers ended (workers.c): report what that means. */
+void
+agent_workers_ended(struct agent *a)
+{
+	const struct workers *ws = &a->ws;
+	bool current = a->have_want && a->want.generation == ws->generation;
+	char msg[AGENT_MESSAGE_MAX + 1];
+
+	gpus_workers_ended(a);
+	if (a->quitting || !current) {
+		agent_step(a);
+		return;
+	}
+	switch (ws->end) {
+	case WS_END_SUCCEEDED:
+		log_info("generation %llu: all %d workers exited 0; waiting "
+		    "for the job to close", (unsigned long long)ws->generation,
+		    ws->n);
+		report_outcome(a, RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED, "");
+		break;
+	case WS_END_FAILED:
+		failure_message(a, msg, sizeof(msg));
+		log_info("generation %llu failed: %s; reported to rdzvd",
+		    (unsigned long long)ws->generation, msg);
+		report_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
+		a->have_want = false;
+		break;
+	case WS_END_HEALTH:
+	case WS_END_STOPPED:
+		a->have_want = false;
+		break;
+	}
+	agent_step(a);
+}
+
+/* ------------------------------------------------------------- signals */
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->signals++ > 0) {
+		log_warnx("%s again: killing the workers now",
+		    strsignal((int)sig));
+		workers_kill(a);
+		return;
+	}
+	agent_quit(a, 128 + (int)sig, true, "%s: stopping the workers and "
+	    "leaving job %s", strsignal((int)sig), a->opts->id);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static int
+setup(struct agent *a, char *err, size_t len)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+
+	if ((a->base = event_base_new()) == NULL ||
+	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL) {
+		snprintf(err, len, "cannot create the event loop");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		a->sig_ev[i] = evsignal_new(a->base, sigs[i], signal_cb, a);
+		if (a->sig_ev[i] == NULL || event_add(a->sig_ev[i], NULL) != 0) {
+			snprintf(err, len, "cannot handle signals");
+			return -1;
+		}
+	}
+	if (workers_init(a) != 0 || report_init(a) != 0) {
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	if (session_init(a, err, len) != 0)
+		return -1;
+	return logs_init(a, err, len);
+}
+
+/* The one teardown path: accepts a half-built agent. */
+static void
+teardown(struct agent *a)
+{
+	a->quitting = true;
+	a->sstate = SESSION_ENDED;
+	session_free(a);	/* cancels calls: their callbacks see quitting */
+	report_free(a);
+	workers_free(a);
+	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
+		if (a->sig_ev[i] != NULL)
+			event_free(a->sig_ev[i]);
+	if (a->step_ev != NULL)
+		event_free(a->step_ev);
+	gpus_free(&a->gpus);
+	if (a->base != NULL)
+		event_base_free(a->base);
+}
+
+int
+agent_run(struct agent_opts *o)
+{
+	struct agent a;
+	char err[512];
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.opts = o;
+	if (gethostname(a.hostname, sizeof(a.hostname)) != 0)
+		snprintf(a.hostname, sizeof(a.hostname), "localhost");
+	a.hostname[sizeof(a.hostname) - 1] = '\0';
+	/* The GPUs are checked before anything else: the node joins with
+	 * the workers it can run (SPEC §7). */
+	if ((rc = gpus_plan(o, &a.gpus, &a.nproc)) != 0) {
+		gpus_free(&a.gpus);
+		return rc;
+	}
+	if (setup(&a, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzv-agent: %s\n", err);
+		teardown(&a);
+		return AGENT_EXIT_USAGE;
+	}
+	a.offer_port = o->master_port != 0 ? o->master_port :
+	    agent_free_port(0);
+	log_info("job %s: joining through %s as %s with %u worker%s: %s%s",
+	    o->id, o->client.server, a.hostname, a.nproc,
+	    a.nproc == 1 ? "" : "s", o->argv[0], o->argc > 1 ? " ..." : "");
+	session_start(&a);
+	event_base_dispatch(a.base);
+	rc = a.exit_status;
+	teardown(&a);
+	return rc;
+}

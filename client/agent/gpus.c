@@ -1,0 +1,316 @@
+/*
+ * The agent's side of the GPU health check (SPEC §7), through health.h
+ * only: the agent process itself never loads libcuda. Before the join it
+ * counts and checks its GPUs in child processes and decides how many
+ * workers it offers; each worker checks its own GPU between fork and exec,
+ * and what a failure means depends on the policy:
+ *
+ *   warn     report the result to rdzvd, run anyway;
+ *   exclude  stop the workers, offer one worker fewer (rdzvd re-rounds),
+ *            leave the GPU out of CUDA_VISIBLE_DEVICES;
+ *   strict   stop the workers, leave the job, exit 1.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "log.h"
+
+static const char *
+mode_name(const struct agent_opts *o)
+{
+	switch (o->nproc_mode) {
+	case NPROC_GPU:
+		return "--nproc-per-node gpu";
+	case NPROC_AUTO:
+		return "--nproc-per-node auto";
+	case NPROC_SLURM:
+		return "SLURM_GPUS_ON_NODE";
+	default:
+		return "--nproc-per-node";
+	}
+}
+
+static int
+set_visible(struct gpus *g)
+{
+	g->visible[0] = '\0';
+	if (g->policy != HEALTH_EXCLUDE)
+		return 0;
+	return health_visible_devices(g->use, (size_t)g->n_use, g->visible,
+	    sizeof(g->visible));
+}
+
+/* How many workers when there is no GPU to check: 0, or an exit status. */
+static int
+no_gpus(struct agent_opts *o, struct gpus *g, const char *why,
+    uint32_t *nproc)
+{
+	g->policy = HEALTH_OFF;
+	switch (o->nproc_mode) {
+	case NPROC_GPU:
+		fprintf(stderr, "rdzv-agent: --nproc-per-node gpu: no GPU "
+		    "found (%s); give a number of workers instead\n", why);
+		return AGENT_EXIT_USAGE;
+	case NPROC_AUTO:
+		log_info("no GPU found (%s): --nproc-per-node auto runs one "
+		    "worker", why);
+		*nproc = 1;
+		return 0;
+	case NPROC_SLURM:
+		log_warnx("SLURM_GPUS_ON_NODE=%u but no GPU found (%s): "
+		    "running %u workers without the GPU check", o->nproc,
+		    why, o->nproc);
+		*nproc = o->nproc;
+		return 0;
+	default:
+		if (o->health.policy == HEALTH_WARN) {
+			log_warnx("no GPU found (%s): running %u workers "
+			    "(--health-check warn)", why, o->nproc);
+			*nproc = o->nproc;
+			return 0;
+		}
+		fprintf(stderr, "rdzv-agent: --health-check %s: no GPU found "
+		    "(%s); use --health-check off on a node without GPUs\n",
+		    health_policy_name(o->health.policy), why);
+		return AGENT_EXIT_FAILED;
+	}
+}
+
+/* Counts the GPUs in a child process (policy off). */
+static int
+count_only(struct agent_opts *o, uint32_t *nproc)
+{
+	struct gpus dummy = { 0 };
+	char why[256];
+	int count = 0;
+
+	if (o->nproc_mode == NPROC_FIXED || o->nproc_mode == NPROC_SLURM) {
+		*nproc = o->nproc;
+		return 0;
+	}
+	if (health_count(o->health.timeout_ms, &count, why, sizeof(why)) != 0)
+		return no_gpus(o, &dummy, why, nproc);
+	if (count == 0)
+		return no_gpus(o, &dummy, "the driver reports 0 devices",
+		    nproc);
+	*nproc = (uint32_t)count;
+	return 0;
+}
+
+int
+gpus_plan(struct agent_opts *o, struct gpus *g, uint32_t *nproc)
+{
+	char why[256], desc[512];
+	int count = 0, n, passed;
+
+	memset(g, 0, sizeof(*g));
+	g->policy = o->health.policy;
+	if (g->policy == HEALTH_OFF)
+		return count_only(o, nproc);
+	if (health_count(o->health.timeout_ms, &count, why, sizeof(why)) != 0)
+		return no_gpus(o, g, why, nproc);
+	if (count == 0)
+		return no_gpus(o, g, "the driver reports 0 devices", nproc);
+
+	n = count;
+	if (o->nproc_mode == NPROC_FIXED && o->nproc < (uint32_t)count)
+		n = (int)o->nproc;
+	if (o->nproc_mode == NPROC_FIXED && o->nproc > (uint32_t)count &&
+	    g->policy != HEALTH_WARN) {
+		fprintf(stderr, "rdzv-agent: --nproc-per-node %u with "
+		    "--health-check %s: this node has only %d GPU%s\n",
+		    o->nproc, health_policy_name(g->policy), count,
+		    count == 1 ? "" : "s");
+		return AGENT_EXIT_USAGE;
+	}
+	if (o->nproc_mode == NPROC_SLURM && o->nproc != (uint32_t)count)
+		log_warnx("SLURM_GPUS_ON_NODE=%u but %d GPUs are visible: "
+		    "one worker per visible GPU", o->nproc, count);
+	if ((g->results = calloc((size_t)n, sizeof(*g->results))) == NULL ||
+	    (g->use = calloc((size_t)n, sizeof(*g->use))) == NULL)
+		fatalx("out of memory");
+	g->n = n;
+	passed = health_probe(&o->health, n, g->results);
+	log_info("GPU check: %d of %d GPU%s passed", passed, n,
+	    n == 1 ? "" : "s");
+	for (int d = 0; d < n; d++) {
+		if (g->results[d].ok || g->policy == HEALTH_WARN)
+			g->use[g->n_use++] = d;
+		if (g->results[d].ok)
+			continue;
+		health_describe(&g->results[d], desc, sizeof(desc));
+		if (g->policy == HEALTH_STRICT)
+			fprintf(stderr, "rdzv-agent: GPU check failed: %s "
+			    "(--health-check strict: not joining)\n", desc);
+		else
+			log_warnx("GPU check failed: %s%s", desc,
+			    g->policy == HEALTH_EXCLUDE ? "; left out" :
+			    "; used anyway (--health-check warn)");
+	}
+	if (g->policy == HEALTH_STRICT && passed < n)
+		return AGENT_EXIT_FAILED;
+	if (g->n_use == 0) {
+		fprintf(stderr, "rdzv-agent: no GPU passed the check: not "
+		    "joining\n");
+		return AGENT_EXIT_FAILED;
+	}
+	if (set_visible(g) != 0)
+		fatalx("CUDA_VISIBLE_DEVICES does not fit");
+	/* Under warn a fixed count may exceed the GPUs: the extra workers
+	 * run unchecked. */
+	*nproc = o->nproc_mode == NPROC_FIXED && g->policy == HEALTH_WARN ?
+	    o->nproc : (uint32_t)g->n_use;
+	log_debug("%s: %u workers, GPU policy %s", mode_name(o), *nproc,
+	    health_policy_name(g->policy));
+	return 0;
+}
+
+int
+gpus_device(const struct gpus *g, int local_rank)
+{
+	if (g->policy == HEALTH_OFF || local_rank >= g->n_use)
+		return -1;
+	return g->use[local_rank];
+}
+
+void
+gpus_record(struct gpus *g, const struct gpu_result *r)
+{
+	if (r->device >= 0 && r->device < g->n)
+		g->results[r->device] = *r;
+}
+
+/* Leaves |devices| out; returns how many GPUs remain in use. */
+int
+gpus_exclude(struct gpus *g, const int *devices, int n)
+{
+	int k = 0;
+
+	for (int i = 0; i < g->n_use; i++) {
+		bool drop = false;
+		for (int j = 0; j < n; j++)
+			drop = drop || devices[j] == g->use[i];
+		if (!drop)
+			g->use[k++] = g->use[i];
+	}
+	g->n_use = k;
+	if (set_visible(g) != 0)
+		fatalx("CUDA_VISIBLE_DEVICES does not fit");
+	return k;
+}
+
+/* A worker's check result, read by workers.c. */
+void
+gpus_worker_checked(struct agent *a, struct worker *w,
+    const struct gpu_result *r)
+{
+	struct workers *ws = &a->ws;
+	char desc[512];
+
+	gpus_record(&a->gpus, r);
+	if (r->ok) {
+		log_debug("generation %llu: local rank %d: GPU %d passed its "
+		    "check", (unsigned long long)ws->generation,
+		    w->local_rank, r->device);
+		return;
+	}
+	health_describe(r, desc, sizeof(desc));
+	switch (a->gpus.policy) {
+	case HEALTH_WARN:
+		log_warnx("generation %llu: local rank %d: GPU check failed: "
+		    "%s; running anyway (--health-check warn)",
+		    (unsigned long long)ws->generation, w->local_rank, desc);
+		report_update(a, false, false, true);
+		break;
+	case HEALTH_STRICT:
+		w->check_failed = true;
+		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
+		    "(--health-check strict: leaving the job)", desc);
+		break;
+	default:
+		w->check_failed = true;
+		log_warnx("generation %llu: local rank %d: GPU check failed: "
+		    "%s; leaving the GPU out", (unsigned long long)
+		    ws->generation, w->local_rank, desc);
+		if (ws->n_failed_devices < (int)(sizeof(ws->failed_devices) /
+		    sizeof(ws->failed_devices[0])))
+			ws->failed_devices[ws->n_failed_devices++] = r->device;
+		workers_stop(a, WS_END_HEALTH, "a GPU failed its check");
+		break;
+	}
+}
+
+/*
+ * The set ended with GPUs that failed under exclude: offer fewer workers.
+ * rdzvd re-rounds on the new nproc (no restart counted), and the next
+ * assignment runs without them.
+ */
+void
+gpus_workers_ended(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+	int left;
+
+	if (ws->n_failed_devices == 0 || a->gpus.policy != HEALTH_EXCLUDE)
+		return;
+	left = gpus_exclude(&a->gpus, ws->failed_devices,
+	    ws->n_failed_devices);
+	ws->n_failed_devices = 0;
+	if (left == 0) {
+		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
+		    "passes the check any more: leaving the job");
+		return;
+	}
+	a->nproc = (uint32_t)left;
+	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
+	    left, left == 1 ? "" : "s", a->gpus.visible);
+	report_update(a, true, false, true);
+}
+
+int
+gpus_pb_new(const struct gpus *g, struct gpus_pb *pb)
+{
+	size_t n = (size_t)g->n;
+
+	memset(pb, 0, sizeof(*pb));
+	if (n == 0)
+		return 0;
+	pb->ptrs = calloc(n, sizeof(*pb->ptrs));
+	pb->res = calloc(n, sizeof(*pb->res));
+	pb->steps = calloc(n * GPU_STEPS_MAX, sizeof(*pb->steps));
+	pb->step_ptrs = calloc(n * GPU_STEPS_MAX, sizeof(*pb->step_ptrs));
+	if (pb->ptrs == NULL || pb->res == NULL || pb->steps == NULL ||
+	    pb->step_ptrs == NULL) {
+		gpus_pb_free(pb);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rdzv__v1__gpu_result__init(&pb->res[i]);
+		health_to_pb(&g->results[i], &pb->res[i],
+		    pb->steps + i * GPU_STEPS_MAX,
+		    pb->step_ptrs + i * GPU_STEPS_MAX);
+		pb->ptrs[i] = &pb->res[i];
+	}
+	pb->n = n;
+	return 0;
+}
+
+void
+gpus_pb_free(struct gpus_pb *pb)
+{
+	free(pb->ptrs);
+	free(pb->res);
+	free(pb->steps);
+	free(pb->step_ptrs);
+	memset(pb, 0, sizeof(*pb));
+}
+
+void
+gpus_free(struct gpus *g)
+{
+	free(g->results);
+	free(g->use);
+	memset(g, 0, sizeof(*g));
+}

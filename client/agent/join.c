@@ -1,0 +1,481 @@
+/*
+ * `rdzv-agent join`: its options (SPEC §6). Every option is also an RDZV_*
+ * environment variable; flags win over variables, variables over the
+ * scheduler's values (sched.c), those over the defaults. The run itself is
+ * agent.c's.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agent.h"
+#include "log.h"
+#include "parse.h"
+
+#define JOIN_HELP							\
+"usage: rdzv-agent join --id ID [options] -- CMD [ARGS...]\n"		\
+"\n"									\
+"Joins job ID on rdzvd and runs CMD as each of this node's workers, with\n" \
+"the environment torchrun gives them; restarts them on every new round.\n" \
+"Each option is also an environment variable (--nnodes: RDZV_NNODES, ...);\n" \
+"flags win.\n"								\
+"\n"									\
+"  --id ID                       the job (default $SLURM_JOB_ID, $PBS_JOBID)\n" \
+"  --nnodes MIN[:MAX]            nodes (default the scheduler's count, else 1)\n" \
+"  --nproc-per-node N|gpu|auto   workers on this node (default\n"	\
+"                                $SLURM_GPUS_ON_NODE, else 1)\n"	\
+"  --node-rank N                 rank hint: nodes are ordered by it (default\n" \
+"                                $SLURM_NODEID, or the PBS node index)\n" \
+"  --max-restarts N              failures the job survives (default 0)\n" \
+"  --last-call DURATION          wait for more nodes once MIN joined (30s)\n" \
+"  --join-timeout DURATION       fail if MIN nodes do not join (600s)\n" \
+"  --lease-ttl DURATION          silent connection ends a node (15s)\n" \
+"  --reconnect-grace DURATION    closed connection ends a node (3s)\n" \
+"  --role NAME                   ROLE_NAME of the workers (default)\n"	\
+"  --advertise-addr ADDR         MASTER_ADDR if this node is rank 0\n"	\
+"                                (default: our address towards rdzvd)\n" \
+"  --master-port PORT            MASTER_PORT if this node is rank 0\n"	\
+"                                (default: a free port, new each round)\n" \
+"  --log-dir DIR                 worker logs: DIR/GEN/LOCAL_RANK/ (default\n" \
+"                                a new directory in $TMPDIR or /tmp)\n"	\
+"  --tee                         copy worker output here, as [rank N]: line\n" \
+"  --health-check off|warn|exclude|strict\n"				\
+"                                GPU check (default exclude with gpu or auto,\n" \
+"                                else off)\n"				\
+"  --health-timeout DURATION     kill a GPU check after this (60s)\n"	\
+"  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
+"                                (30s)\n"				\
+"  --reconnect-timeout DURATION  give up on a lost rdzvd after this (600s)\n" \
+"  --log-level LEVEL             error, warn, info or debug (info)\n"	\
+"  -v, --verbose                 --log-level debug\n"			\
+CLIENT_OPTIONS_HELP							\
+"\n"									\
+"Exit status: 0 the job succeeded, 1 it failed, 2 usage or configuration,\n" \
+"3 rdzvd unreachable, 4 refused (permission, job closed, evicted), 128+N\n" \
+"stopped by signal N.\n"
+
+typedef int (*setter_fn)(struct agent_opts *, const char *, char *, size_t);
+
+struct setting {
+	const char	*name;		/* the long option */
+	const char	*env;
+	int		 has_arg;
+	setter_fn	 set;
+};
+
+/* A job id as rdzvd accepts it (SPEC §2). */
+int
+agent_id_check(const char *v, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 128) {
+		snprintf(err, len, "a job id has 1 to 128 characters");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)v[i]) && strchr("._:@+-", v[i]) ==
+		    NULL) {
+			snprintf(err, len, "'%c' is not allowed in a job id "
+			    "(A-Z a-z 0-9 . _ : @ + -)", v[i]);
+			return -1;
+		}
+	}
+	if (strcmp(v, "none") == 0) {
+		snprintf(err, len, "'none' is not a job id");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+set_id(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (agent_id_check(v, err, len) != 0)
+		return -1;
+	o->id = v;
+	return 0;
+}
+
+static int
+parse_u32(const char *v, uint32_t min, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long long n;
+
+	if (*v == '\0' || !isdigit((unsigned char)*v))
+		return -1;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < min || n > max)
+		return -1;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+static int
+set_nnodes(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	char buf[64], *colon;
+	uint32_t min, max;
+
+	snprintf(buf, sizeof(buf), "%s", v);
+	if ((colon = strchr(buf, ':')) != NULL)
+		*colon = '\0';
+	if (parse_u32(buf, 1, 10000000, &min) != 0 || (colon != NULL &&
+	    parse_u32(colon + 1, 1, 10000000, &max) != 0)) {
+		snprintf(err, len, "expected MIN or MIN:MAX, counts of nodes "
+		    "from 1 (e.g. 4 or 2:4)");
+		return -1;
+	}
+	if (colon == NULL)
+		max = min;
+	if (min > max) {
+		snprintf(err, len, "MIN is larger than MAX");
+		return -1;
+	}
+	o->min_nodes = min;
+	o->max_nodes = max;
+	return 0;
+}
+
+static int
+set_nproc(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "gpu") == 0) {
+		o->nproc_mode = NPROC_GPU;
+	} else if (strcmp(v, "auto") == 0) {
+		o->nproc_mode = NPROC_AUTO;
+	} else if (parse_u32(v, 1, 65536, &o->nproc) == 0) {
+		o->nproc_mode = NPROC_FIXED;
+	} else {
+		snprintf(err, len, "expected a number of workers from 1 to "
+		    "65536, 'gpu' or 'auto'");
+		return -1;
+	}
+	o->nproc_set = true;
+	return 0;
+}
+
+static int
+set_node_rank(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (parse_u32(v, 0, UINT32_MAX, &o->node_rank) != 0) {
+		snprintf(err, len, "expected a number from 0");
+		return -1;
+	}
+	o->has_node_rank = true;
+	return 0;
+}
+
+static int
+set_max_restarts(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (parse_u32(v, 0, 1000000, &o->max_restarts) != 0) {
+		snprintf(err, len, "expected a number from 0");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+duration(const char *v, uint32_t *out, bool zero_ok, char *err, size_t len)
+{
+	uint64_t ms;
+
+	if (parse_duration(v, 1000, &ms) != 0 || ms > UINT32_MAX ||
+	    (ms == 0 && !zero_ok)) {
+		snprintf(err, len, "expected a duration such as 30, 30s, "
+		    "500ms or 5m%s", zero_ok ? "" : ", above 0");
+		return -1;
+	}
+	*out = (uint32_t)ms;
+	return 0;
+}
+
+#define DURATION_SETTER(fn, field)					\
+static int								\
+fn(struct agent_opts *o, const char *v, char *err, size_t len)		\
+{									\
+	return duration(v, &o->field, false, err, len);			\
+}
+DURATION_SETTER(set_last_call, last_call_ms)
+DURATION_SETTER(set_join_timeout, join_timeout_ms)
+DURATION_SETTER(set_lease_ttl, lease_ttl_ms)
+DURATION_SETTER(set_reconnect_grace, reconnect_grace_ms)
+DURATION_SETTER(set_health_timeout, health.timeout_ms)
+DURATION_SETTER(set_reconnect_timeout, reconnect_timeout_ms)
+
+/* A stop timeout of 0 sends SIGKILL at once. */
+static int
+set_stop_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	return duration(v, &o->stop_timeout_ms, true, err, len);
+}
+
+static int
+set_role(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (*v == '\0' || strlen(v) > 64) {
+		snprintf(err, len, "a role has 1 to 64 characters");
+		return -1;
+	}
+	o->role = v;
+	return 0;
+}
+
+static int
+set_advertise(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (*v == '\0' || strlen(v) > 255) {
+		snprintf(err, len, "an address has 1 to 255 characters");
+		return -1;
+	}
+	o->advertise_addr = v;
+	return 0;
+}
+
+static int
+set_master_port(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	uint32_t port;
+
+	if (parse_u32(v, 1, 65535, &port) != 0) {
+		snprintf(err, len, "expected a port from 1 to 65535");
+		return -1;
+	}
+	o->master_port = (uint16_t)port;
+	return 0;
+}
+
+static int
+set_log_dir(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (*v == '\0' || strlen(v) > 400) {
+		snprintf(err, len, "a directory of 1 to 400 characters");
+		return -1;
+	}
+	o->log_dir = v;
+	return 0;
+}
+
+/* --tee takes no value; RDZV_TEE is 1/0, true/false, yes/no. */
+static int
+set_tee(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (v == NULL || strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
+	    strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0) {
+		o->tee = true;
+	} else if (strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 ||
+	    strcasecmp(v, "no") == 0 || strcasecmp(v, "off") == 0) {
+		o->tee = false;
+	} else {
+		snprintf(err, len, "expected 1 or 0");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+set_health(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (health_policy_parse(v, &o->health.policy) != 0) {
+		snprintf(err, len, "expected off, warn, exclude or strict");
+		return -1;
+	}
+	o->health_set = true;
+	return 0;
+}
+
+static int
+set_log_level(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	int level = log_level_parse(v);
+
+	if (level < 0) {
+		snprintf(err, len, "expected error, warn, info or debug");
+		return -1;
+	}
+	log_set_level((enum log_level)level);
+	return 0;
+}
+
+static int
+set_verbose(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	log_set_level(LOG_LEVEL_DEBUG);
+	return 0;
+}
+
+static const struct setting settings[] = {
+	{ "id", "RDZV_ID", required_argument, set_id },
+	{ "nnodes", "RDZV_NNODES", required_argument, set_nnodes },
+	{ "nproc-per-node", "RDZV_NPROC_PER_NODE", required_argument,
+	    set_nproc },
+	{ "node-rank", "RDZV_NODE_RANK", required_argument, set_node_rank },
+	{ "max-restarts", "RDZV_MAX_RESTARTS", required_argument,
+	    set_max_restarts },
+	{ "last-call", "RDZV_LAST_CALL", required_argument, set_last_call },
+	{ "join-timeout", "RDZV_JOIN_TIMEOUT", required_argument,
+	    set_join_timeout },
+	{ "lease-ttl", "RDZV_LEASE_TTL", required_argument, set_lease_ttl },
+	{ "reconnect-grace", "RDZV_RECONNECT_GRACE", required_argument,
+	    set_reconnect_grace },
+	{ "role", "RDZV_ROLE", required_argument, set_role },
+	{ "advertise-addr", "RDZV_ADVERTISE_ADDR", required_argument,
+	    set_advertise },
+	{ "master-port", "RDZV_MASTER_PORT", required_argument,
+	    set_master_port },
+	{ "log-dir", "RDZV_LOG_DIR", required_argument, set_log_dir },
+	{ "tee", "RDZV_TEE", no_argument, set_tee },
+	{ "health-check", "RDZV_HEALTH_CHECK", required_argument, set_health },
+	{ "health-timeout", "RDZV_HEALTH_TIMEOUT", required_argument,
+	    set_health_timeout },
+	{ "stop-timeout", "RDZV_STOP_TIMEOUT", required_argument,
+	    set_stop_timeout },
+	{ "reconnect-timeout", "RDZV_RECONNECT_TIMEOUT", required_argument,
+	    set_reconnect_timeout },
+	{ "log-level", "RDZV_LOG_LEVEL", required_argument, set_log_level },
+	{ "verbose", NULL, no_argument, set_verbose },
+};
+#define N_SETTINGS	(sizeof(settings) / sizeof(settings[0]))
+
+static void
+opts_defaults(struct agent_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	client_opts_init(&o->client);
+	o->nproc_mode = NPROC_FIXED;
+	o->nproc = 1;
+	o->role = "default";
+	o->health.policy = HEALTH_OFF;
+	o->health.timeout_ms = AGENT_HEALTH_TIMEOUT_MS;
+	o->stop_timeout_ms = AGENT_STOP_TIMEOUT_MS;
+	o->reconnect_timeout_ms = AGENT_RECONNECT_MS;
+}
+
+/* The RDZV_* variables, before the flags. */
+static int
+opts_env(struct agent_opts *o, char *err, size_t len)
+{
+	char why[256];
+
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		const char *v;
+
+		if (s->env == NULL || (v = getenv(s->env)) == NULL ||
+		    *v == '\0')
+			continue;
+		if (s->set(o, v, why, sizeof(why)) != 0) {
+			snprintf(err, len, "%s=%s: %s", s->env, v, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
+    size_t len)
+{
+	struct option longopts[N_SETTINGS + 16];
+	const struct option client_longopts[] = { CLIENT_LONG_OPTIONS };
+	size_t n = 0;
+	char why[256];
+	int ch, rc;
+
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		longopts[n++] = (struct option){ settings[i].name,
+		    settings[i].has_arg, NULL, (int)i + 1 };
+	}
+	for (size_t i = 0; i < sizeof(client_longopts) /
+	    sizeof(client_longopts[0]); i++)
+		longopts[n++] = client_longopts[i];
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+
+	opterr = 0;
+	optind = 1;
+	/* "+": stop at the command, whose own options are not ours. */
+	while ((ch = getopt_long(argc, argv, "+:hv", longopts, NULL)) != -1) {
+		const char *opt = argv[optind - 1];
+
+		if (ch == 'h') {
+			fputs(JOIN_HELP, stdout);
+			return 1;
+		}
+		if (ch == 'v') {
+			log_set_level(LOG_LEVEL_DEBUG);
+			continue;
+		}
+		if (ch == '?') {
+			if (optopt > 0 && optopt < 128 && isalnum(optopt))
+				snprintf(err, len, "unknown option '-%c'; see "
+				    "'rdzv-agent join --help'", optopt);
+			else
+				snprintf(err, len, "unknown option '%s'; see "
+				    "'rdzv-agent join --help'", opt);
+			return -1;
+		}
+		if (ch == ':') {
+			snprintf(err, len, "%s needs a value; see "
+			    "'rdzv-agent join --help'", opt);
+			return -1;
+		}
+		if (ch >= 1 && ch <= (int)N_SETTINGS) {
+			const struct setting *s = &settings[ch - 1];
+			if (s->set(o, optarg, why, sizeof(why)) != 0) {
+				snprintf(err, len, "--%s %s: %s", s->name,
+				    optarg, why);
+				return -1;
+			}
+			continue;
+		}
+		rc = client_opts_take(&o->client, ch, optarg, err, len);
+		if (rc < 0)
+			return -1;
+	}
+	o->argc = argc - optind;
+	o->argv = argv + optind;
+	return 0;
+}
+
+int
+cmd_join(int argc, char **argv)
+{
+	struct agent_opts o;
+	char err[512];
+	int rc;
+
+	opts_defaults(&o);
+	if ((rc = opts_env(&o, err, sizeof(err))) == 0)
+		rc = opts_flags(&o, argc, argv, err, sizeof(err));
+	if (rc > 0)
+		return 0;
+	if (rc < 0) {
+		fprintf(stderr, "rdzv-agent join: %s\n", err);
+		return AGENT_EXIT_USAGE;
+	}
+	sched_defaults(&o);
+	if (o.id == NULL) {
+		fprintf(stderr, "rdzv-agent join: no job id: give --id ID "
+		    "(or RDZV_ID; under Slurm or PBS the job's id is used)\n");
+		return AGENT_EXIT_USAGE;
+	}
+	if (o.argc == 0) {
+		fprintf(stderr, "rdzv-agent join: no command to run: give it "
+		    "after --, e.g. rdzv-agent join --id %s -- python3 "
+		    "train.py\n", o.id);
+		return AGENT_EXIT_USAGE;
+	}
+	/* The GPU check's default follows the use of GPUs (SPEC §7). */
+	if (!o.health_set)
+		o.health.policy = o.nproc_mode == NPROC_FIXED ? HEALTH_OFF :
+		    HEALTH_EXCLUDE;
+	return agent_run(&o);
+}

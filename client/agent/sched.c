@@ -1,0 +1,199 @@
+/*
+ * Defaults from the batch scheduler (SPEC §6), for what neither a flag nor
+ * an RDZV_* variable set: Slurm's SLURM_JOB_ID, SLURM_JOB_NUM_NODES,
+ * SLURM_NODEID and SLURM_GPUS_ON_NODE, then PBS's PBS_JOBID and
+ * PBS_NODEFILE (one line per slot: the node count is the number of distinct
+ * hosts, this node's index the position of its first line among them).
+ * A value that does not parse is skipped with a warning: the user did not
+ * write it and can override it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && *v != '\0' ? v : NULL;
+}
+
+/* A count from the environment: 0, or -1 (warned) when it does not parse. */
+static int
+env_u32(const char *name, uint32_t min, uint32_t *out)
+{
+	const char *v = env(name);
+	char *end;
+	unsigned long n;
+
+	if (v == NULL)
+		return -1;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	/* SLURM_GPUS_ON_NODE may be "2(x2)"-like on some versions: the
+	 * leading number is the count. */
+	if (errno != 0 || end == v || n < min || n > UINT32_MAX ||
+	    (*end != '\0' && *end != '(')) {
+		log_warnx("%s=%s is not a count; ignored", name, v);
+		return -1;
+	}
+	*out = (uint32_t)n;
+	return 0;
+}
+
+static void
+job_id(struct agent_opts *o, const char *name)
+{
+	const char *v = env(name);
+	char err[256];
+
+	if (o->id != NULL || v == NULL)
+		return;
+	if (agent_id_check(v, err, sizeof(err)) != 0) {
+		log_warnx("%s=%s cannot be a job id (%s); ignored", name, v,
+		    err);
+		return;
+	}
+	o->id = v;
+}
+
+static void
+slurm(struct agent_opts *o)
+{
+	uint32_t n;
+
+	job_id(o, "SLURM_JOB_ID");
+	if (o->min_nodes == 0 && env_u32("SLURM_JOB_NUM_NODES", 1, &n) == 0)
+		o->min_nodes = o->max_nodes = n;
+	if (!o->has_node_rank && env_u32("SLURM_NODEID", 0, &n) == 0) {
+		o->has_node_rank = true;
+		o->node_rank = n;
+	}
+	if (!o->nproc_set && env_u32("SLURM_GPUS_ON_NODE", 0, &n) == 0 &&
+	    n > 0) {
+		o->nproc_set = true;
+		o->nproc_mode = NPROC_SLURM;
+		o->nproc = n;
+	}
+}
+
+/* The host name without its domain. */
+static void
+short_name(const char *host, char *buf, size_t len)
+{
+	size_t n = strcspn(host, ".");
+
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, host, n);
+	buf[n] = '\0';
+}
+
+int
+sched_pbs_nodes(const char *nodefile, const char *hostname, uint32_t *count,
+    uint32_t *index, char *err, size_t errlen)
+{
+	FILE *f;
+	char line[512], me[256], s[256];
+	char **hosts = NULL;
+	size_t n = 0, cap = 0;
+	bool found = false;
+	int rc = 0;
+
+	if ((f = fopen(nodefile, "r")) == NULL) {
+		snprintf(err, errlen, "cannot read %s: %s", nodefile,
+		    strerror(errno));
+		return -1;
+	}
+	short_name(hostname, me, sizeof(me));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		size_t i;
+
+		line[strcspn(line, " \t\r\n")] = '\0';
+		if (line[0] == '\0')
+			continue;
+		for (i = 0; i < n; i++)
+			if (strcmp(hosts[i], line) == 0)
+				break;
+		if (i < n)
+			continue;
+		if (n == cap) {
+			char **h;
+			cap = cap ? 2 * cap : 16;
+			if ((h = realloc(hosts, cap * sizeof(*h))) == NULL) {
+				rc = -1;
+				break;
+			}
+			hosts = h;
+		}
+		if ((hosts[n] = strdup(line)) == NULL) {
+			rc = -1;
+			break;
+		}
+		short_name(line, s, sizeof(s));
+		if (!found && (strcmp(line, hostname) == 0 ||
+		    strcmp(s, me) == 0)) {
+			found = true;
+			*index = (uint32_t)n;
+		}
+		n++;
+	}
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		free(hosts[i]);
+	free(hosts);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: out of memory", nodefile);
+		return -1;
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "%s lists no host", nodefile);
+		return -1;
+	}
+	*count = (uint32_t)n;
+	if (!found)
+		*index = UINT32_MAX;
+	return 0;
+}
+
+static void
+pbs(struct agent_opts *o)
+{
+	const char *nodefile = env("PBS_NODEFILE");
+	char host[256], err[512];
+	uint32_t count, index;
+
+	job_id(o, "PBS_JOBID");
+	if (nodefile == NULL || (o->min_nodes != 0 && o->has_node_rank))
+		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		host[0] = '\0';
+	host[sizeof(host) - 1] = '\0';
+	if (sched_pbs_nodes(nodefile, host, &count, &index, err,
+	    sizeof(err)) != 0) {
+		log_warnx("PBS_NODEFILE: %s; ignored", err);
+		return;
+	}
+	if (o->min_nodes == 0)
+		o->min_nodes = o->max_nodes = count;
+	if (!o->has_node_rank && index != UINT32_MAX) {
+		o->has_node_rank = true;
+		o->node_rank = index;
+	} else if (!o->has_node_rank) {
+		log_warnx("PBS_NODEFILE %s does not list this host (%s): no "
+		    "rank hint", nodefile, host);
+	}
+}
+
+void
+sched_defaults(struct agent_opts *o)
+{
+	slurm(o);
+	pbs(o);
+}

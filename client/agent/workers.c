@@ -1,0 +1,534 @@
+/*
+ * The workers of one generation (SPEC §6): spawned with their own process
+ * group, killed with the agent (PR_SET_PDEATHSIG), stdin from /dev/null;
+ * their exits come from SIGCHLD, never from polling. A close-on-exec pipe
+ * per worker tells us that exec happened (EOF) or failed (errno); with a
+ * GPU check it first carries the check's result (SPEC §7).
+ *
+ * The set ends once every worker was reaped: on its own (all exited 0, or
+ * one failed and we stopped the rest) or because the agent stopped it. It
+ * then tells agent_workers_ended(), which decides what that means.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+
+static void	set_ended(struct agent *);
+static void	stop_set(struct agent *, const char *why);
+
+const char *
+workers_describe_status(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exited with code %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "was killed by SIG%s",
+		    sigabbrev_np(WTERMSIG(status)) != NULL ?
+		    sigabbrev_np(WTERMSIG(status)) : "?");
+	else
+		snprintf(buf, len, "ended with status %#x", status);
+	return buf;
+}
+
+/* ------------------------------------------------------------- the child */
+
+struct spawn {
+	const struct agent	*a;
+	pid_t			 agent_pid;
+	int			 devnull;
+	int			 out;		/* becomes fd 1 */
+	int			 err;		/* becomes fd 2 */
+	int			 pipe_w;	/* exec pipe, close-on-exec */
+	int			 device;	/* GPU to check, -1 none */
+	char			**envp;
+};
+
+/* Between fork and exec. The agent is single-threaded, so anything goes,
+ * but no libevent: its signal handlers are reset first. */
+static void __attribute__((noreturn))
+child(const struct spawn *s)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD,
+	    SIGPIPE };
+	const struct agent_opts *o = s->a->opts;
+	sigset_t none;
+	int e, fd;
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+	setpgid(0, 0);
+	/* Die with the agent, even if it is gone already. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+	    getppid() != s->agent_pid)
+		_exit(126);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (dup2(s->devnull, 0) < 0 || dup2(s->out, 1) < 0 ||
+	    dup2(s->err, 2) < 0)
+		goto fail;
+	/* What the agent has open is not the worker's (as torchrun's
+	 * subprocesses, which close their fds). */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	if (s->device >= 0 && o->health.policy != HEALTH_OFF) {
+		if ((fd = dup(s->pipe_w)) < 0)
+			goto fail;
+		if (health_worker_check(&o->health, s->device, fd) != 0 &&
+		    o->health.policy != HEALTH_WARN)
+			_exit(HEALTH_EXIT);
+	}
+	execvpe(o->argv[0], o->argv, s->envp);
+fail:
+	e = errno;
+	if (write(s->pipe_w, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* ------------------------------------------------------------ the parent */
+
+static struct worker *
+find(struct agent *a, pid_t pid)
+{
+	for (int i = 0; i < a->ws.n; i++)
+		if (a->ws.w[i].pid == pid && !a->ws.w[i].exited)
+			return &a->ws.w[i];
+	return NULL;
+}
+
+static void
+pipe_close(struct worker *w)
+{
+	if (w->pipe_ev != NULL)
+		event_free(w->pipe_ev);
+	w->pipe_ev = NULL;
+	if (w->pipe_fd >= 0)
+		close(w->pipe_fd);
+	w->pipe_fd = -1;
+}
+
+/* The check result on the pipe (whole: it is written at once). */
+static void
+pipe_check(struct worker *w)
+{
+	struct gpu_result r;
+
+	w->check_pending = false;
+	event_del(w->check_timer);
+	if (gpu_result_read(w->pipe_fd, &r) != 0) {
+		pipe_close(w);
+		/* Killed while checking, by us or by a crash. */
+		if (w->a->ws.state != WS_RUNNING)
+			return;
+		gpu_result_failed(&r, w->device, "the check's process ended "
+		    "without a result");
+	}
+	gpus_worker_checked(w->a, w, &r);
+}
+
+/* exec happened (EOF) or failed (an errno). */
+static void
+pipe_exec(struct worker *w)
+{
+	struct workers *ws = &w->a->ws;
+	int e = 0;
+	ssize_t n;
+
+	do {
+		n = read(w->pipe_fd, &e, sizeof(e));
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n == (ssize_t)sizeof(e)) {
+		w->exec_errno = e;
+		log_warnx("generation %llu: cannot run %s for local rank %d: "
+		    "%s", (unsigned long long)ws->generation,
+		    w->a->opts->argv[0], w->local_rank, strerror(e));
+	} else if (!w->check_failed) {
+		w->execd = true;
+		if (++ws->execd == ws->n)
+			log_debug("generation %llu: %d workers exec'd in %.3f "
+			    "ms after the assignment arrived",
+			    (unsigned long long)ws->generation, ws->n,
+			    (double)(mono_us() - ws->arrived_us) / 1000.0);
+	}
+	pipe_close(w);
+}
+
+static void
+pipe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	if (w->check_pending)
+		pipe_check(w);
+	else
+		pipe_exec(w);
+}
+
+/* A GPU check that does not come back in time counts as failed. */
+static void
+check_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct gpu_result r;
+	char why[64];
+
+	if (!w->check_pending || w->exited)
+		return;
+	w->check_pending = false;
+	w->check_failed = true;
+	snprintf(why, sizeof(why), "timeout after %.1f s",
+	    w->a->opts->health.timeout_ms / 1000.0);
+	gpu_result_failed(&r, w->device, why);
+	kill(-w->pid, SIGKILL);
+	gpus_worker_checked(w->a, w, &r);
+}
+
+static void
+spawn_fail(struct agent *a, struct worker *w, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A worker that could not start counts as one that failed (code 127). */
+static void
+spawn_fail(struct agent *a, struct worker *w, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warnx("generation %llu: local rank %d: %s",
+	    (unsigned long long)a->ws.generation, w->local_rank, msg);
+	w->exited = true;
+	w->status = 127 << 8;
+	if (a->ws.first_failed < 0)
+		a->ws.first_failed = w->local_rank;
+	a->ws.end = WS_END_FAILED;
+}
+
+static void
+spawn(struct agent *a, const struct assignment *asg, struct worker *w,
+    int devnull)
+{
+	const struct agent_opts *o = a->opts;
+	struct spawn s = { .a = a, .agent_pid = getpid(), .devnull = devnull,
+	    .device = w->device };
+	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int ep[2] = { -1, -1 };
+	uint32_t rank = asg->base_rank + (uint32_t)w->local_rank;
+	char msg[512];
+	pid_t pid;
+
+	if (logs_worker_open(a, asg->generation, w, &out, &err, msg,
+	    sizeof(msg)) != 0) {
+		spawn_fail(a, w, "%s", msg);
+		return;
+	}
+	if ((o->tee && (pipe2(po, O_CLOEXEC) != 0 ||
+	    pipe2(pe, O_CLOEXEC) != 0)) || pipe2(ep, O_CLOEXEC) != 0) {
+		spawn_fail(a, w, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	s.out = o->tee ? po[1] : out;
+	s.err = o->tee ? pe[1] : err;
+	s.pipe_w = ep[1];
+	if ((s.envp = env_worker(a, asg, w->local_rank, w->error_file)) ==
+	    NULL) {
+		spawn_fail(a, w, "out of memory");
+		goto out;
+	}
+	if ((pid = fork()) < 0) {
+		spawn_fail(a, w, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		child(&s);
+	/* Both sides set the group, so signals reach it whoever runs
+	 * first. */
+	setpgid(pid, pid);
+	w->pid = pid;
+	a->ws.alive++;
+	w->pipe_fd = ep[0];
+	ep[0] = -1;
+	fcntl(w->pipe_fd, F_SETFL, fcntl(w->pipe_fd, F_GETFL) | O_NONBLOCK);
+	w->pipe_ev = event_new(a->base, w->pipe_fd, EV_READ | EV_PERSIST,
+	    pipe_cb, w);
+	if (w->pipe_ev != NULL)
+		event_add(w->pipe_ev, NULL);
+	if (s.device >= 0 && o->health.policy != HEALTH_OFF) {
+		struct timeval tv = { o->health.timeout_ms / 1000,
+		    (o->health.timeout_ms % 1000) * 1000 };
+		w->check_pending = true;
+		evtimer_add(w->check_timer, &tv);
+	}
+	if (o->tee) {
+		w->out = tee_new(a->base, po[0], out, 1, rank);
+		w->err = tee_new(a->base, pe[0], err, 2, rank);
+		po[0] = pe[0] = out = err = -1;
+	}
+out:
+	free(s.envp);
+	for (int i = 0; i < 2; i++) {
+		if (po[i] >= 0)
+			close(po[i]);
+		if (pe[i] >= 0)
+			close(pe[i]);
+		if (ep[i] >= 0)
+			close(ep[i]);
+	}
+	if (out >= 0)
+		close(out);
+	if (err >= 0)
+		close(err);
+}
+
+static void
+release(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+
+	for (int i = 0; i < ws->n; i++) {
+		struct worker *w = &ws->w[i];
+		pipe_close(w);
+		if (w->check_timer != NULL)
+			event_free(w->check_timer);
+		tee_free(w->out);
+		tee_free(w->err);
+	}
+	free(ws->w);
+	ws->w = NULL;
+	ws->n = 0;
+}
+
+int
+workers_start(struct agent *a, const struct assignment *asg)
+{
+	struct workers *ws = &a->ws;
+	sigset_t all, old;
+	int devnull;
+
+	release(a);
+	if ((devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		log_warn("/dev/null");
+		return -1;
+	}
+	if ((ws->w = calloc(asg->local_world_size, sizeof(*ws->w))) == NULL) {
+		close(devnull);
+		return -1;
+	}
+	ws->n = (int)asg->local_world_size;
+	ws->state = WS_RUNNING;
+	ws->end = WS_END_SUCCEEDED;
+	ws->generation = asg->generation;
+	ws->base_rank = asg->base_rank;
+	ws->arrived_us = asg->arrived_us;
+	ws->alive = ws->execd = 0;
+	ws->first_failed = -1;
+	ws->n_failed_devices = 0;
+	ws->killed = false;
+	for (int i = 0; i < ws->n; i++) {
+		struct worker *w = &ws->w[i];
+		w->a = a;
+		w->local_rank = i;
+		w->pipe_fd = -1;
+		w->device = gpus_device(&a->gpus, i);
+		if ((w->check_timer = evtimer_new(a->base, check_timeout_cb,
+		    w)) == NULL)
+			fatalx("out of memory");
+	}
+	/* No signal may run libevent's handler in a child before it resets
+	 * them: block all around the forks. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	for (int i = 0; i < ws->n; i++)
+		spawn(a, asg, &ws->w[i], devnull);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(devnull);
+	log_info("generation %llu: started %d worker%s (ranks %u to %u of %u)",
+	    (unsigned long long)asg->generation, ws->n, ws->n == 1 ? "" : "s",
+	    asg->base_rank, asg->base_rank + asg->local_world_size - 1,
+	    asg->world_size);
+	if (ws->end == WS_END_FAILED)
+		stop_set(a, "a worker could not start");
+	return 0;
+}
+
+static void
+kill_groups(struct agent *a, int sig)
+{
+	for (int i = 0; i < a->ws.n; i++) {
+		struct worker *w = &a->ws.w[i];
+		if (w->pid > 0 && kill(-w->pid, sig) != 0 && errno != ESRCH)
+			log_warn("kill %d", (int)-w->pid);
+	}
+}
+
+static void
+kill_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	log_warnx("generation %llu: %d worker%s still running %.1f s after "
+	    "SIGTERM: SIGKILL", (unsigned long long)a->ws.generation,
+	    a->ws.alive, a->ws.alive == 1 ? "" : "s",
+	    a->opts->stop_timeout_ms / 1000.0);
+	workers_kill(a);
+}
+
+static void
+stop_set(struct agent *a, const char *why)
+{
+	struct workers *ws = &a->ws;
+	uint32_t ms = a->opts->stop_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (ws->state != WS_RUNNING)
+		return;
+	ws->state = WS_STOPPING;
+	if (ws->alive == 0) {
+		set_ended(a);
+		return;
+	}
+	log_info("generation %llu: stopping %d worker%s: %s",
+	    (unsigned long long)ws->generation, ws->alive,
+	    ws->alive == 1 ? "" : "s", why);
+	kill_groups(a, SIGTERM);
+	if (ms == 0)
+		workers_kill(a);
+	else
+		evtimer_add(ws->kill_timer, &tv);
+}
+
+/* Stops a running set; |end| says why (WS_END_STOPPED: we want it gone,
+ * WS_END_HEALTH: a GPU check failed). */
+void
+workers_stop(struct agent *a, enum ws_end end, const char *why)
+{
+	if (a->ws.state == WS_RUNNING)
+		a->ws.end = end;
+	stop_set(a, why);
+}
+
+void
+workers_kill(struct agent *a)
+{
+	if (a->ws.state == WS_IDLE)
+		return;
+	a->ws.killed = true;
+	kill_groups(a, SIGKILL);
+}
+
+static bool
+status_ok(int status)
+{
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void
+reaped(struct agent *a, struct worker *w, int status)
+{
+	struct workers *ws = &a->ws;
+	char how[64];
+
+	/* A check result or exec error may still sit in the pipe. */
+	if (w->pipe_fd >= 0 && w->check_pending)
+		pipe_check(w);
+	if (w->pipe_fd >= 0)
+		pipe_exec(w);
+	pipe_close(w);
+	event_del(w->check_timer);
+	w->check_pending = false;
+	w->exited = true;
+	w->status = status;
+	ws->alive--;
+	if (ws->state == WS_RUNNING && !status_ok(status)) {
+		log_info("generation %llu: rank %u (local rank %d) %s",
+		    (unsigned long long)ws->generation,
+		    ws->base_rank + (uint32_t)w->local_rank, w->local_rank,
+		    workers_describe_status(status, how, sizeof(how)));
+		if (ws->first_failed < 0)
+			ws->first_failed = w->local_rank;
+		if (ws->end != WS_END_HEALTH)
+			ws->end = WS_END_FAILED;
+		stop_set(a, "a worker failed");
+		return;		/* stop_set ends the set if it was the last */
+	}
+	if (ws->alive == 0)
+		set_ended(a);
+}
+
+static void
+sigchld_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct agent *a = arg;
+	struct worker *w;
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if ((w = find(a, pid)) == NULL) {
+			log_debug("reaped process %d, not a worker", (int)pid);
+			continue;
+		}
+		reaped(a, w, status);
+	}
+}
+
+/* Every worker was reaped: whatever else is left in their groups goes. */
+static void
+set_ended(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+
+	kill_groups(a, SIGKILL);
+	event_del(ws->kill_timer);
+	for (int i = 0; i < ws->n; i++) {
+		tee_free(ws->w[i].out);
+		tee_free(ws->w[i].err);
+		ws->w[i].out = ws->w[i].err = NULL;
+	}
+	ws->state = WS_IDLE;
+	agent_workers_ended(a);
+}
+
+int
+workers_init(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+
+	ws->state = WS_IDLE;
+	ws->sigchld = evsignal_new(a->base, SIGCHLD, sigchld_cb, a);
+	ws->kill_timer = evtimer_new(a->base, kill_timer_cb, a);
+	if (ws->sigchld == NULL || ws->kill_timer == NULL ||
+	    event_add(ws->sigchld, NULL) != 0)
+		return -1;
+	return 0;
+}
+
+/* At exit: workers still running are killed (they would die with us
+ * anyway, by PR_SET_PDEATHSIG). */
+void
+workers_free(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+
+	if (ws->state != WS_IDLE)
+		kill_groups(a, SIGKILL);
+	release(a);
+	if (ws->sigchld != NULL)
+		event_free(ws->sigchld);
+	if (ws->kill_timer != NULL)
+		event_free(ws->kill_timer);
+	ws->sigchld = ws->kill_timer = NULL;
+}
