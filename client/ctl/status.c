@@ -16,6 +16,7 @@
 
 static const char *const list_headers[] = {
 	"ID", "STATE", "GEN", "NODES", "WORLD", "RESTARTS", "AGE", "OWNER",
+	"NOTE",
 };
 
 static const char *const node_headers[] = {
@@ -45,12 +46,49 @@ max_nodes(const Rdzv__V1__Job *j)
 	return j->settings != NULL ? (int)j->settings->max_nodes : 0;
 }
 
+/*
+ * The list's last column: what a waiting job lacks and how long it has,
+ * when the next round comes, or why a job ended, so a stuck job stands
+ * out without `status ID`.
+ */
+static void
+job_note(char *buf, size_t len, const Rdzv__V1__Job *j)
+{
+	char	d[32];
+	int	need = min_nodes(j) - (int)j->participants;
+
+	buf[0] = '\0';
+	switch (j->state) {
+	case RDZV__V1__JOB_STATE__JOB_STATE_WAITING:
+		if (need > 0 && j->join_timeout_in_ms >= 0)
+			snprintf(buf, len, "needs %d more node%s; fails in %s "
+			    "(join timeout)", need, need == 1 ? "" : "s",
+			    fmt_duration(d, sizeof(d), j->join_timeout_in_ms));
+		else if (need > 0)
+			snprintf(buf, len, "needs %d more node%s", need,
+			    need == 1 ? "" : "s");
+		else if (j->last_call_in_ms >= 0)
+			snprintf(buf, len, "round completes in %s (last call)",
+			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
+		break;
+	case RDZV__V1__JOB_STATE__JOB_STATE_RUNNING:
+		if (j->waiting > 0 && j->last_call_in_ms >= 0)
+			snprintf(buf, len, "%u waiting node%s in %s",
+			    j->waiting, j->waiting == 1 ? " joins" : "s join",
+			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
+		break;
+	default:
+		snprintf(buf, len, "%s", j->reason);
+		break;
+	}
+}
+
 void
 status_list_print(struct ctl *ctl, FILE *f, Rdzv__V1__Job *const *jobs,
     size_t n)
 {
 	struct table	*t;
-	char		 age[32];
+	char		 age[32], note[1024];
 
 	if (n == 0) {
 		fprintf(f, "%s\n", ctl->all ? "no jobs" :
@@ -71,6 +109,8 @@ status_list_print(struct ctl *ctl, FILE *f, Rdzv__V1__Job *const *jobs,
 		table_cell(t, "%s", fmt_age(age, sizeof(age), ctl->now_ms,
 		    j->created_unix_ms));
 		table_cell(t, "%s", j->owner);
+		job_note(note, sizeof(note), j);
+		table_cell(t, "%s", note);
 	}
 	table_print(t, f, "");
 	table_free(t);

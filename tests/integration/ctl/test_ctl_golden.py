@@ -101,6 +101,29 @@ class World:
             n.wait_event("failed")
         h.wait_disconnected(self.control, "llm-failed")
 
+        # waiting with min_nodes reached: the last call runs.
+        job = dict(min_nodes=2, max_nodes=4)
+        self.node("llm-lastcall", "gpu-f01", "10.0.6.1", 8, healthy(8), 0, **job)
+        self.node("llm-lastcall", "gpu-f02", "10.0.6.2", 8, healthy(8), 1, **job)
+        h.wait_job(self.control, "llm-lastcall", lambda j: j.last_call_in_ms >= 0)
+
+        # running, and a node waits for the next round: two nodes left after
+        # the first round, then another arrived (it would start a round at
+        # once if it filled max_nodes).
+        job = dict(min_nodes=1, max_nodes=3)
+        g1 = self.node("llm-growing", "gpu-g01", "10.0.7.1", 2, healthy(2), 0, **job)
+        gone = [self.node("llm-growing", host, addr, 2, healthy(2), rank, **job)
+                for host, addr, rank in (("gpu-g02", "10.0.7.2", 1),
+                                         ("gpu-g03", "10.0.7.3", 2))]
+        g1.wait_assignment(generation=1)
+        for n in gone:
+            n.leave("drained for maintenance")
+            n.close()
+        g1.wait_event("assignment", lambda a: a.group_world_size == 1)
+        self.node("llm-growing", "gpu-g04", "10.0.7.4", 4, healthy(4), 3, **job)
+        h.wait_job(self.control, "llm-growing",
+                   lambda j: j.waiting == 1 and sum(n.connected for n in j.nodes) == 2)
+
     def close(self):
         for n in self.nodes:
             n.close()
@@ -115,7 +138,8 @@ def world(tmp_path_factory):
     w.close()
 
 
-JOBS = ["llm-waiting", "llm-running", "llm-closing", "llm-closed", "llm-failed"]
+JOBS = ["llm-waiting", "llm-running", "llm-closing", "llm-closed", "llm-failed",
+        "llm-lastcall", "llm-growing"]
 
 
 def test_job_list(world):
@@ -135,7 +159,7 @@ def test_job_list_json(world):
     doc = json.loads(out)
     assert [j["id"] for j in doc["jobs"]] == JOBS
     assert [j["state"] for j in doc["jobs"]] == [
-        "waiting", "running", "closing", "closed", "failed"]
+        "waiting", "running", "closing", "closed", "failed", "waiting", "running"]
     assert "nodes" not in doc["jobs"][0]        # the list has summaries only
 
 
@@ -164,6 +188,17 @@ def test_waiting_job_says_what_it_waits_for(world):
     out = h.check(h.ctl(world.d.addr, "status", "llm-waiting")).stdout
     assert "2 of min 3 nodes joined" in out
     assert "the job fails in 10m unless 1 more joins (join timeout)" in out
+
+
+def test_last_call_and_next_round_say_when(world):
+    out = h.check(h.ctl(world.d.addr, "status", "llm-lastcall")).stdout
+    assert ("2 of min 2 nodes joined; the round completes in 30s (last call) "
+            "or when 4 have joined") in out
+    out = h.check(h.ctl(world.d.addr, "status", "llm-growing")).stdout
+    assert "a new round takes in 1 waiting node in 30s (last call)" in out
+    out = h.check(h.ctl(world.d.addr, "status")).stdout
+    assert "round completes in 30s (last call)" in out
+    assert "1 waiting node joins in 30s" in out
 
 
 def test_failed_gpus_are_listed(world):
