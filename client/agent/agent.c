@@ -350,6 +350,7 @@ teardown(struct agent *a)
 	if (a->step_ev != NULL)
 		event_free(a->step_ev);
 	gpus_free(&a->gpus);
+	logs_free(a);
 	if (a->base != NULL)
 		event_base_free(a->base);
 }

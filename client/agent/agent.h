@@ -197,6 +197,7 @@ struct agent {
 	uint16_t		 offer_port;	/* master port offered now */
 	struct gpus		 gpus;
 	char			 log_dir[512];
+	bool			 log_dir_made;	/* by us (mkdtemp) */
 
 	/* The session on rdzvd (session.c). */
 	struct grpc_client_opts	 gopts;
@@ -287,6 +288,7 @@ char	**env_worker(const struct agent *, const struct assignment *,
 
 /* logs.c */
 int	logs_init(struct agent *, char *err, size_t errlen);
+void	logs_free(struct agent *);
 int	logs_worker_open(struct agent *, uint64_t gen, struct worker *,
 	    int *out_fd, int *err_fd, char *err, size_t errlen);
 struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,

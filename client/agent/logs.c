@@ -35,6 +35,14 @@ struct tee {
 	struct evbuffer	*line;
 };
 
+/* At exit: a directory we made and no worker used goes again. */
+void
+logs_free(struct agent *a)
+{
+	if (a->log_dir_made)
+		rmdir(a->log_dir);
+}
+
 /* mkdir -p, for --log-dir. */
 static int
 mkdirs(const char *path)
@@ -87,6 +95,7 @@ logs_init(struct agent *a, char *err, size_t errlen)
 			    strerror(errno));
 			return -1;
 		}
+		a->log_dir_made = true;
 	}
 	log_info("worker logs in %s", a->log_dir);
 	return 0;

@@ -1,0 +1,393 @@
+"""rdzv-agent end to end (SPEC §5, §6): the real rdzvd and rdzv-agent with
+small Python workers (worker.py, no torch). Every deadline is short
+(last call 1 s, reconnect grace 1 s, stop timeout 2 s) and every wait is
+bounded.
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+import rdzvtest as rt
+import rdzvnode
+
+AGENT = rt.build_path("client", "agent", "rdzv-agent")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+PB = rdzvnode.pb
+GRACE_S = 1.0
+
+SPEC5 = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+         "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+         "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+         "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+         "OMP_NUM_THREADS", "RDZV_GENERATION"]
+
+# The agents' own environment must not decide what is tested.
+for k in list(os.environ):
+    if k.startswith(("RDZV_", "SLURM_", "PBS_")) and k not in (
+            "RDZV_BUILD_ROOT", "RDZV_SOURCE_ROOT"):
+        del os.environ[k]
+os.environ.pop("OMP_NUM_THREADS", None)
+
+
+def alive(pid):
+    """Whether |pid| is a running worker.py (not reused, not a zombie)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read()
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return b"worker.py" in cmd and state != "Z"
+
+
+class Job:
+    """A private rdzvd, the agents of one job on it, and the workers'
+    files. close() ends every process it started."""
+
+    def __init__(self, tmp_path, name):
+        self.tmp = str(tmp_path)
+        self.id = name
+        self.out = os.path.join(self.tmp, "out")
+        self.stop_file = os.path.join(self.tmp, "stop")
+        os.makedirs(self.out)
+        self.daemon = rt.Daemon(self.tmp)
+        self.ctl = rdzvnode.Control(self.daemon.addr)
+        self.agents = {}
+
+    def agent(self, tag, nproc=1, nnodes="1", args=(), env=None, mode="exit",
+              log_dir=True):
+        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
+                "--nnodes", nnodes, "--nproc-per-node", nproc,
+                "--last-call", "1s", "--reconnect-grace", "%gs" % GRACE_S,
+                "--stop-timeout", "2s", "--tee"]
+        if log_dir:
+            argv += ["--log-dir", os.path.join(self.tmp, "logs-" + tag)]
+        argv += list(args) + ["--", "/usr/bin/python3", WORKER]
+        e = {"W_OUT": self.out, "W_TAG": tag, "W_MODE": mode,
+             "W_STOP": self.stop_file, "TMPDIR": self.tmp}
+        e.update(env or {})
+        p = rt.Proc(argv, env=e)
+        p.tag = tag
+        self.agents[tag] = p
+        return p
+
+    def files(self, kind, gen=None):
+        res = {}
+        pat = "%s-g%s-r*.json" % (kind, "*" if gen is None else gen)
+        for f in glob.glob(os.path.join(self.out, pat)):
+            with open(f) as fp:
+                d = json.load(fp)
+            res[(d["generation"], d["rank"])] = d
+        return res
+
+    def by_rank(self, kind, gen):
+        return {r: d for (g, r), d in self.files(kind, gen).items()}
+
+    def wait_world(self, world, after=0, timeout=20):
+        """A generation above |after| whose ranks 0..world-1 all started:
+        (generation, {rank: env file})."""
+        def ok():
+            for g in sorted({g for g, _ in self.files("env")}):
+                got = self.by_rank("env", g)
+                if g > after and sorted(got) == list(range(world)):
+                    return g, got
+            return None
+        return rt.wait_for(ok, timeout, 0.05, "a generation above %d with %d workers; "
+                           "have %s\n%s" % (after, world, sorted(self.files("env")),
+                                            self.outputs()))
+
+    def job(self):
+        return self.ctl.get_job(self.id, events=50)
+
+    def wait_job(self, pred, timeout, what):
+        last = {}
+
+        def ok():
+            last["job"] = self.job()
+            return last["job"] if pred(last["job"]) else None
+        try:
+            return rt.wait_for(ok, timeout, 0.05, what)
+        except TimeoutError as e:
+            raise AssertionError("%s; job:\n%s\n%s" % (e, last.get("job"), self.outputs()))
+
+    def wait_exits(self, tags=None, timeout=20):
+        res = {}
+        deadline = time.monotonic() + timeout
+        for t in tags or sorted(self.agents):
+            try:
+                res[t] = self.agents[t].wait(max(0.1, deadline - time.monotonic()))
+            except Exception:
+                raise AssertionError("agent %s did not exit within %d s:\n%s"
+                                     % (t, timeout, self.outputs()))
+        return res
+
+    def outputs(self):
+        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-3000:])
+                         for t, p in sorted(self.agents.items()))
+
+    def close(self):
+        for p in self.agents.values():
+            if p.p.poll() is None:
+                p.signal(signal.SIGKILL)
+                p.wait(10)
+        for d in self.files("env").values():
+            if alive(d["pid"]):
+                os.kill(d["pid"], signal.SIGKILL)
+        self.ctl.close()
+        self.daemon.stop()
+
+
+@pytest.fixture
+def job(tmp_path, request):
+    j = Job(tmp_path, request.node.name.replace("_", "-")[:60])
+    yield j
+    j.close()
+
+
+def run(argv, env=None, timeout=15):
+    p = rt.Proc([AGENT] + argv, env=env)
+    rc = p.wait(timeout)
+    return rc, p.output()
+
+
+# -- bad input (SPEC §6 exit statuses) ---------------------------------------
+
+def test_bad_input(tmp_path):
+    rc, out = run(["join", "--id", "x", "--frobnicate", "--", "true"])
+    assert rc == 2 and "unknown option '--frobnicate'" in out, out
+    rc, out = run(["join", "--id", "x", "--nnodes", "3:2", "--", "true"])
+    assert rc == 2 and "--nnodes 3:2: MIN is larger than MAX" in out, out
+    rc, out = run(["join", "--id", "x"])
+    assert rc == 2 and "no command to run" in out, out
+    rc, out = run(["join", "--id", "x", "--", "true"], env={"RDZV_NPROC_PER_NODE": "many"})
+    assert rc == 2 and "RDZV_NPROC_PER_NODE=many" in out, out
+    rc, out = run(["join", "--", "true"])
+    assert rc == 2 and "no job id" in out, out
+    rc, out = run(["frob"])
+    assert rc == 2 and "unknown command 'frob'" in out, out
+    rc, out = run(["--version"])
+    assert rc == 0 and re.match(r"rdzv-agent \d+\.\d+", out), out
+    rc, out = run(["join", "--help"])
+    assert rc == 0 and "--nproc-per-node" in out and "Exit status" in out, out
+
+
+def test_unreachable(tmp_path):
+    """No rdzvd: exit 3 after --connect-timeout, saying where it looked."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()   # nothing listens there now
+    t0 = time.monotonic()
+    rc, out = run(["join", "--id", "x", "--server", "127.0.0.1:%d" % port,
+                   "--connect-timeout", "1500ms", "--", "true"],
+                  env={"TMPDIR": str(tmp_path)})
+    took = time.monotonic() - t0
+    assert rc == 3, out
+    assert "cannot reach rdzvd at 127.0.0.1:%d" % port in out, out
+    assert 1.4 < took < 5, took
+    # Nothing ran, so no log directory is left behind.
+    assert os.listdir(str(tmp_path)) == []
+
+
+# -- the workers' environment, --tee, log files -------------------------------
+
+def test_env_tee_logs(job):
+    """Three agents with 2, 1 and 1 workers: every SPEC §5 variable on
+    every rank, --tee prefixes, the documented log layout; all exit 0 and
+    the job closes."""
+    mr = ["--max-restarts", "2"]
+    job.agent("a", 2, "3", args=["--node-rank", "0"] + mr)
+    job.agent("b", 1, "3", args=["--node-rank", "1", "--role", "trainer"] + mr)
+    job.agent("c", 1, "3", args=["--node-rank", "2"] + mr, log_dir=False)
+    assert job.wait_exits() == {"a": 0, "b": 0, "c": 0}, job.outputs()
+    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10, "job closed")
+    gen, env = job.wait_world(4)
+    assert j.generation == gen and j.world_size == 4 and j.restart_count == 0
+    m = re.search(r"worker logs in (\S+)", job.agents["c"].output())
+    assert m and m.group(1).startswith(job.tmp), job.agents["c"].output()
+    log_dirs = {"a": os.path.join(job.tmp, "logs-a"), "b": os.path.join(job.tmp, "logs-b"),
+                "c": m.group(1)}
+    placement = {0: ("a", 0), 1: ("a", 1), 2: ("b", 0), 3: ("c", 0)}
+    ports = set()
+    for rank, d in env.items():
+        tag, local = placement[rank]
+        assert d["tag"] == tag, d
+        e = d["env"]
+        nproc = 2 if tag == "a" else 1
+        want = {
+            "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": "4",
+            "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "abc".index(tag).__str__(),
+            "GROUP_WORLD_SIZE": "3", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": "4",
+            "ROLE_NAME": "trainer" if tag == "b" else "default",
+            "MASTER_ADDR": "127.0.0.1",
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "2",
+            "TORCHELASTIC_RUN_ID": job.id, "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_ERROR_FILE": os.path.join(
+                log_dirs[tag], str(gen), str(local), "error.json"),
+            "RDZV_GENERATION": str(gen),
+        }
+        if nproc > 1:
+            want["OMP_NUM_THREADS"] = "1"
+        got = {k: v for k, v in e.items() if k in SPEC5 and k != "MASTER_PORT"}
+        assert got == want, "rank %d" % rank
+        ports.add(e["MASTER_PORT"])
+        assert e["W_TAG"] == tag        # the agent's environment is inherited
+        assert d["stdin"] == "/dev/null"
+        assert d["pgid"] == d["pid"]    # a process group of its own
+        # The documented layout: <log-dir>/<generation>/<local_rank>/.
+        wdir = os.path.join(log_dirs[tag], str(gen), str(local))
+        assert rt.read(os.path.join(wdir, "stdout.log")) == \
+            b"hello from rank %d\n" % rank
+        assert rt.read(os.path.join(wdir, "stderr.log")) == \
+            b"complaint from rank %d\n" % rank
+        # --tee: each line on the agent's own stdout / stderr, prefixed.
+        p = job.agents[tag]
+        assert "[rank %d]: hello from rank %d" % (rank, rank) in p.out_lines, p.output()
+        assert "[rank %d]: complaint from rank %d" % (rank, rank) in p.err_lines, p.output()
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+
+
+# -- worker failure and restarts ---------------------------------------------
+
+def test_failure_restarts_then_fails(job):
+    """Rank 1 fails (--max-restarts 1): every node restarts with
+    TORCHELASTIC_RESTART_COUNT=1; it fails again: the job fails and every
+    agent exits 1 printing the reason, the error file's message included."""
+    env = {"W_FAIL_RANKS": "1"}
+    for i, t in enumerate("ab"):
+        job.agent(t, 1, "2", args=["--node-rank", str(i), "--max-restarts", "1"],
+                  env=env, mode="sleep")
+    g1, s1 = job.wait_world(2)
+    g2, s2 = job.wait_world(2, after=g1)
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
+    assert {d["pid"] for d in s2.values()}.isdisjoint(d["pid"] for d in s1.values())
+    assert job.wait_exits() == {"a": 1, "b": 1}, job.outputs()
+    j = job.job()
+    assert j.state == PB.types.JOB_STATE_FAILED and j.restart_count == 2, j
+    assert "injected failure: rank 1, restart 1" in j.reason, j.reason
+    for p in job.agents.values():
+        assert "exceeds max_restarts 1" in p.output(), p.output()
+        assert "injected failure: rank 1, restart 1" in p.output(), p.output()
+    # Rank 0 was stopped by its agent each time, never left running.
+    assert sorted(job.by_rank("sigterm", g1)) == [0]
+    for d in list(s1.values()) + list(s2.values()):
+        rt.wait_for(lambda: not alive(d["pid"]), 5, 0.05, "worker %d gone" % d["pid"])
+
+
+# -- SIGTERM: a planned leave -------------------------------------------------
+
+def start_three(job, max_restarts):
+    for i, t in enumerate("abc"):
+        job.agent(t, 1, "2:3", args=["--node-rank", str(i), "--max-restarts",
+                                     str(max_restarts)], mode="sleep")
+    return job.wait_world(3)
+
+
+def test_sigterm_leaves(job):
+    """SIGTERM to one agent of a 2:3 job: its worker gets SIGTERM, it exits
+    143, the job re-rounds without it and no restart is counted."""
+    g1, s1 = start_three(job, 0)
+    c = job.agents["c"]
+    c.signal(signal.SIGTERM)
+    assert c.wait(10) == 143, c.output()
+    term = job.by_rank("sigterm", g1)
+    assert 2 in term and term[2]["pid"] == s1[2]["pid"], term
+    g2, s2 = job.wait_world(2, after=g1)
+    assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "0", d
+    j = job.job()
+    assert j.restart_count == 0 and j.world_size == 2 and j.generation == g2, j
+    assert [n.state for n in j.nodes].count(PB.types.NODE_STATE_LEFT) == 1, j
+    open(job.stop_file, "w").close()
+    assert job.wait_exits(["a", "b"]) == {"a": 0, "b": 0}, job.outputs()
+    assert job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10,
+                        "job closed").restart_count == 0
+
+
+# -- losing rdzvd, losing an agent --------------------------------------------
+
+def test_rdzvd_killed(job):
+    """kill -9 of rdzvd, then a restart on the same database and port: the
+    same workers keep running and the agents resume."""
+    job.agent("a", 1, "2", args=["--node-rank", "0"], mode="sleep")
+    job.agent("b", 1, "2", args=["--node-rank", "1"], mode="sleep")
+    g1, s1 = job.wait_world(2)
+    pids = sorted(d["pid"] for d in s1.values())
+    addr, db = job.daemon.addr, job.daemon.db
+    job.daemon.kill()
+    job.ctl.close()
+    for t in "ab":
+        job.agents[t].wait_line("lost rdzvd", timeout=10)
+    job.daemon = rt.Daemon(job.tmp, listen=addr, db=db)
+    job.ctl = rdzvnode.Control(job.daemon.addr)
+    j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
+                     15, "both agents resumed")
+    assert j.generation == g1 and j.restart_count == 0, j
+    assert all(alive(p) for p in pids)
+    for t in "ab":
+        job.agents[t].wait_line("resumed as node", timeout=5)
+    open(job.stop_file, "w").close()
+    assert job.wait_exits() == {"a": 0, "b": 0}, job.outputs()
+    assert sorted({g for g, _ in job.files("env")}) == [g1]
+    assert job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10,
+                        "job closed").generation == g1
+
+
+def test_agent_killed(job):
+    """kill -9 of one agent of a 2:3 job (--max-restarts 1): its worker dies
+    with it, the others get a new generation within reconnect_grace + 2 s."""
+    g1, s1 = start_three(job, 1)
+    t0 = time.monotonic()
+    job.agents["c"].kill()
+    rt.wait_for(lambda: not alive(s1[2]["pid"]), 5, 0.02, "the lost agent's worker gone")
+    j = job.wait_job(lambda x: x.generation > g1, GRACE_S + 2,
+                     "a new generation within reconnect_grace + 2 s")
+    assert time.monotonic() - t0 < GRACE_S + 2
+    assert j.restart_count == 1 and j.world_size == 2, j
+    g2, s2 = job.wait_world(2, after=g1)
+    assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
+    for d in s2.values():
+        assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
+
+
+# -- scheduler defaults -------------------------------------------------------
+
+def test_slurm_and_pbs_defaults(job, tmp_path):
+    """The job id, node count and rank hint come from Slurm's variables,
+    else from PBS's node file (distinct hosts; this host's first place)."""
+    p = job.agent("slurm", 1, "1", env={"SLURM_JOB_ID": "4711",
+                                         "SLURM_JOB_NUM_NODES": "2",
+                                         "SLURM_NODEID": "1"})
+    # The flags the harness gives win over Slurm: drop --id and --nnodes.
+    p.kill()
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--tee", "--",
+            "/usr/bin/python3", WORKER]
+    env = {"W_OUT": job.out, "TMPDIR": str(tmp_path)}
+    s = rt.Proc(argv, env=dict(env, SLURM_JOB_ID="4711", SLURM_JOB_NUM_NODES="2",
+                               SLURM_NODEID="1"))
+    nodefile = os.path.join(str(tmp_path), "nodes")
+    with open(nodefile, "w") as f:
+        f.write("n1\nn1\n%s\nn2\n%s\n" % (socket.gethostname(), socket.gethostname()))
+    p2 = rt.Proc(argv, env=dict(env, PBS_JOBID="77.pbs", PBS_NODEFILE=nodefile))
+    try:
+        for rid, nodes, hint in (("4711", 2, 1), ("77.pbs", 3, 1)):
+            j = rt.wait_for(lambda: [x for x in job.ctl.list_jobs() if x.rdzv_id == rid],
+                            10, 0.05, "job %s" % rid)[0]
+            assert j.settings.min_nodes == nodes and j.settings.max_nodes == nodes, j
+            j = job.ctl.get_job(rid)
+            assert j.nodes[0].has_rank_hint and j.nodes[0].rank_hint == hint, j
+    finally:
+        s.kill()
+        p2.kill()
