@@ -26,7 +26,10 @@
 struct check {
 	const struct cuda_api	*api;
 	struct gpu_result	*r;
-	uint64_t		 t0;		/* start of the current step */
+	gpu_progress_fn		*progress;
+	void			*progress_arg;
+	const char		*step;		/* the current step */
+	uint64_t		 t0;		/* its start */
 	CUdevice		 dev;
 	CUcontext		 ctx;
 	CUdeviceptr		 buf;
@@ -62,9 +65,13 @@ pattern_out(uint64_t i, uint32_t seed)
 	return ((pattern_in(i, seed) ^ seed) * GPUCHECK_MUL + (uint32_t)i);
 }
 
+/* Starts step |name|: the progress hook hears of it first. */
 static void
-step_begin(struct check *c)
+step_begin(struct check *c, const char *name)
 {
+	c->step = name;
+	if (c->progress != NULL)
+		c->progress(c->r, name, c->progress_arg);
 	c->t0 = now_us();
 }
 
@@ -73,8 +80,9 @@ step_begin(struct check *c)
  * failure (the step's name and |why|). 0 when it passed, -1 when it failed.
  */
 static int
-step_done(struct check *c, const char *name, const char *why)
+step_done(struct check *c, const char *why)
 {
+	const char		*name = c->step;
 	struct gpu_result	*r = c->r;
 	struct gpu_step		*s;
 
@@ -92,14 +100,14 @@ step_done(struct check *c, const char *name, const char *why)
 }
 
 static int
-step_end(struct check *c, const char *name, CUresult rc)
+step_end(struct check *c, CUresult rc)
 {
 	char	why[sizeof c->r->error];
 
 	if (rc == CUDA_SUCCESS)
-		return (step_done(c, name, NULL));
+		return (step_done(c, NULL));
 	cuda_error_name(c->api, rc, why, sizeof why);
-	return (step_done(c, name, why));
+	return (step_done(c, why));
 }
 
 static void
@@ -125,36 +133,35 @@ check_device(struct check *c, int device)
 	int			 count;
 	char			 why[sizeof r->error];
 
-	step_begin(c);
-	if (step_end(c, "cuInit", api->Init(0)) != 0)
+	step_begin(c, "cuInit");
+	if (step_end(c, api->Init(0)) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "driver_version",
-	    api->DriverGetVersion(&r->driver_version)) != 0)
+	step_begin(c, "driver_version");
+	if (step_end(c, api->DriverGetVersion(&r->driver_version)) != 0)
 		return (-1);
-	step_begin(c);
+	step_begin(c, "device_count");
 	rc = api->DeviceGetCount(&count);
 	if (rc == CUDA_SUCCESS && (device < 0 || device >= count)) {
 		snprintf(why, sizeof why, "no device %d (%d found)", device,
 		    count);
-		return (step_done(c, "device_count", why));
+		return (step_done(c, why));
 	}
-	if (step_end(c, "device_count", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "device_get", api->DeviceGet(&c->dev, device)) != 0)
+	step_begin(c, "device_get");
+	if (step_end(c, api->DeviceGet(&c->dev, device)) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "name", api->DeviceGetName(r->name,
+	step_begin(c, "name");
+	if (step_end(c, api->DeviceGetName(r->name,
 	    (int)sizeof r->name, c->dev)) != 0)
 		return (-1);
 	r->name[sizeof r->name - 1] = '\0';
-	step_begin(c);
-	if (step_end(c, "uuid", api->DeviceGetUuid(&uuid, c->dev)) != 0)
+	step_begin(c, "uuid");
+	if (step_end(c, api->DeviceGetUuid(&uuid, c->dev)) != 0)
 		return (-1);
 	format_uuid(&uuid, r->uuid, sizeof r->uuid);
-	step_begin(c);
-	if (step_end(c, "total_mem", api->DeviceTotalMem(&total, c->dev)) != 0)
+	step_begin(c, "total_mem");
+	if (step_end(c, api->DeviceTotalMem(&total, c->dev)) != 0)
 		return (-1);
 	r->total_mem = total;
 	return (0);
@@ -168,16 +175,16 @@ check_context(struct check *c)
 	CUresult		 rc;
 	size_t			 free_mem, total;
 
-	step_begin(c);
+	step_begin(c, "primary_ctx");
 	rc = api->DevicePrimaryCtxRetain(&c->ctx, c->dev);
 	if (rc != CUDA_SUCCESS)
 		c->ctx = NULL;
 	else
 		rc = api->CtxSetCurrent(c->ctx);
-	if (step_end(c, "primary_ctx", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "free_mem", api->MemGetInfo(&free_mem, &total)) != 0)
+	step_begin(c, "free_mem");
+	if (step_end(c, api->MemGetInfo(&free_mem, &total)) != 0)
 		return (-1);
 	c->r->free_mem = free_mem;
 	return (0);
@@ -234,6 +241,7 @@ copy_back_verify(struct check *c)
 	CUresult	 rc = CUDA_SUCCESS;
 	char		 why[96];	/* cut to fit by step_done() */
 
+	step_begin(c, "copy_back");
 	for (off = 0; off < c->n; off += per) {
 		k = c->n - off < per ? c->n - off : per;
 		t = now_us();
@@ -251,14 +259,15 @@ copy_back_verify(struct check *c)
 		verify_us += now_us() - t;
 	}
 	c->t0 = now_us() - copy_us;
-	if (step_end(c, "copy_back", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
+	step_begin(c, "verify");
 	c->t0 = now_us() - verify_us;
 	if (c->wrong == 0)
-		return (step_done(c, "verify", NULL));
+		return (step_done(c, NULL));
 	snprintf(why, sizeof why, "mismatch at element %llu (%llu wrong)",
 	    (unsigned long long)c->first_wrong, (unsigned long long)c->wrong);
-	return (step_done(c, "verify", why));
+	return (step_done(c, why));
 }
 
 /* Allocation, fill, kernel, copy back and verify, free. */
@@ -271,40 +280,40 @@ check_memory(struct check *c, size_t bytes)
 	c->n = bytes / 4 > 0 ? bytes / 4 : 1;
 	c->host = malloc((c->n < CHUNK_BYTES / 4 ? c->n : CHUNK_BYTES / 4) * 4);
 	if (c->host == NULL) {
-		step_begin(c);
-		return (step_done(c, "alloc", "out of host memory"));
+		step_begin(c, "alloc");
+		return (step_done(c, "out of host memory"));
 	}
-	step_begin(c);
+	step_begin(c, "alloc");
 	rc = api->MemAlloc(&c->buf, c->n * 4);
 	if (rc != CUDA_SUCCESS)
 		c->buf = 0;
-	if (step_end(c, "alloc", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "fill", fill(c)) != 0)
+	step_begin(c, "fill");
+	if (step_end(c, fill(c)) != 0)
 		return (-1);
-	step_begin(c);
+	step_begin(c, "module_load");
 	rc = api->ModuleLoadData(&c->mod, gpucheck_kernel_ptx);
 	if (rc != CUDA_SUCCESS)
 		c->mod = NULL;
 	else
 		rc = api->ModuleGetFunction(&c->fn, c->mod, GPUCHECK_KERNEL);
-	if (step_end(c, "module_load", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
-	step_begin(c);
-	if (step_end(c, "kernel", launch(c)) != 0)
+	step_begin(c, "kernel");
+	if (step_end(c, launch(c)) != 0)
 		return (-1);
 	if (copy_back_verify(c) != 0)
 		return (-1);
-	step_begin(c);
+	step_begin(c, "free");
 	rc = api->MemFree(c->buf);
 	c->buf = 0;
-	if (step_end(c, "free", rc) != 0)
+	if (step_end(c, rc) != 0)
 		return (-1);
-	step_begin(c);
+	step_begin(c, "module_unload");
 	rc = api->ModuleUnload(c->mod);
 	c->mod = NULL;
-	return (step_end(c, "module_unload", rc));
+	return (step_end(c, rc));
 }
 
 /*
@@ -330,6 +339,13 @@ cleanup(struct check *c)
 int
 gpu_check(int device, size_t bytes, struct gpu_result *out)
 {
+	return (gpu_check_progress(device, bytes, out, NULL, NULL));
+}
+
+int
+gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
+    gpu_progress_fn *progress, void *arg)
+{
 	struct check	 c;
 	char		 err[sizeof out->error + 64];
 	CUresult	 rc;
@@ -340,25 +356,27 @@ gpu_check(int device, size_t bytes, struct gpu_result *out)
 	out->device = device;
 	out->ok = true;
 	c.r = out;
+	c.progress = progress;
+	c.progress_arg = arg;
 	c.seed = (uint32_t)now_us() ^ ((uint32_t)getpid() << 8) ^
 	    (uint32_t)device;
 	if (bytes == 0)
 		bytes = GPU_DEFAULT_BYTES;
 
-	step_begin(&c);
+	step_begin(&c, "libcuda");
 	c.api = cuda_load(err, sizeof err);
 	if (c.api == NULL)
-		return (step_done(&c, "libcuda", err));
-	step_done(&c, "libcuda", NULL);
+		return (step_done(&c, err));
+	step_done(&c, NULL);
 
 	if (check_device(&c, device) != 0 || check_context(&c) != 0 ||
 	    check_memory(&c, bytes) != 0)
 		goto out;
-	step_begin(&c);
+	step_begin(&c, "release");
 	c.api->CtxSetCurrent(NULL);
 	rc = c.api->DevicePrimaryCtxRelease(c.dev);
 	c.ctx = NULL;
-	if (step_end(&c, "release", rc) != 0)
+	if (step_end(&c, rc) != 0)
 		goto out;
 	ret = 0;
 out:

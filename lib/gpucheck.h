@@ -60,6 +60,16 @@ int	gpu_count(int *count, char *err, size_t errlen);
  */
 int	gpu_check(int device, size_t bytes, struct gpu_result *out);
 
+/*
+ * gpu_check() telling |fn| before each step which step starts, with the
+ * result so far (the steps done, with their times): a parent that has to
+ * kill a hung check can then say which step hung.
+ */
+typedef void gpu_progress_fn(const struct gpu_result *sofar,
+    const char *step, void *arg);
+int	gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
+	    gpu_progress_fn *fn, void *arg);
+
 /* Writes / reads one result whole on a pipe. 0, or -errno (-EPIPE: the
  * writer went away before a whole result). */
 int	gpu_result_write(int fd, const struct gpu_result *r);

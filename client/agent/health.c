@@ -32,16 +32,29 @@ struct count_msg {
 	char		why[256];
 };
 
-/* One child process and the result it is sending. */
+/*
+ * One child process and what it sends: whole messages of one size, each
+ * a newer version of its result (a probe child sends its result so far
+ * before each step, then the final one), the latest kept in |out|.
+ */
 struct child {
-	pid_t		 pid;		/* -1: not started or reaped */
-	int		 fd;		/* read end, -1 once at EOF */
-	char		*buf;
+	pid_t		 pid;		/* -1: not started */
+	int		 fd;		/* read end, -1 once done */
+	void		*out;		/* the latest whole message */
 	size_t		 len;
+	union {
+		struct gpu_result	r;
+		struct count_msg	m;
+	}		 stage;		/* the message being read */
 	size_t		 got;
+	unsigned	 msgs;		/* whole messages received */
+	int		 final;		/* the last message is the result */
+	uint64_t	 msg_ms;	/* when the latest one came */
+	uint64_t	 end_ms;	/* when we stopped waiting */
 	int		 status;	/* from waitpid */
 	int		 killed;	/* by us, at the deadline */
 	int		 reaped;
+	int		 (*is_final)(const void *);
 };
 
 static const char *policy_names[] = {
@@ -131,9 +144,6 @@ child_start(struct child *c, void (*fn)(void *, int), void *arg)
 
 	c->pid = -1;
 	c->fd = -1;
-	c->got = 0;
-	c->killed = c->reaped = 0;
-	c->status = 0;
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return (-errno);
 	c->pid = fork();
@@ -154,55 +164,99 @@ child_start(struct child *c, void (*fn)(void *, int), void *arg)
 	return (0);
 }
 
-/* Reads what |c| has sent; closes its pipe at EOF or once all arrived. */
+static void
+child_close(struct child *c)
+{
+	if (c->fd != -1)
+		close(c->fd);
+	c->fd = -1;
+	c->end_ms = now_ms();
+}
+
+/* Reads what |c| has sent, keeping the latest whole message; done at EOF
+ * or once the final message is in. */
 static void
 child_read(struct child *c)
 {
 	ssize_t	n;
 
-	for (;;) {
-		if (c->got == c->len) {
-			n = 0;	/* all there: anything more is not ours */
-		} else {
-			n = read(c->fd, c->buf + c->got, c->len - c->got);
-			if (n == -1 && errno == EINTR)
-				continue;
-			if (n == -1 && errno == EAGAIN)
-				return;
-		}
+	while (c->fd != -1) {
+		n = read(c->fd, (char *)&c->stage + c->got, c->len - c->got);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			return;
 		if (n <= 0) {
-			close(c->fd);
-			c->fd = -1;
+			child_close(c);
 			return;
 		}
 		c->got += (size_t)n;
+		if (c->got < c->len)
+			continue;
+		memcpy(c->out, &c->stage, c->len);
+		c->got = 0;
+		c->msgs++;
+		c->msg_ms = now_ms();
+		if (c->is_final == NULL || c->is_final(c->out)) {
+			c->final = 1;
+			child_close(c);
+		}
+	}
+}
+
+/* Reaps |c| if it has ended within |until|; SIGKILLs it at |until| when
+ * |kill_late|. */
+static void
+child_reap(struct child *c, uint64_t until, int kill_late)
+{
+	struct timespec	 ts = { 0, 5 * 1000 * 1000 };
+	pid_t		 r;
+
+	while (c->pid > 0 && !c->reaped) {
+		r = waitpid(c->pid, &c->status, WNOHANG);
+		if (r == c->pid || (r == -1 && errno != EINTR)) {
+			/* ECHILD: someone else reaped it. */
+			c->reaped = 1;
+			return;
+		}
+		if (r == 0 && now_ms() >= until) {
+			if (kill_late && !c->killed) {
+				kill(c->pid, SIGKILL);
+				c->killed = 1;
+				until = now_ms() + REAP_WAIT_MS;
+				continue;
+			}
+			return;	/* stuck in the kernel: leave it */
+		}
+		if (r == 0)
+			nanosleep(&ts, NULL);
 	}
 }
 
 /*
  * Waits for every child's result until |timeout_ms| from now (0: no
- * limit), SIGKILLs those still running then, and reaps them all.
+ * limit), SIGKILLs those still running then, and reaps them all. A child
+ * that sent its result but does not exit (stuck in the driver's teardown)
+ * is killed after REAP_WAIT_MS.
  */
 static void
 children_wait(struct child *cs, int n, uint32_t timeout_ms)
 {
 	struct pollfd	*pfd;
 	uint64_t	 deadline = now_ms() + timeout_ms, t;
-	int		 i, k, open, wait_ms;
+	int		 i, k, wait_ms;
 
-	pfd = calloc((size_t)n, sizeof *pfd);
+	if ((pfd = calloc((size_t)n, sizeof *pfd)) == NULL)
+		timeout_ms = 1;	/* cannot poll: give up at once */
 	for (;;) {
-		for (i = k = open = 0; i < n; i++) {
+		for (i = k = 0; pfd != NULL && i < n; i++) {
 			if (cs[i].fd == -1)
 				continue;
-			open++;
-			if (pfd == NULL)
-				break;
 			pfd[k].fd = cs[i].fd;
 			pfd[k].events = POLLIN;
 			k++;
 		}
-		if (open == 0 || pfd == NULL)
+		if (k == 0)
 			break;
 		t = now_ms();
 		if (timeout_ms != 0 && t >= deadline)
@@ -210,54 +264,46 @@ children_wait(struct child *cs, int n, uint32_t timeout_ms)
 		wait_ms = timeout_ms == 0 ? -1 : (int)(deadline - t);
 		if (poll(pfd, (nfds_t)k, wait_ms) == -1 && errno != EINTR)
 			break;
-		for (i = 0; i < n; i++) {
-			if (cs[i].fd != -1)
-				child_read(&cs[i]);
-		}
+		for (i = 0; i < n; i++)
+			child_read(&cs[i]);
 	}
 	free(pfd);
 
 	for (i = 0; i < n; i++) {
-		if (cs[i].fd != -1) {
-			close(cs[i].fd);
-			cs[i].fd = -1;
-			if (cs[i].pid > 0 && cs[i].got < cs[i].len) {
-				kill(cs[i].pid, SIGKILL);
-				cs[i].killed = 1;
-			}
+		if (cs[i].fd == -1)
+			continue;
+		child_close(&cs[i]);
+		if (cs[i].pid > 0) {
+			kill(cs[i].pid, SIGKILL);
+			cs[i].killed = 1;
 		}
 	}
-	deadline = now_ms() + REAP_WAIT_MS;
-	for (i = 0; i < n; i++) {
-		while (cs[i].pid > 0 && !cs[i].reaped) {
-			pid_t r = waitpid(cs[i].pid, &cs[i].status, WNOHANG);
-
-			if (r == cs[i].pid || (r == -1 && errno != EINTR)) {
-				/* ECHILD: someone else reaped it. */
-				cs[i].reaped = 1;
-				break;
-			}
-			if (r == 0 && now_ms() >= deadline)
-				break;	/* stuck in the kernel: leave it */
-			if (r == 0) {
-				struct timespec ts = { 0, 5 * 1000 * 1000 };
-
-				nanosleep(&ts, NULL);
-			}
-		}
-	}
+	t = now_ms() + REAP_WAIT_MS;
+	for (i = 0; i < n; i++)
+		child_reap(&cs[i], t, 1);
 }
 
-/* Why a child gave no whole result. */
+/* "1 s", "1500 ms". */
+static void
+format_ms(uint32_t ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%u s", ms / 1000);
+	else
+		snprintf(buf, len, "%u ms", ms);
+}
+
+/* Why a child gave no final result. */
 static void
 child_why(const struct child *c, uint32_t timeout_ms, char *buf, size_t len)
 {
+	char	t[32];
+
+	format_ms(timeout_ms, t, sizeof t);
 	if (c->pid <= 0)
 		snprintf(buf, len, "could not start the check");
-	else if (c->killed && timeout_ms % 1000 == 0)
-		snprintf(buf, len, "timeout after %u s", timeout_ms / 1000);
 	else if (c->killed)
-		snprintf(buf, len, "timeout after %u ms", timeout_ms);
+		snprintf(buf, len, "timeout after %s", t);
 	else if (c->reaped && WIFSIGNALED(c->status))
 		snprintf(buf, len, "check died: %s",
 		    strsignal(WTERMSIG(c->status)));
@@ -287,7 +333,8 @@ health_count(uint32_t timeout_ms, int *count, char *why, size_t len)
 
 	*count = 0;
 	memset(&m, 0, sizeof m);
-	c.buf = (char *)&m;
+	memset(&c, 0, sizeof c);
+	c.out = &m;
 	c.len = sizeof m;
 	if ((rc = child_start(&c, count_child, NULL)) != 0) {
 		snprintf(why, len, "cannot start the GPU count: %s",
@@ -295,7 +342,7 @@ health_count(uint32_t timeout_ms, int *count, char *why, size_t len)
 		return (-1);
 	}
 	children_wait(&c, 1, timeout_ms);
-	if (c.got != sizeof m) {
+	if (!c.final) {
 		child_why(&c, timeout_ms, why, len);
 		return (-1);
 	}
@@ -311,7 +358,33 @@ health_count(uint32_t timeout_ms, int *count, char *why, size_t len)
 struct probe_arg {
 	int	device;
 	size_t	bytes;
+	int	fd;
 };
+
+/*
+ * The result so far, sent before each step: ok false, failed_step the
+ * step that starts, error empty. A final result that failed always has an
+ * error, so the parent tells the two apart.
+ */
+static void
+probe_progress(const struct gpu_result *sofar, const char *step, void *arg)
+{
+	struct probe_arg	*a = arg;
+	struct gpu_result	 r = *sofar;
+
+	r.ok = false;
+	snprintf(r.failed_step, sizeof r.failed_step, "%s", step);
+	r.error[0] = '\0';
+	gpu_result_write(a->fd, &r);
+}
+
+static int
+probe_final(const void *msg)
+{
+	const struct gpu_result *r = msg;
+
+	return (r->ok || r->error[0] != '\0');
+}
 
 static void
 probe_child(void *arg, int fd)
@@ -319,8 +392,33 @@ probe_child(void *arg, int fd)
 	struct probe_arg	*a = arg;
 	struct gpu_result	 r;
 
-	gpu_check(a->device, a->bytes, &r);
+	a->fd = fd;
+	gpu_check_progress(a->device, a->bytes, &r, probe_progress, a);
 	gpu_result_write(fd, &r);
+}
+
+/*
+ * The result of a check that did not finish: what it had done, the step
+ * it was in with the time spent there, and why it ended.
+ */
+static void
+probe_unfinished(const struct child *c, uint32_t timeout_ms, int device,
+    struct gpu_result *r)
+{
+	char		 why[sizeof r->error];
+	struct gpu_step	*s;
+
+	child_why(c, timeout_ms, why, sizeof why);
+	if (c->msgs == 0 || r->device != device) {
+		gpu_result_failed(r, device, why);
+		return;
+	}
+	snprintf(r->error, sizeof r->error, "%s", why);
+	if (r->n_steps < GPU_STEPS_MAX && r->failed_step[0] != '\0') {
+		s = &r->steps[r->n_steps++];
+		snprintf(s->name, sizeof s->name, "%s", r->failed_step);
+		s->elapsed_us = (c->end_ms - c->msg_ms) * 1000;
+	}
 }
 
 int
@@ -329,7 +427,6 @@ health_probe_devices(const struct health_opts *opts, const int *devices,
 {
 	struct child		*cs;
 	struct probe_arg	 a;
-	char			 why[sizeof results->error];
 	int			 i, passed = 0;
 
 	if (n <= 0)
@@ -340,19 +437,21 @@ health_probe_devices(const struct health_opts *opts, const int *devices,
 			    "out of memory");
 		return (0);
 	}
+	memset(&a, 0, sizeof a);
 	a.bytes = health_bytes(opts);
 	for (i = 0; i < n; i++) {
-		cs[i].buf = (char *)&results[i];
+		memset(&results[i], 0, sizeof results[i]);
+		cs[i].out = &results[i];
 		cs[i].len = sizeof results[i];
+		cs[i].is_final = probe_final;
 		a.device = devices[i];
 		child_start(&cs[i], probe_child, &a);
 	}
 	children_wait(cs, n, opts->timeout_ms);
 	for (i = 0; i < n; i++) {
-		if (cs[i].got != sizeof results[i]) {
-			child_why(&cs[i], opts->timeout_ms, why, sizeof why);
-			gpu_result_failed(&results[i], devices[i], why);
-		}
+		if (!cs[i].final)
+			probe_unfinished(&cs[i], opts->timeout_ms, devices[i],
+			    &results[i]);
 		if (results[i].ok)
 			passed++;
 	}

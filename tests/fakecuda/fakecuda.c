@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,7 @@ static int			 in_check[FAKE_DEVICES_MAX];
 /*
  * FAKECUDA_LOG: one line per call that matters to a test, "PID FUNCTION
  * DEVICE RESULT", so that a test can tell which process touched which
- * device. RESULT is the CUresult's name, or HANG.
+ * device. RESULT is the CUresult's name, HANG or CRASH.
  */
 static void
 logf_call(const char *fn, int phys, CUresult rc)
@@ -71,7 +72,7 @@ logf_call(const char *fn, int phys, CUresult rc)
 
 	if (cfg.log_path == NULL)
 		return;
-	what = rc == -1 ? "HANG" : fake_error_name(rc);
+	what = rc == -1 ? "HANG" : rc == -2 ? "CRASH" : fake_error_name(rc);
 	n = snprintf(line, sizeof line, "%ld %s %d %s\n", (long)getpid(), fn,
 	    phys, what != NULL ? what : "CUDA_ERROR_UNKNOWN");
 	fd = open(cfg.log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
@@ -153,6 +154,11 @@ enter(const char *fn, const char *step, int phys)
 		logf_call(fn, phys, -1);
 		for (;;)
 			pause();
+	}
+	if (fault_at(FAULT_CRASH, phys, step) != NULL) {
+		logf_call(fn, phys, -2);
+		signal(SIGSEGV, SIG_DFL);
+		raise(SIGSEGV);
 	}
 	if ((f = fault_at(FAULT_FAIL, phys, step)) != NULL)
 		rc = f->error;

@@ -29,6 +29,7 @@ enum fault_kind {
 	FAULT_FAIL,		/* a step returns an error */
 	FAULT_MISMATCH,		/* the kernel leaves one element wrong */
 	FAULT_HANG,		/* a step never returns */
+	FAULT_CRASH,		/* a step kills the process (SIGSEGV) */
 };
 
 struct fault {

@@ -1,6 +1,6 @@
 /*
  * The stand-in libcuda's environment: FAKECUDA_DEVICES, FAKECUDA_FAIL,
- * FAKECUDA_MISMATCH, FAKECUDA_HANG, FAKECUDA_MEM, FAKECUDA_DRIVER_VERSION,
+ * FAKECUDA_MISMATCH, FAKECUDA_HANG, FAKECUDA_CRASH, FAKECUDA_MEM, FAKECUDA_DRIVER_VERSION,
  * FAKECUDA_STATE, FAKECUDA_LOG, and CUDA_VISIBLE_DEVICES applied as the
  * real driver applies it (README.md).
  */
@@ -182,6 +182,7 @@ parse_fault(const char *var, char *entry, enum fault_kind kind,
 		snprintf(f->step, sizeof f->step, "kernel");
 		break;
 	case FAULT_HANG:
+	case FAULT_CRASH:
 		if (n > 2)
 			return (bad(var, field[0], "use DEV[:STEP]"));
 		snprintf(f->step, sizeof f->step, "%s",
@@ -311,7 +312,8 @@ fake_config_read(struct fake_config *cfg)
 		cfg->log_path = NULL;
 	if (parse_faults(cfg, "FAKECUDA_FAIL", FAULT_FAIL) != 0 ||
 	    parse_faults(cfg, "FAKECUDA_MISMATCH", FAULT_MISMATCH) != 0 ||
-	    parse_faults(cfg, "FAKECUDA_HANG", FAULT_HANG) != 0)
+	    parse_faults(cfg, "FAKECUDA_HANG", FAULT_HANG) != 0 ||
+	    parse_faults(cfg, "FAKECUDA_CRASH", FAULT_CRASH) != 0)
 		return (-1);
 	parse_visible(cfg);
 	return (0);

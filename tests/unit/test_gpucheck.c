@@ -74,6 +74,7 @@ in_child(const char *what, void (*fn)(void), ...)
 		unsetenv("FAKECUDA_FAIL");
 		unsetenv("FAKECUDA_MISMATCH");
 		unsetenv("FAKECUDA_HANG");
+		unsetenv("FAKECUDA_CRASH");
 		unsetenv("FAKECUDA_STATE");
 		unsetenv("FAKECUDA_LOG");
 		unsetenv("CUDA_VISIBLE_DEVICES");
@@ -440,14 +441,29 @@ case_probe_hang(void)
 	CHECK(took < 700 + 3000);
 	for (i = 0; i < 3; i++)
 		check_passed(&rs[i], i, i);
-	CHECK(!rs[3].ok);
+	/* The step it hung in is named, with the time it spent there; what
+	 * it had done before is kept. */
+	check_failed(&rs[3], "kernel", "timeout after 700 ms");
 	CHECK_INT(rs[3].device, 3);
-	CHECK_STR(rs[3].failed_step, "check");
-	CHECK_STR(rs[3].error, "timeout after 700 ms");
+	CHECK_STR(rs[3].name, "FakeCUDA GPU 3");
+	CHECK_INT(rs[3].n_steps, 14);
+	for (i = 0; i < 14 && i < (int)rs[3].n_steps; i++)
+		CHECK_STR(rs[3].steps[i].name, all_steps[i]);
+	CHECK(rs[3].steps[13].elapsed_us >= 400 * 1000);
+	CHECK(rs[3].steps[13].elapsed_us <= 3700 * 1000);
 	health_describe(&rs[3], buf, sizeof buf);
-	CHECK_STR(buf, "device 3: check failed: timeout after 700 ms");
+	CHECK_STR(buf, "device 3 (FakeCUDA GPU 3, "
+	    "GPU-fa4ec0da-0000-4000-8000-000000000003): kernel failed: "
+	    "timeout after 700 ms");
 	CHECK_INT(waitpid(-1, NULL, WNOHANG), -1);
 	CHECK_INT(errno, ECHILD);
+
+	/* Hung before anything was known of the device. */
+	opts.timeout_ms = 1000;
+	setenv("FAKECUDA_HANG", "*:cuInit", 1);
+	CHECK_INT(health_probe(&opts, 1, rs), 0);
+	check_failed(&rs[0], "cuInit", "timeout after 1 s");
+	CHECK_INT(rs[0].n_steps, 2);
 
 	/* A count that hangs in cuInit times out the same way. */
 	setenv("FAKECUDA_HANG", "*:cuInit", 1);
@@ -472,6 +488,19 @@ case_probe_list(void)
 	CHECK_INT(health_probe_devices(&opts, devs, 2, rs), 2);
 	check_passed(&rs[0], 3, 3);
 	check_passed(&rs[1], 1, 1);
+}
+
+/* A check whose process dies (a driver crash) fails naming the step. */
+static void
+case_probe_crash(void)
+{
+	struct health_opts	opts = { HEALTH_EXCLUDE, 10000, SMALL };
+	struct gpu_result	rs[2];
+
+	CHECK_INT(health_probe(&opts, 2, rs), 1);
+	check_passed(&rs[0], 0, 0);
+	check_failed(&rs[1], "alloc", "check died: Segmentation fault");
+	CHECK_INT(rs[1].n_steps, 11);
 }
 
 /* The worker's side: the check between fork and exec, its result on a
@@ -696,6 +725,8 @@ main(void)
 	    "FAKECUDA_FAIL=2:alloc:CUDA_ERROR_OUT_OF_MEMORY", NULL);
 	in_child("probe hang", case_probe_hang, "FAKECUDA_DEVICES=4",
 	    "FAKECUDA_HANG=3", NULL);
+	in_child("probe crash", case_probe_crash, "FAKECUDA_DEVICES=2",
+	    "FAKECUDA_CRASH=1:alloc", NULL);
 	in_child("probe list", case_probe_list, "FAKECUDA_DEVICES=4", NULL);
 	in_child("worker", case_worker, "FAKECUDA_DEVICES=2",
 	    "FAKECUDA_FAIL=0:kernel:CUDA_ERROR_ILLEGAL_ADDRESS", NULL);
