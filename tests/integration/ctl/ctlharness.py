@@ -111,9 +111,5 @@ def wait_job(control, rdzv_id, pred, timeout=10, what="job state"):
                        timeout, what=what)
 
 
-def agent_available():
-    return os.access(AGENT, os.X_OK)
-
-
 def elapsed(t0):
     return time.monotonic() - t0
