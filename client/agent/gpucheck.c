@@ -191,8 +191,8 @@ cmd_gpucheck(int argc, char **argv)
 	}
 
 	if (health_count(opts.timeout_ms, &count, why, sizeof why) != 0) {
-		fprintf(stderr, "rdzv-agent: gpucheck: %s (is the NVIDIA "
-		    "driver installed? RDZV_LIBCUDA names another "
+		fprintf(stderr, "rdzv-agent: gpucheck: %s (install the "
+		    "NVIDIA driver, or set RDZV_LIBCUDA to the path of its "
 		    "libcuda.so.1)\n", why);
 		return (1);
 	}
