@@ -290,6 +290,16 @@ agent_workers_ended(struct agent *a)
 	agent_step(a);
 }
 
+/* The next generation's log files, made while nothing waits for them. */
+static void
+prepare_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	if (!a->quitting)
+		logs_prepare(a, (int)a->nproc);
+}
+
 /* ------------------------------------------------------------- signals */
 
 static void
@@ -315,7 +325,9 @@ setup(struct agent *a, char *err, size_t len)
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 
 	if ((a->base = event_base_new()) == NULL ||
-	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL) {
+	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
+	    (a->prepare_ev = event_new(a->base, -1, 0, prepare_cb, a)) ==
+	    NULL) {
 		snprintf(err, len, "cannot create the event loop");
 		return -1;
 	}
@@ -349,6 +361,8 @@ teardown(struct agent *a)
 			event_free(a->sig_ev[i]);
 	if (a->step_ev != NULL)
 		event_free(a->step_ev);
+	if (a->prepare_ev != NULL)
+		event_free(a->prepare_ev);
 	gpus_free(&a->gpus);
 	logs_free(a);
 	if (a->base != NULL)
@@ -384,6 +398,7 @@ agent_run(struct agent_opts *o)
 	    o->id, o->client.server, a.hostname, a.nproc,
 	    a.nproc == 1 ? "" : "s", o->argv[0], o->argc > 1 ? " ..." : "");
 	session_start(&a);
+	event_active(a.prepare_ev, EV_TIMEOUT, 0);
 	event_base_dispatch(a.base);
 	rc = a.exit_status;
 	teardown(&a);

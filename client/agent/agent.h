@@ -107,6 +107,14 @@ struct gpus_pb {
 
 struct tee;
 
+/* A generation's log files made ahead (logs.c). */
+struct logs_next {
+	bool		 ready;		/* <log-dir>/.next/ holds them */
+	bool		 taken;		/* renamed to the generation */
+	int		 n;		/* ranks */
+	int		*fds;		/* stdout, stderr of each rank */
+};
+
 struct worker {
 	struct agent	*a;
 	int		 local_rank;
@@ -198,6 +206,8 @@ struct agent {
 	struct gpus		 gpus;
 	char			 log_dir[512];
 	bool			 log_dir_made;	/* by us (mkdtemp) */
+	struct logs_next	 next_logs;
+	struct event		*prepare_ev;
 
 	/* The session on rdzvd (session.c). */
 	struct grpc_client_opts	 gopts;
@@ -289,6 +299,10 @@ char	**env_worker(const struct agent *, const struct assignment *,
 /* logs.c */
 int	logs_init(struct agent *, char *err, size_t errlen);
 void	logs_free(struct agent *);
+void	logs_prepare(struct agent *, int n);
+void	logs_unprepare(struct agent *);
+void	logs_generation(struct agent *, uint64_t gen);
+void	logs_generation_done(struct agent *, uint64_t gen, int n);
 int	logs_worker_open(struct agent *, uint64_t gen, struct worker *,
 	    int *out_fd, int *err_fd, char *err, size_t errlen);
 struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,

@@ -5,7 +5,14 @@
  * Without --tee the files are the worker's stdout and stderr themselves,
  * so output costs the agent nothing. With --tee the worker writes into
  * pipes; the agent copies each chunk to the file and each line, prefixed
- * "[rank N]:", to its own stdout or stderr.
+ * "[rank N]: ", to its own stdout or stderr.
+ *
+ * Creating files is slow on some file systems (a few hundred microseconds
+ * per directory or file on a virtual disk), too slow to do between an
+ * assignment and the exec of its workers. So the files of the next
+ * generation are made ahead, once the workers of the current one run, in
+ * <log-dir>/.next/, and an assignment only renames that directory to its
+ * generation and hands out the open files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +46,8 @@ struct tee {
 void
 logs_free(struct agent *a)
 {
+	if (a->log_dir[0] != '\0')
+		logs_unprepare(a);
 	if (a->log_dir_made)
 		rmdir(a->log_dir);
 }
@@ -110,39 +119,169 @@ open_log(const char *dir, const char *name)
 	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
+/* Makes DIR/<rank>/ with its two logs, open; no stale error file. */
+static int
+make_rank(const char *dir, int rank, int fds[2])
+{
+	char d[600], e[700];
+
+	fds[0] = fds[1] = -1;
+	snprintf(d, sizeof(d), "%s/%d", dir, rank);
+	snprintf(e, sizeof(e), "%s/error.json", d);
+	if ((mkdir(d, 0755) != 0 && errno != EEXIST) ||
+	    (unlink(e) != 0 && errno != ENOENT) ||
+	    (fds[0] = open_log(d, "stdout.log")) < 0 ||
+	    (fds[1] = open_log(d, "stderr.log")) < 0) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		fds[0] = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes DIR/<rank>/ made ahead but not used, closing its files. */
+static void
+drop_rank(const char *dir, int rank, int fds[2])
+{
+	char d[600], f[700];
+
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+	snprintf(d, sizeof(d), "%s/%d", dir, rank);
+	snprintf(f, sizeof(f), "%s/stdout.log", d);
+	unlink(f);
+	snprintf(f, sizeof(f), "%s/stderr.log", d);
+	unlink(f);
+	rmdir(d);
+}
+
 /*
- * Makes <log-dir>/<gen>/<local_rank>/, opens its stdout.log and stderr.log
- * (close-on-exec: the child dup2()s them) and names the error file in
- * |w|, removing a stale one. 0, or -1 with a message.
+ * Makes the files of |n| workers of the next generation ahead, in
+ * <log-dir>/.next/. Off the path from assignment to exec; failures are
+ * left to logs_worker_open() to meet and report.
+ */
+void
+logs_prepare(struct agent *a, int n)
+{
+	struct logs_next *x = &a->next_logs;
+	char dir[600];
+
+	if (x->ready && x->n == n)
+		return;
+	logs_unprepare(a);
+	snprintf(dir, sizeof(dir), "%s/.next", a->log_dir);
+	if ((x->fds = calloc((size_t)n * 2, sizeof(*x->fds))) == NULL)
+		return;
+	for (int i = 0; i < 2 * n; i++)
+		x->fds[i] = -1;
+	x->n = n;
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		logs_unprepare(a);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		if (make_rank(dir, i, x->fds + 2 * i) != 0) {
+			logs_unprepare(a);
+			return;
+		}
+	}
+	x->ready = true;
+}
+
+/* Drops what was made ahead (the agent exits, or the count changed). */
+void
+logs_unprepare(struct agent *a)
+{
+	struct logs_next *x = &a->next_logs;
+	char dir[600];
+
+	snprintf(dir, sizeof(dir), "%s/.next", a->log_dir);
+	for (int i = 0; i < x->n; i++)
+		drop_rank(dir, i, x->fds + 2 * i);
+	if (x->n > 0 || x->ready)
+		rmdir(dir);
+	free(x->fds);
+	memset(x, 0, sizeof(*x));
+}
+
+/*
+ * The directory of generation |gen|: the one made ahead, renamed, when
+ * there is one. Call before logs_worker_open() of its workers and
+ * logs_generation_done() after.
+ */
+void
+logs_generation(struct agent *a, uint64_t gen)
+{
+	struct logs_next *x = &a->next_logs;
+	char from[600], to[600];
+
+	x->taken = false;
+	if (!x->ready)
+		return;
+	snprintf(from, sizeof(from), "%s/.next", a->log_dir);
+	snprintf(to, sizeof(to), "%s/%llu", a->log_dir,
+	    (unsigned long long)gen);
+	/* An existing directory (a log directory used before) is not
+	 * replaced: the workers then get files made one by one. */
+	if (rename(from, to) == 0)
+		x->taken = true;
+}
+
+/* Ranks made ahead that this generation did not use go. */
+void
+logs_generation_done(struct agent *a, uint64_t gen, int n)
+{
+	struct logs_next *x = &a->next_logs;
+	char dir[600];
+
+	if (!x->taken) {
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/%llu", a->log_dir,
+	    (unsigned long long)gen);
+	for (int i = n; i < x->n; i++)
+		drop_rank(dir, i, x->fds + 2 * i);
+	free(x->fds);
+	memset(x, 0, sizeof(*x));
+}
+
+/*
+ * The files of worker |w| of generation |gen| in
+ * <log-dir>/<gen>/<local_rank>/: its stdout.log and stderr.log, open and
+ * close-on-exec (the child dup2()s them), and the name of its error file.
+ * 0, or -1 with a message.
  */
 int
 logs_worker_open(struct agent *a, uint64_t gen, struct worker *w,
     int *out_fd, int *err_fd, char *err, size_t errlen)
 {
+	struct logs_next *x = &a->next_logs;
 	char dir[600];
+	int fds[2];
 
-	*out_fd = *err_fd = -1;
 	snprintf(dir, sizeof(dir), "%s/%llu", a->log_dir,
 	    (unsigned long long)gen);
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		goto fail;
-	snprintf(dir, sizeof(dir), "%s/%llu/%d", a->log_dir,
-	    (unsigned long long)gen, w->local_rank);
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		goto fail;
-	snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", dir);
-	if (unlink(w->error_file) != 0 && errno != ENOENT)
-		goto fail;
-	if ((*out_fd = open_log(dir, "stdout.log")) < 0 ||
-	    (*err_fd = open_log(dir, "stderr.log")) < 0)
-		goto fail;
+	snprintf(w->error_file, sizeof(w->error_file), "%s/%d/error.json",
+	    dir, w->local_rank);
+	if (x->taken && w->local_rank < x->n) {
+		*out_fd = x->fds[2 * w->local_rank];
+		*err_fd = x->fds[2 * w->local_rank + 1];
+		x->fds[2 * w->local_rank] = x->fds[2 * w->local_rank + 1] = -1;
+		return 0;
+	}
+	if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+	    make_rank(dir, w->local_rank, fds) != 0) {
+		snprintf(err, errlen, "worker logs in %s/%d: %s", dir,
+		    w->local_rank, strerror(errno));
+		return -1;
+	}
+	*out_fd = fds[0];
+	*err_fd = fds[1];
 	return 0;
-fail:
-	snprintf(err, errlen, "worker logs in %s: %s", dir, strerror(errno));
-	if (*out_fd >= 0)
-		close(*out_fd);
-	*out_fd = -1;
-	return -1;
 }
 
 /* Writes all of |iov|, retrying short writes; errors drop the rest. */

@@ -11,9 +11,10 @@ and prints one line on stdout and one on stderr. Then, by $W_MODE:
   exit      exit 0 at once (default)
   sleep     run until $W_STOP exists or SIGTERM comes (at most 60 s)
 
-A worker whose RANK is in $W_FAIL_RANKS writes a torch elastic error file
-(TORCHELASTIC_ERROR_FILE) saying "injected failure: rank R, restart C" and
-exits 1 instead.
+A worker whose RANK is in $W_FAIL_RANKS waits until every rank of its
+generation has started (left its env file, so it handles SIGTERM), then
+writes a torch elastic error file (TORCHELASTIC_ERROR_FILE) saying
+"injected failure: rank R, restart C" and exits 1.
 """
 
 import json
@@ -49,6 +50,12 @@ print("complaint from rank %d" % RANK, file=sys.stderr, flush=True)
 
 fail = [int(r) for r in os.environ.get("W_FAIL_RANKS", "").split(",") if r]
 if RANK in fail:
+    world = int(os.environ["WORLD_SIZE"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(
+            [f for f in os.listdir(OUT)
+             if f.startswith("env-g%d-" % GEN) and f.endswith(".json")]) < world:
+        time.sleep(0.01)
     msg = "injected failure: rank %d, restart %s" % (
         RANK, os.environ["TORCHELASTIC_RESTART_COUNT"])
     with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
