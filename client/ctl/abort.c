@@ -18,7 +18,8 @@ abort_option(struct ctl *ctl, int ch, const char *arg)
 static int
 abort_exec(struct ctl *ctl, int argc, char **argv)
 {
-	Rdzv__V1__AbortJobRequest	 req = RDZV__V1__ABORT_JOB_REQUEST__INIT;
+	Rdzv__V1__AbortJobRequest	 req =
+	    RDZV__V1__ABORT_JOB_REQUEST__INIT;
 	Rdzv__V1__Job			*job;
 	int				 rc;
 

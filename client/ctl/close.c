@@ -25,7 +25,8 @@ action_print(struct ctl *ctl, Rdzv__V1__Job *job)
 static int
 close_exec(struct ctl *ctl, int argc, char **argv)
 {
-	Rdzv__V1__CloseJobRequest	 req = RDZV__V1__CLOSE_JOB_REQUEST__INIT;
+	Rdzv__V1__CloseJobRequest	 req =
+	    RDZV__V1__CLOSE_JOB_REQUEST__INIT;
 	Rdzv__V1__Job			*job;
 	int				 rc;
 

@@ -71,7 +71,8 @@ resolve_host(struct ctl *ctl, const char *id, const char *host,
 static int
 evict_exec(struct ctl *ctl, int argc, char **argv)
 {
-	Rdzv__V1__EvictNodeRequest	 req = RDZV__V1__EVICT_NODE_REQUEST__INIT;
+	Rdzv__V1__EvictNodeRequest	 req =
+	    RDZV__V1__EVICT_NODE_REQUEST__INIT;
 	Rdzv__V1__Job			*job;
 	unsigned long long		 v;
 	char				*end;

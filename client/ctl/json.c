@@ -88,7 +88,8 @@ gpu(const Rdzv__V1__GpuResult *g)
 json_t *
 json_node(const Rdzv__V1__Node *n)
 {
-	json_t	*o = json_object(), *g = json_object(), *devs = json_array();
+	json_t	*o = json_object(), *g = json_object();
+	json_t	*devs = json_array();
 	bool	 ranked = n->group_rank >= 0;
 
 	set(o, "node_id", integer((int64_t)n->node_id));

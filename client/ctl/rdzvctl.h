@@ -35,10 +35,10 @@ enum ctl_output {
 /* Everything a command needs: the options given and the clock. */
 struct ctl {
 	struct client_opts	 client;
-	char			 server[300];	/* as the errors name it */
+	char			 server[300];	/* as errors name it */
 	enum ctl_output		 output;
 	int64_t			 now_ms;	/* wall clock, unix ms */
-	bool			 fixed_times;	/* see ctl_fix_times() */
+	bool			 fixed_times;	/* ctl_fix_times() */
 
 	/* Command options; each command reads those it takes. */
 	bool			 all;
@@ -51,15 +51,15 @@ struct ctl {
 /* One command. Its options come on top of the shared ones. */
 struct ctl_cmd {
 	const char		*name;
-	const char		*args;		/* "ID [NODE]" for usage */
+	const char		*args;		/* "ID NODE" */
 	const char		*summary;	/* one line for the list */
-	const char		*help;		/* its own option lines */
+	const char		*help;		/* its option lines */
 	const char		*shortopts;	/* its own short options */
-	const struct option	*longopts;	/* its own, NULL-terminated */
+	const struct option	*longopts;	/* NULL-terminated */
 	int			 min_args;
 	int			 max_args;
 	/* Applies one of its own options: 0, or an exit status. */
-	int			(*option)(struct ctl *, int ch, const char *arg);
+	int			(*option)(struct ctl *, int, const char *);
 	/* Runs with the positional arguments: an exit status. */
 	int			(*exec)(struct ctl *, int argc, char **argv);
 };
@@ -81,7 +81,8 @@ int	ctl_usage_error(const char *fmt, ...)
  * *reply set (free with protobuf_c_message_free_unpacked), or prints what
  * went wrong on stderr, naming the server, and returns the exit status.
  */
-int	ctl_call(struct ctl *, const char *method, const ProtobufCMessage *req,
+int	ctl_call(struct ctl *, const char *method,
+	    const ProtobufCMessage *req,
 	    const ProtobufCMessageDescriptor *reply_desc,
 	    ProtobufCMessage **reply);
 /* The exit status for a gRPC status. */
@@ -107,7 +108,8 @@ void		 table_cell(struct table *, const char *fmt, ...)
 		    __attribute__((format(printf, 2, 3)));
 size_t		 table_rows(const struct table *);
 /* Prints the columns aligned, each line prefixed by |indent|. */
-void		 table_print(const struct table *, FILE *, const char *indent);
+void		 table_print(const struct table *, FILE *,
+		    const char *indent);
 void		 table_free(struct table *);
 
 /* format.c */
@@ -116,7 +118,8 @@ const char	*fmt_node_state(int state);
 /* "0s", "450ms", "45s", "1m30s", "2h5m", "3d4h": the two largest units. */
 char		*fmt_duration(char *buf, size_t len, int64_t ms);
 /* The time since |t_ms| ("1m30s"), or "-" when t_ms is 0. */
-char		*fmt_age(char *buf, size_t len, int64_t now_ms, int64_t t_ms);
+char		*fmt_age(char *buf, size_t len, int64_t now_ms,
+		    int64_t t_ms);
 /* "2024-01-01 12:00:00" in local time, or "-" when t_ms is 0. */
 char		*fmt_clock(char *buf, size_t len, int64_t t_ms);
 /* "HH:MM:SS" in local time. */

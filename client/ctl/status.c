@@ -330,7 +330,8 @@ status_job_print(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j,
 static int
 status_list(struct ctl *ctl)
 {
-	Rdzv__V1__ListJobsRequest	 req = RDZV__V1__LIST_JOBS_REQUEST__INIT;
+	Rdzv__V1__ListJobsRequest	 req =
+	    RDZV__V1__LIST_JOBS_REQUEST__INIT;
 	Rdzv__V1__ListJobsResponse	*resp;
 	int				 rc;
 

@@ -26,7 +26,7 @@ struct watch {
 	struct event_base	*base;
 	struct grpc_client	*cli;
 	struct grpc_ccall	*cc;
-	struct event		*tick;		/* terminal: redraw each second */
+	struct event		*tick;	/* redrawn each second */
 	bool			 tty;
 	bool			 stopping;
 	int			 rc;
@@ -139,8 +139,9 @@ print_changes(struct watch *w, const Rdzv__V1__Job *old,
     const Rdzv__V1__Job *job, bool removed)
 {
 	char	 t[32], a[1024], b[1024];
-	int64_t	 now = w->ctl->fixed_times ? w->ctl->now_ms : fmt_now_ms();
+	int64_t	 now;
 
+	now = w->ctl->fixed_times ? w->ctl->now_ms : fmt_now_ms();
 	fmt_clock_short(t, sizeof(t), now);
 	if (removed) {
 		printf("%s %s removed\n", t, job->rdzv_id);
@@ -154,7 +155,8 @@ print_changes(struct watch *w, const Rdzv__V1__Job *old,
 	if (strcmp(a, b) != 0)
 		printf("%s %s %s\n", t, job->rdzv_id, b);
 	for (size_t i = 0; i < job->n_nodes; i++) {
-		const Rdzv__V1__Node *o = node_find(old, job->nodes[i]->node_id);
+		const Rdzv__V1__Node *o = node_find(old,
+		    job->nodes[i]->node_id);
 		node_line(b, sizeof(b), job->nodes[i]);
 		if (o == NULL)
 			a[0] = '\0';
@@ -229,7 +231,8 @@ static void
 on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	struct watch			*w = arg;
-	const Rdzv__V1__WatchEvent	*ev = (const Rdzv__V1__WatchEvent *)msg;
+	const Rdzv__V1__WatchEvent	*ev =
+	    (const Rdzv__V1__WatchEvent *)msg;
 	Rdzv__V1__Job			*job;
 	ssize_t				 i;
 
@@ -240,7 +243,8 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	i = job_find(w, job->rdzv_id);
 	if (w->ctl->output == CTL_OUTPUT_JSON) {
 		json_t *o = json_object();
-		json_object_set_new(o, "job", json_job(job, w->rdzv_id != NULL));
+		json_object_set_new(o, "job", json_job(job,
+		    w->rdzv_id != NULL));
 		json_object_set_new(o, "removed", json_boolean(ev->removed));
 		if (json_emit(o, true) != CTL_EXIT_OK)
 			stop(w, CTL_EXIT_OK);
