@@ -27,6 +27,7 @@ struct watch {
 	struct grpc_client	*cli;
 	struct grpc_ccall	*cc;
 	struct event		*tick;	/* redrawn each second */
+	struct event		*dirty;	/* redraw after this loop turn */
 	bool			 tty;
 	bool			 stopping;
 	int			 rc;
@@ -210,6 +211,17 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	redraw(arg);
 }
 
+/* Several changes read in one go (the first state of many jobs) make one
+ * redraw, after the loop turn that read them. */
+static void
+redraw_soon(struct watch *w)
+{
+	struct timeval	now = { 0, 0 };
+
+	if (!evtimer_pending(w->dirty, NULL))
+		evtimer_add(w->dirty, &now);
+}
+
 /* ------------------------------------------------------------- the call */
 
 static void
@@ -260,8 +272,8 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 			job_remove(w, i);
 	} else
 		job_store(w, i, job);
-	if (w->tty && w->ctl->output == CTL_OUTPUT_TEXT)
-		redraw(w);
+	if (w->dirty != NULL)
+		redraw_soon(w);
 }
 
 static void
@@ -331,7 +343,8 @@ watch_run(struct ctl *ctl, const char *rdzv_id)
 		fatalx("watch: cannot catch signals");
 	if (w.tty && ctl->output == CTL_OUTPUT_TEXT) {
 		if ((w.tick = event_new(w.base, -1, EV_PERSIST, tick_cb, &w)) ==
-		    NULL || event_add(w.tick, &second) != 0)
+		    NULL || event_add(w.tick, &second) != 0 ||
+		    (w.dirty = evtimer_new(w.base, tick_cb, &w)) == NULL)
 			fatalx("watch: cannot start the clock");
 		fputs("\033[H\033[2J", stdout);
 		redraw(&w);
@@ -349,6 +362,8 @@ watch_run(struct ctl *ctl, const char *rdzv_id)
 	tls_free(tls);
 	if (w.tick != NULL)
 		event_free(w.tick);
+	if (w.dirty != NULL)
+		event_free(w.dirty);
 	event_free(sigint);
 	event_free(sigterm);
 	event_base_free(w.base);
