@@ -1,0 +1,380 @@
+"""The GPU health check through rdzv-agent (SPEC §7), on the stand-in
+libcuda of tests/fakecuda: the policies with a failing device, a device
+that fails only when its worker starts, a hanging device, the agent never
+loading libcuda itself, and a node without any libcuda.
+
+Each agent gets its devices and faults through FAKECUDA_* variables
+(tests/fakecuda/README.md) and a 1 MiB buffer (RDZV_HEALTH_BYTES). Every
+wait is bounded.
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import time
+
+import grpc
+import pytest
+
+import rdzvtest as rt
+import rdzvnode
+
+AGENT = rt.build_path("client", "agent", "rdzv-agent")
+FAKECUDA = rt.build_path("tests", "fakecuda", "libcuda.so.1")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpuworker.py")
+
+# The agents' own environment must not decide what is tested; and no
+# loader path may lead to the stand-in except RDZV_LIBCUDA.
+for k in list(os.environ):
+    if k.startswith(("RDZV_", "SLURM_", "PBS_", "FAKECUDA_")) and k not in (
+            "RDZV_BUILD_ROOT", "RDZV_SOURCE_ROOT"):
+        del os.environ[k]
+for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
+    os.environ.pop(k, None)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Job:
+    """A private rdzvd and the agents of one job; close() ends every
+    process it started."""
+
+    def __init__(self, tmp, name):
+        self.tmp = str(tmp)
+        self.id = name
+        self.out = os.path.join(self.tmp, "out")
+        self.stop_file = os.path.join(self.tmp, "stop")
+        self.state = os.path.join(self.tmp, "fakecuda-state")
+        self.log = os.path.join(self.tmp, "fakecuda.log")
+        os.makedirs(self.out)
+        os.makedirs(self.state)
+        self.daemon = rt.Daemon(self.tmp)
+        self.ctl = rdzvnode.Control(self.daemon.addr)
+        self.agents = {}
+
+    def agent(self, tag, args, nnodes="1", fake=None, mode="sleep"):
+        """Starts an agent; |fake| is its FAKECUDA_* settings (None: no
+        libcuda to find at all)."""
+        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
+                "--nnodes", nnodes, "--last-call", "1s", "--stop-timeout", "2s",
+                "--log-dir", os.path.join(self.tmp, "logs-" + tag),
+                "--log-level", "debug"] + list(args) + ["--", "/usr/bin/python3", WORKER]
+        env = {"W_OUT": self.out, "W_TAG": tag, "W_STOP": self.stop_file,
+               "W_MODE": mode, "TMPDIR": self.tmp, "RDZV_HEALTH_BYTES": "1MiB"}
+        if fake is None:
+            env["RDZV_LIBCUDA"] = os.path.join(self.tmp, "no", "libcuda.so.1")
+        else:
+            env.update({"RDZV_LIBCUDA": FAKECUDA, "FAKECUDA_STATE": self.state,
+                        "FAKECUDA_LOG": self.log})
+            env.update(fake)
+        p = rt.Proc(argv, env=env)
+        p.tag = tag
+        self.agents[tag] = p
+        return p
+
+    def envs(self, gen=None):
+        """{(generation, rank): worker file}."""
+        res = {}
+        for f in glob.glob(os.path.join(self.out, "env-g*-r*.json")):
+            with open(f) as fp:
+                d = json.load(fp)
+            if gen is None or d["generation"] == gen:
+                res[(d["generation"], d["rank"])] = d
+        return res
+
+    def wait_world(self, world, after=0, timeout=30):
+        """The first generation above |after| whose ranks 0..world-1 all
+        started with WORLD_SIZE=world: (generation, {rank: file})."""
+        def ok():
+            for g in sorted({g for g, _ in self.envs()}):
+                got = {r: d for (_, r), d in self.envs(g).items()}
+                if (g > after and sorted(got) == list(range(world)) and
+                        all(d["env"]["WORLD_SIZE"] == str(world) for d in got.values())):
+                    return g, got
+            return None
+        try:
+            return rt.wait_for(ok, timeout, 0.05, "generation > %d with world %d"
+                               % (after, world))
+        except TimeoutError as e:
+            raise AssertionError("%s; workers %s\n%s" % (e, sorted(self.envs()),
+                                                         self.outputs()))
+
+    def job(self):
+        return self.ctl.get_job(self.id, events=50)
+
+    def wait_job(self, pred, timeout, what):
+        last = {}
+
+        def ok():
+            try:
+                last["job"] = self.job()
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                return None     # not created yet
+            return last["job"] if pred(last["job"]) else None
+        try:
+            return rt.wait_for(ok, timeout, 0.05, what)
+        except TimeoutError as e:
+            raise AssertionError("%s; job:\n%s\n%s" % (e, last.get("job"), self.outputs()))
+
+    def fake_calls(self):
+        """The stand-in's log: [(pid, function, device, result)]."""
+        try:
+            with open(self.log) as f:
+                return [(int(a), b, int(c), d) for a, b, c, d in
+                        (line.split() for line in f)]
+        except FileNotFoundError:
+            return []
+
+    def outputs(self):
+        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-4000:])
+                         for t, p in sorted(self.agents.items()))
+
+    def close(self):
+        with open(self.stop_file, "w"):
+            pass
+        for p in self.agents.values():
+            if p.p.poll() is None:
+                p.signal(signal.SIGTERM)
+        for p in self.agents.values():
+            try:
+                p.wait(10)
+            except Exception:
+                p.signal(signal.SIGKILL)
+                p.wait(10)
+        for d in self.envs().values():
+            if alive(d["pid"]):
+                os.kill(d["pid"], signal.SIGKILL)
+        self.ctl.close()
+        self.daemon.stop()
+
+
+@pytest.fixture
+def job(tmp_path, request):
+    j = Job(tmp_path, request.node.name.replace("_", "-")[:60])
+    yield j
+    j.close()
+
+
+def node_of(job_pb, nproc):
+    nodes = [n for n in job_pb.nodes if n.nproc == nproc]
+    assert len(nodes) == 1, job_pb
+    return nodes[0]
+
+
+def gpu_map(node):
+    return {g.device: g for g in node.gpus}
+
+
+FOUR_DEV2_OOM = {"FAKECUDA_DEVICES": "4",
+                 "FAKECUDA_FAIL": "2:alloc:CUDA_ERROR_OUT_OF_MEMORY"}
+
+
+def test_exclude_heterogeneous(job):
+    """Device 2 of 4 fails: the node joins with 3 workers on devices 0, 1
+    and 3 beside a 1-worker node; the round has world size 4."""
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "exclude"],
+                  nnodes="2", fake=FOUR_DEV2_OOM)
+    b = job.agent("b", ["--nproc-per-node", "1"], nnodes="2")
+    gen, ws = job.wait_world(4)
+    a_workers = {d["env"]["LOCAL_RANK"]: d["env"] for d in ws.values() if d["tag"] == "a"}
+    b_workers = [d["env"] for d in ws.values() if d["tag"] == "b"]
+    assert sorted(a_workers) == ["0", "1", "2"], ws
+    assert len(b_workers) == 1
+    for e in a_workers.values():
+        assert e["LOCAL_WORLD_SIZE"] == "3"
+        assert e["CUDA_VISIBLE_DEVICES"] == "0,1,3"
+    assert b_workers[0]["LOCAL_WORLD_SIZE"] == "1"
+    a.wait_line(r"GPU check failed: device 2 \(FakeCUDA GPU 2, GPU-[0-9a-f-]+\): "
+                r"alloc failed: CUDA_ERROR_OUT_OF_MEMORY", timeout=5)
+
+    j = job.wait_job(lambda j: j.world_size == 4 and len(j.nodes) == 2 and
+                     any(len(n.gpus) == 4 for n in j.nodes), 10,
+                     "the round and node A's four GPU results")
+    na = node_of(j, 3)
+    node_of(j, 1)
+    g = gpu_map(na)
+    assert sorted(g) == [0, 1, 2, 3], na
+    assert not g[2].ok and g[2].failed_step == "alloc"
+    assert g[2].error == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert g[2].name == "FakeCUDA GPU 2"
+    for d in (0, 1, 3):
+        assert g[d].ok and g[d].failed_step == "" and g[d].total_mem == 80 << 30
+        assert g[d].name == "FakeCUDA GPU %d" % d
+        assert g[d].uuid == "GPU-fa4ec0da-0000-4000-8000-%012x" % d
+    assert (na.gpus_healthy, na.gpus_total) == (3, 4), na
+
+
+def test_strict_does_not_join(job):
+    """Under strict, a failed GPU keeps the node out: exit 1 naming the
+    device, the step and the error; rdzvd never hears of the node."""
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "strict"],
+                  fake=FOUR_DEV2_OOM)
+    rc = a.wait(20)
+    out = a.output()
+    assert rc == 1, out
+    assert re.search(r"device 2 \(FakeCUDA GPU 2, [^)]*\): alloc failed: "
+                     r"CUDA_ERROR_OUT_OF_MEMORY", out), out
+    assert "strict" in out, out
+    assert job.envs() == {}
+    assert [j.rdzv_id for j in job.ctl.list_jobs(all=True)] == [], out
+
+
+def test_warn_runs_all(job):
+    """Under warn the failed GPU is reported and all four workers run."""
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "warn"],
+                  fake=FOUR_DEV2_OOM)
+    gen, ws = job.wait_world(4)
+    for d in ws.values():
+        assert d["env"]["LOCAL_WORLD_SIZE"] == "4"
+    a.wait_line(r"device 2 .*alloc failed: CUDA_ERROR_OUT_OF_MEMORY", timeout=5)
+    j = job.wait_job(lambda j: len(j.nodes) == 1 and len(j.nodes[0].gpus) == 4 and
+                     any(not g.ok for g in j.nodes[0].gpus), 10,
+                     "the node's GPU results with device 2 failed")
+    g = gpu_map(j.nodes[0])
+    assert not g[2].ok and g[2].failed_step == "alloc" and \
+        g[2].error == "CUDA_ERROR_OUT_OF_MEMORY", j.nodes[0]
+    assert all(g[d].ok for d in (0, 1, 3)), j.nodes[0]
+    assert j.nodes[0].nproc == 4
+
+
+def test_fails_when_worker_starts(job):
+    """Device 2 passes the probe before the join but fails its check in
+    its worker: the agent reports it, offers one worker fewer, and a new
+    round forms with the world one smaller."""
+    fake = {"FAKECUDA_DEVICES": "4",
+            "FAKECUDA_FAIL": "2:alloc:CUDA_ERROR_ECC_UNCORRECTABLE:after=1"}
+    a = job.agent("a", ["--nproc-per-node", "gpu"], nnodes="2", fake=fake)
+    job.agent("b", ["--nproc-per-node", "1"], nnodes="2")
+    first = job.wait_job(lambda j: j.generation >= 1, 20, "the first round")
+    assert first.world_size == 5, first
+    a.wait_line(r"GPU check failed: device 2 .*alloc failed: "
+                r"CUDA_ERROR_ECC_UNCORRECTABLE", timeout=15)
+    gen, ws = job.wait_world(4, after=first.generation)
+    a_envs = [d["env"] for d in ws.values() if d["tag"] == "a"]
+    assert len(a_envs) == 3
+    for e in a_envs:
+        assert e["LOCAL_WORLD_SIZE"] == "3" and e["CUDA_VISIBLE_DEVICES"] == "0,1,3", e
+    j = job.wait_job(lambda j: j.generation == gen and j.world_size == 4, 10,
+                     "the smaller round")
+    na = node_of(j, 3)
+    g = gpu_map(na)
+    assert not g[2].ok and g[2].failed_step == "alloc", na
+    assert g[2].error == "CUDA_ERROR_ECC_UNCORRECTABLE"
+    # A GPU leaving is a change of membership, not a failure.
+    assert j.restart_count == 0, j
+    # Device 2 was checked twice: by a probe child, then by its worker,
+    # each a process of its own.
+    checks = [c for c in job.fake_calls() if c[1] == "cuDevicePrimaryCtxRetain" and c[2] == 2]
+    assert len(checks) == 2 and checks[0][0] != checks[1][0], checks
+    assert a.pid not in (checks[0][0], checks[1][0])
+
+
+def test_hang_killed(job):
+    """Device 1 hangs in its kernel: the check is killed after
+    --health-timeout and counts as failed; the node joins with device 0."""
+    fake = {"FAKECUDA_DEVICES": "2", "FAKECUDA_HANG": "1"}
+    t0 = time.monotonic()
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-timeout", "1500ms"],
+                  fake=fake)
+    gen, ws = job.wait_world(1)
+    took = time.monotonic() - t0
+    assert ws[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert 1.5 <= took < 15, took
+    a.wait_line(r"device 1 \(FakeCUDA GPU 1, [^)]*\): kernel failed: "
+                r"timeout after 1500 ms", timeout=5)
+    j = job.wait_job(lambda j: len(j.nodes) == 1 and len(j.nodes[0].gpus) == 2, 10,
+                     "the node's GPU results")
+    g = gpu_map(j.nodes[0])
+    assert g[0].ok and not g[1].ok, j.nodes[0]
+    assert g[1].failed_step == "kernel" and g[1].error == "timeout after 1500 ms"
+    # The hung process is gone, killed and reaped.
+    hung = [c[0] for c in job.fake_calls() if c[3] == "HANG"]
+    assert len(hung) == 1, job.fake_calls()
+    rt.wait_for(lambda: not alive(hung[0]), 5, what="the hung check to be gone")
+
+
+def test_agent_never_maps_libcuda(job):
+    """The agent forks its checks; libcuda is never in its own address
+    space, while the checks did run (in other processes)."""
+    a = job.agent("a", ["--nproc-per-node", "gpu"], fake={"FAKECUDA_DEVICES": "2"})
+    gen, ws = job.wait_world(2)
+    with open("/proc/%d/maps" % a.pid) as f:
+        maps = f.read()
+    assert "libcuda" not in maps and "fakecuda" not in maps, maps
+    calls = job.fake_calls()
+    pids = {c[0] for c in calls if c[1] == "cuInit"}
+    # A count, two probes and two workers' checks: five processes.
+    assert len(pids) == 5, calls
+    assert a.pid not in pids
+    # The workers' checks ran in the workers themselves (before exec).
+    worker_pids = {d["pid"] for d in ws.values()}
+    assert worker_pids <= pids, (worker_pids, pids)
+
+
+def test_no_libcuda_gpucheck(tmp_path):
+    """Without any libcuda, gpucheck says so and exits non-zero."""
+    for env in ({}, {"RDZV_LIBCUDA": str(tmp_path / "libcuda.so.1")}):
+        p = rt.Proc([AGENT, "gpucheck"], env=env)
+        rc = p.wait(15)
+        out = p.output()
+        assert rc == 1, out
+        assert "cannot load libcuda" in out and "libcuda.so.1" in out, out
+
+
+def test_no_libcuda_auto_one_worker(job):
+    """--nproc-per-node auto on a node without libcuda: one worker, with a
+    notice, and the job runs."""
+    a = job.agent("a", ["--nproc-per-node", "auto"], fake=None, mode="exit")
+    rc = a.wait(30)
+    out = a.output()
+    assert rc == 0, out
+    assert re.search(r"no GPU found \(cannot load libcuda: [^)]*\): "
+                     r"--nproc-per-node auto runs one worker", out), out
+    ws = job.envs()
+    assert len(ws) == 1, ws
+    e = list(ws.values())[0]["env"]
+    assert e["WORLD_SIZE"] == "1" and e["LOCAL_WORLD_SIZE"] == "1"
+
+
+def test_gpucheck_cli(tmp_path):
+    """rdzv-agent gpucheck by hand: the table and JSON, exit statuses."""
+    env = {"RDZV_LIBCUDA": FAKECUDA, "FAKECUDA_DEVICES": "3",
+           "FAKECUDA_MISMATCH": "1:3"}
+    p = rt.Proc([AGENT, "gpucheck", "--bytes", "1MiB"], env=env)
+    assert p.wait(20) == 1
+    out = p.output()
+    assert "device 1 (FakeCUDA GPU 1, GPU-fa4ec0da-0000-4000-8000-000000000001): "
+    "verify failed: mismatch at element 3 (1 wrong)" in out, out
+    assert re.search(r"^  verify +[0-9.]+ ms  FAILED$", out, re.M), out
+    assert "2 of 3 devices passed" in out, out
+
+    p = rt.Proc([AGENT, "gpucheck", "--device", "2", "-o", "json", "--bytes", "64KiB"],
+                env=env)
+    assert p.wait(20) == 0
+    d = json.loads("\n".join(p.out_lines))
+    assert (d["passed"], d["failed"], d["bytes"]) == (1, 0, 65536)
+    dev = d["devices"][0]
+    assert dev["device"] == 2 and dev["ok"] and dev["name"] == "FakeCUDA GPU 2"
+    assert [s["name"] for s in dev["steps"]][:3] == ["libcuda", "cuInit", "driver_version"]
+    assert all(isinstance(s["elapsed_us"], int) for s in dev["steps"])
+    assert "failed_step" not in dev
+
+    p = rt.Proc([AGENT, "gpucheck", "--device", "3"], env=env)
+    assert p.wait(20) == 2
+    assert "--device 3: this node has 3 GPUs (0 to 2)" in p.output()
+    p = rt.Proc([AGENT, "gpucheck", "--device", "x"], env=env)
+    assert p.wait(20) == 2
+    p = rt.Proc([AGENT, "gpucheck"], env={"RDZV_LIBCUDA": FAKECUDA,
+                                          "FAKECUDA_DEVICES": "0"})
+    assert p.wait(20) == 1
+    assert "libcuda found no GPU" in p.output()
