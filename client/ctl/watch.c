@@ -27,7 +27,7 @@ struct watch {
 	struct grpc_client	*cli;
 	struct grpc_ccall	*cc;
 	struct event		*tick;	/* redrawn each second */
-	struct event		*dirty;	/* redraw after this loop turn */
+	struct event		*dirty;	/* redraw after this turn */
 	bool			 tty;
 	bool			 stopping;
 	int			 rc;
