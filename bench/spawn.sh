@@ -20,6 +20,7 @@ rounds=${2:-20}
 nproc=${3:-8}
 agent=$build/client/agent/rdzv-agent
 
+# shellcheck source=bench/rdzvd.sh
 . "$(dirname "$0")/rdzvd.sh"
 start_rdzvd spawn.sh "$build" "$agent"
 
