@@ -38,7 +38,7 @@ struct check {
 	uint32_t		*host;		/* one chunk */
 	uint64_t		 n;		/* elements of the buffer */
 	uint32_t		 seed;
-	uint64_t		 wrong;		/* elements that failed */
+	uint64_t		 wrong;		/* elements found wrong */
 	uint64_t		 first_wrong;
 };
 

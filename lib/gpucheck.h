@@ -78,6 +78,7 @@ int	gpu_result_read(int fd, struct gpu_result *r);
 /* A failed result for a device whose check did not finish (killed after
  * the timeout, or the child died): failed_step "check", error |why|
  * ("timeout after 60 s"). */
-void	gpu_result_failed(struct gpu_result *r, int device, const char *why);
+void	gpu_result_failed(struct gpu_result *r, int device,
+	    const char *why);
 
 #endif

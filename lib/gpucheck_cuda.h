@@ -47,7 +47,8 @@ struct cuda_api {
 	CUresult	(*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult	(*ModuleLoadData)(CUmodule *, const void *);
 	CUresult	(*ModuleUnload)(CUmodule);
-	CUresult	(*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult	(*ModuleGetFunction)(CUfunction *, CUmodule,
+			    const char *);
 	CUresult	(*LaunchKernel)(CUfunction, unsigned int, unsigned int,
 			    unsigned int, unsigned int, unsigned int,
 			    unsigned int, unsigned int, CUstream, void **,

@@ -48,7 +48,7 @@ struct child {
 	}		 stage;		/* the message being read */
 	size_t		 got;
 	unsigned	 msgs;		/* whole messages received */
-	int		 final;		/* the last message is the result */
+	int		 final;		/* the latest is the result */
 	uint64_t	 msg_ms;	/* when the latest one came */
 	uint64_t	 end_ms;	/* when we stopped waiting */
 	int		 status;	/* from waitpid */

@@ -22,10 +22,10 @@ enum health_policy {
 
 struct health_opts {
 	enum health_policy	policy;
-	uint32_t		timeout_ms;	/* --health-timeout, per check;
-						   0: no limit */
-	size_t			bytes;		/* 0: $RDZV_HEALTH_BYTES, else
-						   GPU_DEFAULT_BYTES */
+	/* --health-timeout, per check; 0: no limit */
+	uint32_t		timeout_ms;
+	/* 0: $RDZV_HEALTH_BYTES, else GPU_DEFAULT_BYTES */
+	size_t			bytes;
 };
 
 /* "off", "warn", "exclude", "strict". 0, or -1. */

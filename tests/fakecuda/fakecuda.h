@@ -34,7 +34,7 @@ enum fault_kind {
 
 struct fault {
 	enum fault_kind	 kind;
-	int		 device;	/* physical index; -1: every device */
+	int		 device;	/* physical; -1: every device */
 	char		 step[24];	/* the check's step name */
 	int		 error;		/* FAULT_FAIL: the CUresult */
 	uint64_t	 element;	/* FAULT_MISMATCH: which one */

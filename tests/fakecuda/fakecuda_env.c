@@ -1,8 +1,8 @@
 /*
  * The stand-in libcuda's environment: FAKECUDA_DEVICES, FAKECUDA_FAIL,
- * FAKECUDA_MISMATCH, FAKECUDA_HANG, FAKECUDA_CRASH, FAKECUDA_MEM, FAKECUDA_DRIVER_VERSION,
- * FAKECUDA_STATE, FAKECUDA_LOG, and CUDA_VISIBLE_DEVICES applied as the
- * real driver applies it (README.md).
+ * FAKECUDA_MISMATCH, FAKECUDA_HANG, FAKECUDA_CRASH, FAKECUDA_MEM,
+ * FAKECUDA_DRIVER_VERSION, FAKECUDA_STATE, FAKECUDA_LOG, and
+ * CUDA_VISIBLE_DEVICES applied as the real driver applies it (README.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -222,6 +222,19 @@ parse_faults(struct fake_config *cfg, const char *var, enum fault_kind kind)
 	return (rc);
 }
 
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as the driver prints it. */
+static void
+uuid_string(int d, char *buf, size_t len)
+{
+	unsigned char	u[16];
+
+	fake_uuid(d, u);
+	snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
+	    "%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+	    u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+	    u[14], u[15]);
+}
+
 /*
  * CUDA_VISIBLE_DEVICES as the driver reads it: indices or UUIDs (a
  * unique prefix of "GPU-..." is enough), and the list ends at the first
@@ -232,7 +245,6 @@ parse_visible(struct fake_config *cfg)
 {
 	const char		*val = getenv("CUDA_VISIBLE_DEVICES");
 	char			*copy, *e, *save = NULL, uuid[48];
-	unsigned char		 u[16];
 	unsigned long long	 v;
 	int			 d, match, found, i;
 
@@ -254,12 +266,7 @@ parse_visible(struct fake_config *cfg)
 				found = (int)v;
 		} else if (strncmp(e, "GPU-", 4) == 0) {
 			for (d = 0, match = 0; d < cfg->devices; d++) {
-				fake_uuid(d, u);
-				snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-"
-				    "%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x"
-				    "%02x%02x", u[0], u[1], u[2], u[3], u[4],
-				    u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-				    u[12], u[13], u[14], u[15]);
+				uuid_string(d, uuid, sizeof uuid);
 				if (strncmp(uuid, e, strlen(e)) == 0) {
 					found = d;
 					match++;

@@ -382,6 +382,23 @@ case_visible(void)
 	check_passed(&r, 1, 3);
 }
 
+/* UUID entries (a unique prefix is enough); the list ends at the first
+ * entry that names no device. */
+static void
+case_visible_uuid(void)
+{
+	struct gpu_result	r;
+	char			err[256];
+	int			n = -1;
+
+	CHECK_INT(gpu_count(&n, err, sizeof err), 0);
+	CHECK_INT(n, 2);
+	CHECK_INT(gpu_check(0, 4096, &r), 0);
+	check_passed(&r, 0, 3);
+	CHECK_INT(gpu_check(1, 4096, &r), 0);
+	check_passed(&r, 1, 1);
+}
+
 static void
 case_visible_devices(void)
 {
@@ -462,7 +479,8 @@ case_probe_hang(void)
 	CHECK_INT(rs[3].n_steps, 14);
 	for (i = 0; i < 14 && i < (int)rs[3].n_steps; i++)
 		CHECK_STR(rs[3].steps[i].name, all_steps[i]);
-	CHECK(rs[3].steps[13].elapsed_us >= (opts.timeout_ms - good) * 1000 / 2);
+	CHECK(rs[3].steps[13].elapsed_us >=
+	    (opts.timeout_ms - good) * 1000 / 2);
 	CHECK(rs[3].steps[13].elapsed_us <= (opts.timeout_ms + 3000) * 1000);
 	health_describe(&rs[3], buf, sizeof buf);
 	snprintf(want, sizeof want, "device 3 (FakeCUDA GPU 3, "
@@ -736,6 +754,9 @@ main(void)
 	in_child("visible", case_visible, "FAKECUDA_DEVICES=4",
 	    "CUDA_VISIBLE_DEVICES=2,3",
 	    "FAKECUDA_FAIL=2:alloc:CUDA_ERROR_OUT_OF_MEMORY", NULL);
+	in_child("visible uuid", case_visible_uuid, "FAKECUDA_DEVICES=4",
+	    "CUDA_VISIBLE_DEVICES=GPU-fa4ec0da-0000-4000-8000-000000000003,1,"
+	    "GPU-nonesuch,2", NULL);
 	in_child("probe", case_probe, "FAKECUDA_DEVICES=4",
 	    "FAKECUDA_FAIL=2:alloc:CUDA_ERROR_OUT_OF_MEMORY", NULL);
 	in_child("probe hang", case_probe_hang, "FAKECUDA_DEVICES=4",
