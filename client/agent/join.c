@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "log.h"
@@ -414,7 +416,10 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 			continue;
 		}
 		if (ch == '?') {
-			if (optopt > 0 && optopt < 128 && isalnum(optopt))
+			if (optopt >= 1 && optopt <= (int)N_SETTINGS)
+				snprintf(err, len, "--%s takes no value",
+				    settings[optopt - 1].name);
+			else if (optopt > 0 && optopt < 128 && isalnum(optopt))
 				snprintf(err, len, "unknown option '-%c'; see "
 				    "'rdzv-agent join --help'", optopt);
 			else
@@ -445,6 +450,42 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 	return 0;
 }
 
+/*
+ * Whether the workers' command can be run, as execvpe() will look for it:
+ * a command that is not there is a mistake to report now, not a worker
+ * failure for every round.
+ */
+static int
+command_check(const char *cmd, char *err, size_t len)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	if (strchr(cmd, '/') != NULL) {
+		if (access(cmd, X_OK) == 0)
+			return 0;
+		snprintf(err, len, "cannot run %s: %s", cmd, strerror(errno));
+		return -1;
+	}
+	if (path == NULL)
+		path = "/bin:/usr/bin";
+	while (*path != '\0') {
+		size_t n = strcspn(path, ":");
+		struct stat st;
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? path : ".",
+		    cmd);
+		if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(buf, X_OK) == 0)
+			return 0;
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	snprintf(err, len, "cannot run %s: not found in $PATH", cmd);
+	return -1;
+}
+
 int
 cmd_join(int argc, char **argv)
 {
@@ -471,6 +512,10 @@ cmd_join(int argc, char **argv)
 		fprintf(stderr, "rdzv-agent join: no command to run: give it "
 		    "after --, e.g. rdzv-agent join --id %s -- python3 "
 		    "train.py\n", o.id);
+		return AGENT_EXIT_USAGE;
+	}
+	if (command_check(o.argv[0], err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzv-agent join: %s\n", err);
 		return AGENT_EXIT_USAGE;
 	}
 	/* The GPU check's default follows the use of GPUs (SPEC §7). */

@@ -172,6 +172,8 @@ def test_bad_input(tmp_path):
     assert rc == 2 and "RDZV_NPROC_PER_NODE=many" in out, out
     rc, out = run(["join", "--", "true"])
     assert rc == 2 and "no job id" in out, out
+    rc, out = run(["join", "--id", "x", "--", "no-such-program-here"])
+    assert rc == 2 and "cannot run no-such-program-here: not found" in out, out
     rc, out = run(["frob"])
     assert rc == 2 and "unknown command 'frob'" in out, out
     rc, out = run(["--version"])
