@@ -41,7 +41,7 @@ close_exec(struct ctl *ctl, int argc, char **argv)
 const struct ctl_cmd cmd_close_entry = {
 	.name = "close",
 	.args = "ID",
-	.summary = "no new rounds; running workers finish, then the job closes",
+	.summary = "no new rounds; running workers finish, the job closes",
 	.min_args = 1,
 	.max_args = 1,
 	.exec = close_exec,

@@ -106,8 +106,7 @@ static const struct option evict_longopts[] = {
 const struct ctl_cmd cmd_evict_entry = {
 	.name = "evict",
 	.args = "ID NODE",
-	.summary = "that node's agent stops its workers and exits; the job "
-	    "re-rounds",
+	.summary = "one node's agent stops its workers; the job re-rounds",
 	.help =
 	    "  NODE is a node id, or the hostname of one live node\n"
 	    "  -r, --reason TEXT             why, for the agent and the log\n",
