@@ -200,6 +200,23 @@ def test_unreachable(tmp_path):
     assert os.listdir(str(tmp_path)) == []
 
 
+def test_refusals(job):
+    """rdzvd's refusals: other --nnodes than the job's is a configuration
+    error (2); a closed job refuses joins (4); an agent waiting in a job an
+    operator closes exits 0."""
+    a = job.agent("a", 1, "2")
+    a.wait_line("waiting as participant", timeout=10)
+    b = job.agent("b", 1, "3")
+    assert b.wait(10) == 2, b.output()
+    assert "min_nodes is 2 but this node asked for 3" in b.output(), b.output()
+    job.ctl.close_job(job.id)
+    assert a.wait(10) == 0, a.output()
+    assert "closed" in a.output()
+    c = job.agent("c", 1, "2")
+    assert c.wait(10) == 4, c.output()
+    assert "use a new --id" in c.output(), c.output()
+
+
 # -- the workers' environment, --tee, log files -------------------------------
 
 def test_env_tee_logs(job):
