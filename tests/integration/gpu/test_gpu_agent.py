@@ -306,6 +306,29 @@ def test_hang_killed(job):
     rt.wait_for(lambda: not alive(hung[0]), 5, what="the hung check to be gone")
 
 
+def test_hang_in_worker_killed(job):
+    """Device 1 passes the probe, then hangs in its worker's check: the
+    agent kills that worker after --health-timeout, leaves the GPU out and
+    runs on with one worker fewer."""
+    fake = {"FAKECUDA_DEVICES": "2", "FAKECUDA_HANG": "1:kernel:after=1"}
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-timeout", "1500ms"],
+                  fake=fake)
+    job.wait_job(lambda j: any(
+        e.kind == "round" and e.generation == 1 and "world size 2" in e.message
+        for e in j.events), 20, "a first round of world size 2")
+    gen, ws = job.wait_world(1, after=1, timeout=30)
+    assert ws[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    a.wait_line(r"GPU check failed: device 1\b.*timeout", timeout=5)
+    j = job.wait_job(lambda j: j.generation == gen and j.world_size == 1 and
+                     len(j.nodes) == 1 and len(j.nodes[0].gpus) == 2, 10,
+                     "the smaller round with both GPU results")
+    g = gpu_map(j.nodes[0])
+    assert g[0].ok and not g[1].ok and "timeout" in g[1].error, j.nodes[0]
+    hung = [c[0] for c in job.fake_calls() if c[3] == "HANG"]
+    assert len(hung) == 1, job.fake_calls()
+    rt.wait_for(lambda: not alive(hung[0]), 5, what="the hung worker to be gone")
+
+
 def test_agent_never_maps_libcuda(job):
     """The agent forks its checks; libcuda is never in its own address
     space, while the checks did run (in other processes)."""
