@@ -373,12 +373,16 @@ workers_start(struct agent *a, const struct assignment *asg)
 	return 0;
 }
 
+/* Signals the process group of each worker not yet reaped. (A reaped
+ * worker's group was killed when it was reaped: later its number may
+ * belong to someone else.) */
 static void
 kill_groups(struct agent *a, int sig)
 {
 	for (int i = 0; i < a->ws.n; i++) {
 		struct worker *w = &a->ws.w[i];
-		if (w->pid > 0 && kill(-w->pid, sig) != 0 && errno != ESRCH)
+		if (w->pid > 0 && !w->exited && kill(-w->pid, sig) != 0 &&
+		    errno != ESRCH)
 			log_warn("kill %d", (int)-w->pid);
 	}
 }
@@ -461,6 +465,9 @@ reaped(struct agent *a, struct worker *w, int status)
 	w->exited = true;
 	w->status = status;
 	ws->alive--;
+	/* What the worker left in its group goes with it, now, while the
+	 * group's number cannot have been given to another process. */
+	kill(-w->pid, SIGKILL);
 	if (ws->state == WS_RUNNING && !status_ok(status)) {
 		log_info("generation %llu: rank %u (local rank %d) %s",
 		    (unsigned long long)ws->generation,
@@ -494,13 +501,12 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 	}
 }
 
-/* Every worker was reaped: whatever else is left in their groups goes. */
+/* Every worker was reaped. */
 static void
 set_ended(struct agent *a)
 {
 	struct workers *ws = &a->ws;
 
-	kill_groups(a, SIGKILL);
 	event_del(ws->kill_timer);
 	for (int i = 0; i < ws->n; i++) {
 		tee_free(ws->w[i].out);
