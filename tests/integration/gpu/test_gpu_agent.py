@@ -282,6 +282,23 @@ def test_fails_when_worker_starts(job):
     assert a.pid not in (checks[0][0], checks[1][0])
 
 
+def test_strict_worker_failure_leaves(job):
+    """Under strict, a GPU that fails when its worker starts makes the node
+    leave the job: the agent exits 1 naming the device, step and error."""
+    fake = {"FAKECUDA_DEVICES": "2",
+            "FAKECUDA_FAIL": "1:kernel:CUDA_ERROR_LAUNCH_FAILED:after=1"}
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "strict"],
+                  fake=fake)
+    rc = a.wait(30)
+    out = a.output()
+    assert rc == 1, out
+    assert re.search(r"device 1 \(FakeCUDA GPU 1, [^)]*\): kernel failed: "
+                     r"CUDA_ERROR_LAUNCH_FAILED", out), out
+    j = job.wait_job(lambda j: len(j.nodes) == 1 and len(j.nodes[0].gpus) == 2, 10,
+                     "the node's GPU results")
+    assert not gpu_map(j.nodes[0])[1].ok, j
+
+
 def test_hang_killed(job):
     """Device 1 hangs in its kernel: the check is killed after
     --health-timeout and counts as failed; the node joins with device 0."""
