@@ -95,7 +95,14 @@ cuda_error_name(const struct cuda_api *api, CUresult rc, char *buf,
 {
 	const char	*name = NULL;
 
-	if (api->GetErrorName(rc, &name) != CUDA_SUCCESS || name == NULL)
+	/*
+	 * The toolkit's stub libcuda (lib64/stubs, for linking only) answers
+	 * every call with this code, cuGetErrorName included: name it, as
+	 * it is what a node whose loader path finds the stub first shows.
+	 */
+	if (rc == CUDA_ERROR_STUB_LIBRARY)
+		snprintf(buf, len, "CUDA_ERROR_STUB_LIBRARY");
+	else if (api->GetErrorName(rc, &name) != CUDA_SUCCESS || name == NULL)
 		snprintf(buf, len, "CUresult %d", rc);
 	else
 		snprintf(buf, len, "%s", name);

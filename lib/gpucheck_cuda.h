@@ -25,6 +25,7 @@ typedef struct {
 } CUuuid;
 
 #define CUDA_SUCCESS			0
+#define CUDA_ERROR_STUB_LIBRARY		34
 #define CUDA_ERROR_NO_DEVICE		100
 
 struct cuda_api {

@@ -26,6 +26,7 @@
 #include "health.h"
 
 #define SMALL	(1u << 20)	/* the buffer of most cases */
+#define STUB	"/usr/local/cuda/lib64/stubs/libcuda.so"
 
 /* The steps of a passing check, in order (SPEC §7). */
 static const char *all_steps[] = {
@@ -347,6 +348,24 @@ case_not_libcuda(void)
 
 	CHECK_INT(gpu_count(&n, err, sizeof err), -1);
 	CHECK_CONTAINS(err, "has no cuGetErrorName");
+}
+
+/*
+ * The CUDA toolkit's stub libcuda exports the real driver's symbol table:
+ * every entry point we resolve must be in it (the load succeeds), and its
+ * answer, CUDA_ERROR_STUB_LIBRARY, is named.
+ */
+static void
+case_toolkit_stub(void)
+{
+	struct gpu_result	r;
+	char			err[256];
+	int			n;
+
+	CHECK_INT(gpu_count(&n, err, sizeof err), -1);
+	CHECK_STR(err, "libcuda: cuInit: CUDA_ERROR_STUB_LIBRARY");
+	CHECK_INT(gpu_check(0, 4096, &r), -1);
+	check_failed(&r, "cuInit", "CUDA_ERROR_STUB_LIBRARY");
 }
 
 static void
@@ -750,6 +769,12 @@ main(void)
 	/* libc is a shared library but no libcuda. */
 	in_child("not libcuda", case_not_libcuda, "RDZV_LIBCUDA=libc.so.6",
 	    NULL);
+	if (access(STUB, R_OK) == 0) {
+		snprintf(path, sizeof path, "RDZV_LIBCUDA=%s", STUB);
+		in_child("toolkit stub", case_toolkit_stub, path, NULL);
+	} else
+		printf("no %s: the symbol table of a real libcuda is not "
+		    "checked\n", STUB);
 	in_child("no device", case_no_device, "FAKECUDA_DEVICES=0", NULL);
 	in_child("visible", case_visible, "FAKECUDA_DEVICES=4",
 	    "CUDA_VISIBLE_DEVICES=2,3",
