@@ -421,3 +421,26 @@ def test_gpucheck_cli(tmp_path):
                                           "FAKECUDA_DEVICES": "0"})
     assert p.wait(20) == 1
     assert "libcuda found no GPU" in p.output()
+
+
+STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"
+
+
+def exports(path):
+    import subprocess
+    out = subprocess.run(["nm", "-D", "--defined-only", path], check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if " T " in line}
+
+
+@pytest.mark.skipif(not os.path.exists(STUB), reason="no CUDA toolkit stub libcuda")
+def test_fakecuda_exports_real_names():
+    """Every entry point of the stand-in is one the real libcuda exports
+    (the toolkit's stub carries the driver's symbol table), and the old-ABI
+    names the check must not use are absent from it."""
+    fake, real = exports(FAKECUDA), exports(STUB)
+    assert fake and fake <= real, sorted(fake - real)
+    for old in ("cuMemAlloc", "cuMemFree", "cuMemcpyHtoD", "cuMemcpyDtoH",
+                "cuMemGetInfo", "cuDeviceTotalMem", "cuDevicePrimaryCtxRelease"):
+        assert old in real and old not in fake, old
+        assert old + "_v2" in fake, old
