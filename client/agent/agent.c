@@ -63,7 +63,7 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 	struct workers *ws = &a->ws;
-	char why[128];
+	char why[192];
 
 	if (ws->state == WS_RUNNING && (!a->have_want ||
 	    a->want.generation != ws->generation)) {
@@ -73,7 +73,7 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 			snprintf(why, sizeof(why), "generation %llu replaces "
 			    "it", (unsigned long long)a->want.generation);
 		else
-			snprintf(why, sizeof(why), "rdzvd told us to stop");
+			snprintf(why, sizeof(why), "%s", a->unwant_reason);
 		workers_stop(a, WS_END_STOPPED, why);
 	}
 	if (ws->state != WS_IDLE)
@@ -200,8 +200,11 @@ agent_stop_generation(struct agent *a, uint64_t gen, const char *why)
 {
 	log_info("generation %llu: rdzvd says stop: %s",
 	    (unsigned long long)gen, why);
-	if (a->have_want && a->want.generation <= gen)
+	if (a->have_want && a->want.generation <= gen) {
 		a->have_want = false;
+		snprintf(a->unwant_reason, sizeof(a->unwant_reason), "rdzvd "
+		    "said stop: %s", why);
+	}
 	agent_step(a);
 }
 
@@ -215,13 +218,15 @@ agent_resume_generation(const struct agent *a)
 void
 agent_resume_refused(struct agent *a, const char *why)
 {
-	log_warnx("rdzvd refused to resume node %llu: %s; stopping the "
-	    "workers and joining again as a new node",
-	    (unsigned long long)a->node_id, why != NULL ? why : "");
+	log_warnx("resume of node %llu refused (%s): stopping the workers "
+	    "and joining again", (unsigned long long)a->node_id,
+	    why != NULL ? why : "no reason given");
 	report_forget(a);
 	a->session_len = 0;
 	a->node_id = 0;
 	a->have_want = false;
+	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "this node "
+	    "joins again");
 	agent_step(a);
 }
 

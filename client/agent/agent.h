@@ -234,6 +234,7 @@ struct agent {
 	struct event		*step_ev;
 	bool			 have_want;
 	struct assignment	 want;
+	char			 unwant_reason[160];	/* why !have_want */
 	uint64_t		 started_gen;	/* highest generation started */
 	struct assignment	 cur;		/* of the running workers */
 	struct workers		 ws;

@@ -381,6 +381,36 @@ def test_agent_killed(job):
         assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
 
 
+def test_refused_resume(tmp_path):
+    """An agent frozen past its lease is lost; when it wakes its resume is
+    refused: it stops its workers and joins again as a new node."""
+    job = Job(tmp_path, "refused-resume")
+    try:
+        # rdzvd PINGs every 300 ms, so a 1 s lease can end.
+        job.daemon.stop()
+        job.ctl.close()
+        job.daemon = rt.Daemon(job.tmp, args=["--keepalive", "300ms"])
+        job.ctl = rdzvnode.Control(job.daemon.addr)
+        for i, t in enumerate("ab"):
+            job.agent(t, 1, "1:2", args=["--node-rank", str(i), "--lease-ttl", "1s",
+                                         "--max-restarts", "3"], mode="sleep")
+        g1, s1 = job.wait_world(2)
+        b = job.agents["b"]
+        b.signal(signal.SIGSTOP)
+        job.wait_job(lambda x: any(n.state == PB.types.NODE_STATE_LOST for n in x.nodes),
+                     10, "agent b lost")
+        b.signal(signal.SIGCONT)
+        b.wait_line("resume of node .* refused", timeout=10)
+        g2, s2 = job.wait_world(2, after=g1 + 1)
+        assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
+        assert job.by_rank("sigterm", g1).keys() >= {1}, job.outputs()
+        j = job.job()
+        assert [n.state for n in j.nodes].count(PB.types.NODE_STATE_PARTICIPANT) == 2, j
+        assert not alive(s1[1]["pid"])
+    finally:
+        job.close()
+
+
 # -- scheduler defaults -------------------------------------------------------
 
 def test_slurm_and_pbs_defaults(job, tmp_path):
