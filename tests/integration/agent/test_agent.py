@@ -291,6 +291,8 @@ def test_failure_restarts_then_fails(job):
     for d in s2.values():
         assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
     assert {d["pid"] for d in s2.values()}.isdisjoint(d["pid"] for d in s1.values())
+    # Rank 0's agent offered a fresh master port after the first round.
+    assert s2[0]["env"]["MASTER_PORT"] != s1[0]["env"]["MASTER_PORT"]
     assert job.wait_exits() == {"a": 1, "b": 1}, job.outputs()
     j = job.job()
     assert j.state == PB.types.JOB_STATE_FAILED and j.restart_count == 2, j
@@ -407,6 +409,40 @@ def test_refused_resume(tmp_path):
         j = job.job()
         assert [n.state for n in j.nodes].count(PB.types.NODE_STATE_PARTICIPANT) == 2, j
         assert not alive(s1[1]["pid"])
+    finally:
+        job.close()
+
+
+def test_tls_and_unix_socket(tmp_path):
+    """mTLS through the shared client options; a unix socket, over which
+    the node advertises its host name; another identity is refused (4)."""
+    certs = rt.make_certs(tmp_path)
+    sock = os.path.join(str(tmp_path), "rdzvd.sock")
+    job = Job(tmp_path, "tls")
+    try:
+        job.daemon.stop()
+        job.ctl.close()
+        job.daemon = rt.Daemon(job.tmp, args=[
+            "--tls-cert", certs["server_cert"], "--tls-key", certs["server_key"],
+            "--tls-ca", certs["ca"], "--listen", "unix:" + sock])
+        unix = ["--server", "unix:" + sock]
+        tls = ["--tls-ca", certs["ca"], "--tls-cert", certs["client_cert"],
+               "--tls-key", certs["client_key"]]
+        uout = os.path.join(job.tmp, "out-unix")
+        os.makedirs(uout)
+        u = job.agent("u", 1, "1", args=unix + ["--id", "over-unix"], env={"W_OUT": uout})
+        assert u.wait(15) == 0, u.output()
+        with open(os.path.join(uout, "env-g1-r0.json")) as f:
+            assert json.load(f)["env"]["MASTER_ADDR"] == socket.gethostname()
+        a = job.agent("a", 1, "2", args=tls, mode="sleep")
+        a.wait_line("waiting as participant", timeout=10)
+        x = job.agent("x", 1, "2", args=unix)
+        assert x.wait(10) == 4, x.output()
+        assert "PERMISSION_DENIED" in x.output(), x.output()
+        job.agent("b", 1, "2", args=tls, mode="sleep")
+        job.wait_world(2)
+        open(job.stop_file, "w").close()
+        assert job.wait_exits(["a", "b"]) == {"a": 0, "b": 0}, job.outputs()
     finally:
         job.close()
 
