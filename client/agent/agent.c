@@ -338,7 +338,8 @@ setup(struct agent *a, char *err, size_t len)
 	}
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		a->sig_ev[i] = evsignal_new(a->base, sigs[i], signal_cb, a);
-		if (a->sig_ev[i] == NULL || event_add(a->sig_ev[i], NULL) != 0) {
+		if (a->sig_ev[i] == NULL ||
+		    event_add(a->sig_ev[i], NULL) != 0) {
 			snprintf(err, len, "cannot handle signals");
 			return -1;
 		}
@@ -358,7 +359,8 @@ teardown(struct agent *a)
 {
 	a->quitting = true;
 	a->sstate = SESSION_ENDED;
-	session_free(a);	/* cancels calls: their callbacks see quitting */
+	/* Cancels the calls in flight: their callbacks see quitting. */
+	session_free(a);
 	report_free(a);
 	workers_free(a);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)

@@ -93,7 +93,7 @@ struct gpus {
 	struct gpu_result	*results;	/* by device, n of them */
 	int			*use;		/* devices the workers use, */
 	int			 n_use;		/* worker i on use[i] */
-	char			 visible[1024];	/* CUDA_VISIBLE_DEVICES, or "" */
+	char			 visible[1024];	/* or "" */
 };
 
 /* The results as JoinRequest/ReportRequest carry them. */

@@ -26,12 +26,15 @@
 "Each option is also an environment variable (--nnodes: RDZV_NNODES, ...);\n" \
 "flags win.\n"								\
 "\n"									\
-"  --id ID                       the job (default $SLURM_JOB_ID, $PBS_JOBID)\n" \
-"  --nnodes MIN[:MAX]            nodes (default the scheduler's count, else 1)\n" \
+"  --id ID                       the job (default $SLURM_JOB_ID,\n"	\
+"                                $PBS_JOBID)\n"				\
+"  --nnodes MIN[:MAX]            nodes (default the scheduler's count,\n" \
+"                                else 1)\n"				\
 "  --nproc-per-node N|gpu|auto   workers on this node (default\n"	\
 "                                $SLURM_GPUS_ON_NODE, else 1)\n"	\
-"  --node-rank N                 rank hint: nodes are ordered by it (default\n" \
-"                                $SLURM_NODEID, or the PBS node index)\n" \
+"  --node-rank N                 rank hint, nodes are ordered by it\n"	\
+"                                (default $SLURM_NODEID, or the PBS node\n" \
+"                                index)\n"				\
 "  --max-restarts N              failures the job survives (default 0)\n" \
 "  --last-call DURATION          wait for more nodes once MIN joined (30s)\n" \
 "  --join-timeout DURATION       fail if MIN nodes do not join (600s)\n" \
@@ -46,8 +49,8 @@
 "                                a new directory in $TMPDIR or /tmp)\n"	\
 "  --tee                         copy worker output here, as [rank N]: line\n" \
 "  --health-check off|warn|exclude|strict\n"				\
-"                                GPU check (default exclude with gpu or auto,\n" \
-"                                else off)\n"				\
+"                                GPU check (default exclude with gpu or\n" \
+"                                auto, else off)\n"			\
 "  --health-timeout DURATION     kill a GPU check after this (60s)\n"	\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
