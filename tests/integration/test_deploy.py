@@ -1,6 +1,8 @@
-"""The files in deploy/ are what operators copy: they must parse."""
+"""The files in deploy/ are what operators copy: they must parse, and the
+demo must run."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -35,3 +37,65 @@ def test_systemd_unit_verifies(tmp_path):
     problems = [l for l in r.stderr.splitlines() if "rdzvd.service" in l]
     assert r.returncode == 0 and not problems, r.stderr
     assert "Type=notify" in unit
+
+
+def test_demo_script_parses():
+    r = subprocess.run(["bash", "-n", os.path.join(DEPLOY, "demo.sh")],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["/usr/bin/python3", "-c",
+                        "import ast, sys; ast.parse(open(sys.argv[1]).read())",
+                        os.path.join(DEPLOY, "demo", "train.py")],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes_with(marker):
+    """Pids of processes whose environment holds |marker|."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_demo_runs(tmp_path):
+    """deploy/demo.sh end to end, on the built programs, with another port
+    and database than rdzvd's defaults (other tests may run beside it): the
+    job trains on 4 ranks, closes, and nothing is left behind."""
+    pytest.importorskip("torch")
+    db = tmp_path / "demo.db"
+    marker = "DEMO_TEST_RUN=%d" % os.getpid()
+    env = dict(os.environ, RDZV_BUILD=rt.BUILD_ROOT, RDZV_DEMO_NO_BUILD="1",
+               RDZV_DEMO_LISTEN="127.0.0.1:%d" % _free_port(), RDZV_DEMO_DB=str(db))
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    env.pop("OMP_NUM_THREADS", None)
+    r = subprocess.run([os.path.join(DEPLOY, "demo.sh")], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=150)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    for rank in range(4):
+        assert "rank %d of 4 started" % rank in out, out
+    assert "epoch 20/20" in out, out
+    sums = set(re.findall(r"done; parameters sha256 ([0-9a-f]+)", out))
+    assert len(sums) == 1 and out.count("done; parameters sha256") == 4, out
+    assert re.search(r"the database says: job demo-\S+ closed, generation 1, 0 restarts",
+                     out), out
+    assert not db.exists()
+    # Its output filters (sed, tee) end right after the agents they read.
+    rt.wait_for(lambda: _processes_with(marker) == [], 5, 0.1,
+                "every process of the demo gone: %s" % _processes_with(marker))
