@@ -103,11 +103,13 @@ static void
 submit_trailers(struct grpc_call *call)
 {
 	char status[16];
-	nghttp2_nv nva[2] = { NV("grpc-status", status) };
+	nghttp2_nv nva[2];
 	size_t n = 1;
 
+	/* The status first: NV() measures the string it is given. */
 	snprintf(status, sizeof(status), "%d", call->status);
-	nva[0].valuelen = strlen(status);
+	nghttp2_nv st = NV("grpc-status", status);
+	nva[0] = st;
 	if (call->message != NULL) {
 		nghttp2_nv m = NV("grpc-message", call->message);
 		nva[n++] = m;
@@ -377,7 +379,7 @@ grpc_call_peer(const struct grpc_call *call)
 const char *
 grpc_call_local(const struct grpc_call *call)
 {
-	return call->conn->local;
+	return sconn_local(call->conn);
 }
 
 const char *

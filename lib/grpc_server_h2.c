@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "grpc_server_int.h"
 
@@ -23,12 +22,14 @@ send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
 	struct grpc_conn *c = arg;
-	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer *out = sconn_output(c);
 
 	/* Backpressure: nghttp2 keeps the frame until the write callback. */
-	if (evbuffer_get_length(out) >= GRPC_SERVER_WBUF_MAX)
+	if (evbuffer_get_length(out) >= GRPC_SERVER_WBUF_MAX) {
+		c->send_blocked = 1;
 		return NGHTTP2_ERR_WOULDBLOCK;
-	if (bufferevent_write(c->bev, data, len) != 0)
+	}
+	if (evbuffer_add(out, data, len) != 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	return (ssize_t)len;
 }

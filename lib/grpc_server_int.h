@@ -5,8 +5,8 @@
  * API: replies, streams, trailers).
  *
  * Ownership: the server owns its listeners and connections; a connection
- * owns its bufferevent (and through it the socket and SSL), its nghttp2
- * session and its calls. A call lives until nghttp2 closes its stream or its
+ * owns its socket (a TLS connection through its bufferevent, which also
+ * owns the SSL), its nghttp2 session and its calls. A call lives until nghttp2 closes its stream or its
  * connection goes away; the user's view of it ends earlier, when its
  * on-close callback has run.
  */
@@ -104,7 +104,13 @@ struct grpc_conn {
 	struct grpc_server *srv;
 	TAILQ_ENTRY(grpc_conn) entry;
 	struct grpc_listener *listener;
-	struct bufferevent *bev;
+	struct bufferevent *bev;	/* TLS only */
+	int fd;				/* cleartext: the socket, else -1 */
+	struct event *rev;		/* cleartext: readable (persistent) */
+	struct event *wev;		/* cleartext: writable, when a write
+					   left output behind */
+	struct evbuffer *out;		/* cleartext: output not yet written */
+	int send_blocked;		/* nghttp2 stopped at the output limit */
 	nghttp2_session *h2;
 	struct event *flush_ev;
 	struct event *keepalive_ev;
@@ -112,7 +118,7 @@ struct grpc_conn {
 
 	char identity[512];
 	char peer[64];
-	char local[64];
+	char local[64];		/* empty until asked for */
 	uint64_t last_seen_ms;
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
 	int want_writable;	/* some call got -ENOBUFS */
@@ -150,6 +156,8 @@ void	sconn_close(struct grpc_conn *, const char *);
 void	sconn_flush(struct grpc_conn *);
 void	sconn_schedule_flush(struct grpc_conn *);
 size_t	sconn_queued(const struct grpc_conn *);
+struct evbuffer *sconn_output(const struct grpc_conn *);
+const char *sconn_local(struct grpc_conn *);
 void	sconn_check_writable(struct grpc_conn *);
 
 /* grpc_server_h2.c */
