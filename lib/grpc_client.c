@@ -156,7 +156,7 @@ grpc_client_local_addr(const struct grpc_client *cli)
 	if (cli == NULL || cli->conn == NULL ||
 	    cli->conn->state != CCONN_READY)
 		return NULL;
-	return cli->conn->local;
+	return conn_local(cli->conn);
 }
 
 int

@@ -4,6 +4,11 @@
  * Every way a connection ends goes through conn_close(), which completes
  * its calls with UNAVAILABLE and tells the owner. Getting the socket (name
  * resolution, connect, TLS) is grpc_client_connect.c.
+ *
+ * TLS connections run through libevent's OpenSSL bufferevent; cleartext
+ * ones write to the socket directly, once per flush, and wait for
+ * writability only when the socket did not take everything (see
+ * grpc_server.c for why).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +28,9 @@
 #define OUTPUT_HIGH		(1u << 20)
 #define STREAM_WINDOW		(1 << 20)
 #define CONN_WINDOW		(16 << 20)
+/* Cleartext: output limits written per flush before the rest waits for the
+ * socket to be writable. */
+#define FLUSH_ROUNDS		4
 
 void
 conn_free(struct cconn *conn)
@@ -41,6 +49,12 @@ conn_free(struct cconn *conn)
 		event_free(conn->ka_timeout);
 	if (conn->h2 != NULL)
 		nghttp2_session_del(conn->h2);
+	if (conn->rev != NULL)
+		event_free(conn->rev);
+	if (conn->wev != NULL)
+		event_free(conn->wev);
+	if (conn->out != NULL)
+		evbuffer_free(conn->out);
 	if (conn->bev != NULL)
 		bufferevent_free(conn->bev);	/* closes fd, frees SSL */
 	else if (conn->fd >= 0)
@@ -90,6 +104,10 @@ conn_close(struct cconn *conn, int err, const char *fmt, ...)
 		bufferevent_setcb(conn->bev, NULL, NULL, NULL, NULL);
 		bufferevent_disable(conn->bev, EV_READ | EV_WRITE);
 	}
+	if (conn->rev != NULL)
+		event_del(conn->rev);
+	if (conn->wev != NULL)
+		event_del(conn->wev);
 
 	cli->cb_gen++;
 	while ((cc = TAILQ_FIRST(&conn->calls)) != NULL)
@@ -107,13 +125,16 @@ send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
 	struct cconn *conn = arg;
+	struct evbuffer *out = conn->bev != NULL ?
+	    bufferevent_get_output(conn->bev) : conn->out;
 
 	if (conn->state != CCONN_READY)
 		return NGHTTP2_ERR_WOULDBLOCK;
-	if (evbuffer_get_length(bufferevent_get_output(conn->bev)) >=
-	    OUTPUT_HIGH)
+	if (evbuffer_get_length(out) >= OUTPUT_HIGH) {
+		conn->send_blocked = 1;
 		return NGHTTP2_ERR_WOULDBLOCK;
-	if (bufferevent_write(conn->bev, data, len) != 0)
+	}
+	if (evbuffer_add(out, data, len) != 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	return (ssize_t)len;
 }
@@ -300,16 +321,59 @@ conn_submit(struct cconn *conn, struct grpc_ccall *cc)
 	return 0;
 }
 
+/*
+ * Cleartext: writes the output now and waits for writability only when the
+ * socket did not take all of it. Returns -1 when that closed the
+ * connection.
+ */
+static int
+conn_write(struct cconn *conn)
+{
+	char why[128];
+
+	while (evbuffer_get_length(conn->out) > 0) {
+		int n = evbuffer_write(conn->out, conn->fd);
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
+			if (!event_pending(conn->wev, EV_WRITE, NULL))
+				event_add(conn->wev, NULL);
+			return 0;
+		}
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+		conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
+		return -1;
+	}
+	return 0;
+}
+
 /* Sends what nghttp2 has queued; closes a session that has ended and a
  * drained connection after GOAWAY. Only from the outermost cli_leave. */
 void
 conn_flush(struct cconn *conn)
 {
 	const char *peer = conn->cli->peer;
+	int rv = 0;
 
-	if (conn->state != CCONN_READY)
-		return;
-	int rv = nghttp2_session_send(conn->h2);
+	for (int round = 0; conn->state == CCONN_READY; round++) {
+		conn->send_blocked = 0;
+		rv = nghttp2_session_send(conn->h2);
+		if (conn->state != CCONN_READY)
+			return;
+		if (rv != 0 || conn->bev != NULL)
+			break;
+		if (conn_write(conn) != 0)
+			return;
+		/* The socket took it all but nghttp2 has more. */
+		if (!conn->send_blocked || evbuffer_get_length(conn->out) > 0)
+			break;
+		if (round == FLUSH_ROUNDS) {
+			event_add(conn->wev, NULL);
+			break;
+		}
+	}
 	if (conn->state != CCONN_READY)
 		return;
 	if (rv != 0)
@@ -358,30 +422,40 @@ ka_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 /* --------------------------------------------------------- bufferevent */
 
+/* Feeds bytes read to nghttp2. Returns -1 when the connection is no longer
+ * ready (closed by a callback or by an HTTP/2 error). */
+int
+conn_feed(struct cconn *conn, const uint8_t *data, size_t len, size_t *used)
+{
+	conn->got_data = 1;
+	ssize_t rv = nghttp2_session_mem_recv(conn->h2, data, len);
+	if (conn->state != CCONN_READY)
+		return -1;
+	if (rv < 0) {
+		conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s",
+		    conn->cli->peer, nghttp2_strerror((int)rv));
+		return -1;
+	}
+	*used = (size_t)rv;
+	return 0;
+}
+
 void
 conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t used;
 
 	cli_enter(cli);
-	if (evbuffer_get_length(in) > 0)
-		conn->got_data = 1;
 	while (conn->state == CCONN_READY && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
-		ssize_t rv = nghttp2_session_mem_recv(conn->h2, v.iov_base,
-		    v.iov_len);
-		if (conn->state != CCONN_READY)
+		if (conn_feed(conn, v.iov_base, v.iov_len, &used) != 0)
 			break;
-		if (rv < 0) {
-			conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s",
-			    cli->peer, nghttp2_strerror((int)rv));
-			break;
-		}
-		evbuffer_drain(in, (size_t)rv);
+		evbuffer_drain(in, used);
 	}
 	cli_leave(cli);
 }
@@ -389,6 +463,17 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 /* Output drained: the outermost cli_leave sends more. */
 void
 conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct cconn *conn = arg;
+	struct grpc_client *cli = conn->cli;
+
+	cli_enter(cli);
+	cli_leave(cli);
+}
+
+/* Cleartext socket writable again: the same. */
+void
+conn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;

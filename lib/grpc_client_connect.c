@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
@@ -140,37 +141,88 @@ event_cb(struct bufferevent *bev, short events, void *arg)
 	cli_leave(cli);
 }
 
-/* The socket is connected: note our address, then TLS or HTTP/2. */
+/* Cleartext: reads straight into nghttp2; an end or an error of the
+ * socket closes the connection as the bufferevent's event_cb does. */
+static void
+raw_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cconn *conn = arg;
+	struct grpc_client *cli = conn->cli;
+	uint8_t buf[16384];
+	char why[128];
+	size_t used;
+
+	cli_enter(cli);
+	for (int i = 0; i < 4 && conn->state == CCONN_READY; i++) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		if (n > 0) {
+			if (conn_feed(conn, buf, (size_t)n, &used) != 0 ||
+			    (size_t)n < sizeof(buf))
+				break;
+			continue;
+		}
+		if (n == 0) {
+			conn_close(conn, -ECONNRESET, "%s: connection closed "
+			    "by the server%s%s", cli->peer, conn->goaway ?
+			    " after GOAWAY" : "", silent_hint(conn));
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		int e = errno;
+		conn_close(conn, -e, "%s: %s", cli->peer,
+		    errno_reason(e, why, sizeof(why)));
+		break;
+	}
+	cli_leave(cli);
+}
+
+/* Our address on an established connection, looked up the first time
+ * someone asks (the agent advertises it, SPEC §6). */
+const char *
+conn_local(struct cconn *conn)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = conn->bev != NULL ? bufferevent_getfd(conn->bev) : conn->fd;
+
+	if (conn->local[0] != '\0')
+		return conn->local;
+	if (conn->cli->opts.server.kind == ENDPOINT_UNIX)
+		snprintf(conn->local, sizeof(conn->local), "unix");
+	else if (fd < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
+	    getnameinfo((struct sockaddr *)&ss, len, conn->local,
+	    sizeof(conn->local), NULL, 0, NI_NUMERICHOST) != 0)
+		conn->local[0] = '\0';
+	return conn->local;
+}
+
+/* The socket is connected: TLS, or HTTP/2 straight away. */
 static void
 conn_connected(struct cconn *conn)
 {
 	struct grpc_client *cli = conn->cli;
 	int one = 1;
 
-	if (cli->opts.server.kind == ENDPOINT_UNIX) {
-		snprintf(conn->local, sizeof(conn->local), "unix");
-	} else {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
+	if (cli->opts.server.kind != ENDPOINT_UNIX)
 		setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one,
 		    sizeof(one));
-		if (getsockname(conn->fd, (struct sockaddr *)&ss, &len) != 0 ||
-		    getnameinfo((struct sockaddr *)&ss, len, conn->local,
-		    sizeof(conn->local), NULL, 0, NI_NUMERICHOST) != 0)
-			conn->local[0] = '\0';
-	}
 
 	if (cli->opts.tls == NULL) {
-		conn->bev = bufferevent_socket_new(cli->base, conn->fd,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		if (conn->bev == NULL) {
+		conn->rev = event_new(cli->base, conn->fd, EV_READ | EV_PERSIST,
+		    raw_read_cb, conn);
+		conn->wev = event_new(cli->base, conn->fd, EV_WRITE,
+		    conn_raw_write_cb, conn);
+		conn->out = evbuffer_new();
+		if (conn->rev == NULL || conn->wev == NULL ||
+		    conn->out == NULL || event_add(conn->rev, NULL) != 0) {
 			conn_close(conn, -ENOMEM, "%s: out of memory",
 			    cli->peer);
 			return;
 		}
-		conn->fd = -1;
-		bufferevent_setcb(conn->bev, conn_read_cb, conn_write_cb, event_cb, conn);
-		bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
 		conn_ready(conn);
 		return;
 	}

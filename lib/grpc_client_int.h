@@ -71,12 +71,19 @@ struct cconn {
 	struct addrinfo *ai;		/* TCP: resolved addresses */
 	struct addrinfo *ai_next;	/* next one to try */
 	int last_errno;
-	int fd;				/* until a bufferevent owns it */
+	int fd;				/* until a bufferevent owns it (TLS);
+					   cleartext: for the connection's
+					   life */
 	struct event *start_ev;		/* resolves on the next loop turn */
 	struct event *connect_ev;	/* writable during connect */
 	struct event *connect_timer;	/* connect + handshake deadline */
 
-	struct bufferevent *bev;	/* owns fd and SSL once created */
+	struct bufferevent *bev;	/* TLS: owns fd and SSL once created */
+	struct event *rev;		/* cleartext: readable (persistent) */
+	struct event *wev;		/* cleartext: writable, when a write
+					   left output behind */
+	struct evbuffer *out;		/* cleartext: output not yet written */
+	int send_blocked;		/* nghttp2 stopped at OUTPUT_HIGH */
 	nghttp2_session *h2;
 	struct event *ka_ev;		/* keepalive PING interval */
 	struct event *ka_timeout;	/* PING ACK deadline */
@@ -85,7 +92,7 @@ struct cconn {
 
 	int goaway;			/* no new streams on it */
 	int32_t goaway_last;
-	char local[INET6_ADDRSTRLEN];
+	char local[INET6_ADDRSTRLEN];	/* empty until asked for */
 
 	struct ccall_list calls;	/* live calls, submitted or waiting */
 };
@@ -126,6 +133,7 @@ struct grpc_ccall *call_find(struct cconn *, int32_t);
 
 /* grpc_client_connect.c */
 struct cconn *conn_new(struct grpc_client *);
+const char *conn_local(struct cconn *);
 
 /* grpc_client_conn.c */
 void	conn_free(struct cconn *);
@@ -136,5 +144,7 @@ void	conn_flush(struct cconn *);
 void	conn_ready(struct cconn *);
 void	conn_read_cb(struct bufferevent *, void *);
 void	conn_write_cb(struct bufferevent *, void *);
+void	conn_raw_write_cb(evutil_socket_t, short, void *);
+int	conn_feed(struct cconn *, const uint8_t *, size_t, size_t *);
 
 #endif
