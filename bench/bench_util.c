@@ -35,6 +35,17 @@ proc_cpu_seconds(pid_t pid)
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
+double
+self_cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 int
 proc_rss_kib(pid_t pid, uint64_t *rss, uint64_t *peak)
 {

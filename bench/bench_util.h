@@ -12,6 +12,9 @@
 /* A process's utime + stime in seconds, or -1 when it cannot be read. */
 double proc_cpu_seconds(pid_t pid);
 
+/* This process's user + system CPU time in seconds. */
+double self_cpu_seconds(void);
+
 /*
  * A process's resident set now (VmRSS) and its peak since it started
  * (VmHWM), in KiB, from /proc/PID/status. Returns 0, or -1 when it cannot be

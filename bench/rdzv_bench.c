@@ -43,7 +43,8 @@ usage(void)
 	    "                  [--nproc P] [--min-nodes M] [--kill K] "
 	    "[--grace DURATION]\n"
 	    "                  [--id PREFIX] [--daemon-pid PID] "
-	    "[--timeout SECONDS]\n");
+	    "[--timeout SECONDS]\n"
+	    "                  [--phase-times]\n");
 	exit(2);
 }
 
@@ -146,9 +147,27 @@ print_spreads(const struct bench *b)
 	free(t);
 }
 
+/* What is read outside the nodes' callbacks, before and after the run. */
+struct figures {
+	double		 cpu0, cpu1;	/* the daemon's; -1 unknown */
+	double		 self0, self1;	/* this process's */
+	uint64_t	 rss0, rss, peak;	/* the daemon's, KiB; 0 unknown */
+	int64_t		 tx0, tx1;	/* SQLite transactions; -1 unknown */
+};
+
+/* CPU seconds as "total ms (connect X, rest Y)"; |mid| may be -1. */
 static void
-print_report(const struct bench *b, int ok, double cpu, uint64_t rss0,
-    uint64_t rss, uint64_t peak, int64_t tx)
+print_cpu(const char *name, double t0, double mid, double t1)
+{
+	printf("%-22s %.1f ms", name, (t1 - t0) * 1000.0);
+	if (mid >= t0 && mid <= t1)
+		printf(" (connect %.1f, join and after %.1f)",
+		    (mid - t0) * 1000.0, (t1 - mid) * 1000.0);
+	printf("\n");
+}
+
+static void
+print_report(const struct bench *b, int ok, const struct figures *f)
 {
 	printf("server:                %s", b->servers[0]);
 	for (int i = 1; i < b->n_servers; i++)
@@ -171,6 +190,17 @@ print_report(const struct bench *b, int ok, double cpu, uint64_t rss0,
 		printf("first connect to last assignment: %.1f ms\n",
 		    ms(b->t_last_assignment - b->t_first_connect));
 	}
+	if (ok && b->phase_times) {
+		/* For perf report --time with perf record -k monotonic. */
+		printf("phase times (CLOCK_MONOTONIC): first connect %.6f, all "
+		    "connected %.6f, joins sent %.6f, last assignment %.6f",
+		    b->t_first_connect / 1e6, b->t_connected / 1e6,
+		    b->t_last_join_sent / 1e6, b->t_last_assignment / 1e6);
+		if (b->kill > 0)
+			printf(", close %.6f, last new assignment %.6f",
+			    b->t_kill / 1e6, b->t_last_reassignment / 1e6);
+		printf("\n");
+	}
 	if (ok && b->kill > 0) {
 		double close_ms = ms(b->t_last_reassignment - b->t_kill);
 
@@ -184,30 +214,34 @@ print_report(const struct bench *b, int ok, double cpu, uint64_t rss0,
 		printf("grace to last new assignment: %.1f ms\n",
 		    close_ms - (double)b->grace_ms);
 	}
-	if (tx >= 0)
-		printf("sqlite transactions:   %" PRId64 "\n", tx);
+	if (f->tx0 >= 0 && f->tx1 >= 0)
+		printf("sqlite transactions:   %" PRId64 "\n", f->tx1 - f->tx0);
 	else
 		printf("sqlite transactions:   unknown (ServerInfo does not "
 		    "report them)\n");
+	print_cpu("bench cpu:", f->self0, ok ? b->self_cpu_connected : -1,
+	    f->self1);
 	if (b->daemon_pid == 0)
 		return;
-	if (cpu < 0)
+	if (f->cpu0 < 0 || f->cpu1 < 0)
 		printf("daemon cpu:            unknown (cannot read "
 		    "/proc/%ld/stat)\n", (long)b->daemon_pid);
 	else
-		printf("daemon cpu:            %.1f ms\n", cpu * 1000.0);
-	if (peak == 0) {
+		print_cpu("daemon cpu:", f->cpu0, ok ? b->cpu_connected : -1,
+		    f->cpu1);
+	if (f->peak == 0) {
 		printf("daemon rss:            unknown (cannot read "
 		    "/proc/%ld/status)\n", (long)b->daemon_pid);
 		return;
 	}
-	printf("daemon rss before:     %" PRIu64 " KiB\n", rss0);
-	printf("daemon rss:            %" PRIu64 " KiB\n", rss);
-	printf("daemon peak rss:       %" PRIu64 " KiB\n", peak);
+	printf("daemon rss before:     %" PRIu64 " KiB\n", f->rss0);
+	printf("daemon rss:            %" PRIu64 " KiB\n", f->rss);
+	printf("daemon peak rss:       %" PRIu64 " KiB\n", f->peak);
 	printf("daemon peak rss per node: %.1f KiB\n",
-	    (double)peak / (double)b->total);
+	    (double)f->peak / (double)b->total);
 	printf("daemon rss added per node: %.1f KiB\n",
-	    (double)(peak > rss0 ? peak - rss0 : 0) / (double)b->total);
+	    (double)(f->peak > f->rss0 ? f->peak - f->rss0 : 0) /
+	    (double)b->total);
 }
 
 int
@@ -224,14 +258,14 @@ main(int argc, char **argv)
 		{ "id", required_argument, NULL, 'i' },
 		{ "daemon-pid", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "phase-times", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b;
 	char err[256], idbuf[64], *end;
-	double cpu0 = -1, cpu1 = -1;
-	uint64_t rss0 = 0, rss = 0, peak = 0, grace = 0, nofile;
-	int64_t tx0, tx1;
+	struct figures f = { .cpu0 = -1, .cpu1 = -1 };
+	uint64_t grace = 0, nofile;
 	int ch, pid, rc = 0;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -278,6 +312,9 @@ main(int argc, char **argv)
 				return 2;
 			}
 			b.grace_ms = (uint32_t)grace;
+			break;
+		case 'T':
+			b.phase_times = 1;
 			break;
 		case 'i':
 			b.id_prefix = optarg;
@@ -338,17 +375,19 @@ main(int argc, char **argv)
 		return 1;
 	}
 
-	tx0 = server_transactions(&b.opts[0]);
+	f.tx0 = server_transactions(&b.opts[0]);
 	if (b.daemon_pid != 0) {
-		cpu0 = proc_cpu_seconds(b.daemon_pid);
-		proc_rss_kib(b.daemon_pid, &rss0, &peak);
+		f.cpu0 = proc_cpu_seconds(b.daemon_pid);
+		proc_rss_kib(b.daemon_pid, &f.rss0, &f.peak);
 	}
+	f.self0 = self_cpu_seconds();
 	bench_run(&b);
+	f.self1 = self_cpu_seconds();
 	if (b.daemon_pid != 0) {
-		cpu1 = proc_cpu_seconds(b.daemon_pid);
-		proc_rss_kib(b.daemon_pid, &rss, &peak);
+		f.cpu1 = proc_cpu_seconds(b.daemon_pid);
+		proc_rss_kib(b.daemon_pid, &f.rss, &f.peak);
 	}
-	tx1 = server_transactions(&b.opts[0]);
+	f.tx1 = server_transactions(&b.opts[0]);
 
 	if (b.timed_out) {
 		fprintf(stderr, "rdzv-bench: gave up after %.0f s: %d of %d "
@@ -364,8 +403,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "rdzv-bench: %s\n", b.first_error);
 		rc = 1;
 	}
-	print_report(&b, rc == 0, cpu0 < 0 || cpu1 < 0 ? -1 : cpu1 - cpu0,
-	    rss0, rss, peak, tx0 >= 0 && tx1 >= 0 ? tx1 - tx0 : -1);
+	print_report(&b, rc == 0, &f);
 	bench_teardown(&b);
 	return rc;
 }

@@ -74,6 +74,7 @@ struct bench {
 	const char		*id_prefix;
 	pid_t			 daemon_pid;
 	double			 timeout_s;
+	int			 phase_times;	/* print the phases' clock */
 
 	struct job		*jobv;
 	enum phase		 phase;
@@ -88,6 +89,9 @@ struct bench {
 	uint64_t		 t_first_connect, t_connected;
 	uint64_t		 t_last_join_sent, t_last_assignment;
 	uint64_t		 t_kill, t_last_reassignment;
+	double			 cpu_connected;	/* the daemon's, once every
+						   node is connected; -1 */
+	double			 self_cpu_connected;
 	struct event		*deadline_ev, *kill_ev;
 	int			 timed_out;
 	int			 closing;

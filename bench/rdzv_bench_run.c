@@ -294,6 +294,9 @@ on_check_done(struct grpc_ccall *cc, int status, const char *message,
 	a->t_connected = now_us();
 	if (++b->n_connected == b->total) {
 		b->t_connected = a->t_connected;
+		b->self_cpu_connected = self_cpu_seconds();
+		b->cpu_connected = b->daemon_pid != 0 ?
+		    proc_cpu_seconds(b->daemon_pid) : -1;
 		send_joins(b);
 	}
 }

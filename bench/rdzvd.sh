@@ -73,9 +73,12 @@ start_rdzvd() {
 		set -- "$@" --listen "127.0.0.$i:0"
 		i=$((i + 1))
 	done
+	# The log exists before the loop below reads it: the background
+	# job's redirection may open it only later.
+	: >"$tmp/rdzvd.log"
 	# shellcheck disable=SC2086 # rdzvd_args is a list of options
 	"$build/daemon/rdzvd" "$@" --db "$tmp/rdzv.db" ${rdzvd_args:-} \
-	    2>"$tmp/rdzvd.log" &
+	    2>>"$tmp/rdzvd.log" &
 	pid=$!
 
 	# Up to 10 s for a "listening on 127.0.0.X:PORT" per address.
