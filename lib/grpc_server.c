@@ -1,19 +1,14 @@
 /*
  * The gRPC server: listeners, connections and their one teardown path,
- * backpressure, keepalive and graceful shutdown. The HTTP/2 side lives in
- * grpc_server_h2.c, the call API in grpc_server_call.c.
+ * backpressure, keepalive and graceful shutdown. The HTTP/2 side and the
+ * connections' I/O live in grpc_server_h2.c, the call API in
+ * grpc_server_call.c.
  *
  * Writes never happen inside nghttp2's callbacks or the user's: API functions
  * schedule a flush (an active event of the connection) and the flush runs
  * from the event loop, where closing the connection is safe.
  *
- * TLS connections go through libevent's OpenSSL bufferevent. Cleartext ones
- * (loopback TCP, unix sockets) use the socket directly: a flush writes what
- * nghttp2 produced at once, in one writev, and asks for writability only
- * when the socket did not take it all. A bufferevent registers for EV_WRITE
- * and removes it again around every message, two epoll_ctl calls each, and
- * asks FIONREAD before every read; with ten thousand nodes joining at once
- * that was most of the daemon's system calls.
+ * Reading and writing a connection's bytes is in grpc_server_h2.c.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,17 +39,7 @@
 #define GOAWAY_DELAY_MS		200
 /* How long forced connections may take to write their last frames. */
 #define DRAIN_MS		1000
-/* Cleartext reads: bytes per recv, and recvs per readable event (more
- * waits for the next turn, so one busy peer cannot starve the others). */
-#define READ_CHUNK		16384
-#define READS_PER_EVENT		4
-/* Cleartext writes: output limits (GRPC_SERVER_WBUF_MAX) written per flush
- * before the rest waits for the next turn. */
-#define FLUSH_ROUNDS		16
 
-static void	sconn_read_cb(struct bufferevent *, void *);
-static void	sconn_write_cb(struct bufferevent *, void *);
-static void	sconn_event_cb(struct bufferevent *, short, void *);
 static void	server_check_done(struct grpc_server *);
 
 static struct timeval
@@ -462,191 +447,6 @@ sconn_check_writable(struct grpc_conn *c)
 		if (call->on_writable != NULL)
 			call->on_writable(call, call->on_writable_arg);
 	}
-}
-
-/*
- * Cleartext: writes the output now and waits for writability only when the
- * socket did not take all of it. Returns -1 when that closed the
- * connection.
- */
-static int
-sconn_write(struct grpc_conn *c)
-{
-	while (evbuffer_get_length(c->out) > 0) {
-		int n = evbuffer_write(c->out, c->fd);
-		if (n > 0)
-			continue;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (!event_pending(c->wev, EV_WRITE, NULL))
-				event_add(c->wev, NULL);
-			return 0;
-		}
-		sconn_close(c, "write error");
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * Hands nghttp2's pending frames to the socket (or the TLS bufferevent) and
- * closes the connection once both sides are done with it.
- */
-void
-sconn_flush(struct grpc_conn *c)
-{
-	if (c->closed || c->h2 == NULL)
-		return;
-	for (int round = 0;; round++) {
-		c->send_blocked = 0;
-		c->in_h2++;
-		int rv = nghttp2_session_send(c->h2);
-		c->in_h2--;
-		if (rv != 0 || c->close_pending) {
-			sconn_close(c, rv != 0 ? nghttp2_strerror(rv) :
-			    "closed");
-			return;
-		}
-		if (c->bev != NULL)
-			break;
-		if (sconn_write(c) != 0)
-			return;
-		/*
-		 * The socket took everything but nghttp2 stopped at the
-		 * output limit: go on, a bounded number of times per turn so
-		 * that one large stream does not hold up every connection.
-		 */
-		if (!c->send_blocked || evbuffer_get_length(c->out) > 0)
-			break;
-		if (round == FLUSH_ROUNDS) {
-			sconn_schedule_flush(c);
-			return;
-		}
-	}
-	/*
-	 * Whatever nghttp2 could not hand over (the output is full) goes out
-	 * from the write callback once the output drains.
-	 */
-	if (evbuffer_get_length(sconn_output(c)) == 0 &&
-	    !nghttp2_session_want_write(c->h2) &&
-	    (c->draining || !nghttp2_session_want_read(c->h2))) {
-		sconn_close(c, "finished");
-		return;
-	}
-	sconn_check_writable(c);
-}
-
-/* Feeds bytes read to nghttp2. Returns -1 when the connection closed. */
-static int
-sconn_feed(struct grpc_conn *c, const uint8_t *data, size_t len,
-    size_t *used)
-{
-	c->in_h2++;
-	ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
-	c->in_h2--;
-	if (n < 0 || c->close_pending) {
-		sconn_close(c, n < 0 ? nghttp2_strerror((int)n) : "closed");
-		return -1;
-	}
-	*used = (size_t)n;
-	return 0;
-}
-
-static void
-sconn_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct grpc_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len, used;
-
-	while (!c->closed && (len = evbuffer_get_contiguous_space(in)) > 0) {
-		unsigned char *data = evbuffer_pullup(in, (ev_ssize_t)len);
-		if (sconn_feed(c, data, len, &used) != 0)
-			return;
-		evbuffer_drain(in, used);
-	}
-	sconn_flush(c);
-}
-
-/* Cleartext: reads straight into nghttp2, then flushes its answers. */
-static void
-sconn_raw_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct grpc_conn *c = arg;
-	uint8_t buf[READ_CHUNK];
-	size_t used;
-
-	for (int i = 0; i < READS_PER_EVENT; i++) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		if (n > 0) {
-			/* nghttp2 takes all of it or fails. */
-			if (sconn_feed(c, buf, (size_t)n, &used) != 0)
-				return;
-			if ((size_t)n < sizeof(buf))
-				break;
-			continue;
-		}
-		if (n == 0) {
-			sconn_close(c, "eof");
-			return;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			break;
-		sconn_close(c, "read error");
-		return;
-	}
-	sconn_flush(c);
-}
-
-static void
-sconn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	sconn_flush(arg);
-}
-
-static void
-sconn_write_cb(struct bufferevent *bev, void *arg)
-{
-	sconn_flush(arg);
-}
-
-/* Once TLS is up: insist on h2 and take the certificate's subject. */
-static int
-sconn_tls_ready(struct grpc_conn *c)
-{
-	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
-	const unsigned char *alpn = NULL;
-	unsigned int alpnlen = 0;
-
-	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
-	if (alpn == NULL || alpnlen != 2 || memcmp(alpn, "h2", 2) != 0)
-		return -EPROTO;
-	if (tls_peer_subject(ssl, c->identity, sizeof(c->identity)) != 0) {
-		if (tls_wants_client_cert(c->listener->tls))
-			return -EACCES;
-		snprintf(c->identity, sizeof(c->identity), "anonymous");
-	}
-	return 0;
-}
-
-static void
-sconn_event_cb(struct bufferevent *bev, short events, void *arg)
-{
-	struct grpc_conn *c = arg;
-
-	if (events & BEV_EVENT_CONNECTED) {
-		if (sconn_tls_ready(c) != 0 || srv_h2_session_new(c) != 0) {
-			sconn_close(c, "tls");
-			return;
-		}
-		sconn_flush(c);
-		return;
-	}
-	if (events & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		sconn_close(c, "eof");
 }
 
 static void

@@ -191,14 +191,15 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 		call->message = grpc_message_encode(msg);
 	if (!call->headers_sent) {
 		char st[16];
+		size_t n = 3;
+
+		/* Trailers-Only. The status first: NV() measures it. */
+		snprintf(st, sizeof(st), "%d", status);
 		nghttp2_nv nva[4] = {
 			NV(":status", "200"),
 			NV("content-type", "application/grpc"),
 			NV("grpc-status", st),
 		};
-		size_t n = 3;
-		snprintf(st, sizeof(st), "%d", status);
-		nva[2].valuelen = strlen(st);
 		if (call->message != NULL) {
 			nghttp2_nv m = NV("grpc-message", call->message);
 			nva[n++] = m;

@@ -1,8 +1,8 @@
 /*
  * Internals of the gRPC server, shared by its three files:
  * grpc_server.c (listeners, connections, shutdown), grpc_server_h2.c (the
- * nghttp2 session: requests in, frames out) and grpc_server_call.c (the call
- * API: replies, streams, trailers).
+ * nghttp2 session and the connections' I/O: requests in, frames out) and
+ * grpc_server_call.c (the call API: replies, streams, trailers).
  *
  * Ownership: the server owns its listeners and connections; a connection
  * owns its socket (a TLS connection through its bufferevent, which also
@@ -163,6 +163,11 @@ void	sconn_check_writable(struct grpc_conn *);
 /* grpc_server_h2.c */
 int	srv_h2_session_new(struct grpc_conn *);
 void	srv_h2_goaway(struct grpc_conn *, int);
+void	sconn_read_cb(struct bufferevent *, void *);
+void	sconn_write_cb(struct bufferevent *, void *);
+void	sconn_event_cb(struct bufferevent *, short, void *);
+void	sconn_raw_read_cb(evutil_socket_t, short, void *);
+void	sconn_raw_write_cb(evutil_socket_t, short, void *);
 
 /* grpc_server_call.c */
 struct grpc_call *scall_new(struct grpc_conn *, int32_t);
