@@ -1,9 +1,15 @@
-"""grpc-bench runs at all: a fraction of a second of calls against a private
-rdzvd, figures printed. The benchmark's numbers are not checked (they are
-figures, not a timed test); that it completes calls and says how many is."""
+"""The benchmarks run at all: grpc-bench, rdzv-bench (one job, many jobs,
+closed connections) against a private rdzvd, and compare.sh at two nodes when
+torch is importable. Their numbers are not checked against targets (they are
+figures, not a timed test); that they complete, stay consistent with each
+other and say what they measured is."""
 
+import importlib.util
+import os
 import re
 import subprocess
+
+import pytest
 
 import rdzvtest as rt
 
@@ -102,3 +108,71 @@ def test_rdzv_bench_small_job(tmp_path):
         assert figure(out, "daemon peak rss per node") > 0
         assert re.search(r"^sqlite transactions:\s+\S", out, re.M), out
         assert d.stop() == 0
+
+
+def test_rdzv_bench_many_jobs(tmp_path):
+    # Three jobs of four nodes at once: every node of every job assigned.
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_rdzv_bench(d, "--nodes", 4, "--jobs", 3,
+                                      "--id", "smoke-jobs")
+        assert rc == 0, err + out
+        assert figure(out, "jobs") == 3
+        assert figure(out, "connections") == 12
+        assert figure(out, "assigned") == 12
+        assert figure(out, "world size") == 4
+        assert len(spread(out, "join to assignment")) == 4
+        assert d.stop() == 0
+
+
+def test_rdzv_bench_closed_connections(tmp_path):
+    # Two of ten connections closed with a 200 ms grace: the eight
+    # survivors get a round of eight, and not before the grace ended.
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_rdzv_bench(d, "--nodes", 10, "--kill", 2,
+                                      "--grace", "200ms", "--id",
+                                      "smoke-kill")
+        assert rc == 0, err + out
+        assert figure(out, "closed connections") == 2
+        assert figure(out, "survivors reassigned") == 8
+        assert figure(out, "final generation") > figure(out, "generation")
+        assert figure(out, "reconnect grace") == 200
+        assert figure(out, "close to last new assignment") >= 200
+        lat = spread(out, "close to new assignment")
+        assert 200 <= lat[0] <= lat[3]
+        assert d.stop() == 0
+
+
+def test_rdzv_bench_usage():
+    p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1", "--nodes",
+                        "4", "--kill", "4"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2
+    assert "--kill 4" in p.stderr
+    p = subprocess.run([RDZV_BENCH, "--nodes", "4"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2
+    assert "usage" in p.stderr
+
+
+def torch_importable():
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@pytest.mark.skipif(not torch_importable(), reason="torch is not installed")
+def test_compare_two_nodes():
+    # One run of each at two nodes: the table, the medians and the last
+    # line in its exact form, with a ratio that is a number.
+    script = os.path.join(rt.SOURCE_ROOT, "bench", "compare.sh")
+    p = subprocess.run([script, rt.BUILD_ROOT, "--nodes", "2", "--runs", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr + p.stdout
+    lines = p.stdout.strip().splitlines()
+    assert re.fullmatch(r"torch-c10d/rdzv at 2 nodes: [0-9.]+\u00d7",
+                        lines[-1]), p.stdout
+    row = [l for l in lines if l.startswith("median")]
+    assert len(row) == 1, p.stdout
+    rdzv_ms, _, torch_ms = row[0].split()[1:4]
+    assert float(rdzv_ms) > 0 and float(torch_ms) > 0
