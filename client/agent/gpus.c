@@ -226,6 +226,8 @@ gpus_worker_checked(struct agent *a, struct worker *w,
 		break;
 	case HEALTH_STRICT:
 		w->check_failed = true;
+		/* rdzvd shows the failure, though the node leaves. */
+		report_update(a, false, false, true);
 		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
 		    "(--health-check strict: leaving the job)", desc);
 		break;

@@ -76,17 +76,15 @@ outcome_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 	r->cc = NULL;
 	snprintf(what, sizeof(what), "report of generation %llu",
 	    (unsigned long long)r->generation);
-	if (!r->pending)
-		;	/* forgotten */
-	else if (status == GRPC_OK || !keep(a, status, what, msg)) {
-		if (r->seq == r->sent_seq)
-			r->pending = false;
-	} else {
-		r->sent_seq = 0;	/* later: after a resume or a second */
-		agent_step(a);
-		return;
+	if (r->pending) {
+		if (status == GRPC_OK || !keep(a, status, what, msg)) {
+			if (r->seq == r->sent_seq)
+				r->pending = false;
+			report_flush(a);
+		} else
+			r->sent_seq = 0;	/* after a resume or a second */
 	}
-	report_flush(a);
+	/* An exiting agent may have waited for this call. */
 	agent_step(a);
 }
 
@@ -160,20 +158,19 @@ update_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 	struct update_report *u = &a->update;
 
 	u->cc = NULL;
-	if (!u->pending)
-		;	/* forgotten */
-	else if (status == GRPC_OK || !keep(a, status, "update of this "
-	    "node's offer", msg)) {
-		/* What changed meanwhile still goes. */
-		if (u->seq == u->sent_seq) {
-			u->pending = false;
-			u->nproc = u->master_port = u->gpus = false;
-		}
-	} else {
-		u->sent_seq = 0;	/* later: after a resume or a second */
-		return;
+	if (u->pending) {
+		if (status == GRPC_OK || !keep(a, status, "update of this "
+		    "node's offer", msg)) {
+			/* What changed meanwhile still goes. */
+			if (u->seq == u->sent_seq) {
+				u->pending = false;
+				u->nproc = u->master_port = u->gpus = false;
+			}
+			report_flush(a);
+		} else
+			u->sent_seq = 0;	/* after a resume or a second */
 	}
-	report_flush(a);
+	agent_step(a);
 }
 
 /* The node's offer changed: a->nproc, a->offer_port or the GPU results. */
@@ -220,13 +217,14 @@ send_update(struct agent *a)
 	gpus_pb_free(&gpb);
 }
 
-/* Sends what is pending, when the session is up. */
+/* Sends what is pending, when the session is up. An exiting agent
+ * reports no outcome, but still its GPU results. */
 void
 report_flush(struct agent *a)
 {
 	if (!session_connected(a))
 		return;
-	if (a->outcome.pending && a->outcome.cc == NULL &&
+	if (a->outcome.pending && a->outcome.cc == NULL && !a->quitting &&
 	    a->outcome.seq != a->outcome.sent_seq)
 		send_outcome(a);
 	if (a->update.pending && a->update.cc == NULL &&
@@ -281,10 +279,13 @@ report_leave(struct agent *a, const char *reason)
 		a->left = true;
 }
 
+/* Whether calls are in flight that an exiting agent waits for (each is
+ * bounded by its deadline). */
 bool
 report_busy(const struct agent *a)
 {
-	return a->leave_cc != NULL;
+	return a->leave_cc != NULL || a->update.cc != NULL ||
+	    a->outcome.cc != NULL;
 }
 
 int
