@@ -23,6 +23,9 @@
 #include "log.h"
 
 #define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
+/* After the workers' stop timeout, how long an exit may still take:
+ * the Leave's and Reports' deadlines, and some. */
+#define QUIT_SLACK_MS	15000
 
 uint64_t
 mono_us(void)
@@ -122,9 +125,24 @@ agent_step(struct agent *a)
 		event_active(a->step_ev, EV_TIMEOUT, 0);
 }
 
+/* The last resort of an exit that takes too long: whatever still runs
+ * is killed, whatever is in flight is dropped. */
+static void
+quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	log_warnx("still not done %.0f s after deciding to exit: exiting now",
+	    ((double)a->opts->stop_timeout_ms + QUIT_SLACK_MS) / 1000.0);
+	workers_kill(a);
+	event_base_loopbreak(a->base);
+}
+
 void
 agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 {
+	uint64_t ms;
+	struct timeval tv;
 	char msg[1024];
 	va_list ap;
 
@@ -144,6 +162,11 @@ agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 	a->have_want = false;
 	if (a->retry_ev != NULL)
 		event_del(a->retry_ev);
+	ms = (uint64_t)a->opts->stop_timeout_ms + QUIT_SLACK_MS;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	if (a->quit_ev != NULL)
+		evtimer_add(a->quit_ev, &tv);
 	/* Leave at once rather than after the workers stopped: the others'
 	 * workers, which lose their peers now, are then already in a round
 	 * without us, and their failures are not counted as restarts. */
@@ -332,6 +355,7 @@ setup(struct agent *a, char *err, size_t len)
 	if ((a->base = event_base_new()) == NULL ||
 	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
 	    (a->prepare_ev = event_new(a->base, -1, 0, prepare_cb, a)) ==
+	    NULL || (a->quit_ev = evtimer_new(a->base, quit_deadline_cb, a)) ==
 	    NULL) {
 		snprintf(err, len, "cannot create the event loop");
 		return -1;
@@ -370,6 +394,8 @@ teardown(struct agent *a)
 		event_free(a->step_ev);
 	if (a->prepare_ev != NULL)
 		event_free(a->prepare_ev);
+	if (a->quit_ev != NULL)
+		event_free(a->quit_ev);
 	gpus_free(&a->gpus);
 	logs_free(a);
 	if (a->base != NULL)

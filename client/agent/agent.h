@@ -241,6 +241,7 @@ struct agent {
 
 	/* The end. */
 	bool			 quitting;
+	struct event		*quit_ev;	/* its deadline */
 	int			 exit_status;
 	int			 signals;	/* termination signals seen */
 	struct event		*sig_ev[3];
