@@ -217,6 +217,27 @@ def test_refusals(job):
     assert "use a new --id" in c.output(), c.output()
 
 
+def test_operator_actions(job):
+    """rdzvctl evict: that agent stops its workers and exits 4, the job
+    re-rounds without it; abort: every agent stops and exits 1."""
+    for i, t in enumerate("ab"):
+        job.agent(t, 1, "1:2", args=["--node-rank", str(i)], mode="sleep")
+    g1, s1 = job.wait_world(2)
+    victim = [n for n in job.job().nodes if n.group_rank == 1][0]
+    job.ctl.evict_node(job.id, victim.node_id, "disk full")
+    b = job.agents["b"]
+    assert b.wait(10) == 4, b.output()
+    assert "evicted" in b.output() and "disk full" in b.output(), b.output()
+    assert 1 in job.by_rank("sigterm", g1)
+    g2, s2 = job.wait_world(1, after=g1)
+    assert s2[0]["tag"] == "a" and s2[0]["env"]["TORCHELASTIC_RESTART_COUNT"] == "0"
+    job.ctl.abort_job(job.id, "wrong data set")
+    a = job.agents["a"]
+    assert a.wait(10) == 1, a.output()
+    assert "wrong data set" in a.output(), a.output()
+    assert 0 in job.by_rank("sigterm", g2)
+
+
 # -- the workers' environment, --tee, log files -------------------------------
 
 def test_env_tee_logs(job):
