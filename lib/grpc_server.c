@@ -141,6 +141,27 @@ accept_error_cb(struct evconnlistener *evl, void *arg)
 	evtimer_add(srv->accept_ev, &tv);
 }
 
+/*
+ * TCP_NODELAY: replies are small and must not wait for an ACK. And our
+ * keepalive PINGs make a dead peer's kernel stop ACKing: with
+ * TCP_USER_TIMEOUT the connection then fails after three intervals instead
+ * of TCP's quarter of an hour. A live client that is merely slow to answer
+ * PINGs (grpcio polls only during calls) is kept. Set on the listening
+ * socket, they hold for every connection it accepts on Linux, which saves
+ * two system calls per connection.
+ */
+static void
+tcp_sockopts(const struct grpc_server *srv, int fd)
+{
+	unsigned int uto = srv->opts.keepalive_ms * 3;
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (uto > 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto,
+		    sizeof(uto));
+}
+
 static int
 listen_socket(const struct endpoint *ep, int *port)
 {
@@ -235,6 +256,8 @@ grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
 		fd = listen_socket(ep, &port);
 	if (fd < 0)
 		return fd;
+	if (ep->kind != ENDPOINT_UNIX)
+		tcp_sockopts(srv, fd);
 
 	l = calloc(1, sizeof(*l));
 	ls = reallocarray(srv->listeners, srv->n_listeners + 1, sizeof(*ls));
@@ -473,7 +496,6 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 	struct grpc_listener *l = arg;
 	struct grpc_server *srv = l->srv;
 	struct grpc_conn *c;
-	int one = 1;
 
 	if (srv->shutting_down || srv->n_conns >= srv->opts.max_conns ||
 	    (c = calloc(1, sizeof(*c))) == NULL) {
@@ -482,19 +504,11 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 	}
 	/* The listener accepts with SOCK_NONBLOCK | SOCK_CLOEXEC. */
 	c->fd = -1;
-	if (!l->unix_socket) {
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		/*
-		 * Our keepalive PINGs make a dead peer's kernel stop ACKing:
-		 * the connection then fails after three intervals instead of
-		 * TCP's quarter of an hour. A live client that is merely slow
-		 * to answer PINGs (grpcio polls only during calls) is kept.
-		 */
-		unsigned int uto = srv->opts.keepalive_ms * 3;
-		if (uto > 0)
-			setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto,
-			    sizeof(uto));
-	}
+#ifndef __linux__
+	/* Linux copies these from the listening socket (tcp_sockopts). */
+	if (!l->unix_socket)
+		tcp_sockopts(srv, fd);
+#endif
 	c->srv = srv;
 	c->listener = l;
 	c->last_seen_ms = mono_ms();
