@@ -38,13 +38,12 @@ def spirals(n=512):
 def main():
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    print("rank %d of %d started (node %s of %s, generation %s, restart count %s, "
-          "master %s:%s)" % (rank, world, os.environ["GROUP_RANK"],
-                            os.environ["GROUP_WORLD_SIZE"],
-                            os.environ.get("RDZV_GENERATION", "?"),
-                            os.environ["TORCHELASTIC_RESTART_COUNT"],
-                            os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
-          flush=True)
+    env = os.environ
+    print("rank %d of %d started (node %s of %s, generation %s, "
+          "restart count %s, master %s:%s)"
+          % (rank, world, env["GROUP_RANK"], env["GROUP_WORLD_SIZE"],
+             env.get("RDZV_GENERATION", "?"), env["TORCHELASTIC_RESTART_COUNT"],
+             env["MASTER_ADDR"], env["MASTER_PORT"]), flush=True)
 
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Sequential(
@@ -70,16 +69,18 @@ def main():
                                   dtype=torch.float64)
         dist.all_reduce(stats)
         if rank == 0:
-            print("epoch %2d/%d  loss %.4f  accuracy %5.1f%%  (%d samples on %d ranks)"
-                  % (epoch, EPOCHS, stats[0] / stats[2], 100 * stats[1] / stats[2],
-                     stats[2], world), flush=True)
+            print("epoch %2d/%d  loss %.4f  accuracy %5.1f%%  "
+                  "(%d samples on %d ranks)"
+                  % (epoch, EPOCHS, stats[0] / stats[2],
+                     100 * stats[1] / stats[2], stats[2], world), flush=True)
         time.sleep(PAUSE)
 
     h = hashlib.sha256()
     for p in model.parameters():
         h.update(p.detach().numpy().tobytes())
     dist.barrier()
-    print("rank %d done; parameters sha256 %s" % (rank, h.hexdigest()[:16]), flush=True)
+    print("rank %d done; parameters sha256 %s" % (rank, h.hexdigest()[:16]),
+          flush=True)
     dist.destroy_process_group()
 
 
