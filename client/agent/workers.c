@@ -271,8 +271,8 @@ spawn(struct agent *a, const struct assignment *asg, struct worker *w,
 	fcntl(w->pipe_fd, F_SETFL, fcntl(w->pipe_fd, F_GETFL) | O_NONBLOCK);
 	w->pipe_ev = event_new(a->base, w->pipe_fd, EV_READ | EV_PERSIST,
 	    pipe_cb, w);
-	if (w->pipe_ev != NULL)
-		event_add(w->pipe_ev, NULL);
+	if (w->pipe_ev == NULL || event_add(w->pipe_ev, NULL) != 0)
+		fatalx("out of memory");
 	if (s.device >= 0 && o->health.policy != HEALTH_OFF) {
 		struct timeval tv = { o->health.timeout_ms / 1000,
 		    (o->health.timeout_ms % 1000) * 1000 };
