@@ -243,7 +243,11 @@ struct core_job {
 	TAILQ_ENTRY(core_job)	 changed_entry;
 	TAILQ_ENTRY(core_job)	 settle_entry;
 	bool			 pend_failure;	/* count a failure */
+	bool			 pend_loss;	/* ... that is a lost node */
 	bool			 pend_change;	/* re-round, no restart */
+	/* A reported failure waiting for an away member (see core_settle). */
+	bool			 held_failure;
+	char			 held_reason[CORE_REASON_MAX];
 	bool			 fired_last_call, fired_join;
 	char			 pend_reason[CORE_REASON_MAX];
 };

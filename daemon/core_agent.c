@@ -31,11 +31,12 @@ core_node_end(struct core_node *n, enum core_node_state st,
 	    (j->state != CORE_JOB_RUNNING && j->state != CORE_JOB_CLOSING))
 		return;
 	if (st == CORE_NODE_LOST) {
-		if (!j->pend_failure)
+		/* A loss names the failure, even after a report. */
+		if (!j->pend_loss)
 			snprintf(j->pend_reason, sizeof(j->pend_reason),
 			    "node %s (node %llu) was lost (%s)", n->hostname,
 			    (unsigned long long)n->node_id, reason);
-		j->pend_failure = true;
+		j->pend_failure = j->pend_loss = true;
 	} else if (j->state == CORE_JOB_RUNNING) {
 		if (!j->pend_failure && !j->pend_change)
 			snprintf(j->pend_reason, sizeof(j->pend_reason),
@@ -134,6 +135,8 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 		    "longer runs on this node", (unsigned long long)generation);
 	}
 	core_tell_current(n, true);
+	if (j->held_failure)
+		core_settle(j);		/* the failure it held counts now */
 	if (nodep != NULL)
 		*nodep = n;
 	return 0;

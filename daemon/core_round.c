@@ -299,6 +299,56 @@ reround(struct core_job *j, const char *why)
 	round_open_settle(j, false, false);
 }
 
+/* The member of the current round whose connection is gone, if any. */
+static struct core_node *
+round_away(const struct core_job *j)
+{
+	uint32_t	i;
+
+	for (i = 0; i < j->round_n; i++)
+		if (j->round[i]->state == CORE_NODE_PARTICIPANT &&
+		    !j->round[i]->connected)
+			return j->round[i];
+	return NULL;
+}
+
+/*
+ * When a node dies, its peers' workers fail at once (their collectives
+ * lose a member) and their agents report FAILED while the dead node is
+ * still within its reconnect grace. Counting that report and then the
+ * loss would be two restarts for one event, and would name the wrong
+ * cause. So a reported failure waits while a member of the round is away:
+ * its loss then counts once, naming it (rule 5); its return lets the
+ * report count (rule 6). True when the failure is held.
+ */
+static bool
+hold_failure(struct core_job *j, bool *failure, bool loss, bool change,
+    char reason[CORE_REASON_MAX])
+{
+	struct core_node	*away;
+
+	if (*failure && loss) {
+		j->held_failure = false;
+		return false;
+	}
+	if (*failure && (away = round_away(j)) != NULL) {
+		if (!j->held_failure) {
+			j->held_failure = true;
+			memcpy(j->held_reason, reason, CORE_REASON_MAX);
+			core_event_add(j, "held", "the failure waits for node "
+			    "%s (node %llu), away, to resume or be lost",
+			    away->hostname, (unsigned long long)away->node_id);
+		}
+		return true;
+	}
+	if (j->held_failure && !*failure && (change || round_away(j) == NULL)) {
+		*failure = true;
+		memcpy(reason, j->held_reason, CORE_REASON_MAX);
+	}
+	j->held_failure = false;
+	return false;
+}
+
 /*
  * Applies the rules to a job after an input or a deadline: once, whatever
  * happened, so simultaneous changes make one round.
@@ -309,11 +359,12 @@ core_settle(struct core_job *j)
 	struct core	*c = j->core;
 	char		 reason[CORE_REASON_MAX], why[CORE_REASON_MAX + 64];
 	bool		 failure = j->pend_failure, change = j->pend_change;
+	bool		 loss = j->pend_loss;
 	bool		 lc_due, join_due;
 	uint32_t	 p, w;
 
 	memcpy(reason, j->pend_reason, sizeof(reason));
-	j->pend_failure = j->pend_change = false;
+	j->pend_failure = j->pend_change = j->pend_loss = false;
 	j->pend_reason[0] = '\0';
 	lc_due = j->fired_last_call || (core_timer_armed(&j->last_call) &&
 	    j->last_call.at <= c->now.mono_ms);
@@ -322,6 +373,8 @@ core_settle(struct core_job *j)
 	j->fired_last_call = j->fired_join = false;
 	if (j->removed)
 		return;
+	if (j->state != CORE_JOB_RUNNING)
+		j->held_failure = false;
 	p = j->n_state[CORE_NODE_PARTICIPANT];
 	w = j->n_state[CORE_NODE_WAITING];
 
@@ -330,6 +383,8 @@ core_settle(struct core_job *j)
 		round_open_settle(j, lc_due, join_due);
 		break;
 	case CORE_JOB_RUNNING:
+		if (hold_failure(j, &failure, loss, change, reason))
+			break;
 		if (failure) {
 			/* Rules 5 and 6. */
 			j->restart_count++;

@@ -341,6 +341,68 @@ test_rule5_restart_limit_zero(void)
 	teardown();
 }
 
+/*
+ * A node dies; its peers' workers fail at once and their agents report
+ * FAILED while it is within its reconnect grace. That is one failure, the
+ * loss (rule 5), counted once and named after the lost node; had the node
+ * come back, the report would count (rule 6).
+ */
+static void
+test_rule5_peer_failures_wait_for_the_loss(void)
+{
+	struct core_join	 r;
+	struct core_node	*n[3];
+	int			 i;
+
+	for (int resumes = 0; resumes <= 1; resumes++) {
+		setup(NULL);
+		for (i = 0; i < 3; i++) {
+			char host[8];
+			snprintf(host, sizeof(host), "h%d", i);
+			r = req("held", host, 1, 2, 3);
+			r.settings.max_restarts = 1;
+			n[i] = join_req(&r, 0);
+		}
+		CHECK(n[0]->job->generation == 1);
+		disconnect(n[2]);
+		CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+		CHECK_RC(report(n[1], 1, CORE_OUTCOME_FAILED), 0);
+		CHECK(n[0]->job->generation == 1);	/* held */
+		CHECK(n[0]->job->restart_count == 0);
+		if (resumes) {
+			CHECK_RC(resume(n[2], 1), 0);
+			CHECK(n[0]->job->generation == 2);
+			CHECK(n[0]->job->restart_count == 1);
+			CHECK(n[0]->job->world_size == 3);
+			CHECK(last_is(n[2], CORE_MSG_ASSIGNMENT));
+		} else {
+			tick(3000);			/* the grace ends */
+			CHECK(n[0]->job->state == CORE_JOB_RUNNING);
+			CHECK(n[0]->job->generation == 2);
+			CHECK(n[0]->job->restart_count == 1);
+			CHECK(n[0]->job->world_size == 2);
+			CHECK(n[2]->state == CORE_NODE_LOST);
+			CHECK(last_is(n[0], CORE_MSG_ASSIGNMENT));
+			CHECK(last_msg(n[1])->u.assignment.restart_count == 1);
+		}
+		teardown();
+	}
+	/* With max_restarts 0 the job fails naming the lost node. */
+	setup(NULL);
+	for (i = 0; i < 2; i++) {
+		char host[8];
+		snprintf(host, sizeof(host), "h%d", i);
+		n[i] = join("held0", host, 1, 2, 2);
+	}
+	disconnect(n[1]);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[0]->job->state == CORE_JOB_RUNNING);
+	tick(3000);
+	CHECK(n[0]->job->state == CORE_JOB_FAILED);
+	CHECK_HAS(n[0]->job->reason, "node h1 (node 2) was lost");
+	teardown();
+}
+
 /* Rule 5: too few survivors: they stop and wait; the round stays open. */
 static void
 test_rule5_survivors_wait(void)
@@ -422,6 +484,8 @@ static const struct test tests[] = {
 	{ "rule5_spare_promoted", test_rule5_spare_promoted },
 	{ "rule5_restart_limit_zero", test_rule5_restart_limit_zero },
 	{ "rule5_survivors_wait", test_rule5_survivors_wait },
+	{ "rule5_peer_failures_wait_for_the_loss",
+	    test_rule5_peer_failures_wait_for_the_loss },
 	{ "join_checks", test_join_checks },
 };
 
