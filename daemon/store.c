@@ -8,7 +8,6 @@
  * Opening is in store_open.c, loading in store_load.c; docs/STORE.md is
  * the operator's view of all this.
  */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,26 +17,13 @@
 
 #include "store.h"
 #include "store_int.h"
-
-static int fail(char *, size_t, const char *, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+#include "errf.h"
 
 /* An SQLite failure: what we were doing, then SQLite's own words. */
 int
 store_sqlfail(struct store *s, char *err, size_t errlen, const char *what)
 {
-	return fail(err, errlen, "%s: %s (SQLite error %d)", what,
+	return errf(err, errlen, "%s: %s (SQLite error %d)", what,
 	    sqlite3_errmsg(s->db), sqlite3_extended_errcode(s->db));
 }
 
@@ -119,7 +105,7 @@ run(struct store *s, struct binder *b, char *err, size_t errlen,
 	int	rc;
 
 	if (b->rc != SQLITE_OK) {
-		fail(err, errlen, "%s: binding parameter %d: %s", what, b->i,
+		errf(err, errlen, "%s: binding parameter %d: %s", what, b->i,
 		    sqlite3_errstr(b->rc));
 		sqlite3_reset(b->st);
 		return -1;
@@ -411,7 +397,7 @@ store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 	struct binder	b;
 
 	if (s->broken)
-		return fail(err, errlen, "an earlier commit failed; the "
+		return errf(err, errlen, "an earlier commit failed; the "
 		    "database holds the state before it: restart rdzvd");
 	if (turn_empty(s, c))
 		return 0;

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +17,7 @@
 
 #include "store.h"
 #include "store_int.h"
-
-static int fail(char *, size_t, const char *, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+#include "errf.h"
 
 /*
  * Schema migrations: entry i takes user_version i to i + 1, and each runs
@@ -183,18 +169,18 @@ make_parents(const char *path, char *err, size_t errlen)
 	int		 rc = 0;
 
 	if ((dir = strdup(path)) == NULL)
-		return fail(err, errlen, "%s: out of memory", path);
+		return errf(err, errlen, "%s: out of memory", path);
 	for (p = strchr(dir + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
 		*p = '\0';
 		if (stat(dir, &sb) != 0) {
 			if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-				rc = fail(err, errlen, "database %s: cannot "
+				rc = errf(err, errlen, "database %s: cannot "
 				    "create directory %s: %s", path, dir,
 				    strerror(errno));
 				break;
 			}
 		} else if (!S_ISDIR(sb.st_mode)) {
-			rc = fail(err, errlen, "database %s: %s is not a "
+			rc = errf(err, errlen, "database %s: %s is not a "
 			    "directory", path, dir);
 			break;
 		}
@@ -220,11 +206,11 @@ lock_take(struct store *s, char *err, size_t errlen)
 	int		 fd, saved;
 
 	if (asprintf(&lockpath, "%s.lock", s->path) == -1)
-		return fail(err, errlen, "%s: out of memory", s->path);
+		return errf(err, errlen, "%s: out of memory", s->path);
 	fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd == -1) {
 		saved = errno;
-		fail(err, errlen, "database %s: cannot open its lock file "
+		errf(err, errlen, "database %s: cannot open its lock file "
 		    "%s: %s", s->path, lockpath, strerror(saved));
 		free(lockpath);
 		return -1;
@@ -242,12 +228,12 @@ lock_take(struct store *s, char *err, size_t errlen)
 			n = pread(fd, pid, sizeof(pid) - 1, 0);
 			pid[n > 0 ? n : 0] = '\0';
 			pid[strcspn(pid, "\n")] = '\0';
-			fail(err, errlen, "database %s is in use by another "
+			errf(err, errlen, "database %s is in use by another "
 			    "rdzvd (pid %s holds %s); stop it or use another "
 			    "--db", s->path, pid[0] != '\0' ? pid : "unknown",
 			    lockpath);
 		} else
-			fail(err, errlen, "database %s: cannot lock %s: %s",
+			errf(err, errlen, "database %s: cannot lock %s: %s",
 			    s->path, lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -256,7 +242,7 @@ lock_take(struct store *s, char *err, size_t errlen)
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
 		saved = errno;
-		fail(err, errlen, "database %s: cannot write %s: %s", s->path,
+		errf(err, errlen, "database %s: cannot write %s: %s", s->path,
 		    lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -323,33 +309,33 @@ check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 	int64_t	tables;
 
 	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
-		return fail(err, errlen, "database %s cannot be read: %s; "
+		return errf(err, errlen, "database %s cannot be read: %s; "
 		    "rdzvd never overwrites a database: move it aside or use "
 		    "another --db", s->path, sqlite3_errmsg(s->db));
 	if (*version > STORE_SCHEMA)
-		return fail(err, errlen, "database %s has schema version "
+		return errf(err, errlen, "database %s has schema version "
 		    "%lld, newer than version %d that this rdzvd knows; run "
 		    "the newer rdzvd that wrote it, or use another --db",
 		    s->path, (long long)*version, STORE_SCHEMA);
 	if (*version < 0)
-		return fail(err, errlen, "database %s has schema version "
+		return errf(err, errlen, "database %s has schema version "
 		    "%lld, which no rdzvd writes", s->path,
 		    (long long)*version);
 	if (*version == 0) {
 		if (query_int(s, "SELECT count(*) FROM sqlite_master",
 		    &tables) != SQLITE_OK)
-			return fail(err, errlen, "database %s cannot be read: "
+			return errf(err, errlen, "database %s cannot be read: "
 			    "%s", s->path, sqlite3_errmsg(s->db));
 		if (tables > 0)
-			return fail(err, errlen, "database %s holds tables but "
+			return errf(err, errlen, "database %s holds tables but "
 			    "no rdzv schema version: it belongs to something "
 			    "else; use another --db", s->path);
 	}
 	if (query_text(s, "PRAGMA quick_check", ok, sizeof(ok)) != SQLITE_OK)
-		return fail(err, errlen, "database %s cannot be checked: %s",
+		return errf(err, errlen, "database %s cannot be checked: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(ok, "ok") != 0)
-		return fail(err, errlen, "database %s is damaged (%s); restore "
+		return errf(err, errlen, "database %s is damaged (%s); restore "
 		    "it from a backup or move it aside", s->path, ok);
 	return 0;
 }
@@ -365,21 +351,21 @@ set_pragmas(struct store *s, char *err, size_t errlen)
 		return store_sqlfail(s, err, errlen, "busy timeout");
 	if (query_text(s, "PRAGMA journal_mode = WAL", mode,
 	    sizeof(mode)) != SQLITE_OK)
-		return fail(err, errlen, "database %s: cannot enable WAL: %s",
+		return errf(err, errlen, "database %s: cannot enable WAL: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(mode, "wal") != 0)
-		return fail(err, errlen, "database %s: journal mode is %s, not "
+		return errf(err, errlen, "database %s: journal mode is %s, not "
 		    "wal; is it on a file system without shared memory (NFS)?",
 		    s->path, mode);
 	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL; "
 	    "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
-		return fail(err, errlen, "database %s: %s", s->path,
+		return errf(err, errlen, "database %s: %s", s->path,
 		    sqlite3_errmsg(s->db));
 	if (query_int(s, "PRAGMA synchronous", &v) != SQLITE_OK || v != 2)
-		return fail(err, errlen, "database %s: synchronous=FULL did "
+		return errf(err, errlen, "database %s: synchronous=FULL did "
 		    "not take", s->path);
 	if (query_int(s, "PRAGMA foreign_keys", &v) != SQLITE_OK || v != 1)
-		return fail(err, errlen, "database %s: this SQLite has no "
+		return errf(err, errlen, "database %s: this SQLite has no "
 		    "foreign key support", s->path);
 	return 0;
 }
@@ -395,7 +381,7 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 	for (i = (int)from; i < STORE_SCHEMA; i++) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL,
 		    NULL) != SQLITE_OK)
-			return fail(err, errlen, "database %s: migrating to "
+			return errf(err, errlen, "database %s: migrating to "
 			    "schema %d: %s", s->path, i + 1,
 			    sqlite3_errmsg(s->db));
 		/* Another process may have migrated since we looked. */
@@ -403,7 +389,7 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 			goto bad;
 		if (v > i) {
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return fail(err, errlen, "database %s: schema changed "
+			return errf(err, errlen, "database %s: schema changed "
 			    "underneath (version %lld)", s->path,
 			    (long long)v);
 		}
@@ -418,7 +404,7 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 	return 0;
 
 bad:
-	fail(err, errlen, "database %s: migrating to schema %d: %s", s->path,
+	errf(err, errlen, "database %s: migrating to schema %d: %s", s->path,
 	    i + 1, sqlite3_errmsg(s->db));
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -434,11 +420,11 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (path == NULL || *path == '\0')
-		return fail(err, errlen, "no database path");
+		return errf(err, errlen, "no database path");
 	if ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (s->path = strdup(path)) == NULL) {
 		free(s);
-		return fail(err, errlen, "%s: out of memory", path);
+		return errf(err, errlen, "%s: out of memory", path);
 	}
 	s->lock_fd = -1;
 	if (make_parents(path, err, errlen) != 0 ||
@@ -450,13 +436,13 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	if (fd != -1)
 		close(fd);
 	else if (errno != EEXIST) {
-		fail(err, errlen, "cannot create database %s: %s", path,
+		errf(err, errlen, "cannot create database %s: %s", path,
 		    strerror(errno));
 		goto bad;
 	}
 	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		fail(err, errlen, "cannot open database %s: %s%s%s", path,
+		errf(err, errlen, "cannot open database %s: %s%s%s", path,
 		    s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory",
 		    s->db != NULL && sqlite3_system_errno(s->db) != 0 ? ": " :
 		    "", s->db != NULL && sqlite3_system_errno(s->db) != 0 ?
@@ -471,14 +457,14 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	for (i = 0; i < ST_COUNT; i++) {
 		if (sqlite3_prepare_v3(s->db, statements[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) != SQLITE_OK) {
-			fail(err, errlen, "database %s: preparing \"%s\": %s",
+			errf(err, errlen, "database %s: preparing \"%s\": %s",
 			    path, statements[i], sqlite3_errmsg(s->db));
 			goto bad;
 		}
 	}
 	if (query_int(s, "SELECT coalesce((SELECT value FROM meta WHERE "
 	    "key = 'next_node_id'), 1)", &next) != SQLITE_OK) {
-		fail(err, errlen, "database %s: reading meta: %s", path,
+		errf(err, errlen, "database %s: reading meta: %s", path,
 		    sqlite3_errmsg(s->db));
 		goto bad;
 	}

@@ -10,6 +10,9 @@
 
 #include "endpoint.h"
 
+static int fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {

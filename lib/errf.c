@@ -1,0 +1,17 @@
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "errf.h"
+
+int
+errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	if (err == NULL || errlen == 0)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
