@@ -4,7 +4,6 @@ small Python workers (worker.py, no torch). Every deadline is short
 bounded.
 """
 
-import glob
 import json
 import os
 import re
@@ -14,10 +13,11 @@ import time
 
 import pytest
 
+import rdzvagent
 import rdzvtest as rt
 import rdzvnode
 
-AGENT = rt.build_path("client", "agent", "rdzv-agent")
+AGENT = rdzvagent.AGENT
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 PB = rdzvnode.pb
 GRACE_S = 1.0
@@ -39,58 +39,25 @@ os.environ.pop("OMP_NUM_THREADS", None)
 
 def alive(pid):
     """Whether |pid| is a running worker.py (not reused, not a zombie)."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            cmd = f.read()
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return b"worker.py" in cmd and state != "Z"
+    return rdzvagent.alive(pid, "worker.py")
 
 
-class Job:
-    """A private rdzvd, the agents of one job on it, and the workers'
-    files. close() ends every process it started."""
+class Job(rdzvagent.AgentJob):
+    """The agents of one job with worker.py as their workers."""
 
-    def __init__(self, tmp_path, name):
-        self.tmp = str(tmp_path)
-        self.id = name
-        self.out = os.path.join(self.tmp, "out")
-        self.stop_file = os.path.join(self.tmp, "stop")
-        os.makedirs(self.out)
-        self.daemon = rt.Daemon(self.tmp)
-        self.ctl = rdzvnode.Control(self.daemon.addr)
-        self.agents = {}
+    worker = WORKER
 
     def agent(self, tag, nproc=1, nnodes="1", args=(), env=None, mode="exit",
               log_dir=True):
-        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
-                "--nnodes", nnodes, "--nproc-per-node", nproc,
+        argv = ["--nnodes", nnodes, "--nproc-per-node", nproc,
                 "--last-call", "1s", "--reconnect-grace", "%gs" % GRACE_S,
                 "--stop-timeout", "2s", "--tee"]
         if log_dir:
             argv += ["--log-dir", os.path.join(self.tmp, "logs-" + tag)]
-        argv += list(args) + ["--", "/usr/bin/python3", WORKER]
         e = {"W_OUT": self.out, "W_TAG": tag, "W_MODE": mode,
              "W_STOP": self.stop_file, "TMPDIR": self.tmp}
         e.update(env or {})
-        p = rt.Proc(argv, env=e)
-        p.tag = tag
-        self.agents[tag] = p
-        return p
-
-    def files(self, kind, gen=None):
-        res = {}
-        pat = "%s-g%s-r*.json" % (kind, "*" if gen is None else gen)
-        for f in glob.glob(os.path.join(self.out, pat)):
-            with open(f) as fp:
-                d = json.load(fp)
-            res[(d["generation"], d["rank"])] = d
-        return res
-
-    def by_rank(self, kind, gen):
-        return {r: d for (g, r), d in self.files(kind, gen).items()}
+        return self.start(tag, argv + list(args), e)
 
     def wait_world(self, world, after=0, timeout=20):
         """A generation above |after| whose ranks 0..world-1 all started:
@@ -105,50 +72,10 @@ class Job:
                            "have %s\n%s" % (after, world, sorted(self.files("env")),
                                             self.outputs()))
 
-    def job(self):
-        return self.ctl.get_job(self.id, events=50)
-
-    def wait_job(self, pred, timeout, what):
-        last = {}
-
-        def ok():
-            last["job"] = self.job()
-            return last["job"] if pred(last["job"]) else None
-        try:
-            return rt.wait_for(ok, timeout, 0.05, what)
-        except TimeoutError as e:
-            raise AssertionError("%s; job:\n%s\n%s" % (e, last.get("job"), self.outputs()))
-
-    def wait_exits(self, tags=None, timeout=20):
-        res = {}
-        deadline = time.monotonic() + timeout
-        for t in tags or sorted(self.agents):
-            try:
-                res[t] = self.agents[t].wait(max(0.1, deadline - time.monotonic()))
-            except Exception:
-                raise AssertionError("agent %s did not exit within %d s:\n%s"
-                                     % (t, timeout, self.outputs()))
-        return res
-
-    def outputs(self):
-        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-3000:])
-                         for t, p in sorted(self.agents.items()))
-
-    def close(self):
-        for p in self.agents.values():
-            if p.p.poll() is None:
-                p.signal(signal.SIGKILL)
-                p.wait(10)
-        for d in self.files("env").values():
-            if alive(d["pid"]):
-                os.kill(d["pid"], signal.SIGKILL)
-        self.ctl.close()
-        self.daemon.stop()
-
 
 @pytest.fixture
 def job(tmp_path, request):
-    j = Job(tmp_path, request.node.name.replace("_", "-")[:60])
+    j = Job(tmp_path, rdzvagent.job_name(request))
     yield j
     j.close()
 

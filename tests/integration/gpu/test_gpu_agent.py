@@ -8,20 +8,17 @@ Each agent gets its devices and faults through FAKECUDA_* variables
 wait is bounded.
 """
 
-import glob
 import json
 import os
 import re
-import signal
 import time
 
-import grpc
 import pytest
 
+import rdzvagent
 import rdzvtest as rt
-import rdzvnode
 
-AGENT = rt.build_path("client", "agent", "rdzv-agent")
+AGENT = rdzvagent.AGENT
 FAKECUDA = rt.build_path("tests", "fakecuda", "libcuda.so.1")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpuworker.py")
 
@@ -35,38 +32,23 @@ for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
     os.environ.pop(k, None)
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+class Job(rdzvagent.AgentJob):
+    """The agents of one job, each with its own stand-in devices."""
 
-
-class Job:
-    """A private rdzvd and the agents of one job; close() ends every
-    process it started."""
+    worker = WORKER
 
     def __init__(self, tmp, name):
-        self.tmp = str(tmp)
-        self.id = name
-        self.out = os.path.join(self.tmp, "out")
-        self.stop_file = os.path.join(self.tmp, "stop")
+        super().__init__(tmp, name)
         self.state = os.path.join(self.tmp, "fakecuda-state")
         self.log = os.path.join(self.tmp, "fakecuda.log")
-        os.makedirs(self.out)
         os.makedirs(self.state)
-        self.daemon = rt.Daemon(self.tmp)
-        self.ctl = rdzvnode.Control(self.daemon.addr)
-        self.agents = {}
 
     def agent(self, tag, args, nnodes="1", fake=None, mode="sleep"):
         """Starts an agent; |fake| is its FAKECUDA_* settings (None: no
         libcuda to find at all)."""
-        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
-                "--nnodes", nnodes, "--last-call", "1s", "--stop-timeout", "2s",
+        argv = ["--nnodes", nnodes, "--last-call", "1s", "--stop-timeout", "2s",
                 "--log-dir", os.path.join(self.tmp, "logs-" + tag),
-                "--log-level", "debug"] + list(args) + ["--", "/usr/bin/python3", WORKER]
+                "--log-level", "debug"] + list(args)
         env = {"W_OUT": self.out, "W_TAG": tag, "W_STOP": self.stop_file,
                "W_MODE": mode, "TMPDIR": self.tmp, "RDZV_HEALTH_BYTES": "1MiB"}
         if fake is None:
@@ -75,27 +57,18 @@ class Job:
             env.update({"RDZV_LIBCUDA": FAKECUDA, "FAKECUDA_STATE": self.state,
                         "FAKECUDA_LOG": self.log})
             env.update(fake)
-        p = rt.Proc(argv, env=env)
-        p.tag = tag
-        self.agents[tag] = p
-        return p
+        return self.start(tag, argv, env)
 
     def envs(self, gen=None):
         """{(generation, rank): worker file}."""
-        res = {}
-        for f in glob.glob(os.path.join(self.out, "env-g*-r*.json")):
-            with open(f) as fp:
-                d = json.load(fp)
-            if gen is None or d["generation"] == gen:
-                res[(d["generation"], d["rank"])] = d
-        return res
+        return self.files("env", gen)
 
     def wait_world(self, world, after=0, timeout=30):
         """The first generation above |after| whose ranks 0..world-1 all
         started with WORLD_SIZE=world: (generation, {rank: file})."""
         def ok():
             for g in sorted({g for g, _ in self.envs()}):
-                got = {r: d for (_, r), d in self.envs(g).items()}
+                got = self.by_rank("env", g)
                 if (g > after and sorted(got) == list(range(world)) and
                         all(d["env"]["WORLD_SIZE"] == str(world) for d in got.values())):
                     return g, got
@@ -107,25 +80,6 @@ class Job:
             raise AssertionError("%s; workers %s\n%s" % (e, sorted(self.envs()),
                                                          self.outputs()))
 
-    def job(self):
-        return self.ctl.get_job(self.id, events=50)
-
-    def wait_job(self, pred, timeout, what):
-        last = {}
-
-        def ok():
-            try:
-                last["job"] = self.job()
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.NOT_FOUND:
-                    raise
-                return None     # not created yet
-            return last["job"] if pred(last["job"]) else None
-        try:
-            return rt.wait_for(ok, timeout, 0.05, what)
-        except TimeoutError as e:
-            raise AssertionError("%s; job:\n%s\n%s" % (e, last.get("job"), self.outputs()))
-
     def fake_calls(self):
         """The stand-in's log: [(pid, function, device, result)]."""
         try:
@@ -135,32 +89,13 @@ class Job:
         except FileNotFoundError:
             return []
 
-    def outputs(self):
-        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-4000:])
-                         for t, p in sorted(self.agents.items()))
-
     def close(self):
-        with open(self.stop_file, "w"):
-            pass
-        for p in self.agents.values():
-            if p.p.poll() is None:
-                p.signal(signal.SIGTERM)
-        for p in self.agents.values():
-            try:
-                p.wait(10)
-            except Exception:
-                p.signal(signal.SIGKILL)
-                p.wait(10)
-        for d in self.envs().values():
-            if alive(d["pid"]):
-                os.kill(d["pid"], signal.SIGKILL)
-        self.ctl.close()
-        self.daemon.stop()
+        super().close(gentle=True)
 
 
 @pytest.fixture
 def job(tmp_path, request):
-    j = Job(tmp_path, request.node.name.replace("_", "-")[:60])
+    j = Job(tmp_path, rdzvagent.job_name(request))
     yield j
     j.close()
 
@@ -184,7 +119,7 @@ def test_exclude_heterogeneous(job):
     and 3 beside a 1-worker node; the round has world size 4."""
     a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "exclude"],
                   nnodes="2", fake=FOUR_DEV2_OOM)
-    b = job.agent("b", ["--nproc-per-node", "1"], nnodes="2")
+    job.agent("b", ["--nproc-per-node", "1"], nnodes="2")
     gen, ws = job.wait_world(4)
     a_workers = {d["env"]["LOCAL_RANK"]: d["env"] for d in ws.values() if d["tag"] == "a"}
     b_workers = [d["env"] for d in ws.values() if d["tag"] == "b"]
@@ -320,7 +255,7 @@ def test_hang_killed(job):
     # The hung process is gone, killed and reaped.
     hung = [c[0] for c in job.fake_calls() if c[3] == "HANG"]
     assert len(hung) == 1, job.fake_calls()
-    rt.wait_for(lambda: not alive(hung[0]), 5, what="the hung check to be gone")
+    rt.wait_for(lambda: not rdzvagent.alive(hung[0]), 5, what="the hung check to be gone")
 
 
 def test_hang_in_worker_killed(job):
@@ -343,7 +278,7 @@ def test_hang_in_worker_killed(job):
     assert g[0].ok and not g[1].ok and "timeout" in g[1].error, j.nodes[0]
     hung = [c[0] for c in job.fake_calls() if c[3] == "HANG"]
     assert len(hung) == 1, job.fake_calls()
-    rt.wait_for(lambda: not alive(hung[0]), 5, what="the hung worker to be gone")
+    rt.wait_for(lambda: not rdzvagent.alive(hung[0]), 5, what="the hung worker to be gone")
 
 
 def test_agent_never_maps_libcuda(job):

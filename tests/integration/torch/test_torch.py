@@ -12,22 +12,20 @@ are small (2 to 4 workers) and the agents run with short deadlines
 bounded.
 """
 
-import glob
 import json
 import os
-import re
 import signal
-import subprocess
 import time
 
 import pytest
 
 pytest.importorskip("torch")
 
+import rdzvagent  # noqa: E402
 import rdzvtest as rt  # noqa: E402
 import rdzvnode  # noqa: E402
 
-AGENT = rt.build_path("client", "agent", "rdzv-agent")
+AGENT = rdzvagent.AGENT
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_ddp.py")
 PB = rdzvnode.pb
 GRACE_S = 1.0
@@ -36,53 +34,27 @@ GRACE_S = 1.0
 os.environ.pop("OMP_NUM_THREADS", None)
 
 
-class Job:
-    """One job on a private rdzvd: its agents, the workers' result files
-    and the operator's view. Cleans up every process it started."""
+class Job(rdzvagent.AgentJob):
+    """One job on a private rdzvd whose workers run train_ddp.py."""
 
-    def __init__(self, tmp_path, name):
-        self.tmp = str(tmp_path)
-        self.id = name
-        self.out = os.path.join(self.tmp, "out")
-        self.stop_file = os.path.join(self.tmp, "stop")
-        os.makedirs(self.out)
-        self.daemon = rt.Daemon(self.tmp)
-        self.ctl = rdzvnode.Control(self.daemon.addr)
-        self.agents = {}
+    worker = TRAIN
 
     def agent(self, tag, nproc, nnodes, max_restarts=0, last_call="1s",
               env=None, args=(), grace=GRACE_S):
         """Starts rdzv-agent `tag` with |nproc| workers of train_ddp.py."""
         log_dir = os.path.join(self.tmp, "logs-" + tag)
-        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr,
-                "--nnodes", nnodes, "--nproc-per-node", nproc,
+        argv = ["--nnodes", nnodes, "--nproc-per-node", nproc,
                 "--max-restarts", max_restarts, "--last-call", last_call,
                 "--join-timeout", "60s", "--reconnect-grace", "%gs" % grace,
                 "--lease-ttl", "10s", "--stop-timeout", "3s", "--tee",
-                "--log-dir", log_dir] + list(args) + ["--", "/usr/bin/python3", TRAIN]
+                "--log-dir", log_dir] + list(args)
         e = {"TRAIN_OUT": self.out, "TRAIN_TAG": tag, "TRAIN_EPOCHS": "2",
              "TRAIN_STOP_FILE": self.stop_file, "TRAIN_EPOCH_SECONDS": "0.1",
              "TRAIN_MAX_SECONDS": "90", "TRAIN_ON_PEER_LOSS": "exit"}
         e.update(env or {})
-        p = rt.Proc(argv, env=e)
-        p.tag, p.nproc, p.log_dir = tag, nproc, log_dir
-        self.agents[tag] = p
+        p = self.start(tag, argv, e)
+        p.nproc, p.log_dir = nproc, log_dir
         return p
-
-    # -- the workers' files
-
-    def files(self, kind, gen=None):
-        """{(generation, rank): data} of train_ddp.py's |kind| files."""
-        res = {}
-        pat = "%s-g%s-r*.json" % (kind, "*" if gen is None else gen)
-        for f in glob.glob(os.path.join(self.out, pat)):
-            with open(f) as fp:
-                d = json.load(fp)
-            res[(d["generation"], d["rank"])] = d
-        return res
-
-    def by_rank(self, kind, gen):
-        return {r: d for (g, r), d in self.files(kind, gen).items()}
 
     def generations(self, kind="start"):
         return sorted({g for g, _ in self.files(kind)})
@@ -138,64 +110,15 @@ class Job:
                    % (epochs, world, gen, self.by_rank("progress", gen)))
 
     def stop_training(self):
-        with open(self.stop_file, "w"):
-            pass
-
-    # -- the agents and the job
+        self.stop_workers()
 
     def wait_exits(self, tags=None, timeout=60):
-        """Exit statuses of the agents |tags| (default all)."""
-        res = {}
-        deadline = time.monotonic() + timeout
-        for t in tags or sorted(self.agents):
-            left = max(0.1, deadline - time.monotonic())
-            try:
-                res[t] = self.agents[t].wait(left)
-            except subprocess.TimeoutExpired:
-                raise AssertionError("agent %s did not exit within %d s; output:\n%s"
-                                     % (t, timeout, self.agents[t].output()[-4000:]))
-        return res
-
-    def job(self):
-        return self.ctl.get_job(self.id, events=50)
-
-    def wait_job(self, pred, timeout=30, what="job state"):
-        last = {}
-
-        def ok():
-            last["job"] = self.job()
-            return last["job"] if pred(last["job"]) else None
-        try:
-            return rt.wait_for(ok, timeout, 0.05, what)
-        except TimeoutError as e:
-            raise AssertionError("%s; job:\n%s" % (e, last.get("job")))
-
-    def outputs(self):
-        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-3000:])
-                         for t, p in sorted(self.agents.items()))
-
-    def close(self):
-        for p in self.agents.values():
-            if p.p.poll() is None:
-                p.signal(signal.SIGKILL)
-                p.wait(10)
-        # The workers die with their agent (PR_SET_PDEATHSIG); make sure.
-        for d in self.files("env").values():
-            kill_worker(d["pid"])
-        self.ctl.close()
-        self.daemon.stop()
+        return super().wait_exits(tags, timeout)
 
 
 def alive(pid):
     """Whether |pid| is a running train_ddp.py (not a reused pid, not a zombie)."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            cmd = f.read()
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return b"train_ddp.py" in cmd and state != "Z"
+    return rdzvagent.alive(pid, "train_ddp.py")
 
 
 def kill_worker(pid):
@@ -205,7 +128,7 @@ def kill_worker(pid):
 
 @pytest.fixture
 def job(tmp_path, request):
-    j = Job(tmp_path, re.sub(r"[^A-Za-z0-9.-]+", "-", request.node.name).strip("-")[:60])
+    j = Job(tmp_path, rdzvagent.job_name(request))
     yield j
     j.close()
 

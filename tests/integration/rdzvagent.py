@@ -1,0 +1,142 @@
+"""One job run by real rdzv-agent processes on a private rdzvd, for the
+tests of tests/integration/{agent,torch,gpu}: starting agents, the files
+their workers leave (<kind>-g<generation>-r<rank>.json with "generation",
+"rank" and "pid"), the job as Control shows it, and a close() that ends
+every process it started."""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import grpc
+
+import rdzvnode
+import rdzvtest as rt
+
+AGENT = rt.build_path("client", "agent", "rdzv-agent")
+
+
+def job_name(request):
+    """A valid rdzv_id from the test's name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", request.node.name).strip("-")[:60]
+
+
+def alive(pid, cmd=None):
+    """Whether |pid| runs (not a zombie) and, given |cmd|, its command
+    line holds it (the pid was not reused)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            line = f.read()
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and (cmd is None or cmd.encode() in line)
+
+
+class AgentJob:
+    """A private rdzvd, the agents of one job on it, and the workers'
+    files under self.out. Subclasses say how an agent is started."""
+
+    worker = None           # the worker script; set by subclasses
+    env_kind = "env"        # the file every worker leaves, with its pid
+
+    def __init__(self, tmp_path, name):
+        self.tmp = str(tmp_path)
+        self.id = name
+        self.out = os.path.join(self.tmp, "out")
+        self.stop_file = os.path.join(self.tmp, "stop")
+        os.makedirs(self.out)
+        self.daemon = rt.Daemon(self.tmp)
+        self.ctl = rdzvnode.Control(self.daemon.addr)
+        self.agents = {}
+
+    def start(self, tag, args, env):
+        """rdzv-agent join --id ID --server S ARGS -- python3 WORKER."""
+        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr]
+        argv += [str(a) for a in args] + ["--", "/usr/bin/python3", self.worker]
+        p = rt.Proc(argv, env=env)
+        p.tag = tag
+        self.agents[tag] = p
+        return p
+
+    # -- the workers' files
+
+    def files(self, kind, gen=None):
+        """{(generation, rank): data} of the workers' |kind| files."""
+        res = {}
+        pat = "%s-g%s-r*.json" % (kind, "*" if gen is None else gen)
+        for f in glob.glob(os.path.join(self.out, pat)):
+            with open(f) as fp:
+                d = json.load(fp)
+            res[(d["generation"], d["rank"])] = d
+        return res
+
+    def by_rank(self, kind, gen):
+        return {r: d for (g, r), d in self.files(kind, gen).items()}
+
+    def stop_workers(self):
+        with open(self.stop_file, "w"):
+            pass
+
+    # -- the agents and the job
+
+    def job(self):
+        return self.ctl.get_job(self.id, events=50)
+
+    def wait_job(self, pred, timeout=30, what="job state"):
+        last = {}
+
+        def ok():
+            try:
+                last["job"] = self.job()
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                return None     # not created yet
+            return last["job"] if pred(last["job"]) else None
+        try:
+            return rt.wait_for(ok, timeout, 0.05, what)
+        except TimeoutError as e:
+            raise AssertionError("%s; job:\n%s\n%s" % (e, last.get("job"),
+                                                       self.outputs()))
+
+    def wait_exits(self, tags=None, timeout=20):
+        """Exit statuses of the agents |tags| (default all)."""
+        res = {}
+        deadline = time.monotonic() + timeout
+        for t in tags or sorted(self.agents):
+            try:
+                res[t] = self.agents[t].wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise AssertionError("agent %s did not exit within %d s:\n%s"
+                                     % (t, timeout, self.outputs()))
+        return res
+
+    def outputs(self):
+        return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-4000:])
+                         for t, p in sorted(self.agents.items()))
+
+    def close(self, gentle=False):
+        """Ends the agents (SIGTERM first when |gentle|), then any worker
+        still running, the Control channel and rdzvd."""
+        self.stop_workers()
+        for p in self.agents.values():
+            if p.p.poll() is None:
+                p.signal(signal.SIGTERM if gentle else signal.SIGKILL)
+        for p in self.agents.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.signal(signal.SIGKILL)
+                p.wait(10)
+        # The workers die with their agent (PR_SET_PDEATHSIG); make sure.
+        for d in self.files(self.env_kind).values():
+            if alive(d["pid"], os.path.basename(self.worker)):
+                os.kill(d["pid"], signal.SIGKILL)
+        self.ctl.close()
+        self.daemon.stop()
