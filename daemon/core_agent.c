@@ -34,7 +34,7 @@ core_node_end(struct core_node *n, enum core_node_state st,
 		/* A loss names the failure, even after a report. */
 		if (!j->pend_loss)
 			snprintf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) was lost (%s)", n->hostname,
+			    "node %.64s (node %llu) was lost (%.140s)", n->hostname,
 			    (unsigned long long)n->node_id, reason);
 		j->pend_failure = j->pend_loss = true;
 	} else if (j->state == CORE_JOB_RUNNING) {

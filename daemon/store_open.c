@@ -306,7 +306,7 @@ static int
 check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 {
 	char	ok[256];
-	int64_t	tables;
+	int64_t	tables = 0;
 
 	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
 		return errf(err, errlen, "database %s cannot be read: %s; "
@@ -345,7 +345,7 @@ static int
 set_pragmas(struct store *s, char *err, size_t errlen)
 {
 	char	mode[32];
-	int64_t	v;
+	int64_t	v = 0;
 
 	if (sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK)
 		return store_sqlfail(s, err, errlen, "busy timeout");
@@ -375,7 +375,7 @@ static int
 migrate(struct store *s, int64_t from, char *err, size_t errlen)
 {
 	char	sql[64];
-	int64_t	v;
+	int64_t	v = 0;
 	int	i;
 
 	for (i = (int)from; i < STORE_SCHEMA; i++) {

@@ -126,7 +126,10 @@ make_rank(const char *dir, int rank, int fds[2])
 	char d[600], e[700];
 
 	fds[0] = fds[1] = -1;
-	snprintf(d, sizeof(d), "%s/%d", dir, rank);
+	if (snprintf(d, sizeof(d), "%s/%d", dir, rank) >= (int)sizeof(d)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	snprintf(e, sizeof(e), "%s/error.json", d);
 	if ((mkdir(d, 0755) != 0 && errno != EEXIST) ||
 	    (unlink(e) != 0 && errno != ENOENT) ||
@@ -151,7 +154,8 @@ drop_rank(const char *dir, int rank, int fds[2])
 			close(fds[i]);
 		fds[i] = -1;
 	}
-	snprintf(d, sizeof(d), "%s/%d", dir, rank);
+	if (snprintf(d, sizeof(d), "%s/%d", dir, rank) >= (int)sizeof(d))
+		return;		/* never made: the path did not fit */
 	snprintf(f, sizeof(f), "%s/stdout.log", d);
 	unlink(f);
 	snprintf(f, sizeof(f), "%s/stderr.log", d);
