@@ -285,6 +285,53 @@ test_rule3_one_round_for_many(void)
 	teardown();
 }
 
+/*
+ * Rule 4: the daemon forms the new round itself, from the live
+ * participants and, where room is left, spares in arrival order. Members
+ * are sent a higher generation without rejoining, and membership changes
+ * (scale up, a planned leave) count no restart.
+ */
+static void
+test_rule4_daemon_forms_the_round(void)
+{
+	struct core_node	*a, *b, *w, *s1, *s2;
+	struct core_job		*j;
+
+	setup(NULL);
+	a = join("r4", "a", 2, 2, 3);
+	b = join("r4", "b", 1, 2, 3);
+	j = a->job;
+	tick(30000);
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 1);
+	w = join("r4", "w", 1, 2, 3);
+	/* A waiting node that fills max_nodes is taken in at once. */
+	CHECK(j->generation == 2 && w->state == CORE_NODE_PARTICIPANT);
+	s1 = join("r4", "s1", 4, 2, 3);
+	tick(1);
+	s2 = join("r4", "s2", 1, 2, 3);
+	CHECK(s1->state == CORE_NODE_SPARE && s2->state == CORE_NODE_SPARE);
+	CHECK_RC(core_leave(C, NOW, "alice", b->session_id, NULL, err,
+	    sizeof(err)), 0);
+	turn();
+	/* At once: the live participants and the first spare to arrive. */
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 3);
+	CHECK(j->round_n == 3 && j->restart_count == 0);
+	CHECK(a->state == CORE_NODE_PARTICIPANT);
+	CHECK(w->state == CORE_NODE_PARTICIPANT);
+	CHECK(s1->state == CORE_NODE_PARTICIPANT);
+	CHECK(s2->state == CORE_NODE_SPARE);
+	CHECK(count_msgs(s2, CORE_MSG_ASSIGNMENT) == 0);
+	CHECK(count_msgs(a, CORE_MSG_ASSIGNMENT) == 3);
+	CHECK(last_msg(a)->u.assignment.generation == 3);
+	CHECK(last_msg(w)->u.assignment.generation == 3);
+	CHECK(last_msg(s1)->u.assignment.generation == 3);
+	CHECK(last_msg(s1)->u.assignment.restart_count == 0);
+	CHECK(last_msg(s1)->u.assignment.base_rank == 2);	/* a, s1, w */
+	CHECK(j->world_size == 7);
+	CHECK(core_job_last_call_in(j, NOW) == -1);
+	teardown();
+}
+
 /* Rule 5: a lost participant counts a failure; a spare takes its place. */
 static void
 test_rule5_spare_promoted(void)
@@ -481,6 +528,8 @@ static const struct test tests[] = {
 	{ "rule2_world_and_base_ranks", test_rule2_world_and_base_ranks },
 	{ "rule2_rank_order", test_rule2_rank_order },
 	{ "rule3_one_round_for_many", test_rule3_one_round_for_many },
+	{ "rule4_daemon_forms_the_round",
+	    test_rule4_daemon_forms_the_round },
 	{ "rule5_spare_promoted", test_rule5_spare_promoted },
 	{ "rule5_restart_limit_zero", test_rule5_restart_limit_zero },
 	{ "rule5_survivors_wait", test_rule5_survivors_wait },
