@@ -273,9 +273,11 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 			    "(p %u w %u s %u)", j->rdzv_id, p, w, s);
 		break;
 	case CORE_JOB_RUNNING:
+		/* While a failure is held, waiting nodes wait for it. */
 		if (j->round_n == 0 || p != j->round_n || p < min ||
 		    p + w > max || (s > 0 && p + w != max) ||
-		    core_timer_armed(&j->last_call) != (w > 0) ||
+		    (!j->held_failure &&
+		    core_timer_armed(&j->last_call) != (w > 0)) ||
 		    core_timer_armed(&j->join_deadline) ||
 		    core_timer_armed(&j->retention))
 			return errf(err, errlen, "job %s: running round wrong "

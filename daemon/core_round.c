@@ -299,6 +299,21 @@ reround(struct core_job *j, const char *why)
 	round_open_settle(j, false, false);
 }
 
+/*
+ * Holds a failure (reason) or lets go of it (NULL). The report behind it
+ * was answered, so the store keeps it like any other job state (SPEC §9).
+ */
+static void
+held_set(struct core_job *j, const char *reason)
+{
+	if (reason == NULL && !j->held_failure)
+		return;
+	j->held_failure = reason != NULL;
+	snprintf(j->held_reason, sizeof(j->held_reason), "%s",
+	    reason != NULL ? reason : "");
+	core_job_dirty(j);
+}
+
 /* The member of the current round whose connection is gone, if any. */
 static struct core_node *
 round_away(const struct core_job *j)
@@ -318,8 +333,11 @@ round_away(const struct core_job *j)
  * still within its reconnect grace. Counting that report and then the
  * loss would be two restarts for one event, and would name the wrong
  * cause. So a reported failure waits while a member of the round is away:
- * its loss then counts once, naming it (rule 5); its return lets the
- * report count (rule 6). True when the failure is held.
+ * its loss then counts once, naming it (rule 5); once no member is away
+ * (it resumed; after a daemon restart, every member resumed) the report
+ * counts (rule 6). A planned change still re-rounds meanwhile; waiting
+ * nodes are taken in when the failure is settled. True when nothing is to
+ * be done now.
  */
 static bool
 hold_failure(struct core_job *j, bool *failure, bool loss, bool change,
@@ -328,24 +346,26 @@ hold_failure(struct core_job *j, bool *failure, bool loss, bool change,
 	struct core_node	*away;
 
 	if (*failure && loss) {
-		j->held_failure = false;
+		held_set(j, NULL);
 		return false;
 	}
-	if (*failure && (away = round_away(j)) != NULL) {
+	away = round_away(j);
+	if (*failure && away != NULL) {
 		if (!j->held_failure) {
-			j->held_failure = true;
-			memcpy(j->held_reason, reason, CORE_REASON_MAX);
+			held_set(j, reason);
 			core_event_add(j, "held", "the failure waits for node "
 			    "%s (node %llu), away, to resume or be lost",
 			    away->hostname, (unsigned long long)away->node_id);
 		}
-		return true;
+		*failure = false;
 	}
-	if (j->held_failure && !*failure && (change || round_away(j) == NULL)) {
-		*failure = true;
-		memcpy(reason, j->held_reason, CORE_REASON_MAX);
-	}
-	j->held_failure = false;
+	if (!j->held_failure)
+		return false;
+	if (away != NULL)
+		return !change;
+	*failure = true;
+	memcpy(reason, j->held_reason, CORE_REASON_MAX);
+	held_set(j, NULL);
 	return false;
 }
 
@@ -373,8 +393,14 @@ core_settle(struct core_job *j)
 	j->fired_last_call = j->fired_join = false;
 	if (j->removed)
 		return;
-	if (j->state != CORE_JOB_RUNNING)
-		j->held_failure = false;
+	if (j->held_failure && j->state != CORE_JOB_RUNNING) {
+		/* Rule 7: a failure held as the job began closing fails it. */
+		if (j->state == CORE_JOB_CLOSING && !failure) {
+			failure = true;
+			memcpy(reason, j->held_reason, sizeof(reason));
+		}
+		held_set(j, NULL);
+	}
 	p = j->n_state[CORE_NODE_PARTICIPANT];
 	w = j->n_state[CORE_NODE_WAITING];
 

@@ -150,6 +150,10 @@ put_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
 	bind_u64(&b, j->event_seq);
 	bind_left(&b, j->last_call_left_ms);
 	bind_left(&b, j->join_left_ms);
+	if (j->held_failure)
+		bind_text(&b, j->held_reason);
+	else
+		bind_null(&b);
 	snprintf(what, sizeof(what), "writing job %s", j->rdzv_id);
 	return run(s, &b, err, errlen, what);
 }

@@ -101,6 +101,11 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	j->event_seq = (uint64_t)sqlite3_column_int64(st, 17);
 	j->last_call_left_ms = col_left(st, 18);
 	j->join_left_ms = col_left(st, 19);
+	if (sqlite3_column_type(st, 20) != SQLITE_NULL) {
+		j->held_failure = true;
+		snprintf(j->held_reason, sizeof(j->held_reason), "%s",
+		    col_text(st, 20));
+	}
 	return 0;
 }
 

@@ -20,6 +20,8 @@ struct fs_job {
 	struct core_settings	s;
 	enum core_job_state	state;
 	char			reason[CORE_REASON_MAX];
+	bool			held;
+	char			held_reason[CORE_REASON_MAX];
 	uint64_t		generation, event_seq;
 	uint32_t		restart_count, attempt;
 	int64_t			created, updated, ended, lc_left, join_left;
@@ -145,6 +147,9 @@ fs_commit(struct fakestore *fs, struct core *c)
 		fj->s = j->settings;
 		fj->state = j->state;
 		memcpy(fj->reason, j->reason, sizeof(fj->reason));
+		fj->held = j->held_failure;
+		memcpy(fj->held_reason, j->held_reason,
+		    sizeof(fj->held_reason));
 		fj->generation = j->generation;
 		fj->restart_count = j->restart_count;
 		fj->attempt = j->attempt;
@@ -213,6 +218,9 @@ fs_restore(struct fakestore *fs, const struct core_config *cfg,
 		j->settings = fj->s;
 		j->state = fj->state;
 		memcpy(j->reason, fj->reason, sizeof(j->reason));
+		j->held_failure = fj->held;
+		memcpy(j->held_reason, fj->held_reason,
+		    sizeof(j->held_reason));
 		j->generation = fj->generation;
 		j->restart_count = fj->restart_count;
 		j->attempt = fj->attempt;

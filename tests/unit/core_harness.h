@@ -206,6 +206,29 @@ disconnect(struct core_node *n)
 	turn();
 }
 
+/*
+ * The daemon restarts: a new boot at mono_ms on the monotonic clock,
+ * gap_ms later on the wall clock, with a core rebuilt from the fake store.
+ * Nodes must be found again by id. False (and the test failed) when the
+ * store cannot be restored.
+ */
+static inline bool
+restart(const struct core_config *cfg, uint64_t mono_ms, int64_t gap_ms)
+{
+	char	e[256];
+
+	core_free(C);
+	NOW.mono_ms = mono_ms;
+	NOW.wall_ms += gap_ms;
+	if ((C = fs_restore(&FS, cfg, NOW, e, sizeof(e))) == NULL) {
+		fprintf(stderr, "  restore: %s\n", e);
+		failed = 1;
+		return false;
+	}
+	turn();
+	return true;
+}
+
 struct test {
 	const char	*name;
 	void		(*fn)(void);

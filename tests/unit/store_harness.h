@@ -290,6 +290,8 @@ compare_job(const struct core_job *a, const struct core_job *b)
 	CHECK_MEM(&a->settings, &b->settings, sizeof(a->settings));
 	CHECK_INT(a->state, b->state);
 	CHECK_STR(a->reason, b->reason);
+	CHECK_INT(a->held_failure, b->held_failure);
+	CHECK_STR(a->held_reason, b->held_reason);
 	CHECK_INT(a->generation, b->generation);
 	CHECK_INT(a->restart_count, b->restart_count);
 	CHECK_INT(a->attempt, b->attempt);

@@ -450,6 +450,85 @@ test_rule5_peer_failures_wait_for_the_loss(void)
 	teardown();
 }
 
+/* Three nodes h0..h2 of job id, 2:max, max_restarts 1: h2 goes away and
+ * h0 reports FAILED, which is held. */
+static void
+held_setup(const char *id, uint32_t max, struct core_node *n[3])
+{
+	struct core_join	r;
+	int			i;
+
+	for (i = 0; i < 3; i++) {
+		char host[8];
+		snprintf(host, sizeof(host), "h%d", i);
+		r = req(id, host, 1, 2, max);
+		r.settings.max_restarts = 1;
+		n[i] = join_req(&r, 0);
+	}
+	if (n[0]->job->generation == 0)
+		tick(30000);
+	CHECK(n[0]->job->generation == 1 && n[0]->job->round_n == 3);
+	disconnect(n[2]);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[0]->job->held_failure && n[0]->job->restart_count == 0);
+}
+
+/* A held failure is settled by what happens next, whatever that is. */
+static void
+test_rule5_held_failure_settles(void)
+{
+	struct core_node	*n[3], *w;
+	uint64_t		 id[3];
+	struct core_job		*j;
+	int			 i;
+
+	/* The daemon restarts: the failure counts once every member is
+	 * back (a report answered is never lost, SPEC §9). */
+	setup(NULL);
+	held_setup("hr", 3, n);
+	for (i = 0; i < 3; i++)
+		id[i] = n[i]->node_id;
+	if (!restart(NULL, 5000, 1000)) {
+		fs_free(&FS);
+		return;
+	}
+	for (i = 0; i < 3; i++)
+		n[i] = core_node_find(C, id[i]);
+	j = n[0]->job;
+	CHECK(j->held_failure && j->generation == 1);
+	CHECK_RC(resume(n[1], 1), 0);
+	CHECK_RC(resume(n[2], 1), 0);
+	CHECK(j->generation == 1 && j->restart_count == 0);
+	CHECK_RC(resume(n[0], 1), 0);
+	CHECK(!j->held_failure && j->generation == 2 && j->restart_count == 1);
+	CHECK(last_msg(n[2])->u.assignment.generation == 2);
+	CHECK_HAS(last_msg(n[2])->u.assignment.master_addr, "h0");
+	teardown();
+
+	/* The job begins closing: rule 7's failure while closing. */
+	setup(NULL);
+	held_setup("hc", 3, n);
+	CHECK_RC(core_close(C, NOW, "alice", false, "hc", err,
+	    sizeof(err)), 0);
+	turn();
+	CHECK(n[0]->job->state == CORE_JOB_FAILED);
+	CHECK_HAS(n[0]->job->reason, "node h0 (node 1) reported a worker "
+	    "failure in generation 1");
+	CHECK_HAS(n[0]->job->reason, "while the job was closing");
+	teardown();
+
+	/* A node arrives meanwhile: it is taken in with the settlement, in
+	 * one round. */
+	setup(NULL);
+	held_setup("hw", 4, n);
+	w = join("hw", "w", 1, 2, 4);
+	CHECK(w->state == CORE_NODE_WAITING && w->job->generation == 1);
+	tick(3000);			/* h2's grace ends */
+	CHECK(w->job->generation == 2 && w->job->restart_count == 1);
+	CHECK(w->state == CORE_NODE_PARTICIPANT && w->job->round_n == 3);
+	teardown();
+}
+
 /* Rule 5: too few survivors: they stop and wait; the round stays open. */
 static void
 test_rule5_survivors_wait(void)
@@ -535,6 +614,7 @@ static const struct test tests[] = {
 	{ "rule5_survivors_wait", test_rule5_survivors_wait },
 	{ "rule5_peer_failures_wait_for_the_loss",
 	    test_rule5_peer_failures_wait_for_the_loss },
+	{ "rule5_held_failure_settles", test_rule5_held_failure_settles },
 	{ "join_checks", test_join_checks },
 };
 

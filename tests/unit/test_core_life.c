@@ -327,7 +327,6 @@ test_rule11_restore(void)
 	struct core_job		*j, *k;
 	struct core_config	 cfg;
 	uint64_t		 a_id, b_id;
-	char			 e[256];
 
 	core_config_defaults(&cfg);
 	setup(&cfg);
@@ -346,17 +345,10 @@ test_rule11_restore(void)
 	b_id = b->node_id;
 
 	/* The daemon restarts 60 s later. */
-	core_free(C);
-	NOW.mono_ms = 5000;
-	NOW.wall_ms += 60000;
-	C = fs_restore(&FS, &cfg, NOW, e, sizeof(e));
-	CHECK(C != NULL);
-	if (C == NULL) {
-		fprintf(stderr, "  %s\n", e);
+	if (!restart(&cfg, 5000, 60000)) {
 		fs_free(&FS);
 		return;
 	}
-	turn();
 	j = core_job_find(C, "rr");
 	k = core_job_find(C, "wt");
 	a = core_node_find(C, a_id);

@@ -552,6 +552,7 @@ struct snap_node {
 struct snap_job {
 	char		id[CORE_ID_MAX + 1];
 	int		state;
+	bool		held;
 	uint64_t	generation;
 	uint32_t	restarts, attempt, world, nnodes;
 	int64_t		last_call_in, join_in;
@@ -579,6 +580,7 @@ do_restart(void)
 	TAILQ_FOREACH(j, &C->jobs, entry) {
 		snprintf(sj[nsj].id, sizeof(sj[nsj].id), "%s", j->rdzv_id);
 		sj[nsj].state = j->state;
+		sj[nsj].held = j->held_failure;
 		sj[nsj].generation = j->generation;
 		sj[nsj].restarts = j->restart_count;
 		sj[nsj].attempt = j->attempt;
@@ -610,6 +612,7 @@ do_restart(void)
 	for (i = 0; i < nsj; i++) {
 		j = core_job_find(C, sj[i].id);
 		if (j == NULL || (int)j->state != sj[i].state ||
+		    j->held_failure != sj[i].held ||
 		    j->generation != sj[i].generation ||
 		    j->restart_count != sj[i].restarts ||
 		    j->attempt != sj[i].attempt ||

@@ -116,6 +116,18 @@ test_roundtrip(void)
 	join("lastcall", "l2", 1, 2, 4);
 	tick(12000);
 
+	/* A failure held while a member is away (rule 5). */
+	join("held", "h1", 1, 2, 2);
+	n = join("held", "h2", 1, 2, 2);
+	core_disconnect(C, NOW, n);
+	turn();
+	report(core_job_find(C, "held")->round[0], CORE_OUTCOME_FAILED);
+	CHECK(core_job_find(C, "held")->held_failure);
+	CHECK_INT(q("SELECT count(*) FROM jobs WHERE rdzv_id = 'held' AND "
+	    "held_reason LIKE '%reported a worker failure%'"), 1);
+	CHECK_INT(q("SELECT count(*) FROM jobs WHERE held_reason IS NULL"),
+	    7);
+
 	j = core_job_find(C, "short");
 	join_left = j->join_left_ms;
 	CHECK(join_left > 0 && join_left < 600000);
