@@ -193,10 +193,11 @@ round_complete(struct core_job *j, uint32_t k)
 	j->reason[0] = '\0';
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
-	core_event_add(j, "round", "generation %llu: %u nodes, world size %u, "
-	    "master %s:%u, restart %u of max %u",
-	    (unsigned long long)j->generation, k, base, j->master_addr,
-	    j->master_port, j->restart_count, j->settings.max_restarts);
+	core_event_add(j, "round", "generation %llu: %u node%s, world size "
+	    "%u, master %s:%u, restart %u of max %u",
+	    (unsigned long long)j->generation, k, k == 1 ? "" : "s", base,
+	    j->master_addr, j->master_port, j->restart_count,
+	    j->settings.max_restarts);
 	for (i = 0; i < k; i++) {
 		n = j->round[i];
 		m = core_msg_queue(n, CORE_MSG_ASSIGNMENT);
@@ -526,10 +527,10 @@ core_waiting_reason(const struct core_node *n, char *buf, size_t len)
 		else {
 			core_fmt_secs(t, sizeof(t), (uint64_t)
 			    core_job_last_call_in(j, j->core->now));
-			snprintf(buf, len, "round %llu: %u nodes joined; it "
+			snprintf(buf, len, "round %llu: %u node%s joined; it "
 			    "completes at %u nodes or in %s (last call)",
 			    (unsigned long long)j->generation + 1, p,
-			    j->settings.max_nodes, t);
+			    p == 1 ? "" : "s", j->settings.max_nodes, t);
 		}
 		break;
 	case CORE_NODE_WAITING:
