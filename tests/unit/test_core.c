@@ -388,6 +388,29 @@ test_rule5_restart_limit_zero(void)
 	teardown();
 }
 
+/* Three nodes h0..h2 of job id, 2:max, max_restarts 1: h2 goes away and
+ * h0 reports FAILED, which is held. */
+static void
+held_setup(const char *id, uint32_t max, struct core_node *n[3])
+{
+	struct core_join	r;
+	int			i;
+
+	for (i = 0; i < 3; i++) {
+		char host[8];
+		snprintf(host, sizeof(host), "h%d", i);
+		r = req(id, host, 1, 2, max);
+		r.settings.max_restarts = 1;
+		n[i] = join_req(&r, 0);
+	}
+	if (n[0]->job->generation == 0)
+		tick(30000);
+	CHECK(n[0]->job->generation == 1 && n[0]->job->round_n == 3);
+	disconnect(n[2]);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[0]->job->held_failure && n[0]->job->restart_count == 0);
+}
+
 /*
  * A node dies; its peers' workers fail at once and their agents report
  * FAILED while it is within its reconnect grace. That is one failure, the
@@ -397,22 +420,12 @@ test_rule5_restart_limit_zero(void)
 static void
 test_rule5_peer_failures_wait_for_the_loss(void)
 {
-	struct core_join	 r;
 	struct core_node	*n[3];
 	int			 i;
 
 	for (int resumes = 0; resumes <= 1; resumes++) {
 		setup(NULL);
-		for (i = 0; i < 3; i++) {
-			char host[8];
-			snprintf(host, sizeof(host), "h%d", i);
-			r = req("held", host, 1, 2, 3);
-			r.settings.max_restarts = 1;
-			n[i] = join_req(&r, 0);
-		}
-		CHECK(n[0]->job->generation == 1);
-		disconnect(n[2]);
-		CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+		held_setup("held", 3, n);
 		CHECK_RC(report(n[1], 1, CORE_OUTCOME_FAILED), 0);
 		CHECK(n[0]->job->generation == 1);	/* held */
 		CHECK(n[0]->job->restart_count == 0);
@@ -448,29 +461,6 @@ test_rule5_peer_failures_wait_for_the_loss(void)
 	CHECK(n[0]->job->state == CORE_JOB_FAILED);
 	CHECK_HAS(n[0]->job->reason, "node h1 (node 2) was lost");
 	teardown();
-}
-
-/* Three nodes h0..h2 of job id, 2:max, max_restarts 1: h2 goes away and
- * h0 reports FAILED, which is held. */
-static void
-held_setup(const char *id, uint32_t max, struct core_node *n[3])
-{
-	struct core_join	r;
-	int			i;
-
-	for (i = 0; i < 3; i++) {
-		char host[8];
-		snprintf(host, sizeof(host), "h%d", i);
-		r = req(id, host, 1, 2, max);
-		r.settings.max_restarts = 1;
-		n[i] = join_req(&r, 0);
-	}
-	if (n[0]->job->generation == 0)
-		tick(30000);
-	CHECK(n[0]->job->generation == 1 && n[0]->job->round_n == 3);
-	disconnect(n[2]);
-	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
-	CHECK(n[0]->job->held_failure && n[0]->job->restart_count == 0);
 }
 
 /* A held failure is settled by what happens next, whatever that is. */
