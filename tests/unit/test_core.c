@@ -388,8 +388,10 @@ test_rule5_restart_limit_zero(void)
 	teardown();
 }
 
-/* Three nodes h0..h2 of job id, 2:max, max_restarts 1: h2 goes away and
- * h0 reports FAILED, which is held. */
+/*
+ * Three nodes h0..h2 of job id, 2:max, max_restarts 1: h2 goes away and h0
+ * reports FAILED, which is held.
+ */
 static void
 held_setup(const char *id, uint32_t max, struct core_node *n[3])
 {
