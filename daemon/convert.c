@@ -74,7 +74,7 @@ gpu_to_pb(struct arena *a, const struct core_gpu *g)
 }
 
 static Rdzv__V1__Node *
-node_to_pb(struct arena *a, const struct core_node *n)
+node_to_pb(struct arena *a, const struct core_node *n, struct core_now now)
 {
 	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
 	rdzv__v1__node__init(m);
@@ -95,7 +95,7 @@ node_to_pb(struct arena *a, const struct core_node *n)
 		for (uint32_t i = 0; i < n->n_gpus; i++)
 			m->gpus[i] = gpu_to_pb(a, &n->gpus[i]);
 	}
-	m->last_seen_unix_ms = n->last_seen_ms;
+	m->last_seen_unix_ms = streams_last_seen_ms(n, now);
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
 	return m;
@@ -131,7 +131,7 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 		const struct core_node *n;
 		m->nodes = arena_alloc(a, j->n_nodes * sizeof(*m->nodes));
 		TAILQ_FOREACH(n, &j->nodes, entry)
-			m->nodes[m->n_nodes++] = node_to_pb(a, n);
+			m->nodes[m->n_nodes++] = node_to_pb(a, n, now);
 	}
 	if (events > j->events_n)
 		events = j->events_n;

@@ -94,6 +94,9 @@ void		 streams_send(struct core_node *node, const struct core_msg *msg);
 /* Ends the streams of nodes the core removed. */
 void		 streams_forget(uint64_t node_id);
 size_t		 streams_count(void);
+/* When the node was last heard from (wall ms): its connection, if live. */
+int64_t		 streams_last_seen_ms(const struct core_node *,
+		    struct core_now);
 /* Ends every stream without counting it as a disconnect (shutdown). */
 void		 streams_shutdown(void);
 

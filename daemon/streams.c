@@ -131,6 +131,26 @@ streams_count(void)
 	return streams.n;
 }
 
+/*
+ * The core records a node's calls; a connected node is also heard from on
+ * its HTTP/2 connection (frames, PING answers), which is fresher.
+ */
+int64_t
+streams_last_seen_ms(const struct core_node *node, struct core_now now)
+{
+	struct stream *s;
+	uint64_t seen;
+	int64_t wall;
+
+	if (!node->connected || (s = find(node->node_id)) == NULL)
+		return node->last_seen_ms;
+	seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+	if (seen > now.mono_ms)
+		seen = now.mono_ms;
+	wall = now.wall_ms - (int64_t)(now.mono_ms - seen);
+	return wall > node->last_seen_ms ? wall : node->last_seen_ms;
+}
+
 /* Ends the leases of nodes whose connection has been silent too long. */
 static void
 sweep_cb(evutil_socket_t fd, short what, void *arg)

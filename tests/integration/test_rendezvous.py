@@ -406,6 +406,31 @@ def test_gpu_results_and_offer_updates(tmp_path):
 
 # ------------------------------------------------------------ operators
 
+def test_last_seen_follows_the_connection(tmp_path):
+    """A connected node answers rdzvd's keepalive PINGs, so its last_seen
+    moves on without any call; once it disconnects, it is the time of the
+    disconnect."""
+    with Cluster(tmp_path, ["--keepalive", "100ms"]) as c:
+        n = c.node("seen")
+        n.join("e2e-seen", min_nodes=1, max_nodes=1)
+        n.wait_assignment(timeout=10)
+        ctl = c.ctl()
+
+        def node():
+            return ctl.get_job("e2e-seen").nodes[0]
+        first = node()
+        assert first.connected and first.last_seen_unix_ms >= first.joined_unix_ms
+        later = rt.wait_for(
+            lambda: (lambda x: x if x.last_seen_unix_ms >= first.last_seen_unix_ms + 500
+                     else None)(node()),
+            timeout=10, what="last_seen to follow the keepalive PINGs")
+        assert later.connected
+        n.close()
+        gone = rt.wait_for(lambda: (lambda x: x if not x.connected else None)(node()),
+                           timeout=10, what="the node to be seen disconnected")
+        assert gone.last_seen_unix_ms >= later.last_seen_unix_ms
+
+
 def test_control_close_abort_evict_and_watch(tmp_path):
     with Cluster(tmp_path) as c:
         ctl = c.ctl()
