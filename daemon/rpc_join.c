@@ -11,17 +11,30 @@
 #include "log.h"
 #include "rdzvd.h"
 
+/*
+ * A session id is 16 random bytes, the agent's secret. They come from a pool
+ * filled 256 ids at a time: one getrandom call, not one per joining node.
+ * Bytes handed out are wiped from the pool.
+ */
 static int
 new_session(uint8_t id[CORE_SESSION_LEN])
 {
-	size_t have = 0;
-	while (have < CORE_SESSION_LEN) {
-		ssize_t n = getrandom(id + have, CORE_SESSION_LEN - have, 0);
-		if (n < 0 && errno != EINTR)
-			return -1;
-		if (n > 0)
-			have += (size_t)n;
+	static uint8_t pool[256 * CORE_SESSION_LEN];
+	static size_t left;
+
+	if (left < CORE_SESSION_LEN) {
+		while (left < sizeof(pool)) {
+			ssize_t n = getrandom(pool + left, sizeof(pool) - left,
+			    0);
+			if (n < 0 && errno != EINTR)
+				return -1;
+			if (n > 0)
+				left += (size_t)n;
+		}
 	}
+	left -= CORE_SESSION_LEN;
+	memcpy(id, pool + left, CORE_SESSION_LEN);
+	explicit_bzero(pool + left, CORE_SESSION_LEN);
 	return 0;
 }
 

@@ -120,6 +120,7 @@ def test_three_nodes_get_one_consistent_round(tmp_path):
         assert [len(nodes[h].assignments()) for h in (0, 1, 2)] == [1, 1, 1]
         node_ids = {nodes[h].node_id for h in nodes}
         assert len(node_ids) == 3
+        assert len({nodes[h].session_id for h in nodes}) == 3
 
         ctl = c.ctl()
         job = ctl.get_job("e2e-three")
