@@ -56,6 +56,9 @@ log_level_name(enum log_level level)
 	return level_names[level];
 }
 
+static void vlog(enum log_level, const char *, const char *, va_list)
+    __attribute__((format(printf, 3, 0)));
+
 static void
 vlog(enum log_level level, const char *err, const char *fmt, va_list ap)
 {
