@@ -175,6 +175,25 @@ def test_unknown_method(srv):
         assert err.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
+def test_immediate_error_is_trailers_only(srv):
+    """An error decided before any reply (here: an unknown method) is one
+    HEADERS frame that ends the stream and carries grpc-status itself
+    (gRPC's Trailers-Only), with no DATA frame."""
+    s = raw_connect(srv.addr)
+    s.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+              grpc_request("/rdzv.test.Test/Nope", Event()))
+    frames, _ = read_frames(
+        s, lambda fs: any(f[0] == HEADERS and f[2] == 1 and f[1] & END_STREAM
+                          for f in fs))
+    s.close()
+    mine = [f for f in frames if f[2] == 1]
+    assert [f[0] for f in mine] == [HEADERS], mine
+    # In the HPACK block: the name grpc-status (Huffman-coded by RFC 7541's
+    # static code, which nghttp2 uses whenever shorter) and the literal
+    # value "12", UNIMPLEMENTED.
+    assert b"\x9a\xca\xc8\xb2\x12\x34\xda\x8f\x02" + b"12" in mine[0][3], mine
+
+
 def test_oversized_request_keeps_connection(srv):
     with grpc.insecure_channel(srv.addr) as ch:
         echo = method(ch, "Echo")
