@@ -92,14 +92,18 @@ def hpack_literal(headers):
     return out
 
 
-def grpc_request(path, msg, content_type="application/grpc", stream=1):
+def grpc_request(path, msg, content_type="application/grpc", stream=1,
+                 whole=True):
+    """The frames of a request; only its HEADERS unless |whole|."""
     body = msg.SerializeToString()
     hdrs = hpack_literal([(":method", "POST"), (":scheme", "http"),
                           (":path", path), (":authority", "localhost"),
                           ("content-type", content_type), ("te", "trailers")])
-    return (frame(HEADERS, END_HEADERS, stream, hdrs) +
-            frame(DATA, END_STREAM, stream,
-                  struct.pack(">BI", 0, len(body)) + body))
+    out = frame(HEADERS, END_HEADERS, stream, hdrs)
+    if whole:
+        out += frame(DATA, END_STREAM, stream,
+                     struct.pack(">BI", 0, len(body)) + body)
+    return out
 
 
 def raw_connect(addr, rcvbuf=None):
@@ -192,6 +196,16 @@ def test_immediate_error_is_trailers_only(srv):
     # static code, which nghttp2 uses whenever shorter) and the literal
     # value "12", UNIMPLEMENTED.
     assert b"\x9a\xca\xc8\xb2\x12\x34\xda\x8f\x02" + b"12" in mine[0][3], mine
+    # Answered before the request ended: RST_STREAM NO_ERROR tells the
+    # client to stop sending (RFC 9113 §8.1).
+    s = raw_connect(srv.addr)
+    s.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+              grpc_request("/rdzv.test.Test/Nope", Event(), whole=False))
+    frames, _ = read_frames(s, lambda fs: any(f[0] == RST_STREAM for f in fs))
+    s.close()
+    mine = [f for f in frames if f[2] == 1]
+    assert [f[0] for f in mine] == [HEADERS, RST_STREAM], mine
+    assert mine[0][1] & END_STREAM and mine[1][3] == b"\0\0\0\0", mine
 
 
 def test_oversized_request_keeps_connection(srv):
