@@ -5,6 +5,7 @@ file handling (SPEC §10, §11, §13)."""
 
 import os
 import signal
+import socket
 import subprocess
 
 import grpc
@@ -114,6 +115,25 @@ def test_unix_socket_identity_is_uid(tmp_path):
         assert d.addr == "unix:" + sock
         with grpc.insecure_channel("unix:" + sock) as ch:
             assert server_info(ch).identity == "uid:%d" % os.getuid()
+
+
+def test_systemd_readiness_and_stopping(tmp_path):
+    """As a Type=notify service: READY=1 once it serves, STOPPING=1 on
+    SIGTERM, on the datagram socket systemd names in NOTIFY_SOCKET."""
+    with open(rt.build_path("config.h")) as f:
+        if "HAVE_LIBSYSTEMD 1" not in f.read():
+            pytest.skip("built without libsystemd: no readiness notification")
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sd:
+        sd.bind(path)
+        sd.settimeout(10)
+        with rt.Daemon(tmp_path, env={"NOTIFY_SOCKET": path}) as d:
+            assert b"READY=1" in sd.recv(4096).split(b"\n")
+            with grpc.insecure_channel(d.addr) as ch:
+                assert health_check(ch).status == SERVING
+            d.signal(signal.SIGTERM)
+            assert b"STOPPING=1" in sd.recv(4096).split(b"\n")
+            assert d.wait() == 0
 
 
 def test_health_watch_sees_shutdown(tmp_path):
