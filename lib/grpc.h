@@ -54,6 +54,9 @@ enum grpc_status {
 
 /* "OK", "NOT_FOUND", ...; "UNKNOWN_STATUS" outside the table. */
 const char *grpc_status_name(int status);
+/* Whether a call that failed with |status| may go through if tried again
+ * (the connection, the peer's load or its answer may change); 0 or 1. */
+int grpc_status_transient(int status);
 
 /* ---------------------------------------------------------------- server */
 

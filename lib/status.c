@@ -1,5 +1,6 @@
 /*
- * gRPC status names and the monotonic clock the programs share.
+ * gRPC status names and classes, and the monotonic clock the programs
+ * share.
  */
 #include <time.h>
 
@@ -19,6 +20,22 @@ grpc_status_name(int status)
 	    sizeof(status_names[0]))
 		return "UNKNOWN_STATUS";
 	return status_names[status];
+}
+
+int
+grpc_status_transient(int status)
+{
+	switch (status) {
+	case GRPC_UNAVAILABLE:
+	case GRPC_DEADLINE_EXCEEDED:
+	case GRPC_CANCELLED:
+	case GRPC_INTERNAL:
+	case GRPC_UNKNOWN:
+	case GRPC_ABORTED:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 uint64_t

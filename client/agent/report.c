@@ -33,26 +33,20 @@ keep(struct agent *a, int status, const char *what, const char *msg)
 	struct timeval tv = { REPORT_RETRY_MS / 1000,
 	    (REPORT_RETRY_MS % 1000) * 1000 };
 
-	switch (status) {
-	case GRPC_UNAVAILABLE:
-	case GRPC_DEADLINE_EXCEEDED:
-	case GRPC_CANCELLED:
-	case GRPC_INTERNAL:
-	case GRPC_UNKNOWN:
-		if (a->quitting)
-			return false;
-		log_debug("%s: %s (%s); trying again", what,
-		    msg != NULL ? msg : "", grpc_status_name(status));
-		/* A lost connection resends after the resume; a slow rdzvd
-		 * gets another try. */
-		if (session_connected(a))
-			evtimer_add(a->report_retry_ev, &tv);
-		return true;
-	default:
+	if (!grpc_status_transient(status)) {
 		log_info("%s: rdzvd ignored it: %s (%s)", what,
 		    msg != NULL ? msg : "", grpc_status_name(status));
 		return false;
 	}
+	if (a->quitting)
+		return false;
+	log_debug("%s: %s (%s); trying again", what, msg != NULL ? msg : "",
+	    grpc_status_name(status));
+	/* A lost connection resends after the resume; a slow rdzvd gets
+	 * another try. */
+	if (session_connected(a))
+		evtimer_add(a->report_retry_ev, &tv);
+	return true;
 }
 
 static void

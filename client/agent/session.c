@@ -30,23 +30,6 @@ session_connected(const struct agent *a)
 	return a->sstate == SESSION_JOINED && a->session_len > 0;
 }
 
-/* Whether a failed call may succeed when tried again. */
-static bool
-transient(int status)
-{
-	switch (status) {
-	case GRPC_UNAVAILABLE:
-	case GRPC_DEADLINE_EXCEEDED:
-	case GRPC_CANCELLED:
-	case GRPC_INTERNAL:
-	case GRPC_UNKNOWN:
-	case GRPC_ABORTED:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static uint32_t
 jitter(uint32_t ms)
 {
@@ -321,7 +304,7 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		connect_check(a);
 		return;
 	}
-	if (!joined && !transient(status)) {
+	if (!joined && !grpc_status_transient(status)) {
 		refused(a, status, msg);
 		return;
 	}

@@ -2,7 +2,8 @@
  * Unit tests for lib/wire.c's header values: grpc-timeout parsing and
  * formatting (at most eight digits and a unit; a deadline never shrinks)
  * and grpc-message percent coding (grpc/grpc doc/PROTOCOL-HTTP2.md,
- * NOTES.md). Message framing is tested in test_wire.c.
+ * NOTES.md); status names and classes (lib/status.c). Message framing is
+ * tested in test_wire.c.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include "check.h"
 #include "rng.h"
+#include "grpc.h"
 #include "wire.h"
 
 /* ----------------------------------------------------------- timeouts */
@@ -266,11 +268,35 @@ test_message_coding(void)
 	free(dec);
 }
 
+/* Status names, and which failures a client may try again. */
+static void
+test_status(void)
+{
+	static const int again[] = {
+		GRPC_CANCELLED, GRPC_UNKNOWN, GRPC_DEADLINE_EXCEEDED,
+		GRPC_ABORTED, GRPC_INTERNAL, GRPC_UNAVAILABLE,
+	};
+	int	n = 0;
+
+	CHECK_STR(grpc_status_name(GRPC_OK), "OK");
+	CHECK_STR(grpc_status_name(GRPC_UNAUTHENTICATED), "UNAUTHENTICATED");
+	CHECK_STR(grpc_status_name(-1), "UNKNOWN_STATUS");
+	CHECK_STR(grpc_status_name(17), "UNKNOWN_STATUS");
+	for (size_t i = 0; i < sizeof(again) / sizeof(again[0]); i++)
+		CHECK(grpc_status_transient(again[i]));
+	/* The refusals (NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION,
+	 * ...) answer the same every time. */
+	for (int s = -1; s <= 17; s++)
+		n += grpc_status_transient(s);
+	CHECK(n == (int)(sizeof(again) / sizeof(again[0])));
+}
+
 int
 main(void)
 {
 	test_timeout_parse();
 	test_timeout_format();
 	test_message_coding();
+	test_status();
 	return check_done("test_wire_meta");
 }
