@@ -117,6 +117,18 @@ ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
 	return CTL_EXIT_OK;
 }
 
+int
+ctl_get_job(struct ctl *ctl, const char *rdzv_id, uint32_t events,
+    Rdzv__V1__Job **job)
+{
+	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
+
+	req.rdzv_id = (char *)rdzv_id;
+	req.events = events;
+	return ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
+	    (ProtobufCMessage **)job);
+}
+
 /* ------------------------------------------------------------ test clock */
 
 static int64_t

@@ -34,16 +34,12 @@ static int
 resolve_host(struct ctl *ctl, const char *id, const char *host,
     uint64_t *node_id)
 {
-	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
-	Rdzv__V1__Job		*job;
-	char			 ids[256] = "";
-	size_t			 found = 0, len = 0;
-	int			 rc;
+	Rdzv__V1__Job	*job;
+	char		 ids[256] = "";
+	size_t		 found = 0, len = 0;
+	int		 rc;
 
-	req.rdzv_id = (char *)id;
-	req.events = 1;
-	if ((rc = ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
-	    (ProtobufCMessage **)&job)) != CTL_EXIT_OK)
+	if ((rc = ctl_get_job(ctl, id, 1, &job)) != CTL_EXIT_OK)
 		return rc;
 	for (size_t i = 0; i < job->n_nodes; i++) {
 		const Rdzv__V1__Node *n = job->nodes[i];

@@ -85,6 +85,9 @@ int	ctl_call(struct ctl *, const char *method,
 	    const ProtobufCMessage *req,
 	    const ProtobufCMessageDescriptor *reply_desc,
 	    ProtobufCMessage **reply);
+/* GetJob of |rdzv_id| with its latest |events| events, as ctl_call. */
+int	ctl_get_job(struct ctl *, const char *rdzv_id, uint32_t events,
+	    Rdzv__V1__Job **job);
 /* The exit status for a gRPC status. */
 int	ctl_exit_for(int grpc_status);
 /* Prints "rdzvctl: SERVER: MESSAGE[ (hint)]"; returns the exit status. */

@@ -356,14 +356,11 @@ status_list(struct ctl *ctl)
 static int
 status_one(struct ctl *ctl, const char *id)
 {
-	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
-	Rdzv__V1__Job		*job;
-	int			 rc;
+	Rdzv__V1__Job	*job;
+	uint32_t	 events = ctl->limit ? ctl->limit : DEFAULT_EVENTS;
+	int		 rc;
 
-	req.rdzv_id = (char *)id;
-	req.events = ctl->limit ? ctl->limit : DEFAULT_EVENTS;
-	if ((rc = ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
-	    (ProtobufCMessage **)&job)) != CTL_EXIT_OK)
+	if ((rc = ctl_get_job(ctl, id, events, &job)) != CTL_EXIT_OK)
 		return rc;
 	if (ctl->output == CTL_OUTPUT_JSON)
 		rc = json_emit(json_job(job, true), false);

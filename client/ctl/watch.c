@@ -301,15 +301,11 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 static int
 check_job(struct ctl *ctl, const char *id)
 {
-	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
-	ProtobufCMessage	*job;
-	int			 rc;
+	Rdzv__V1__Job	*job;
+	int		 rc;
 
-	req.rdzv_id = (char *)id;
-	req.events = 1;
-	if ((rc = ctl_call(ctl, "GetJob", &req.base, &rdzv__v1__job__descriptor,
-	    &job)) == CTL_EXIT_OK)
-		protobuf_c_message_free_unpacked(job, NULL);
+	if ((rc = ctl_get_job(ctl, id, 1, &job)) == CTL_EXIT_OK)
+		protobuf_c_message_free_unpacked(&job->base, NULL);
 	return rc;
 }
 
