@@ -12,15 +12,6 @@
 
 #include "rdzvctl.h"
 
-static int
-evict_option(struct ctl *ctl, int ch, const char *arg)
-{
-	if (ch != 'r')
-		return -1;
-	ctl->reason = arg;
-	return 0;
-}
-
 static bool
 live(const Rdzv__V1__Node *n)
 {
@@ -69,9 +60,8 @@ evict_exec(struct ctl *ctl, int argc, char **argv)
 {
 	Rdzv__V1__EvictNodeRequest	 req =
 	    RDZV__V1__EVICT_NODE_REQUEST__INIT;
-	Rdzv__V1__Job			*job;
 	unsigned long long		 v;
-	char				*end;
+	char				*end, done[64];
 	int				 rc;
 
 	req.rdzv_id = argv[0];
@@ -84,20 +74,9 @@ evict_exec(struct ctl *ctl, int argc, char **argv)
 	else if ((rc = resolve_host(ctl, argv[0], argv[1], &req.node_id)) !=
 	    CTL_EXIT_OK)
 		return rc;
-	if ((rc = ctl_call(ctl, "EvictNode", &req.base,
-	    &rdzv__v1__job__descriptor, (ProtobufCMessage **)&job)) !=
-	    CTL_EXIT_OK)
-		return rc;
-	if (ctl->output == CTL_OUTPUT_TEXT)
-		printf("job %s: node %" PRIu64 " evicted\n", job->rdzv_id,
-		    req.node_id);
-	return action_print(ctl, job);
+	snprintf(done, sizeof(done), "node %" PRIu64 " evicted", req.node_id);
+	return action_run(ctl, "EvictNode", &req.base, done);
 }
-
-static const struct option evict_longopts[] = {
-	{ "reason", required_argument, NULL, 'r' },
-	{ NULL, 0, NULL, 0 },
-};
 
 const struct ctl_cmd cmd_evict_entry = {
 	.name = "evict",
@@ -107,9 +86,9 @@ const struct ctl_cmd cmd_evict_entry = {
 	    "  NODE is a node id, or the hostname of one live node\n"
 	    "  -r, --reason TEXT             why, for the agent and the log\n",
 	.shortopts = "r:",
-	.longopts = evict_longopts,
+	.longopts = action_longopts,
 	.min_args = 2,
 	.max_args = 2,
-	.option = evict_option,
+	.option = action_option,
 	.exec = evict_exec,
 };

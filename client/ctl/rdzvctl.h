@@ -152,9 +152,17 @@ void	status_job_print(struct ctl *, FILE *, const Rdzv__V1__Job *,
 void	status_list_print(struct ctl *, FILE *, Rdzv__V1__Job *const *jobs,
 	    size_t n);
 
-/* close.c */
-/* Prints the job an action returned (text or JSON) and frees it. */
-int	action_print(struct ctl *, Rdzv__V1__Job *);
+/* action.c */
+/* --reason TEXT, which abort and evict take. */
+extern const struct option action_longopts[];
+int	action_option(struct ctl *, int, const char *);
+/*
+ * Calls the action |method| with |req| and prints the job as the action
+ * left it (text or JSON): an exit status. |done|, when not NULL, says what
+ * the action did, in a text line of its own before the job's state.
+ */
+int	action_run(struct ctl *, const char *method,
+	    const ProtobufCMessage *req, const char *done);
 
 /* watch.c */
 /* Follows rdzv.v1.Control/Watch for one job (|rdzv_id|) or all (NULL). */
