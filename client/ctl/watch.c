@@ -93,11 +93,17 @@ job_remove(struct watch *w, ssize_t i)
 
 /* ------------------------------------------------------------ line mode */
 
+/* A job's line, or "" for a job not seen before (NULL). */
 static void
 job_line(char *buf, size_t len, const Rdzv__V1__Job *j)
 {
-	const Rdzv__V1__JobSettings *s = j->settings;
+	const Rdzv__V1__JobSettings *s;
 
+	if (j == NULL) {
+		buf[0] = '\0';
+		return;
+	}
+	s = j->settings;
 	snprintf(buf, len, "%s gen %" PRIu64 " nodes %u of %u:%u world %u "
 	    "restarts %u/%u%s%s", fmt_job_state(j->state), j->generation,
 	    j->participants, s ? s->min_nodes : 0, s ? s->max_nodes : 0,
@@ -105,12 +111,17 @@ job_line(char *buf, size_t len, const Rdzv__V1__Job *j)
 	    j->reason[0] ? ": " : "", j->reason);
 }
 
+/* A node's line, or "" for a node not seen before (NULL). */
 static void
 node_line(char *buf, size_t len, const Rdzv__V1__Node *n)
 {
 	char	r[32];
 	int	k;
 
+	if (n == NULL) {
+		buf[0] = '\0';
+		return;
+	}
 	k = snprintf(buf, len, "node %" PRIu64 " %s %s", n->node_id,
 	    n->hostname, fmt_node_state(n->state));
 	if (k >= 0 && (size_t)k < len && n->group_rank >= 0)
@@ -148,21 +159,14 @@ print_changes(struct watch *w, const Rdzv__V1__Job *old,
 		printf("%s %s removed\n", t, job->rdzv_id);
 		return;
 	}
+	job_line(a, sizeof(a), old);
 	job_line(b, sizeof(b), job);
-	if (old == NULL)
-		a[0] = '\0';
-	else
-		job_line(a, sizeof(a), old);
 	if (strcmp(a, b) != 0)
 		printf("%s %s %s\n", t, job->rdzv_id, b);
 	for (size_t i = 0; i < job->n_nodes; i++) {
-		const Rdzv__V1__Node *o = node_find(old,
-		    job->nodes[i]->node_id);
+		node_line(a, sizeof(a), node_find(old,
+		    job->nodes[i]->node_id));
 		node_line(b, sizeof(b), job->nodes[i]);
-		if (o == NULL)
-			a[0] = '\0';
-		else
-			node_line(a, sizeof(a), o);
 		if (strcmp(a, b) != 0)
 			printf("%s %s %s\n", t, job->rdzv_id, b);
 	}
