@@ -49,10 +49,11 @@ nonempty(const char *s)
 static json_t *
 settings(const Rdzv__V1__JobSettings *s)
 {
-	json_t	*o = json_object();
+	json_t	*o;
 
 	if (s == NULL)
 		return json_null();
+	o = json_object();
 	set(o, "min_nodes", integer(s->min_nodes));
 	set(o, "max_nodes", integer(s->max_nodes));
 	set(o, "last_call_timeout_ms", integer(s->last_call_timeout_ms));
