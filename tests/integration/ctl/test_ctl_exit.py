@@ -2,6 +2,7 @@
 4 permission denied, 5 rdzvd unavailable (within a bounded connect
 timeout); errors on stderr, naming the server and the cause."""
 
+import json
 import os
 import socket
 import subprocess
@@ -226,3 +227,24 @@ def test_actions_by_another_uid_are_refused_on_a_unix_socket():
         n.close()
     finally:
         daemon.stop()
+
+
+def test_server_json_has_every_documented_key(tmp_path):
+    """`rdzvctl server -o json`: the SERVER object of docs/RDZVCTL.md, with
+    rdzvd's own values."""
+    with rt.Daemon(tmp_path) as d:
+        with Node(d.addr, name="srv-a") as n:
+            n.join("srv-json", min_nodes=1, max_nodes=1)
+            n.wait_assignment(generation=1)
+            cp = h.check(h.ctl(d.addr, "server", "-o", "json", fixed=False))
+        s = json.loads(cp.stdout)
+        assert set(s) == {"server", "version", "pid", "uptime_ms", "started_unix_ms",
+                          "database", "listeners", "jobs", "active_jobs", "nodes",
+                          "connections", "transactions", "identity"}, s
+        assert s["server"] == d.addr and s["pid"] == d.pid and s["database"] == d.db
+        assert s["listeners"] and any(l.startswith(d.addr) for l in s["listeners"]), s
+        assert (s["jobs"], s["active_jobs"], s["nodes"]) == (1, 1, 1), s
+        assert s["identity"] == "anonymous" and s["transactions"] >= 1, s
+        assert s["connections"] >= 2 and s["uptime_ms"] >= 0, s
+        assert abs(s["started_unix_ms"] / 1000 - time.time()) < 600, s
+        assert d.stop() == 0
