@@ -265,6 +265,8 @@ static const char *const load_sql[] = {
 	"SELECT " EVENT_COLS " FROM (SELECT * FROM events WHERE rdzv_id = ?1 "
 	    "ORDER BY seq DESC LIMIT " STORE_STR(CORE_EVENTS_KEPT) ") "
 	    "ORDER BY seq",
+	/* In parentheses: clang's -Wstring-concatenation takes a last
+	 * element split over lines for a missing comma. */
 	("SELECT node_id, device, name, uuid, ok, failed_step, error, "
 	    "total_mem FROM gpus ORDER BY node_id, device"),
 };

@@ -417,17 +417,17 @@ def test_last_seen_follows_the_connection(tmp_path):
         n.wait_assignment(timeout=10)
         ctl = c.ctl()
 
-        def node():
-            return ctl.get_job("e2e-seen").nodes[0]
-        first = node()
+        def node_if(pred):
+            x = ctl.get_job("e2e-seen").nodes[0]
+            return x if pred(x) else None
+        first = node_if(lambda x: True)
         assert first.connected and first.last_seen_unix_ms >= first.joined_unix_ms
         later = rt.wait_for(
-            lambda: (lambda x: x if x.last_seen_unix_ms >= first.last_seen_unix_ms + 500
-                     else None)(node()),
+            lambda: node_if(lambda x: x.last_seen_unix_ms >= first.last_seen_unix_ms + 500),
             timeout=10, what="last_seen to follow the keepalive PINGs")
         assert later.connected
         n.close()
-        gone = rt.wait_for(lambda: (lambda x: x if not x.connected else None)(node()),
+        gone = rt.wait_for(lambda: node_if(lambda x: not x.connected),
                            timeout=10, what="the node to be seen disconnected")
         assert gone.last_seen_unix_ms >= later.last_seen_unix_ms
 
