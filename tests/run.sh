@@ -26,6 +26,7 @@ done
 /usr/bin/python3 - $builds <<'PY' || rc=1
 import json, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
+failures = []
 for b in sys.argv[1:]:
     try:
         lines = open(b + "/meson-logs/testlog.json").read().splitlines()
@@ -33,13 +34,19 @@ for b in sys.argv[1:]:
         counts["failed"] += 1
         continue
     for line in lines:
-        r = json.loads(line)["result"]
-        if r in ("OK", "EXPECTEDFAIL"):
+        t = json.loads(line)
+        if t["result"] in ("OK", "EXPECTEDFAIL"):
             counts["passed"] += 1
-        elif r == "SKIP":
+        elif t["result"] == "SKIP":
             counts["skipped"] += 1
         else:
             counts["failed"] += 1
+            failures.append((b, t))
+# A log shows only its end: repeat each failure's last lines just above the
+# count, so whoever reads the tail sees what failed and why.
+for b, t in failures:
+    print("== FAILED %s / %s: %s after %.1f s" % (b, t["name"], t["result"], t["duration"]))
+    print("\n".join((t.get("stdout") or "").splitlines()[-40:]))
 line = "%d passed, %d failed" % (counts["passed"], counts["failed"])
 if counts["skipped"]:
     line += ", %d skipped" % counts["skipped"]
