@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "log.h"
+#include "names.h"
 
 #define BACKOFF_MIN_MS		100
 #define BACKOFF_MAX_MS		5000
@@ -217,21 +218,6 @@ on_accepted(struct agent *a, const Rdzv__V1__Accepted *acc)
 	a->trying_since = 0;
 	a->backoff_ms = 0;
 	report_flush(a);
-}
-
-static const char *
-node_state_name(Rdzv__V1__NodeState st)
-{
-	switch (st) {
-	case RDZV__V1__NODE_STATE__NODE_STATE_PARTICIPANT:
-		return "participant";
-	case RDZV__V1__NODE_STATE__NODE_STATE_WAITING:
-		return "waiting";
-	case RDZV__V1__NODE_STATE__NODE_STATE_SPARE:
-		return "spare";
-	default:
-		return "node";
-	}
 }
 
 static void

@@ -37,7 +37,7 @@ action_run(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
 		if (done != NULL)
 			printf("job %s: %s\n", job->rdzv_id, done);
 		printf("job %s: %s%s%s\n", job->rdzv_id,
-		    fmt_job_state(job->state), job->reason[0] ? ": " : "",
+		    job_state_name(job->state), job->reason[0] ? ": " : "",
 		    job->reason);
 	}
 	protobuf_c_message_free_unpacked(&job->base, NULL);

@@ -1,5 +1,5 @@
 /*
- * How rdzvctl writes states, durations, times and ranks: short, the same in
+ * How rdzvctl writes durations, times and ranks: short, the same in
  * every command, and readable at a glance ("1m30s", "4-7").
  */
 #include <inttypes.h>
@@ -8,50 +8,6 @@
 #include <time.h>
 
 #include "rdzvctl.h"
-
-const char *
-fmt_job_state(int state)
-{
-	switch (state) {
-	case RDZV__V1__JOB_STATE__JOB_STATE_WAITING:
-		return "waiting";
-	case RDZV__V1__JOB_STATE__JOB_STATE_RUNNING:
-		return "running";
-	case RDZV__V1__JOB_STATE__JOB_STATE_CLOSING:
-		return "closing";
-	case RDZV__V1__JOB_STATE__JOB_STATE_CLOSED:
-		return "closed";
-	case RDZV__V1__JOB_STATE__JOB_STATE_FAILED:
-		return "failed";
-	default:
-		return "unknown";
-	}
-}
-
-const char *
-fmt_node_state(int state)
-{
-	switch (state) {
-	case RDZV__V1__NODE_STATE__NODE_STATE_PARTICIPANT:
-		return "participant";
-	case RDZV__V1__NODE_STATE__NODE_STATE_WAITING:
-		return "waiting";
-	case RDZV__V1__NODE_STATE__NODE_STATE_SPARE:
-		return "spare";
-	case RDZV__V1__NODE_STATE__NODE_STATE_SUCCEEDED:
-		return "succeeded";
-	case RDZV__V1__NODE_STATE__NODE_STATE_LEFT:
-		return "left";
-	case RDZV__V1__NODE_STATE__NODE_STATE_LOST:
-		return "lost";
-	case RDZV__V1__NODE_STATE__NODE_STATE_EVICTED:
-		return "evicted";
-	case RDZV__V1__NODE_STATE__NODE_STATE_FAILED:
-		return "failed";
-	default:
-		return "unknown";
-	}
-}
 
 char *
 fmt_duration(char *buf, size_t len, int64_t ms)

@@ -96,7 +96,7 @@ json_node(const Rdzv__V1__Node *n)
 	set(o, "node_id", integer((int64_t)n->node_id));
 	set(o, "hostname", text(n->hostname));
 	set(o, "address", nonempty(n->advertise_addr));
-	set(o, "state", json_string(fmt_node_state(n->state)));
+	set(o, "state", json_string(node_state_name(n->state)));
 	set(o, "group_rank", ranked ? integer(n->group_rank) : json_null());
 	set(o, "base_rank", ranked ? integer(n->base_rank) : json_null());
 	set(o, "nproc", integer(n->nproc));
@@ -133,7 +133,7 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	json_t	*o = json_object(), *m;
 
 	set(o, "id", text(j->rdzv_id));
-	set(o, "state", json_string(fmt_job_state(j->state)));
+	set(o, "state", json_string(job_state_name(j->state)));
 	set(o, "reason", nonempty(j->reason));
 	set(o, "owner", text(j->owner));
 	set(o, "attempt", integer(j->attempt));

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "names.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/types.pb-c.h"
 
@@ -115,9 +116,7 @@ void		 table_print(const struct table *, FILE *,
 		    const char *indent);
 void		 table_free(struct table *);
 
-/* format.c */
-const char	*fmt_job_state(int state);
-const char	*fmt_node_state(int state);
+/* format.c (states by name: names.h) */
 /* "0s", "450ms", "45s", "1m30s", "2h5m", "3d4h": the two largest units. */
 char		*fmt_duration(char *buf, size_t len, int64_t ms);
 /* The time since |t_ms| ("1m30s"), or "-" when t_ms is 0. */

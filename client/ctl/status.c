@@ -99,7 +99,7 @@ status_list_print(struct ctl *ctl, FILE *f, Rdzv__V1__Job *const *jobs,
 	for (size_t i = 0; i < n; i++) {
 		const Rdzv__V1__Job *j = jobs[i];
 		table_cell(t, "%s", j->rdzv_id);
-		table_cell(t, "%s", fmt_job_state(j->state));
+		table_cell(t, "%s", job_state_name(j->state));
 		table_cell(t, "%" PRIu64, j->generation);
 		table_cell(t, "%u of %d:%d", j->participants, min_nodes(j),
 		    max_nodes(j));
@@ -178,7 +178,7 @@ print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 	key(f, "job");
 	fprintf(f, "%s\n", j->rdzv_id);
 	key(f, "state");
-	fprintf(f, "%s\n", fmt_job_state(j->state));
+	fprintf(f, "%s\n", job_state_name(j->state));
 	if (j->reason[0] != '\0') {
 		key(f, "reason");
 		fprintf(f, "%s\n", j->reason);
@@ -236,7 +236,7 @@ print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 			table_cell(t, "-");
 		table_cell(t, "%s", fmt_ranks(buf, sizeof(buf), n));
 		table_cell(t, "%u", n->nproc);
-		table_cell(t, "%s", fmt_node_state(n->state));
+		table_cell(t, "%s", node_state_name(n->state));
 		if (n->gpus_total > 0)
 			table_cell(t, "%u/%u", n->gpus_healthy, n->gpus_total);
 		else

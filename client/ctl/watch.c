@@ -105,7 +105,7 @@ job_line(char *buf, size_t len, const Rdzv__V1__Job *j)
 	}
 	s = j->settings;
 	snprintf(buf, len, "%s gen %" PRIu64 " nodes %u of %u:%u world %u "
-	    "restarts %u/%u%s%s", fmt_job_state(j->state), j->generation,
+	    "restarts %u/%u%s%s", job_state_name(j->state), j->generation,
 	    j->participants, s ? s->min_nodes : 0, s ? s->max_nodes : 0,
 	    j->world_size, j->restart_count, s ? s->max_restarts : 0,
 	    j->reason[0] ? ": " : "", j->reason);
@@ -123,7 +123,7 @@ node_line(char *buf, size_t len, const Rdzv__V1__Node *n)
 		return;
 	}
 	k = snprintf(buf, len, "node %" PRIu64 " %s %s", n->node_id,
-	    n->hostname, fmt_node_state(n->state));
+	    n->hostname, node_state_name(n->state));
 	if (k >= 0 && (size_t)k < len && n->group_rank >= 0)
 		k += snprintf(buf + k, len - (size_t)k, " group rank %d ranks "
 		    "%s", n->group_rank, fmt_ranks(r, sizeof(r), n));

@@ -1,0 +1,49 @@
+/*
+ * The protocol's states by name (names.h).
+ */
+#include "names.h"
+#include "rdzv/v1/types.pb-c.h"
+
+const char *
+job_state_name(int state)
+{
+	switch (state) {
+	case RDZV__V1__JOB_STATE__JOB_STATE_WAITING:
+		return "waiting";
+	case RDZV__V1__JOB_STATE__JOB_STATE_RUNNING:
+		return "running";
+	case RDZV__V1__JOB_STATE__JOB_STATE_CLOSING:
+		return "closing";
+	case RDZV__V1__JOB_STATE__JOB_STATE_CLOSED:
+		return "closed";
+	case RDZV__V1__JOB_STATE__JOB_STATE_FAILED:
+		return "failed";
+	default:
+		return "unknown";
+	}
+}
+
+const char *
+node_state_name(int state)
+{
+	switch (state) {
+	case RDZV__V1__NODE_STATE__NODE_STATE_PARTICIPANT:
+		return "participant";
+	case RDZV__V1__NODE_STATE__NODE_STATE_WAITING:
+		return "waiting";
+	case RDZV__V1__NODE_STATE__NODE_STATE_SPARE:
+		return "spare";
+	case RDZV__V1__NODE_STATE__NODE_STATE_SUCCEEDED:
+		return "succeeded";
+	case RDZV__V1__NODE_STATE__NODE_STATE_LEFT:
+		return "left";
+	case RDZV__V1__NODE_STATE__NODE_STATE_LOST:
+		return "lost";
+	case RDZV__V1__NODE_STATE__NODE_STATE_EVICTED:
+		return "evicted";
+	case RDZV__V1__NODE_STATE__NODE_STATE_FAILED:
+		return "failed";
+	default:
+		return "unknown";
+	}
+}
