@@ -82,6 +82,11 @@ def main():
     print("rank %d done; parameters sha256 %s" % (rank, h.hexdigest()[:16]),
           flush=True)
     dist.destroy_process_group()
+    # Leave without freeing the model. With torch 1.13 (Debian 12's), freeing
+    # a DDP model frees its gloo process group, whose destructor joins gloo's
+    # threads while holding the GIL; one of them may be waiting for the GIL
+    # to free a tensor, and the worker then never exits (pytorch/pytorch#56297).
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -221,7 +222,26 @@ def main():
     print("rank %d done: %d epochs, loss %.6f -> %.6f"
           % (RANK, len(losses), losses[0], losses[-1]), flush=True)
     dist.destroy_process_group()
+    leave(0)     # before |model| is freed
+
+
+def leave(code):
+    """Ends the worker without freeing torch's objects. Freeing a DDP model
+    frees its gloo process group, whose destructor (torch 1.13, Debian 12's)
+    joins gloo's threads while holding the GIL; one of them may be freeing a
+    tensor and waiting for the GIL: a deadlock, now and then, at the very
+    end (pytorch/pytorch#56297, seen here in gdb)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    main()
+    # An exception keeps the frames, and the model, alive while we leave.
+    try:
+        main()
+    except SystemExit as e:
+        leave(e.code if isinstance(e.code, int) else 1)
+    except BaseException:
+        traceback.print_exc()
+        leave(1)
