@@ -38,6 +38,27 @@ def alive(pid, cmd=None):
     return state != "Z" and (cmd is None or cmd.encode() in line)
 
 
+def children(pid):
+    """The processes |pid| started, a line each with state and kernel wait
+    channel: whether a worker that should have ended still runs, and where
+    it sits."""
+    lines = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) != pid:
+                continue
+            with open(d + "/wchan") as f:
+                wchan = f.read()
+            with open(d + "/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        lines.append("  %s %s %s %s" % (d[6:], fields[0], wchan or "-", cmd))
+    return "processes of agent %d:\n%s" % (pid, "\n".join(lines) or "  none")
+
+
 class AgentJob:
     """A private rdzvd, the agents of one job on it, and the workers'
     files under self.out. Subclasses say how an agent is started."""
@@ -113,8 +134,9 @@ class AgentJob:
             try:
                 res[t] = self.agents[t].wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise AssertionError("agent %s did not exit within %d s:\n%s"
-                                     % (t, timeout, self.outputs()))
+                raise AssertionError("agent %s did not exit within %d s:\n%s\n%s"
+                                     % (t, timeout, children(self.agents[t].p.pid),
+                                        self.outputs()))
         return res
 
     def outputs(self):
