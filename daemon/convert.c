@@ -126,6 +126,7 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 	m->last_call_in_ms = core_job_last_call_in(j, now);
 	m->join_timeout_in_ms = core_job_join_timeout_in(j, now);
 	m->attempt = j->attempt;
+	m->held_failure = (char *)j->held_reason;	/* "" when none */
 
 	if (with_nodes && j->n_nodes > 0) {
 		const struct core_node *n;

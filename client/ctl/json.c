@@ -135,6 +135,7 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	set(o, "id", text(j->rdzv_id));
 	set(o, "state", json_string(job_state_name(j->state)));
 	set(o, "reason", nonempty(j->reason));
+	set(o, "held_failure", nonempty(j->held_failure));
 	set(o, "owner", text(j->owner));
 	set(o, "attempt", integer(j->attempt));
 	set(o, "generation", integer((int64_t)j->generation));

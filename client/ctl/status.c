@@ -72,7 +72,9 @@ job_note(char *buf, size_t len, const Rdzv__V1__Job *j)
 			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
 		break;
 	case RDZV__V1__JOB_STATE__JOB_STATE_RUNNING:
-		if (j->waiting > 0 && j->last_call_in_ms >= 0)
+		if (j->held_failure[0] != '\0')
+			snprintf(buf, len, "a failure waits for an away node");
+		else if (j->waiting > 0 && j->last_call_in_ms >= 0)
 			snprintf(buf, len, "%u waiting node%s in %s",
 			    j->waiting, j->waiting == 1 ? " joins" : "s join",
 			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
@@ -142,6 +144,25 @@ print_waiting(FILE *f, const Rdzv__V1__Job *j)
 	fputc('\n', f);
 }
 
+/* A failure held for an away member of the round, naming that member. */
+static void
+print_held(FILE *f, const Rdzv__V1__Job *j)
+{
+	const Rdzv__V1__Node	*away = NULL;
+
+	for (size_t i = 0; i < j->n_nodes && away == NULL; i++)
+		if (j->nodes[i]->group_rank >= 0 && !j->nodes[i]->connected)
+			away = j->nodes[i];
+	key(f, "held");
+	if (away != NULL)
+		fprintf(f, "waits for %s (node %" PRIu64 ") to resume or be "
+		    "lost: %s\n", away->hostname, away->node_id,
+		    j->held_failure);
+	else
+		fprintf(f, "waits for the away node to resume or be lost: %s\n",
+		    j->held_failure);
+}
+
 static void
 print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
 {
@@ -203,6 +224,8 @@ print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 		    "(last call)\n", j->waiting, j->waiting == 1 ? "" : "s",
 		    fmt_duration(d, sizeof(d), j->last_call_in_ms));
 	}
+	if (j->held_failure[0] != '\0')
+		print_held(f, j);
 	key(f, "nodes");
 	fprintf(f, "%u participant%s, %u waiting, %u spare%s (min %d, max "
 	    "%d)\n", j->participants, j->participants == 1 ? "" : "s",

@@ -179,6 +179,34 @@ def test_lost_node_restarts_the_job(tmp_path):
         assert lost == [] or lost[0].state == T.NODE_STATE_LOST
 
 
+def test_failure_while_a_node_is_away_is_held_and_counts_once(tmp_path):
+    """A FAILED report while a member of the round is away (its reconnect
+    grace running) is held: GetJob shows it, nothing is counted yet. The
+    member is then lost: one restart, not two."""
+    with Cluster(tmp_path) as c:
+        nodes = [c.node("host-%d" % i) for i in range(3)]
+        for i, n in enumerate(nodes):
+            n.join("e2e-held", min_nodes=2, max_nodes=3, last_call_ms=200,
+                   max_restarts=2, reconnect_grace_ms=3000, rank_hint=i)
+        g = [n.wait_assignment(timeout=10) for n in nodes][0].generation
+        ctl = c.ctl()
+
+        def away():
+            return [n for n in ctl.get_job("e2e-held").nodes
+                    if n.node_id == nodes[2].node_id and not n.connected]
+        nodes[2].close()
+        rt.wait_for(away, timeout=5, what="host-2 seen away")
+        nodes[0].report(g, "FAILED", exits=[(0, 1, 0)], message="peer gone")
+        job = ctl.get_job("e2e-held")
+        assert "host-0" in job.held_failure and "peer gone" in job.held_failure, job
+        assert (job.generation, job.restart_count) == (g, 0)
+        new = [n.wait_assignment(after=g, timeout=10) for n in nodes[:2]]
+        check_round(new, [1, 1])
+        job = ctl.get_job("e2e-held")
+        assert (job.held_failure, job.restart_count) == ("", 1), job
+        assert all(x.restart_count == 1 for x in new)
+
+
 def test_lost_node_fails_the_job_without_restarts(tmp_path):
     with Cluster(tmp_path) as c:
         nodes, g = lost_node_setup(c, "e2e-lostfail", max_restarts=0)

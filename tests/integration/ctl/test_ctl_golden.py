@@ -1,7 +1,7 @@
 """rdzvctl's output, compared with golden files (tests/integration/ctl/golden):
 the job list and each job in detail, as text and JSON, for a job in every
-state (waiting, running, closing, closed, failed), with nodes of different
-sizes and failed GPUs. Simulated agents (rdzvnode.Node) drive the states
+state (waiting, running, closing, closed, failed; running with a failure
+held), with nodes of different sizes and failed GPUs. Simulated agents (rdzvnode.Node) drive the states
 through one private rdzvd; ctlharness.py explains what keeps the output
 the same on every run."""
 
@@ -30,9 +30,9 @@ def with_failed(n, bad, step, error):
 
 
 class World:
-    """One rdzvd with five jobs, one in each state. Jobs and nodes are made
-    one after the other, each step awaited, so node ids and events come in
-    the same order on every run."""
+    """One rdzvd with a job in each state, and a few more. Jobs and nodes
+    are made one after the other, each step awaited, so node ids and events
+    come in the same order on every run."""
 
     def __init__(self, tmp):
         self.d = rt.Daemon(tmp)
@@ -124,6 +124,21 @@ class World:
         h.wait_job(self.control, "llm-growing",
                    lambda j: j.waiting == 1 and sum(n.connected for n in j.nodes) == 2)
 
+        # running, a failure held: one node's connection closed (its long
+        # reconnect grace runs), then the other reported a worker failure.
+        job = dict(min_nodes=2, max_nodes=2, max_restarts=1,
+                   reconnect_grace_ms=600000)
+        k1 = self.node("llm-held", "gpu-k01", "10.0.8.1", 4, healthy(4), 0, **job)
+        k2 = self.node("llm-held", "gpu-k02", "10.0.8.2", 4, healthy(4), 1, **job)
+        g = k1.wait_assignment(generation=1).generation
+        k2.wait_assignment(generation=1)
+        k2.close()
+        h.wait_job(self.control, "llm-held",
+                   lambda j: sum(n.connected for n in j.nodes) == 1)
+        k1.report(g, "FAILED", exits=[(0, 1, 0)],
+                  message="RuntimeError: Connection closed by peer")
+        h.wait_job(self.control, "llm-held", lambda j: j.held_failure != "")
+
     def close(self):
         for n in self.nodes:
             n.close()
@@ -139,7 +154,7 @@ def world(tmp_path_factory):
 
 
 JOBS = ["llm-waiting", "llm-running", "llm-closing", "llm-closed", "llm-failed",
-        "llm-lastcall", "llm-growing"]
+        "llm-lastcall", "llm-growing", "llm-held"]
 
 
 def test_job_list(world):
@@ -159,7 +174,8 @@ def test_job_list_json(world):
     doc = json.loads(out)
     assert [j["id"] for j in doc["jobs"]] == JOBS
     assert [j["state"] for j in doc["jobs"]] == [
-        "waiting", "running", "closing", "closed", "failed", "waiting", "running"]
+        "waiting", "running", "closing", "closed", "failed", "waiting", "running",
+        "running"]
     assert "nodes" not in doc["jobs"][0]        # the list has summaries only
 
 
@@ -199,6 +215,23 @@ def test_last_call_and_next_round_say_when(world):
     out = h.check(h.ctl(world.d.addr, "status")).stdout
     assert "round completes in 30s (last call)" in out
     assert "1 waiting node joins in 30s" in out
+
+
+def test_held_failure_says_what_it_waits_for(world):
+    k1, k2 = (n.node_id for n in world.control.get_job("llm-held").nodes)
+    out = h.check(h.ctl(world.d.addr, "status", "llm-held")).stdout
+    assert ("held      waits for gpu-k02 (node %d) to resume or be lost: node "
+            "gpu-k01 (node %d) reported" % (k2, k1)) in out, out
+    assert "reported a worker failure in generation 1: RuntimeError" in out
+    out = h.check(h.ctl(world.d.addr, "status")).stdout
+    assert "a failure waits for an away node" in out
+    doc = json.loads(h.check(h.ctl(world.d.addr, "status", "llm-held", "-o",
+                                   "json")).stdout)
+    assert doc["held_failure"] == world.control.get_job("llm-held").held_failure
+    assert "RuntimeError" in doc["held_failure"]
+    doc = json.loads(h.check(h.ctl(world.d.addr, "status", "llm-growing", "-o",
+                                   "json")).stdout)
+    assert doc["held_failure"] is None
 
 
 def test_failed_gpus_are_listed(world):
