@@ -148,19 +148,17 @@ print_waiting(FILE *f, const Rdzv__V1__Job *j)
 static void
 print_held(FILE *f, const Rdzv__V1__Job *j)
 {
-	const Rdzv__V1__Node	*away = NULL;
+	char	who[300] = "the away node";
 
-	for (size_t i = 0; i < j->n_nodes && away == NULL; i++)
-		if (j->nodes[i]->group_rank >= 0 && !j->nodes[i]->connected)
-			away = j->nodes[i];
+	for (size_t i = 0; i < j->n_nodes; i++)
+		if (j->nodes[i]->group_rank >= 0 && !j->nodes[i]->connected) {
+			snprintf(who, sizeof(who), "%s (node %" PRIu64 ")",
+			    j->nodes[i]->hostname, j->nodes[i]->node_id);
+			break;
+		}
 	key(f, "held");
-	if (away != NULL)
-		fprintf(f, "waits for %s (node %" PRIu64 ") to resume or be "
-		    "lost: %s\n", away->hostname, away->node_id,
-		    j->held_failure);
-	else
-		fprintf(f, "waits for the away node to resume or be lost: %s\n",
-		    j->held_failure);
+	fprintf(f, "waits for %s to resume or be lost: %s\n", who,
+	    j->held_failure);
 }
 
 static void

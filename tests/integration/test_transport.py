@@ -605,6 +605,15 @@ def test_max_streams(tmp_path):
         assert p.stop(15) == 0
 
 
+def serves(addr):
+    """Whether an Echo on a new connection to |addr| is answered."""
+    with grpc.insecure_channel(addr) as ch:
+        try:
+            return method(ch, "Echo")(Event(seq=1), timeout=2).seq == 1
+        except grpc.RpcError:
+            return False
+
+
 def test_max_conns(tmp_path):
     with server(tmp_path, "--max-conns", "2") as p:
         a, b = h2_open(p.addr), h2_open(p.addr)
@@ -613,13 +622,8 @@ def test_max_conns(tmp_path):
         c.close()
         a.close()
         # Room again once one has gone.
-        def serves():
-            with grpc.insecure_channel(p.addr) as ch:
-                try:
-                    return method(ch, "Echo")(Event(seq=1), timeout=2).seq == 1
-                except grpc.RpcError:
-                    return False
-        rdzvtest.wait_for(serves, 10, interval=0.2, what="a free connection slot")
+        rdzvtest.wait_for(lambda: serves(p.addr), 10, interval=0.2,
+                          what="a free connection slot")
         b.close()
         assert p.stop(15) == 0
 
@@ -648,13 +652,8 @@ def test_out_of_descriptors_pauses_accept(tmp_path):
         assert used < 0.5, "server used %.2f s of CPU in 1.5 s" % used
         for s in socks:
             s.close()
-        def serves():
-            with grpc.insecure_channel(p.addr) as ch:
-                try:
-                    return method(ch, "Echo")(Event(seq=1), timeout=2).seq == 1
-                except grpc.RpcError:
-                    return False
-        rdzvtest.wait_for(serves, 15, interval=0.2, what="accepting again")
+        rdzvtest.wait_for(lambda: serves(p.addr), 15, interval=0.2,
+                          what="accepting again")
         assert p.stop(15) == 0
 
 

@@ -240,8 +240,8 @@ if __name__ == "__main__":
     # An exception keeps the frames, and the model, alive while we leave.
     try:
         main()
-    except SystemExit as e:
-        leave(e.code if isinstance(e.code, int) else 1)
+    except SystemExit as e:     # as Python exits: None is 0, text is 1
+        leave(e.code if isinstance(e.code, int) else int(e.code is not None))
     except BaseException:
         traceback.print_exc()
         leave(1)
