@@ -70,15 +70,6 @@ proc_rss_kib(pid_t pid, uint64_t *rss, uint64_t *peak)
 	return found == 3 ? 0 : -1;
 }
 
-uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 int
 cmp_u64(const void *x, const void *y)
 {

@@ -22,9 +22,6 @@ double self_cpu_seconds(void);
  */
 int proc_rss_kib(pid_t pid, uint64_t *rss, uint64_t *peak);
 
-/* CLOCK_MONOTONIC in microseconds. */
-uint64_t now_us(void);
-
 /* qsort comparator for uint64_t. */
 int cmp_u64(const void *x, const void *y);
 

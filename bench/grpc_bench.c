@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "bench_util.h"
+#include "clock.h"
 #include "endpoint.h"
 #include "grpc.h"
 #include "grpc/health/v1/health.pb-c.h"
@@ -71,15 +72,6 @@ struct bench {
 	int closing;		/* clients are being freed */
 };
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void	slot_start(struct slot *);
 
 static void
@@ -104,7 +96,7 @@ end_run(struct bench *b)
 	if (b->phase != PHASE_RUN)
 		return;
 	b->phase = PHASE_DRAIN;
-	b->run_end_ns = now_ns();
+	b->run_end_ns = mono_ns();
 	if (b->server_pid != 0)
 		b->cpu_end = proc_cpu_seconds(b->server_pid);
 }
@@ -133,7 +125,7 @@ begin_run(struct bench *b)
 	b->phase = PHASE_RUN;
 	if (b->server_pid != 0)
 		b->cpu_start = proc_cpu_seconds(b->server_pid);
-	b->run_start_ns = now_ns();
+	b->run_start_ns = mono_ns();
 	if (b->max_calls == 0) {
 		struct timeval tv;
 		tv.tv_sec = (time_t)b->seconds;
@@ -176,7 +168,7 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 {
 	struct slot *s = arg;
 	struct bench *b = s->b;
-	uint64_t end = now_ns();
+	uint64_t end = mono_ns();
 
 	b->outstanding--;
 	if (b->closing)
@@ -225,7 +217,7 @@ slot_start(struct slot *s)
 	if (b->max_calls != 0 && s->warm && b->issued >= b->max_calls)
 		return;
 	req.service = "";
-	s->started_ns = now_ns();
+	s->started_ns = mono_ns();
 	b->outstanding++;
 	if (s->warm)
 		b->issued++;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "clock.h"
 #include "rdzv_bench.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
@@ -73,7 +74,7 @@ kill_cb(evutil_socket_t fd, short what, void *arg)
 	struct bench *b = arg;
 
 	b->phase = PHASE_KILL;
-	b->t_kill = now_us();
+	b->t_kill = mono_us();
 	for (int j = 0; j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
 
@@ -120,7 +121,7 @@ first_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	job->rank_seen[as->group_rank] = 1;
 	a->assigned = 1;
 	a->generation = as->generation;
-	a->t_assigned = now_us();
+	a->t_assigned = mono_us();
 	job->n_assigned++;
 	if (++b->n_assigned < b->total)
 		return;
@@ -171,7 +172,7 @@ later_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	}
 	job->final_rank_seen[as->group_rank] = 1;
 	a->reassigned = 1;
-	a->t_reassigned = now_us();
+	a->t_reassigned = mono_us();
 	job->n_reassigned++;
 	if (++b->n_reassigned == b->n_survivors) {
 		b->t_last_reassignment = a->t_reassigned;
@@ -261,7 +262,7 @@ send_joins(struct bench *b)
 
 			req.hostname = a->hostname;
 			req.rank_hint = (uint32_t)i;
-			a->t_join_sent = now_us();
+			a->t_join_sent = mono_us();
 			a->join = grpc_client_call(a->cli, JOIN_PATH,
 			    &req.base, &rdzv__v1__join_event__descriptor, 0,
 			    on_join_msg, on_join_done, a);
@@ -272,7 +273,7 @@ send_joins(struct bench *b)
 			}
 		}
 	}
-	b->t_last_join_sent = now_us();
+	b->t_last_join_sent = mono_us();
 }
 
 static void
@@ -291,7 +292,7 @@ on_check_done(struct grpc_ccall *cc, int status, const char *message,
 		return;
 	}
 	a->connected = 1;
-	a->t_connected = now_us();
+	a->t_connected = mono_us();
 	if (++b->n_connected == b->total) {
 		b->t_connected = a->t_connected;
 		b->self_cpu_connected = self_cpu_seconds();
@@ -367,7 +368,7 @@ bench_run(struct bench *b)
 	evtimer_add(b->deadline_ev, &limit);
 
 	check.service = "";
-	b->t_first_connect = now_us();
+	b->t_first_connect = mono_us();
 	for (int j = 0; j < b->jobs && b->phase == PHASE_CONNECT; j++) {
 		for (int i = 0; i < b->nodes && b->phase == PHASE_CONNECT;
 		    i++) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gpucheck.h"
 #include "gpucheck_cuda.h"
 
@@ -42,15 +43,6 @@ struct check {
 	uint64_t		 first_wrong;
 };
 
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000);
-}
-
 /* What the host writes into element i before the kernel runs. */
 static uint32_t
 pattern_in(uint64_t i, uint32_t seed)
@@ -72,7 +64,7 @@ step_begin(struct check *c, const char *name)
 	c->step = name;
 	if (c->progress != NULL)
 		c->progress(c->r, name, c->progress_arg);
-	c->t0 = now_us();
+	c->t0 = mono_us();
 }
 
 /*
@@ -89,7 +81,7 @@ step_done(struct check *c, const char *why)
 	if (r->n_steps < GPU_STEPS_MAX) {
 		s = &r->steps[r->n_steps++];
 		snprintf(s->name, sizeof s->name, "%s", name);
-		s->elapsed_us = now_us() - c->t0;
+		s->elapsed_us = mono_us() - c->t0;
 	}
 	if (why == NULL)
 		return (0);
@@ -244,25 +236,25 @@ copy_back_verify(struct check *c)
 	step_begin(c, "copy_back");
 	for (off = 0; off < c->n; off += per) {
 		k = c->n - off < per ? c->n - off : per;
-		t = now_us();
+		t = mono_us();
 		rc = c->api->MemcpyDtoH(c->host, c->buf + off * 4, k * 4);
-		copy_us += now_us() - t;
+		copy_us += mono_us() - t;
 		if (rc != CUDA_SUCCESS)
 			break;
-		t = now_us();
+		t = mono_us();
 		for (i = 0; i < k; i++) {
 			if (c->host[i] == pattern_out(off + i, c->seed))
 				continue;
 			if (c->wrong++ == 0)
 				c->first_wrong = off + i;
 		}
-		verify_us += now_us() - t;
+		verify_us += mono_us() - t;
 	}
-	c->t0 = now_us() - copy_us;
+	c->t0 = mono_us() - copy_us;
 	if (step_end(c, rc) != 0)
 		return (-1);
 	step_begin(c, "verify");
-	c->t0 = now_us() - verify_us;
+	c->t0 = mono_us() - verify_us;
 	if (c->wrong == 0)
 		return (step_done(c, NULL));
 	snprintf(why, sizeof why, "mismatch at element %llu (%llu wrong)",
@@ -358,7 +350,7 @@ gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
 	c.r = out;
 	c.progress = progress;
 	c.progress_arg = arg;
-	c.seed = (uint32_t)now_us() ^ ((uint32_t)getpid() << 8) ^
+	c.seed = (uint32_t)mono_us() ^ ((uint32_t)getpid() << 8) ^
 	    (uint32_t)device;
 	if (bytes == 0)
 		bytes = GPU_DEFAULT_BYTES;

@@ -28,6 +28,7 @@
 #include <event2/event.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "clock.h"
 #include "endpoint.h"
 #include "tls.h"
 
@@ -247,8 +248,5 @@ int grpc_client_connected(const struct grpc_client *cli);
 int grpc_unary_sync(const struct grpc_client_opts *opts, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply_desc,
     uint32_t timeout_ms, ProtobufCMessage **reply, char **errmsg);
-
-/* Monotonic milliseconds (CLOCK_MONOTONIC). */
-uint64_t mono_ms(void);
 
 #endif

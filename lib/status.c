@@ -1,9 +1,4 @@
-/*
- * gRPC status names and classes, and the monotonic clock the programs
- * share.
- */
-#include <time.h>
-
+/* gRPC status names and classes. */
 #include "grpc.h"
 
 static const char *const status_names[] = {
@@ -36,12 +31,4 @@ grpc_status_transient(int status)
 	default:
 		return 0;
 	}
-}
-
-uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

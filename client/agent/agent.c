@@ -27,15 +27,6 @@
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
 
-uint64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* A port free now (bind port 0, read it, close), other than |avoid|. */
 uint16_t
 agent_free_port(uint16_t avoid)

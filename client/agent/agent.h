@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "client.h"
+#include "clock.h"
 #include "grpc.h"
 #include "health.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
@@ -258,7 +259,6 @@ void	agent_workers_ended(struct agent *);
 void	agent_resume_refused(struct agent *, const char *why);
 uint64_t agent_resume_generation(const struct agent *);
 uint16_t agent_free_port(uint16_t avoid);
-uint64_t mono_us(void);
 
 /* join.c */
 int	cmd_join(int argc, char **argv);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "health.h"
 #include "parse.h"
 
@@ -101,15 +102,6 @@ health_bytes(const struct health_opts *opts)
 	return (GPU_DEFAULT_BYTES);
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /*
  * In a new child: die with the agent, and take the default action for the
  * signals the agent handles (its handlers write to the agent's event loop,
@@ -170,7 +162,7 @@ child_close(struct child *c)
 	if (c->fd != -1)
 		close(c->fd);
 	c->fd = -1;
-	c->end_ms = now_ms();
+	c->end_ms = mono_ms();
 }
 
 /* Reads what |c| has sent, keeping the latest whole message; done at EOF
@@ -196,7 +188,7 @@ child_read(struct child *c)
 		memcpy(c->out, &c->stage, c->len);
 		c->got = 0;
 		c->msgs++;
-		c->msg_ms = now_ms();
+		c->msg_ms = mono_ms();
 		if (c->is_final == NULL || c->is_final(c->out)) {
 			c->final = 1;
 			child_close(c);
@@ -219,11 +211,11 @@ child_reap(struct child *c, uint64_t until, int kill_late)
 			c->reaped = 1;
 			return;
 		}
-		if (r == 0 && now_ms() >= until) {
+		if (r == 0 && mono_ms() >= until) {
 			if (kill_late && !c->killed) {
 				kill(c->pid, SIGKILL);
 				c->killed = 1;
-				until = now_ms() + REAP_WAIT_MS;
+				until = mono_ms() + REAP_WAIT_MS;
 				continue;
 			}
 			return;	/* stuck in the kernel: leave it */
@@ -243,7 +235,7 @@ static void
 children_wait(struct child *cs, int n, uint32_t timeout_ms)
 {
 	struct pollfd	*pfd;
-	uint64_t	 deadline = now_ms() + timeout_ms, t;
+	uint64_t	 deadline = mono_ms() + timeout_ms, t;
 	int		 i, k, wait_ms;
 
 	if ((pfd = calloc((size_t)n, sizeof *pfd)) == NULL)
@@ -258,7 +250,7 @@ children_wait(struct child *cs, int n, uint32_t timeout_ms)
 		}
 		if (k == 0)
 			break;
-		t = now_ms();
+		t = mono_ms();
 		if (timeout_ms != 0 && t >= deadline)
 			break;
 		wait_ms = timeout_ms == 0 ? -1 : (int)(deadline - t);
@@ -278,7 +270,7 @@ children_wait(struct child *cs, int n, uint32_t timeout_ms)
 			cs[i].killed = 1;
 		}
 	}
-	t = now_ms() + REAP_WAIT_MS;
+	t = mono_ms() + REAP_WAIT_MS;
 	for (i = 0; i < n; i++)
 		child_reap(&cs[i], t, 1);
 }

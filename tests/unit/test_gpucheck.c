@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "gpucheck.h"
 #include "health.h"
 
@@ -38,15 +39,6 @@ static const char *all_steps[] = {
 #define N_STEPS	(sizeof all_steps / sizeof all_steps[0])
 
 static char	tmpdir[] = "/tmp/test_gpucheck.XXXXXX";
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
 
 /*
  * Runs fn() in a child with the environment changed by |env| ("NAME=value"
@@ -475,13 +467,13 @@ case_probe_hang(void)
 	 * The timeout must let the good devices finish, under valgrind too:
 	 * it is set from how long a good check takes here.
 	 */
-	t0 = now_ms();
+	t0 = mono_ms();
 	CHECK_INT(health_probe(&opts, 1, rs), 1);
-	good = now_ms() - t0;
+	good = mono_ms() - t0;
 	opts.timeout_ms = (uint32_t)(700 + 4 * good);
-	t0 = now_ms();
+	t0 = mono_ms();
 	CHECK_INT(health_probe(&opts, 4, rs), 3);
-	took = now_ms() - t0;
+	took = mono_ms() - t0;
 	CHECK(took >= opts.timeout_ms);
 	CHECK(took < opts.timeout_ms + 3000);
 	for (i = 0; i < 3; i++)
@@ -519,9 +511,9 @@ case_probe_hang(void)
 
 	/* A count that hangs in cuInit times out the same way. */
 	setenv("FAKECUDA_HANG", "*:cuInit", 1);
-	t0 = now_ms();
+	t0 = mono_ms();
 	CHECK_INT(health_count(500, &n, buf, sizeof buf), -1);
-	CHECK(now_ms() - t0 < 500 + 3000);
+	CHECK(mono_ms() - t0 < 500 + 3000);
 	CHECK_STR(buf, "timeout after 500 ms");
 	CHECK_INT(waitpid(-1, NULL, WNOHANG), -1);
 }

@@ -1,0 +1,25 @@
+/*
+ * The monotonic clock, read in one place. Deadlines and durations use it;
+ * wall time (CLOCK_REALTIME) is only ever shown to people or stored.
+ */
+#ifndef RDZV_CLOCK_H
+#define RDZV_CLOCK_H
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t	mono_ns(void);
+
+static inline uint64_t
+mono_us(void)
+{
+	return mono_ns() / 1000;
+}
+
+static inline uint64_t
+mono_ms(void)
+{
+	return mono_ns() / 1000000;
+}
+
+#endif
