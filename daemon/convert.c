@@ -293,7 +293,7 @@ job_or_finish(struct grpc_call *call, const char *rdzv_id)
 	struct core_job *job;
 	char err[512];
 
-	if (core_check_id(rdzv_id, err, sizeof(err)) != 0) {
+	if (rdzv_id_check(rdzv_id, err, sizeof(err)) != 0) {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
 		return NULL;
 	}

@@ -177,33 +177,6 @@ core_node_by_session(const struct core *c,
 	    session_id);
 }
 
-int
-core_check_id(const char *id, char *err, size_t errlen)
-{
-	size_t	len, i;
-
-	len = id == NULL ? 0 : strlen(id);
-	if (len == 0 || len > CORE_ID_MAX) {
-		snprintf(err, errlen, "job id must be 1 to %d characters, "
-		    "not %zu", CORE_ID_MAX, len);
-		return GRPC_INVALID_ARGUMENT;
-	}
-	for (i = 0; i < len; i++) {
-		if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		    "0123456789._:@+-", id[i]) == NULL) {
-			snprintf(err, errlen, "job id %.*s: character %zu is "
-			    "not one of A-Za-z0-9._:@+-", (int)len, id, i + 1);
-			return GRPC_INVALID_ARGUMENT;
-		}
-	}
-	if (strcmp(id, "none") == 0) {
-		snprintf(err, errlen, "job id 'none' is reserved; pass --id "
-		    "(e.g. $SLURM_JOB_ID)");
-		return GRPC_INVALID_ARGUMENT;
-	}
-	return 0;
-}
-
 /* Inputs may arrive with a monotonic time a little behind the last one. */
 void
 core_set_now(struct core *c, struct core_now now)
@@ -409,10 +382,8 @@ static int
 join_validate(const struct core *c, const struct core_join *req,
     struct core_settings *s, char *err, size_t errlen)
 {
-	int	rc;
-
-	if ((rc = core_check_id(req->rdzv_id, err, errlen)) != 0)
-		return rc;
+	if (rdzv_id_check(req->rdzv_id, err, errlen) != 0)
+		return GRPC_INVALID_ARGUMENT;
 	if (req->nproc < 1 || req->nproc > CORE_NPROC_MAX) {
 		snprintf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
 		    "(--nproc-per-node)", req->rdzv_id, CORE_NPROC_MAX,

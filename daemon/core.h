@@ -35,9 +35,9 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "rdzv_id.h"
 
 #define CORE_SESSION_LEN	16
-#define CORE_ID_MAX		128	/* characters of an rdzv_id */
 #define CORE_STR_MAX		255	/* hostname, advertise address */
 #define CORE_REASON_MAX		256	/* reasons and event messages */
 #define CORE_KIND_MAX		16	/* event kinds */
@@ -188,7 +188,7 @@ struct core_node {
 TAILQ_HEAD(core_nodes, core_node);
 
 struct core_job {
-	char			 rdzv_id[CORE_ID_MAX + 1];
+	char			 rdzv_id[RDZV_ID_MAX + 1];
 	char			*owner;
 	struct core_settings	 settings;
 	enum core_job_state	 state;
@@ -340,8 +340,6 @@ struct core_job	*core_job_find(const struct core *, const char *rdzv_id);
 struct core_node *core_node_find(const struct core *, uint64_t node_id);
 struct core_node *core_node_by_session(const struct core *,
 		    const uint8_t session_id[CORE_SESSION_LEN]);
-/* 0 if the rdzv_id is valid (SPEC §2), else INVALID_ARGUMENT + message. */
-int		 core_check_id(const char *rdzv_id, char *err, size_t errlen);
 
 /*
  * A new node's Join. session_id is fresh random bytes from the daemon (the

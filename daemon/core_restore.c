@@ -16,7 +16,7 @@ core_restore_job(struct core *c, const char *rdzv_id, const char *owner)
 {
 	char	err[CORE_REASON_MAX];
 
-	if (core_check_id(rdzv_id, err, sizeof(err)) != 0 ||
+	if (rdzv_id_check(rdzv_id, err, sizeof(err)) != 0 ||
 	    core_job_find(c, rdzv_id) != NULL)
 		return NULL;
 	return core_job_new(c, rdzv_id, owner != NULL ? owner : "anonymous");
@@ -52,11 +52,11 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	uint32_t		  i, k = 0, base = 0;
 
 	if (j->state < CORE_JOB_WAITING || j->state > CORE_JOB_FAILED)
-		return errf(err, errlen, "job %s: bad state %d", j->rdzv_id,
+		return errf(-1, err, errlen, "job %s: bad state %d", j->rdzv_id,
 		    (int)j->state);
 	if (j->settings.min_nodes < 1 ||
 	    j->settings.min_nodes > j->settings.max_nodes)
-		return errf(err, errlen, "job %s: bad min/max nodes %u:%u",
+		return errf(-1, err, errlen, "job %s: bad min/max nodes %u:%u",
 		    j->rdzv_id, j->settings.min_nodes, j->settings.max_nodes);
 	v = core_xcalloc(j->n_nodes, sizeof(*v));
 	TAILQ_FOREACH(n, &j->nodes, entry)
@@ -74,7 +74,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 		if (n->state < CORE_NODE_PARTICIPANT ||
 		    n->state >= CORE_NODE_NSTATES) {
 			free(v);
-			return errf(err, errlen, "job %s: node %llu has bad "
+			return errf(-1, err, errlen, "job %s: node %llu has bad "
 			    "state %d", j->rdzv_id,
 			    (unsigned long long)n->node_id, (int)n->state);
 		}
@@ -101,7 +101,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 		if ((uint32_t)n->group_rank >= j->round_n ||
 		    j->round[n->group_rank] != NULL) {
 			free(v);
-			return errf(err, errlen, "job %s: group ranks of "
+			return errf(-1, err, errlen, "job %s: group ranks of "
 			    "generation %llu are not 0..%u", j->rdzv_id,
 			    (unsigned long long)j->generation, j->round_n - 1);
 		}
@@ -111,7 +111,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	for (i = 0; i < j->round_n; i++) {
 		n = j->round[i];
 		if (n->base_rank != base)
-			return errf(err, errlen, "job %s: node %llu has base "
+			return errf(-1, err, errlen, "job %s: node %llu has base "
 			    "rank %u, not %u", j->rdzv_id,
 			    (unsigned long long)n->node_id, n->base_rank, base);
 		base += n->nproc;
@@ -189,31 +189,31 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 	bool			 ended = core_job_ended(j);
 
 	if (core_job_find(c, j->rdzv_id) != j || j->core != c || j->removed)
-		return errf(err, errlen, "job %s: not indexed", j->rdzv_id);
+		return errf(-1, err, errlen, "job %s: not indexed", j->rdzv_id);
 	TAILQ_FOREACH(n, &j->nodes, entry) {
 		nn++;
 		if (n->job != j || n->removed || n->state < 1 ||
 		    n->state >= CORE_NODE_NSTATES)
-			return errf(err, errlen, "job %s: node %llu bad",
+			return errf(-1, err, errlen, "job %s: node %llu bad",
 			    j->rdzv_id, (unsigned long long)n->node_id);
 		cnt[n->state]++;
 		if (core_node_find(c, n->node_id) != n ||
 		    core_node_by_session(c, n->session_id) != n)
-			return errf(err, errlen, "job %s: node %llu not "
+			return errf(-1, err, errlen, "job %s: node %llu not "
 			    "indexed", j->rdzv_id,
 			    (unsigned long long)n->node_id);
 		if (n->arrival <= arrival)
-			return errf(err, errlen, "job %s: nodes not in "
+			return errf(-1, err, errlen, "job %s: nodes not in "
 			    "arrival order", j->rdzv_id);
 		arrival = n->arrival;
 		if (core_timer_armed(&n->lease) && (!core_node_live(n) ||
 		    n->connected || ended))
-			return errf(err, errlen, "job %s: node %llu has a "
+			return errf(-1, err, errlen, "job %s: node %llu has a "
 			    "lease it should not", j->rdzv_id,
 			    (unsigned long long)n->node_id);
 		if (n->group_rank >= 0 && ((uint32_t)n->group_rank >=
 		    j->round_n || j->round[n->group_rank] != n))
-			return errf(err, errlen, "job %s: node %llu group "
+			return errf(-1, err, errlen, "job %s: node %llu group "
 			    "rank %d not in the round", j->rdzv_id,
 			    (unsigned long long)n->node_id, n->group_rank);
 	}
@@ -221,23 +221,23 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 	i = 0;
 	TAILQ_FOREACH(n, &j->ended, ended_entry) {
 		if (!n->in_ended || core_node_live(n) || n->job != j)
-			return errf(err, errlen, "job %s: ended list wrong",
+			return errf(-1, err, errlen, "job %s: ended list wrong",
 			    j->rdzv_id);
 		i++;
 	}
 	if (i != nn - cnt[CORE_NODE_PARTICIPANT] - cnt[CORE_NODE_WAITING] -
 	    cnt[CORE_NODE_SPARE])
-		return errf(err, errlen, "job %s: %u nodes in the ended list",
+		return errf(-1, err, errlen, "job %s: %u nodes in the ended list",
 		    j->rdzv_id, i);
 	if (nn != j->n_nodes ||
 	    memcmp(cnt, j->n_state, sizeof(cnt)) != 0)
-		return errf(err, errlen, "job %s: node counters wrong",
+		return errf(-1, err, errlen, "job %s: node counters wrong",
 		    j->rdzv_id);
 	for (i = 0; i < j->round_n; i++) {
 		n = j->round[i];
 		if (n->job != j || n->group_rank != (int32_t)i ||
 		    n->base_rank != base || n->generation != j->generation)
-			return errf(err, errlen, "job %s: round member %u "
+			return errf(-1, err, errlen, "job %s: round member %u "
 			    "wrong (rank %d base %u/%u gen %llu/%llu)",
 			    j->rdzv_id, i, n->group_rank, n->base_rank, base,
 			    (unsigned long long)n->generation,
@@ -245,17 +245,17 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		base += n->nproc;
 	}
 	if (base != j->world_size)
-		return errf(err, errlen, "job %s: world size %u, not %u",
+		return errf(-1, err, errlen, "job %s: world size %u, not %u",
 		    j->rdzv_id, j->world_size, base);
 	if (j->round_n > 0 && (strcmp(j->master_addr,
 	    j->round[0]->advertise_addr) != 0 ||
 	    j->master_port != j->round[0]->master_port))
-		return errf(err, errlen, "job %s: master is not rank 0's",
+		return errf(-1, err, errlen, "job %s: master is not rank 0's",
 		    j->rdzv_id);
 	if (j->restart_count > j->settings.max_restarts + 1 ||
 	    (j->state != CORE_JOB_FAILED &&
 	    j->restart_count > j->settings.max_restarts))
-		return errf(err, errlen, "job %s: restart count %u of max %u",
+		return errf(-1, err, errlen, "job %s: restart count %u of max %u",
 		    j->rdzv_id, j->restart_count, j->settings.max_restarts);
 
 	p = cnt[CORE_NODE_PARTICIPANT];
@@ -269,7 +269,7 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		    core_timer_armed(&j->last_call) != (p >= min) ||
 		    core_timer_armed(&j->join_deadline) != (p < min) ||
 		    core_timer_armed(&j->retention))
-			return errf(err, errlen, "job %s: open round wrong "
+			return errf(-1, err, errlen, "job %s: open round wrong "
 			    "(p %u w %u s %u)", j->rdzv_id, p, w, s);
 		break;
 	case CORE_JOB_RUNNING:
@@ -280,12 +280,12 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		    core_timer_armed(&j->last_call) != (w > 0)) ||
 		    core_timer_armed(&j->join_deadline) ||
 		    core_timer_armed(&j->retention))
-			return errf(err, errlen, "job %s: running round wrong "
+			return errf(-1, err, errlen, "job %s: running round wrong "
 			    "(p %u w %u s %u round %u)", j->rdzv_id, p, w, s,
 			    j->round_n);
 		for (i = 0; i < j->round_n; i++) {
 			if (j->round[i]->state != CORE_NODE_PARTICIPANT)
-				return errf(err, errlen, "job %s: round member "
+				return errf(-1, err, errlen, "job %s: round member "
 				    "not a participant", j->rdzv_id);
 		}
 		break;
@@ -293,7 +293,7 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		if (j->round_n == 0 || p == 0 ||
 		    core_timer_armed(&j->last_call) ||
 		    core_timer_armed(&j->join_deadline))
-			return errf(err, errlen, "job %s: closing wrong",
+			return errf(-1, err, errlen, "job %s: closing wrong",
 			    j->rdzv_id);
 		break;
 	case CORE_JOB_CLOSED:
@@ -301,11 +301,11 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		if (p + w + s != 0 || !core_timer_armed(&j->retention) ||
 		    core_timer_armed(&j->last_call) ||
 		    core_timer_armed(&j->join_deadline))
-			return errf(err, errlen, "job %s: ended job wrong",
+			return errf(-1, err, errlen, "job %s: ended job wrong",
 			    j->rdzv_id);
 		break;
 	default:
-		return errf(err, errlen, "job %s: bad state", j->rdzv_id);
+		return errf(-1, err, errlen, "job %s: bad state", j->rdzv_id);
 	}
 	return 0;
 }
@@ -325,15 +325,15 @@ core_check(const struct core *c, char *err, size_t errlen)
 	}
 	if (njobs != c->n_jobs || c->by_id.n != njobs ||
 	    c->by_node.n != nnodes || c->by_session.n != nnodes)
-		return errf(err, errlen, "indexes disagree with lists: jobs "
+		return errf(-1, err, errlen, "indexes disagree with lists: jobs "
 		    "%u/%u/%zu nodes %zu/%zu/%zu", njobs, c->n_jobs,
 		    c->by_id.n, nnodes, c->by_node.n, c->by_session.n);
 	for (i = 0; i < c->heap_n; i++) {
 		t = c->heap[i];
 		if (t->idx != i || (i > 0 && c->heap[(i - 1) / 2]->at > t->at))
-			return errf(err, errlen, "timer heap broken at %zu", i);
+			return errf(-1, err, errlen, "timer heap broken at %zu", i);
 	}
 	if (!TAILQ_EMPTY(&c->settle))
-		return errf(err, errlen, "jobs left unsettled");
+		return errf(-1, err, errlen, "jobs left unsettled");
 	return 0;
 }

@@ -69,7 +69,7 @@ rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	char err[512];
 
 	if (req->rdzv_id[0] != '\0' &&
-	    core_check_id(req->rdzv_id, err, sizeof(err)) != 0) {
+	    rdzv_id_check(req->rdzv_id, err, sizeof(err)) != 0) {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
 		return;
 	}

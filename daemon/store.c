@@ -23,7 +23,7 @@
 int
 store_sqlfail(struct store *s, char *err, size_t errlen, const char *what)
 {
-	return errf(err, errlen, "%s: %s (SQLite error %d)", what,
+	return errf(-1, err, errlen, "%s: %s (SQLite error %d)", what,
 	    sqlite3_errmsg(s->db), sqlite3_extended_errcode(s->db));
 }
 
@@ -105,7 +105,8 @@ run(struct store *s, struct binder *b, char *err, size_t errlen,
 	int	rc;
 
 	if (b->rc != SQLITE_OK) {
-		errf(err, errlen, "%s: binding parameter %d: %s", what, b->i,
+		errf(-1, err, errlen,
+		    "%s: binding parameter %d: %s", what, b->i,
 		    sqlite3_errstr(b->rc));
 		sqlite3_reset(b->st);
 		return -1;
@@ -128,7 +129,7 @@ static int
 put_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_JOB_PUT]);
-	char		what[64 + CORE_ID_MAX];
+	char		what[64 + RDZV_ID_MAX];
 
 	bind_text(&b, j->rdzv_id);
 	bind_text(&b, j->owner);
@@ -163,7 +164,7 @@ put_node(struct store *s, const struct core_node *n, char *err,
     size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_NODE_PUT]);
-	char		what[64 + CORE_ID_MAX];
+	char		what[64 + RDZV_ID_MAX];
 
 	bind_u64(&b, n->node_id);
 	bind_text(&b, n->job->rdzv_id);
@@ -228,7 +229,7 @@ put_event(struct store *s, const struct core_event *e, char *err,
     size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_EVENT_PUT]);
-	char		what[64 + CORE_ID_MAX];
+	char		what[64 + RDZV_ID_MAX];
 
 	bind_text(&b, e->job->rdzv_id);
 	bind_u64(&b, e->seq);
@@ -253,7 +254,7 @@ put_round_row(struct store *s, const struct core_job *j, uint64_t gen,
     uint32_t restart_count, int64_t formed_ms, char *err, size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_ROUND_PUT]);
-	char		what[64 + CORE_ID_MAX];
+	char		what[64 + RDZV_ID_MAX];
 
 	snprintf(what, sizeof(what), "recording round %llu of job %s",
 	    (unsigned long long)gen, j->rdzv_id);
@@ -273,7 +274,7 @@ put_assignment(struct store *s, const struct core_job *j, uint64_t gen,
     uint32_t nproc, char *err, size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_ASSIGN_PUT]);
-	char		what[96 + CORE_ID_MAX];
+	char		what[96 + RDZV_ID_MAX];
 
 	snprintf(what, sizeof(what), "recording node %llu in round %llu of "
 	    "job %s", (unsigned long long)node_id, (unsigned long long)gen,
@@ -321,7 +322,7 @@ static int
 del_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
 {
 	struct binder	b = bind_start(s->st[ST_JOB_DEL]);
-	char		what[64 + CORE_ID_MAX];
+	char		what[64 + RDZV_ID_MAX];
 
 	bind_text(&b, j->rdzv_id);
 	snprintf(what, sizeof(what), "deleting job %s", j->rdzv_id);
@@ -401,7 +402,7 @@ store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 	struct binder	b;
 
 	if (s->broken)
-		return errf(err, errlen, "an earlier commit failed; the "
+		return errf(-1, err, errlen, "an earlier commit failed; the "
 		    "database holds the state before it: restart rdzvd");
 	if (turn_empty(s, c))
 		return 0;

@@ -75,7 +75,8 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	bool			 ok;
 
 	if ((j = core_restore_job(c, id, col_text(st, 1))) == NULL)
-		return errf(err, errlen, "job '%s': invalid or duplicate id",
+		return errf(-1, err, errlen,
+		    "job '%s': invalid or duplicate id",
 		    id);
 	set = &j->settings;
 	ok = col_u32(st, 2, &set->min_nodes) &&
@@ -88,10 +89,10 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 12, &j->restart_count) &&
 	    col_u32(st, 13, &j->attempt);
 	if (!ok)
-		return errf(err, errlen, "job %s: a setting or counter is "
+		return errf(-1, err, errlen, "job %s: a setting or counter is "
 		    "out of range", id);
 	if ((j->state = job_state(col_text(st, 9))) == 0)
-		return errf(err, errlen, "job %s: unknown state '%s'", id,
+		return errf(-1, err, errlen, "job %s: unknown state '%s'", id,
 		    col_text(st, 9));
 	snprintf(j->reason, sizeof(j->reason), "%s", col_text(st, 10));
 	j->generation = (uint64_t)sqlite3_column_int64(st, 11);
@@ -120,16 +121,17 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	bool			 ok;
 
 	if ((j = core_job_find(c, col_text(st, 1))) == NULL)
-		return errf(err, errlen, "node %llu: no job '%s'",
+		return errf(-1, err, errlen, "node %llu: no job '%s'",
 		    (unsigned long long)id, col_text(st, 1));
 	if (sqlite3_column_bytes(st, 2) != CORE_SESSION_LEN ||
 	    sqlite3_column_type(st, 2) != SQLITE_BLOB)
-		return errf(err, errlen, "node %llu: session_id is not %d "
+		return errf(-1, err, errlen, "node %llu: session_id is not %d "
 		    "bytes", (unsigned long long)id, CORE_SESSION_LEN);
 	n = core_restore_node(c, j, id, sqlite3_column_blob(st, 2),
 	    col_text(st, 3), col_text(st, 4));
 	if (n == NULL)
-		return errf(err, errlen, "node %llu: invalid or duplicate id "
+		return errf(-1, err, errlen,
+		    "node %llu: invalid or duplicate id "
 		    "or session", (unsigned long long)id);
 	n->has_rank_hint = sqlite3_column_type(st, 7) != SQLITE_NULL;
 	rank = sqlite3_column_int64(st, 9);
@@ -141,10 +143,12 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 17, &n->port_offer) && rank >= -1 &&
 	    rank <= INT32_MAX;
 	if (!ok)
-		return errf(err, errlen, "node %llu of job %s: a value is out "
+		return errf(-1, err, errlen,
+		    "node %llu of job %s: a value is out "
 		    "of range", (unsigned long long)id, j->rdzv_id);
 	if ((n->state = node_state(col_text(st, 8))) == 0)
-		return errf(err, errlen, "node %llu of job %s: unknown state "
+		return errf(-1, err, errlen,
+		    "node %llu of job %s: unknown state "
 		    "'%s'", (unsigned long long)id, j->rdzv_id,
 		    col_text(st, 8));
 	n->group_rank = (int32_t)rank;
@@ -167,16 +171,16 @@ row_gpu(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 
 	(void)s;
 	if (n == NULL)
-		return errf(err, errlen, "GPU of node %llu: no such node",
+		return errf(-1, err, errlen, "GPU of node %llu: no such node",
 		    (unsigned long long)id);
 	if ((v = calloc(n->n_gpus + 1, sizeof(*v))) == NULL)
-		return errf(err, errlen, "out of memory");
+		return errf(-1, err, errlen, "out of memory");
 	if (n->n_gpus > 0)
 		memcpy(v, n->gpus, n->n_gpus * sizeof(*v));
 	g = &v[n->n_gpus];
 	if (!col_u32(st, 1, &g->device)) {
 		free(v);
-		return errf(err, errlen, "GPU of node %llu: device out of "
+		return errf(-1, err, errlen, "GPU of node %llu: device out of "
 		    "range", (unsigned long long)id);
 	}
 	snprintf(g->name, sizeof(g->name), "%s", col_text(st, 2));
@@ -250,7 +254,8 @@ row_round(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 	uint64_t	 g = (uint64_t)sqlite3_column_int64(st, 1);
 
 	if (j != NULL && g > j->generation)
-		return errf(err, errlen, "job %s: round %llu is recorded but "
+		return errf(-1, err, errlen,
+		    "job %s: round %llu is recorded but "
 		    "the job's generation is %llu", j->rdzv_id,
 		    (unsigned long long)g, (unsigned long long)j->generation);
 	return 0;
@@ -303,7 +308,7 @@ store_load(struct store *s, struct core *c, struct core_now now, char *err,
 	int		 rc = -1;
 
 	if (c->n_jobs != 0)
-		return errf(err, errlen, "database %s: loading into a "
+		return errf(-1, err, errlen, "database %s: loading into a "
 		    "core that already has jobs", s->path);
 	for (i = 0; i < LOAD_N; i++) {
 		if (sqlite3_prepare_v2(s->db, load_sql[i], -1, &st[i],
@@ -323,7 +328,7 @@ out:
 	for (i = 0; i < LOAD_N; i++)
 		sqlite3_finalize(st[i]);
 	if (rc != 0)
-		errf(err, errlen, "database %s: %s", s->path, e);
+		errf(-1, err, errlen, "database %s: %s", s->path, e);
 	return rc;
 }
 
@@ -344,7 +349,7 @@ store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
 	    SQLITE_OK ||
 	    (rc = sqlite3_bind_int64(st, 3, limit)) != SQLITE_OK) {
 		sqlite3_clear_bindings(st);
-		return errf(err, errlen, "reading events of job %s: %s",
+		return errf(-1, err, errlen, "reading events of job %s: %s",
 		    rdzv_id, sqlite3_errstr(rc));
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -173,18 +173,19 @@ make_parents(const char *path, char *err, size_t errlen)
 	int		 rc = 0;
 
 	if ((dir = strdup(path)) == NULL)
-		return errf(err, errlen, "%s: out of memory", path);
+		return errf(-1, err, errlen, "%s: out of memory", path);
 	for (p = strchr(dir + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
 		*p = '\0';
 		if (stat(dir, &sb) != 0) {
 			if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-				rc = errf(err, errlen, "database %s: cannot "
+				rc = errf(-1, err, errlen,
+				    "database %s: cannot "
 				    "create directory %s: %s", path, dir,
 				    strerror(errno));
 				break;
 			}
 		} else if (!S_ISDIR(sb.st_mode)) {
-			rc = errf(err, errlen, "database %s: %s is not a "
+			rc = errf(-1, err, errlen, "database %s: %s is not a "
 			    "directory", path, dir);
 			break;
 		}
@@ -210,11 +211,11 @@ lock_take(struct store *s, char *err, size_t errlen)
 	int		 fd, saved;
 
 	if (asprintf(&lockpath, "%s.lock", s->path) == -1)
-		return errf(err, errlen, "%s: out of memory", s->path);
+		return errf(-1, err, errlen, "%s: out of memory", s->path);
 	fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd == -1) {
 		saved = errno;
-		errf(err, errlen, "database %s: cannot open its lock file "
+		errf(-1, err, errlen, "database %s: cannot open its lock file "
 		    "%s: %s", s->path, lockpath, strerror(saved));
 		free(lockpath);
 		return -1;
@@ -232,12 +233,13 @@ lock_take(struct store *s, char *err, size_t errlen)
 			n = pread(fd, pid, sizeof(pid) - 1, 0);
 			pid[n > 0 ? n : 0] = '\0';
 			pid[strcspn(pid, "\n")] = '\0';
-			errf(err, errlen, "database %s is in use by another "
+			errf(-1, err, errlen,
+			    "database %s is in use by another "
 			    "rdzvd (pid %s holds %s); stop it or use another "
 			    "--db", s->path, pid[0] != '\0' ? pid : "unknown",
 			    lockpath);
 		} else
-			errf(err, errlen, "database %s: cannot lock %s: %s",
+			errf(-1, err, errlen, "database %s: cannot lock %s: %s",
 			    s->path, lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -246,7 +248,8 @@ lock_take(struct store *s, char *err, size_t errlen)
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
 		saved = errno;
-		errf(err, errlen, "database %s: cannot write %s: %s", s->path,
+		errf(-1, err, errlen,
+		    "database %s: cannot write %s: %s", s->path,
 		    lockpath, strerror(saved));
 		close(fd);
 		free(lockpath);
@@ -313,33 +316,37 @@ check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 	int64_t	tables = 0;
 
 	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
-		return errf(err, errlen, "database %s cannot be read: %s; "
+		return errf(-1, err, errlen, "database %s cannot be read: %s; "
 		    "rdzvd never overwrites a database: move it aside or use "
 		    "another --db", s->path, sqlite3_errmsg(s->db));
 	if (*version > STORE_SCHEMA)
-		return errf(err, errlen, "database %s has schema version "
+		return errf(-1, err, errlen, "database %s has schema version "
 		    "%lld, newer than version %d that this rdzvd knows; run "
 		    "the newer rdzvd that wrote it, or use another --db",
 		    s->path, (long long)*version, STORE_SCHEMA);
 	if (*version < 0)
-		return errf(err, errlen, "database %s has schema version "
+		return errf(-1, err, errlen, "database %s has schema version "
 		    "%lld, which no rdzvd writes", s->path,
 		    (long long)*version);
 	if (*version == 0) {
 		if (query_int(s, "SELECT count(*) FROM sqlite_master",
 		    &tables) != SQLITE_OK)
-			return errf(err, errlen, "database %s cannot be read: "
+			return errf(-1, err, errlen,
+			    "database %s cannot be read: "
 			    "%s", s->path, sqlite3_errmsg(s->db));
 		if (tables > 0)
-			return errf(err, errlen, "database %s holds tables but "
+			return errf(-1, err, errlen,
+			    "database %s holds tables but "
 			    "no rdzv schema version: it belongs to something "
 			    "else; use another --db", s->path);
 	}
 	if (query_text(s, "PRAGMA quick_check", ok, sizeof(ok)) != SQLITE_OK)
-		return errf(err, errlen, "database %s cannot be checked: %s",
+		return errf(-1, err, errlen,
+		    "database %s cannot be checked: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(ok, "ok") != 0)
-		return errf(err, errlen, "database %s is damaged (%s); restore "
+		return errf(-1, err, errlen,
+		    "database %s is damaged (%s); restore "
 		    "it from a backup or move it aside", s->path, ok);
 	return 0;
 }
@@ -355,21 +362,24 @@ set_pragmas(struct store *s, char *err, size_t errlen)
 		return store_sqlfail(s, err, errlen, "busy timeout");
 	if (query_text(s, "PRAGMA journal_mode = WAL", mode,
 	    sizeof(mode)) != SQLITE_OK)
-		return errf(err, errlen, "database %s: cannot enable WAL: %s",
+		return errf(-1, err, errlen,
+		    "database %s: cannot enable WAL: %s",
 		    s->path, sqlite3_errmsg(s->db));
 	if (strcmp(mode, "wal") != 0)
-		return errf(err, errlen, "database %s: journal mode is %s, not "
+		return errf(-1, err, errlen,
+		    "database %s: journal mode is %s, not "
 		    "wal; is it on a file system without shared memory (NFS)?",
 		    s->path, mode);
 	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL; "
 	    "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
-		return errf(err, errlen, "database %s: %s", s->path,
+		return errf(-1, err, errlen, "database %s: %s", s->path,
 		    sqlite3_errmsg(s->db));
 	if (query_int(s, "PRAGMA synchronous", &v) != SQLITE_OK || v != 2)
-		return errf(err, errlen, "database %s: synchronous=FULL did "
+		return errf(-1, err, errlen,
+		    "database %s: synchronous=FULL did "
 		    "not take", s->path);
 	if (query_int(s, "PRAGMA foreign_keys", &v) != SQLITE_OK || v != 1)
-		return errf(err, errlen, "database %s: this SQLite has no "
+		return errf(-1, err, errlen, "database %s: this SQLite has no "
 		    "foreign key support", s->path);
 	return 0;
 }
@@ -385,7 +395,8 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 	for (i = (int)from; i < STORE_SCHEMA; i++) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL,
 		    NULL) != SQLITE_OK)
-			return errf(err, errlen, "database %s: migrating to "
+			return errf(-1, err, errlen,
+			    "database %s: migrating to "
 			    "schema %d: %s", s->path, i + 1,
 			    sqlite3_errmsg(s->db));
 		/* Another process may have migrated since we looked. */
@@ -393,7 +404,8 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 			goto bad;
 		if (v > i) {
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return errf(err, errlen, "database %s: schema changed "
+			return errf(-1, err, errlen,
+			    "database %s: schema changed "
 			    "underneath (version %lld)", s->path,
 			    (long long)v);
 		}
@@ -408,7 +420,8 @@ migrate(struct store *s, int64_t from, char *err, size_t errlen)
 	return 0;
 
 bad:
-	errf(err, errlen, "database %s: migrating to schema %d: %s", s->path,
+	errf(-1, err, errlen,
+	    "database %s: migrating to schema %d: %s", s->path,
 	    i + 1, sqlite3_errmsg(s->db));
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -424,11 +437,11 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (path == NULL || *path == '\0')
-		return errf(err, errlen, "no database path");
+		return errf(-1, err, errlen, "no database path");
 	if ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (s->path = strdup(path)) == NULL) {
 		free(s);
-		return errf(err, errlen, "%s: out of memory", path);
+		return errf(-1, err, errlen, "%s: out of memory", path);
 	}
 	s->lock_fd = -1;
 	if (make_parents(path, err, errlen) != 0 ||
@@ -440,13 +453,13 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	if (fd != -1)
 		close(fd);
 	else if (errno != EEXIST) {
-		errf(err, errlen, "cannot create database %s: %s", path,
+		errf(-1, err, errlen, "cannot create database %s: %s", path,
 		    strerror(errno));
 		goto bad;
 	}
 	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		errf(err, errlen, "cannot open database %s: %s%s%s", path,
+		errf(-1, err, errlen, "cannot open database %s: %s%s%s", path,
 		    s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory",
 		    s->db != NULL && sqlite3_system_errno(s->db) != 0 ? ": " :
 		    "", s->db != NULL && sqlite3_system_errno(s->db) != 0 ?
@@ -461,14 +474,15 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	for (i = 0; i < ST_COUNT; i++) {
 		if (sqlite3_prepare_v3(s->db, statements[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) != SQLITE_OK) {
-			errf(err, errlen, "database %s: preparing \"%s\": %s",
+			errf(-1, err, errlen,
+			    "database %s: preparing \"%s\": %s",
 			    path, statements[i], sqlite3_errmsg(s->db));
 			goto bad;
 		}
 	}
 	if (query_int(s, "SELECT coalesce((SELECT value FROM meta WHERE "
 	    "key = 'next_node_id'), 1)", &next) != SQLITE_OK) {
-		errf(err, errlen, "database %s: reading meta: %s", path,
+		errf(-1, err, errlen, "database %s: reading meta: %s", path,
 		    sqlite3_errmsg(s->db));
 		goto bad;
 	}

@@ -3,27 +3,12 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "endpoint.h"
-
-static int fail(char *, size_t, const char *, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err != NULL && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+#include "errf.h"
 
 static int
 parse_port(const char *s, uint16_t *port)
@@ -46,15 +31,17 @@ endpoint_parse(const char *s, uint16_t default_port, struct endpoint *ep,
 {
 	memset(ep, 0, sizeof(*ep));
 	if (s == NULL || *s == '\0')
-		return fail(err, errlen, "empty address");
+		return errf(-EINVAL, err, errlen, "empty address");
 
 	if (strncmp(s, "unix:", 5) == 0) {
 		const char *path = s + 5;
 		if (*path == '\0')
-			return fail(err, errlen, "'%s': unix socket path is empty", s);
+			return errf(-EINVAL, err, errlen,
+			    "'%s': unix socket path is empty", s);
 		if (strlen(path) >= sizeof(ep->path))
-			return fail(err, errlen, "'%s': unix socket path is longer "
-			    "than %zu bytes", s, sizeof(ep->path) - 1);
+			return errf(-EINVAL, err, errlen, "'%s': unix socket "
+			    "path is longer than %zu bytes", s,
+			    sizeof(ep->path) - 1);
 		ep->kind = ENDPOINT_UNIX;
 		strcpy(ep->path, path);
 		return 0;
@@ -67,31 +54,34 @@ endpoint_parse(const char *s, uint16_t default_port, struct endpoint *ep,
 	if (*s == '[') {
 		const char *close = strchr(s, ']');
 		if (close == NULL)
-			return fail(err, errlen, "'%s': missing ']'", s);
+			return errf(-EINVAL, err, errlen,
+			    "'%s': missing ']'", s);
 		host = s + 1;
 		hostlen = (size_t)(close - host);
 		if (close[1] == ':')
 			port = close + 2;
 		else if (close[1] != '\0')
-			return fail(err, errlen, "'%s': expected ':PORT' after ']'", s);
+			return errf(-EINVAL, err, errlen,
+			    "'%s': expected ':PORT' after ']'", s);
 	} else {
 		const char *colon = strrchr(s, ':');
 		if (colon != NULL && strchr(s, ':') != colon)
-			return fail(err, errlen, "'%s': write IPv6 addresses as "
-			    "[ADDR]:PORT", s);
+			return errf(-EINVAL, err, errlen,
+			    "'%s': write IPv6 addresses as [ADDR]:PORT", s);
 		hostlen = colon != NULL ? (size_t)(colon - s) : strlen(s);
 		if (colon != NULL)
 			port = colon + 1;
 	}
 	if (hostlen == 0)
-		return fail(err, errlen, "'%s': host is empty", s);
+		return errf(-EINVAL, err, errlen, "'%s': host is empty", s);
 	if (hostlen >= sizeof(ep->host))
-		return fail(err, errlen, "'%s': host name too long", s);
+		return errf(-EINVAL, err, errlen,
+		    "'%s': host name too long", s);
 	memcpy(ep->host, host, hostlen);
 	ep->host[hostlen] = '\0';
 	if (port != NULL && parse_port(port, &ep->port) != 0)
-		return fail(err, errlen, "'%s': port must be a number from 0 "
-		    "to 65535", s);
+		return errf(-EINVAL, err, errlen,
+		    "'%s': port must be a number from 0 to 65535", s);
 	return 0;
 }
 

@@ -4,14 +4,14 @@
 #include "errf.h"
 
 int
-errf(char *err, size_t errlen, const char *fmt, ...)
+errf(int rc, char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list	ap;
 
 	if (err == NULL || errlen == 0)
-		return -1;
+		return rc;
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-	return -1;
+	return rc;
 }

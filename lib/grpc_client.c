@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "errf.h"
 #include "grpc_client_int.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS	5000
@@ -500,7 +501,7 @@ call_feed(struct grpc_ccall *cc, const uint8_t *data, size_t len)
 		call_complete(cc, GRPC_RESOURCE_EXHAUSTED,
 		    "%s: reply larger than the limit of %zu bytes",
 		    cc->cli->peer, cc->cli->opts.max_message);
-	else if (rc == -EPROTO)
+	else if (rc == -RDZV_ECOMPRESSED)
 		call_complete(cc, GRPC_INTERNAL,
 		    "%s: compressed reply, but no compression was offered",
 		    cc->cli->peer);

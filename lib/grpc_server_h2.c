@@ -25,6 +25,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/ssl.h>
 
+#include "errf.h"
 #include "grpc_server_int.h"
 
 /* A path longer than this names no method of ours. */
@@ -204,7 +205,7 @@ message_cb(void *arg, const uint8_t *msg, size_t len)
 
 	/* Unary and server-streaming requests carry one message. */
 	if (call->nreq++ > 0)
-		return -E2BIG;
+		return -RDZV_EMSGCOUNT;
 	call->req = malloc(len > 0 ? len : 1);
 	if (call->req == NULL)
 		return -ENOMEM;
@@ -235,11 +236,11 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 		scall_end(call, GRPC_RESOURCE_EXHAUSTED,
 		    "request message larger than the limit");
 		break;
-	case -EPROTO:
+	case -RDZV_ECOMPRESSED:
 		scall_end(call, GRPC_UNIMPLEMENTED,
 		    "compressed messages are not supported");
 		break;
-	case -E2BIG:
+	case -RDZV_EMSGCOUNT:
 		scall_end(call, GRPC_INTERNAL,
 		    "more than one request message");
 		break;

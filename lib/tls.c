@@ -4,7 +4,6 @@
  * file and OpenSSL's reason so a user can fix the right flag.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "errf.h"
 #include "tls.h"
 
 struct tls_ctx {
@@ -25,26 +25,18 @@ struct tls_ctx {
 
 static const unsigned char alpn_h2[] = { 2, 'h', '2' };
 
-/* Writes a printf-style message into |err| and returns |rc|. */
-static int __attribute__((format(printf, 4, 5)))
-fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err != NULL && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	ERR_clear_error();
-	return rc;
-}
-
-/* OpenSSL's reason for the oldest queued error, in lower case as it prints. */
+/*
+ * OpenSSL's reason for the oldest queued error, in lower case as it prints.
+ * The queue is emptied: the reason is all we report, and a stale entry
+ * would be blamed for the next failure.
+ */
 static const char *
 ssl_reason(void)
 {
 	unsigned long e = ERR_peek_error();
 	const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+	ERR_clear_error();
 	return r != NULL ? r : "unknown OpenSSL error";
 }
 
@@ -78,7 +70,7 @@ open_file(const char *what, const char *path, FILE **out, char *err,
 	FILE *f = fopen(path, "r");
 	if (f == NULL) {
 		int e = errno;
-		return fail(-e, err, errlen, "%s %s: %s", what, path,
+		return errf(-e, err, errlen, "%s %s: %s", what, path,
 		    errno_reason(e, why, sizeof(why)));
 	}
 	*out = f;
@@ -102,7 +94,7 @@ load_cert_key(SSL_CTX *ssl, const char *cert, const char *key, char *err,
 	fclose(f);
 	ERR_clear_error();
 	if (SSL_CTX_use_certificate_chain_file(ssl, cert) != 1)
-		return fail(-EINVAL, err, errlen, "tls-cert %s: %s", cert,
+		return errf(-EINVAL, err, errlen, "tls-cert %s: %s", cert,
 		    ssl_reason());
 
 	if ((rc = open_file("tls-key", key, &f, err, errlen)) != 0)
@@ -110,19 +102,20 @@ load_cert_key(SSL_CTX *ssl, const char *cert, const char *key, char *err,
 	EVP_PKEY *pkey = PEM_read_PrivateKey(f, NULL, no_password, NULL);
 	fclose(f);
 	if (pkey == NULL)
-		return fail(-EINVAL, err, errlen, "tls-key %s: %s", key,
+		return errf(-EINVAL, err, errlen, "tls-key %s: %s", key,
 		    ssl_reason());
 
 	X509 *x = SSL_CTX_get0_certificate(ssl);
 	if (x == NULL || X509_check_private_key(x, pkey) != 1) {
 		EVP_PKEY_free(pkey);
-		return fail(-EINVAL, err, errlen,
+		ERR_clear_error();
+		return errf(-EINVAL, err, errlen,
 		    "tls-cert %s does not match tls-key %s", cert, key);
 	}
 	if (SSL_CTX_use_PrivateKey(ssl, pkey) != 1 ||
 	    SSL_CTX_check_private_key(ssl) != 1) {
 		EVP_PKEY_free(pkey);
-		return fail(-EINVAL, err, errlen,
+		return errf(-EINVAL, err, errlen,
 		    "tls-cert %s does not match tls-key %s: %s", cert, key,
 		    ssl_reason());
 	}
@@ -142,7 +135,7 @@ load_ca(SSL_CTX *ssl, const char *ca, char *err, size_t errlen)
 	fclose(f);
 	ERR_clear_error();
 	if (SSL_CTX_load_verify_locations(ssl, ca, NULL) != 1)
-		return fail(-EINVAL, err, errlen, "tls-ca %s: %s", ca,
+		return errf(-EINVAL, err, errlen, "tls-ca %s: %s", ca,
 		    ssl_reason());
 	return 0;
 }
@@ -152,13 +145,13 @@ static int
 ctx_common(SSL_CTX *ssl, char *err, size_t errlen)
 {
 	if (SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION) != 1)
-		return fail(-EINVAL, err, errlen, "tls: %s", ssl_reason());
+		return errf(-EINVAL, err, errlen, "tls: %s", ssl_reason());
 	SSL_CTX_set_options(ssl, SSL_OP_NO_COMPRESSION |
 	    SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
 	/* RFC 7540 §9.2.2: HTTP/2 over TLS 1.2 needs ephemeral AEAD suites. */
 	if (SSL_CTX_set_cipher_list(ssl,
 	    "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20") != 1)
-		return fail(-EINVAL, err, errlen, "tls: %s", ssl_reason());
+		return errf(-EINVAL, err, errlen, "tls: %s", ssl_reason());
 	SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
 	return 0;
 }
@@ -181,13 +174,13 @@ ctx_alloc(const SSL_METHOD *method, int server, char *err, size_t errlen)
 {
 	struct tls_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (ctx == NULL) {
-		fail(0, err, errlen, "tls: out of memory");
+		errf(0, err, errlen, "tls: out of memory");
 		return NULL;
 	}
 	ctx->server = server;
 	ERR_clear_error();
 	if ((ctx->ssl = SSL_CTX_new(method)) == NULL) {
-		fail(0, err, errlen, "tls: %s", ssl_reason());
+		errf(0, err, errlen, "tls: %s", ssl_reason());
 		free(ctx);
 		return NULL;
 	}
@@ -204,7 +197,7 @@ tls_server_new(const struct tls_opts *opts, struct tls_ctx **out, char *err,
 
 	*out = NULL;
 	if (opts->cert == NULL || opts->key == NULL)
-		return fail(-EINVAL, err, errlen,
+		return errf(-EINVAL, err, errlen,
 		    "tls: a server needs both tls-cert and tls-key");
 	if ((ctx = ctx_alloc(TLS_server_method(), 1, err, errlen)) == NULL)
 		return -ENOMEM;
@@ -244,7 +237,7 @@ tls_client_new(const struct tls_opts *opts, struct tls_ctx **out, char *err,
 
 	*out = NULL;
 	if ((opts->cert == NULL) != (opts->key == NULL))
-		return fail(-EINVAL, err, errlen,
+		return errf(-EINVAL, err, errlen,
 		    "tls: a client certificate needs both tls-cert and tls-key");
 	if ((ctx = ctx_alloc(TLS_client_method(), 0, err, errlen)) == NULL)
 		return -ENOMEM;
@@ -252,7 +245,7 @@ tls_client_new(const struct tls_opts *opts, struct tls_ctx **out, char *err,
 		goto bad;
 	/* Note the inverted convention: 0 is success here. */
 	if (SSL_CTX_set_alpn_protos(ctx->ssl, alpn_h2, sizeof(alpn_h2)) != 0) {
-		rc = fail(-ENOMEM, err, errlen, "tls: %s", ssl_reason());
+		rc = errf(-ENOMEM, err, errlen, "tls: %s", ssl_reason());
 		goto bad;
 	}
 	if (opts->cert != NULL && (rc = load_cert_key(ctx->ssl, opts->cert,
@@ -262,7 +255,7 @@ tls_client_new(const struct tls_opts *opts, struct tls_ctx **out, char *err,
 		if ((rc = load_ca(ctx->ssl, opts->ca, err, errlen)) != 0)
 			goto bad;
 	} else if (SSL_CTX_set_default_verify_paths(ctx->ssl) != 1) {
-		rc = fail(-EINVAL, err, errlen,
+		rc = errf(-EINVAL, err, errlen,
 		    "tls: system trust store: %s", ssl_reason());
 		goto bad;
 	}

@@ -59,7 +59,7 @@ grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
 		/* Checked on every pass so that a feed after an error fails
 		 * the same way instead of buffering a rejected message. */
 		if (r->prefix[0] != 0)
-			return -EPROTO;
+			return -RDZV_ECOMPRESSED;
 		if (r->len > r->max)
 			return -EMSGSIZE;
 

@@ -12,6 +12,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "errf.h"
+
 #define GRPC_PREFIX_LEN 5
 
 /*
@@ -34,8 +36,8 @@ void grpc_reader_reset(struct grpc_reader *r);
 /*
  * Feeds |len| bytes. |cb| runs for each complete message; its non-zero
  * return stops the feed and is returned. Returns 0, -EMSGSIZE for a
- * message over the limit, -EPROTO for a compressed message (we announce no
- * compression), -ENOMEM.
+ * message over the limit, -RDZV_ECOMPRESSED for a compressed message (we
+ * announce no compression), -ENOMEM.
  */
 int grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
     int (*cb)(void *arg, const uint8_t *msg, size_t len), void *arg);

@@ -19,6 +19,7 @@
 #include "client.h"
 #include "clock.h"
 #include "grpc.h"
+#include "rdzv_id.h"
 #include "health.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 
@@ -262,7 +263,6 @@ uint16_t agent_free_port(uint16_t avoid);
 
 /* join.c */
 int	cmd_join(int argc, char **argv);
-int	agent_id_check(const char *id, char *err, size_t len);
 
 /* sched.c */
 void	sched_defaults(struct agent_opts *);

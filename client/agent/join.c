@@ -73,34 +73,10 @@ struct setting {
 };
 
 /* A job id as rdzvd accepts it (SPEC §2). */
-int
-agent_id_check(const char *v, char *err, size_t len)
-{
-	size_t n = strlen(v);
-
-	if (n == 0 || n > 128) {
-		snprintf(err, len, "a job id has 1 to 128 characters");
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!isalnum((unsigned char)v[i]) && strchr("._:@+-", v[i]) ==
-		    NULL) {
-			snprintf(err, len, "'%c' is not allowed in a job id "
-			    "(A-Z a-z 0-9 . _ : @ + -)", v[i]);
-			return -1;
-		}
-	}
-	if (strcmp(v, "none") == 0) {
-		snprintf(err, len, "'none' is not a job id");
-		return -1;
-	}
-	return 0;
-}
-
 static int
 set_id(struct agent_opts *o, const char *v, char *err, size_t len)
 {
-	if (agent_id_check(v, err, len) != 0)
+	if (rdzv_id_check(v, err, len) != 0)
 		return -1;
 	o->id = v;
 	return 0;

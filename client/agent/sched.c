@@ -55,7 +55,7 @@ job_id(struct agent_opts *o, const char *name)
 
 	if (o->id != NULL || v == NULL)
 		return;
-	if (agent_id_check(v, err, sizeof(err)) != 0) {
+	if (rdzv_id_check(v, err, sizeof(err)) != 0) {
 		log_warnx("%s=%s cannot be a job id (%s); ignored", name, v,
 		    err);
 		return;

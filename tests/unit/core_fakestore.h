@@ -15,7 +15,7 @@
 #include "core.h"
 
 struct fs_job {
-	char			id[CORE_ID_MAX + 1];
+	char			id[RDZV_ID_MAX + 1];
 	char			owner[256];
 	struct core_settings	s;
 	enum core_job_state	state;
@@ -30,7 +30,7 @@ struct fs_job {
 struct fs_node {
 	uint64_t		node_id;
 	uint8_t			session[CORE_SESSION_LEN];
-	char			job[CORE_ID_MAX + 1];
+	char			job[RDZV_ID_MAX + 1];
 	char			host[CORE_STR_MAX + 1], addr[CORE_STR_MAX + 1];
 	uint32_t		master_port, port_offer, nproc, rank_hint;
 	uint32_t		base_rank;

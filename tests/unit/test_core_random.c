@@ -550,7 +550,7 @@ struct snap_node {
 };
 
 struct snap_job {
-	char		id[CORE_ID_MAX + 1];
+	char		id[RDZV_ID_MAX + 1];
 	int		state;
 	bool		held;
 	uint64_t	generation;
