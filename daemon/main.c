@@ -12,7 +12,7 @@
 
 #include <event2/event.h>
 
-#include "config.h"
+#include "buildconf.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"

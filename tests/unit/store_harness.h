@@ -30,363 +30,66 @@
 #include "store.h"
 #include "store_int.h"
 
-static char		 dir[64];
-static char		 dbpath[128];
-static struct core_now	 NOW;
-static struct core	*C;
-static struct store	*S;
-static uint32_t		 session_ctr;
-static char		 err[1024];
+extern char		 dir[64];
+extern char		 dbpath[128];
+extern struct core_now	 NOW;
+extern struct core	*C;
+extern struct store	*S;
+extern uint32_t		 session_ctr;
+extern char		 err[1024];
 
-static inline void
-fresh_path(const char *name)
-{
-	snprintf(dbpath, sizeof(dbpath), "%s/%s", dir, name);
-}
+void	fresh_path(const char *name);
 
-static inline void
-setup(const char *name)
-{
-	fresh_path(name);
-	NOW.mono_ms = 5000000;
-	NOW.wall_ms = 1700000000000LL;
-	C = core_new(NULL);
-	err[0] = '\0';
-	S = NULL;
-	if (store_open(dbpath, &S, err, sizeof(err)) != 0) {
-		fprintf(stderr, "store_open %s: %s\n", dbpath, err);
-		CHECK(0);
-	}
-}
+void	setup(const char *name);
 
-static inline void
-teardown(void)
-{
-	store_close(S);
-	S = NULL;
-	core_free(C);
-	C = NULL;
-}
+void	teardown(void);
 
-static size_t		 assignments_sent;
+extern size_t		 assignments_sent;
 
 /*
  * SPEC §4 rule 2 from the outside: an assignment that is about to be sent
  * is in the database, with the values the node is told.
  */
-static inline void
-check_sent(sqlite3_stmt *st, const struct core_node *n,
-    const struct core_assignment *a)
-{
-	int	ok;
-
-	assignments_sent++;
-	sqlite3_bind_text(st, 1, n->job->rdzv_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)a->generation);
-	sqlite3_bind_int64(st, 3, (sqlite3_int64)n->node_id);
-	ok = sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_int64(st, 0) == a->world_size &&
-	    strcmp((const char *)sqlite3_column_text(st, 1),
-	    a->master_addr) == 0 &&
-	    sqlite3_column_int64(st, 2) == a->master_port &&
-	    sqlite3_column_int64(st, 3) == a->restart_count &&
-	    sqlite3_column_int64(st, 4) == a->group_rank &&
-	    sqlite3_column_int64(st, 5) == a->base_rank &&
-	    sqlite3_column_int64(st, 6) == a->local_world_size;
-	if (!ok)
-		fprintf(stderr, "  job %s generation %llu: node %llu is sent "
-		    "an assignment the database does not hold\n",
-		    n->job->rdzv_id, (unsigned long long)a->generation,
-		    (unsigned long long)n->node_id);
-	CHECK(ok);
-	sqlite3_reset(st);
-}
+void	check_sent(sqlite3_stmt *st, const struct core_node *n,
+    const struct core_assignment *a);
 
 /*
  * After the commit: the messages go out (each assignment checked against
  * the database) and the turn's changes are forgotten.
  */
-static inline void
-turn_send(bool committed)
-{
-	struct core_node	*n;
-	struct core_msg		 m;
-	sqlite3			*db = NULL;
-	sqlite3_stmt		*st = NULL;
-
-	if (committed && !TAILQ_EMPTY(&C->outbox)) {
-		CHECK_INT(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY,
-		    NULL), SQLITE_OK);
-		CHECK_INT(sqlite3_prepare_v2(db, "SELECT r.world_size, "
-		    "r.master_addr, r.master_port, r.restart_count, "
-		    "a.group_rank, a.base_rank, a.nproc FROM rounds r JOIN "
-		    "assignments a USING (rdzv_id, generation) WHERE "
-		    "rdzv_id = ?1 AND generation = ?2 AND node_id = ?3", -1,
-		    &st, NULL), SQLITE_OK);
-	}
-	while (core_outbox_pop(C, &n, &m)) {
-		if (st != NULL && m.kind == CORE_MSG_ASSIGNMENT)
-			check_sent(st, n, &m.u.assignment);
-	}
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	core_changes_clear(C);
-}
+void	turn_send(bool committed);
 
 /* The end of a loop turn, as the daemon does it. */
-static inline void
-turn(void)
-{
-	char	e[512];
-	bool	committed;
-
-	if (core_check(C, e, sizeof(e)) != 0) {
-		fprintf(stderr, "  invariant broken: %s\n", e);
-		CHECK(0);
-	}
-	committed = store_commit(S, C, err, sizeof(err)) == 0;
-	if (!committed) {
-		fprintf(stderr, "  commit: %s\n", err);
-		CHECK(0);
-	}
-	turn_send(committed);
-}
+void	turn(void);
 
 #include "core_inputs.h"
 
 /* A join without the end of the turn. */
-static inline struct core_node *
-join_only(struct core_join *r)
-{
-	struct core_node	*n = NULL;
-	int			 rc;
+struct core_node *join_only(struct core_join *r);
 
-	rc = core_join(C, NOW, r, &n, err, sizeof(err));
-	if (rc != 0)
-		fprintf(stderr, "  join %s/%s: %s\n", r->rdzv_id, r->hostname,
-		    err);
-	CHECK_INT(rc, 0);
-	return n;
-}
+struct core_node *join(const char *id, const char *host, uint32_t nproc,
+	    uint32_t min, uint32_t max);
 
-static inline struct core_node *
-join(const char *id, const char *host, uint32_t nproc, uint32_t min,
-    uint32_t max)
-{
-	struct core_join	 r = req(id, host, nproc, min, max);
-	struct core_node	*n = join_only(&r);
-
-	turn();
-	return n;
-}
-
-static inline void
-report(struct core_node *n, enum core_outcome o)
-{
-	struct core_report	r;
-
-	memset(&r, 0, sizeof(r));
-	r.session_id = n->session_id;
-	r.generation = n->job->generation;
-	r.outcome = o;
-	r.message = "worker 3 exited 1";
-	CHECK_INT(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)), 0);
-	turn();
-}
+void	report(struct core_node *n, enum core_outcome o);
 
 /* A query on a connection of its own, as an operator's sqlite3 would. */
-static inline long long
-q(const char *sql)
-{
-	sqlite3		*db;
-	sqlite3_stmt	*st;
-	long long	 v = -1;
+long long	q(const char *sql);
 
-	if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) !=
-	    SQLITE_OK || sqlite3_prepare_v2(db, sql, -1, &st, NULL) !=
-	    SQLITE_OK) {
-		fprintf(stderr, "  %s: %s\n", sql, sqlite3_errmsg(db));
-		sqlite3_close(db);
-		return -2;
-	}
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
-}
+int	exec_other(const char *sql);
 
-static inline int
-exec_other(const char *sql)
-{
-	sqlite3	*db;
-	char	*msg = NULL;
-	int	 rc;
-
-	if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READWRITE, NULL) !=
-	    SQLITE_OK) {
-		sqlite3_close(db);
-		return -1;
-	}
-	sqlite3_busy_timeout(db, 5000);
-	rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-	if (rc != SQLITE_OK)
-		fprintf(stderr, "  %s: %s\n", sql, msg);
-	sqlite3_free(msg);
-	sqlite3_close(db);
-	return rc == SQLITE_OK ? 0 : -1;
-}
-
-static inline char *
-slurp(const char *path, size_t *len)
-{
-	FILE	*f = fopen(path, "rb");
-	char	*buf;
-	long	 n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
+char *slurp(const char *path, size_t *len);
 
 /* A fresh core from the file, as after a daemon restart at NOW. */
-static inline struct core *
-reload(void)
-{
-	struct core	*b = core_new(NULL);
+struct core *reload(void);
 
-	store_close(S);
-	S = NULL;
-	if (store_open(dbpath, &S, err, sizeof(err)) != 0 ||
-	    store_load(S, b, NOW, err, sizeof(err)) != 0) {
-		fprintf(stderr, "  reload: %s\n", err);
-		CHECK(0);
-	}
-	if (core_check(b, err, sizeof(err)) != 0) {
-		fprintf(stderr, "  loaded core: %s\n", err);
-		CHECK(0);
-	}
-	return b;
-}
+void	compare_job(const struct core_job *a, const struct core_job *b);
 
-static inline void
-compare_job(const struct core_job *a, const struct core_job *b)
-{
-	const struct core_event	*x, *y;
-	uint32_t		 i;
-
-	CHECK_STR(a->owner, b->owner);
-	CHECK_MEM(&a->settings, &b->settings, sizeof(a->settings));
-	CHECK_INT(a->state, b->state);
-	CHECK_STR(a->reason, b->reason);
-	CHECK_INT(a->held_failure, b->held_failure);
-	CHECK_STR(a->held_reason, b->held_reason);
-	CHECK_INT(a->generation, b->generation);
-	CHECK_INT(a->restart_count, b->restart_count);
-	CHECK_INT(a->attempt, b->attempt);
-	CHECK_INT(a->created_ms, b->created_ms);
-	CHECK_INT(a->updated_ms, b->updated_ms);
-	CHECK_INT(a->ended_ms, b->ended_ms);
-	CHECK_INT(a->event_seq, b->event_seq);
-	CHECK_INT(a->last_call_left_ms, b->last_call_left_ms);
-	CHECK_INT(a->join_left_ms, b->join_left_ms);
-	CHECK_INT(a->round_n, b->round_n);
-	CHECK_INT(a->world_size, b->world_size);
-	CHECK_STR(a->master_addr, b->master_addr);
-	CHECK_INT(a->master_port, b->master_port);
-	CHECK_INT(a->n_nodes, b->n_nodes);
-	CHECK_MEM(a->n_state, b->n_state, sizeof(a->n_state));
-	CHECK_INT(a->events_n, b->events_n);
-	for (i = 0; i < a->events_n && i < b->events_n; i++) {
-		x = core_job_event(a, i);
-		y = core_job_event(b, i);
-		CHECK_INT(x->seq, y->seq);
-		CHECK_INT(x->wall_ms, y->wall_ms);
-		CHECK_INT(x->generation, y->generation);
-		CHECK_STR(x->kind, y->kind);
-		CHECK_STR(x->message, y->message);
-	}
-	for (i = 0; i < a->round_n && i < b->round_n; i++)
-		CHECK_INT(a->round[i]->node_id, b->round[i]->node_id);
-}
-
-static inline void
-compare_node(const struct core_node *a, const struct core_node *b)
-{
-	CHECK_MEM(a->session_id, b->session_id, CORE_SESSION_LEN);
-	CHECK_STR(a->job->rdzv_id, b->job->rdzv_id);
-	CHECK_STR(a->hostname, b->hostname);
-	CHECK_STR(a->advertise_addr, b->advertise_addr);
-	CHECK_INT(a->master_port, b->master_port);
-	CHECK_INT(a->nproc, b->nproc);
-	CHECK_INT(a->has_rank_hint, b->has_rank_hint);
-	CHECK_INT(a->rank_hint, b->rank_hint);
-	CHECK_INT(a->state, b->state);
-	CHECK_INT(a->group_rank, b->group_rank);
-	CHECK_INT(a->base_rank, b->base_rank);
-	CHECK_INT(a->generation, b->generation);
-	CHECK_INT(a->arrival, b->arrival);
-	CHECK_INT(a->joined_ms, b->joined_ms);
-	CHECK_INT(a->gpus_healthy, b->gpus_healthy);
-	CHECK_INT(a->gpus_total, b->gpus_total);
-	CHECK_INT(a->port_offer, b->port_offer);
-	CHECK_INT(a->n_gpus, b->n_gpus);
-	if (a->n_gpus == b->n_gpus && a->n_gpus > 0)
-		CHECK_MEM(a->gpus, b->gpus, a->n_gpus * sizeof(*a->gpus));
-	CHECK_INT(a->reason == NULL, b->reason == NULL);
-	if (a->reason != NULL && b->reason != NULL)
-		CHECK_STR(a->reason, b->reason);
-}
+void	compare_node(const struct core_node *a, const struct core_node *b);
 
 /* Everything the store keeps, job by job and node by node. */
-static inline void
-compare_cores(const struct core *a, const struct core *b)
-{
-	const struct core_job	*j, *k;
-	const struct core_node	*n, *m;
+void	compare_cores(const struct core *a, const struct core *b);
 
-	CHECK_INT(a->n_jobs, b->n_jobs);
-	CHECK_INT(a->by_node.n, b->by_node.n);
-	CHECK_INT(a->next_node_id, b->next_node_id);
-	TAILQ_FOREACH(j, &a->jobs, entry) {
-		if ((k = core_job_find(b, j->rdzv_id)) == NULL) {
-			fprintf(stderr, "  job %s not loaded\n", j->rdzv_id);
-			CHECK(0);
-			continue;
-		}
-		compare_job(j, k);
-		TAILQ_FOREACH(n, &j->nodes, entry) {
-			if ((m = core_node_find(b, n->node_id)) == NULL) {
-				fprintf(stderr, "  node %llu not loaded\n",
-				    (unsigned long long)n->node_id);
-				CHECK(0);
-				continue;
-			}
-			compare_node(n, m);
-		}
-	}
-}
-
-static inline void
-rmtree(const char *path)
-{
-	char	cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", path);
-}
+void	rmtree(const char *path);
 
 struct test {
 	const char	*name;
@@ -397,31 +100,7 @@ struct test {
  * Runs every test, or the one named in argv[1], in a temporary directory
  * of its own that is removed afterwards; prints PASS or FAIL per test.
  */
-static inline int
-run_tests(const char *prog, const struct test *t, size_t n, int argc,
-    char **argv)
-{
-	const char	*tmp = getenv("TMPDIR");
-	size_t		 i;
-	int		 before;
-
-	snprintf(dir, sizeof(dir), "%s/%s.XXXXXX",
-	    tmp != NULL && strlen(tmp) < 30 ? tmp : "/tmp", prog);
-	if (mkdtemp(dir) == NULL) {
-		perror("mkdtemp");
-		return 1;
-	}
-	for (i = 0; i < n; i++) {
-		if (argc > 1 && strcmp(argv[1], t[i].name) != 0)
-			continue;
-		before = check_failures;
-		session_ctr = 0;
-		t[i].fn();
-		printf("%s %s\n", check_failures == before ? "PASS" : "FAIL",
-		    t[i].name);
-	}
-	rmtree(dir);
-	return check_done(prog);
-}
+int	run_tests(const char *prog, const struct test *t, size_t n, int argc,
+    char **argv);
 
 #endif
