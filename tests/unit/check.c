@@ -1,8 +1,7 @@
-/* Definitions of check.h; see there. */
+/* The CHECK kit (check.h). */
 #include "check.h"
 
 int check_failures;
-
 int check_count;
 
 int

@@ -1,4 +1,4 @@
-/* Definitions of core_fakestore.h; see there. */
+/* The fake store of the core's tests (core_fakestore.h). */
 #include "core_fakestore.h"
 
 void *

@@ -1,20 +1,16 @@
-/* Definitions of core_harness.h; see there. */
+/*
+ * The core's test harness (core_harness.h): the fake clock, turn() and
+ * the requests the core's tests send.
+ */
 #include "core_harness.h"
 
 struct core	*C;
-
 struct core_now	 NOW;
-
 struct fakestore	 FS;
-
 uint32_t		 session_ctr;
-
 int		 failed;
-
 char		 err[512];
-
 struct rec	*recs;
-
 size_t		 nrecs, caprecs;
 
 void

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "core_inputs.h"
 #include "grpc.h"
 #include "core_fakestore.h"
 
@@ -70,8 +71,6 @@ void	turn(void);
 void	setup(const struct core_config *cfg);
 
 void	teardown(void);
-
-#include "core_inputs.h"
 
 struct core_node *join_req(struct core_join *r, int want);
 

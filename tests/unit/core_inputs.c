@@ -1,4 +1,4 @@
-/* Definitions of core_inputs.h; see there. */
+/* The agents' requests both harnesses send (core_inputs.h). */
 #include <string.h>
 
 #include "core_inputs.h"

@@ -1,4 +1,4 @@
-/* Definitions of rng.h; see there. */
+/* The tests' deterministic generator (rng.h). */
 #include "rng.h"
 
 uint64_t rng_state = 0x9e3779b97f4a7c15ULL;

@@ -1,18 +1,15 @@
-/* Definitions of store_harness.h; see there. */
+/*
+ * The store's test harness (store_harness.h): a real core over the real
+ * SQLite store.
+ */
 #include "store_harness.h"
 
 char		 dir[64];
-
 char		 dbpath[128];
-
 struct core_now	 NOW;
-
 struct core	*C;
-
 struct store	*S;
-
 uint32_t		 session_ctr;
-
 char		 err[1024];
 
 void

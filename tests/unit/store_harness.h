@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "core.h"
+#include "core_inputs.h"
 #include "grpc.h"
 #include "store.h"
 #include "store_int.h"
@@ -61,8 +62,6 @@ void	turn_send(bool committed);
 
 /* The end of a loop turn, as the daemon does it. */
 void	turn(void);
-
-#include "core_inputs.h"
 
 /* A join without the end of the turn. */
 struct core_node *join_only(struct core_join *r);
