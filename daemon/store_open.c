@@ -467,6 +467,15 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 		goto bad;
 	}
 	sqlite3_extended_result_codes(s->db, 1);
+	/* SQLite opens a file it may not write read-only, without a word:
+	 * rdzvd would report ready and die at its first commit. */
+	if (sqlite3_db_readonly(s->db, "main") == 1) {
+		errf(-1, err, errlen, "database %s is read-only for rdzvd "
+		    "(uid %u): rdzvd writes every change before it answers; "
+		    "make the file and its directory writable by rdzvd's user, "
+		    "or use another --db", path, (unsigned)geteuid());
+		goto bad;
+	}
 	if (check_file(s, &version, err, errlen) != 0 ||
 	    set_pragmas(s, err, errlen) != 0 ||
 	    migrate(s, version, err, errlen) != 0)

@@ -4,6 +4,7 @@ cleartext loopback, TLS, mTLS and unix sockets; command line and config
 file handling (SPEC §10, §11, §13)."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -216,3 +217,33 @@ def test_bad_tls_files_refuse_to_start(tmp_path):
             "--tls-cert", c["server_cert"], "--tls-key", str(tmp_path / "missing.key"))
     assert r.returncode != 0
     assert "missing.key" in r.stderr
+
+
+def test_read_only_database_is_refused_at_start(tmp_path):
+    """A database rdzvd may read but not write is refused before rdzvd
+    reports ready, with a message that names it; otherwise rdzvd would
+    look ready and die at its first commit (a crash loop under systemd).
+    As root, whom file modes do not stop, rdzvd runs as nobody over a
+    root-owned file in a directory nobody may write (for its lock file)."""
+    with rt.Daemon(tmp_path) as d:
+        assert d.stop() == 0
+    db = d.db
+    prefix, scratch = [], None
+    if os.geteuid() == 0:
+        scratch = rt.tmpdir()
+        os.chmod(scratch, 0o777)
+        db = os.path.join(scratch, "rdzv.db")
+        shutil.copy(d.db, db)
+        os.chmod(db, 0o644)
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    else:
+        os.chmod(db, 0o444)
+    try:
+        r = subprocess.run(prefix + [RDZVD, "--db", db, "--listen", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=20)
+    finally:
+        if scratch:
+            shutil.rmtree(scratch)
+    assert r.returncode != 0, r.stderr
+    assert "read-only" in r.stderr and db in r.stderr, r.stderr
+    assert "ready (" not in r.stderr, r.stderr
