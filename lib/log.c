@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "text.h"
 
 static const char *log_prog = "rdzv";
 static enum log_level log_level = LOG_LEVEL_INFO;
@@ -74,12 +75,15 @@ vlog(enum log_level level, const char *err, const char *fmt, va_list ap)
 		snprintf(stamp + n, sizeof(stamp) - n, ".%03ld ",
 		    (long)tv.tv_usec / 1000);
 	}
-	char msg[2048];
+	/* A message may carry what a client sent: one line, no control
+	 * character reaches the terminal or the journal. */
+	char msg[2048], line[4096];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vis_buf(line, sizeof(line), msg);
 	fprintf(stderr, "%s%s: %s%s%s%s\n", stamp, log_prog,
 	    level == LOG_LEVEL_ERROR ? "error: " :
 	    level == LOG_LEVEL_WARN ? "warning: " : "",
-	    msg, err != NULL ? ": " : "", err != NULL ? err : "");
+	    line, err != NULL ? ": " : "", err != NULL ? err : "");
 }
 
 #define LOGFN(name, level, witherr)					\

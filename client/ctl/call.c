@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "rdzvctl.h"
+#include "text.h"
 
 /* How long a call may take once connected; the connect timeout comes on
  * top. rdzvd answers Control calls from memory, so this is generous. */
@@ -61,11 +63,15 @@ ctl_fail(struct ctl *ctl, int status, const char *message)
 	const char	*msg = message != NULL && *message != '\0' ? message :
 			    grpc_status_name(status);
 	size_t		 n = strlen(ctl->server);
-	char		 buf[128];
+	char		 buf[1024];
 
 	if (status == GRPC_DEADLINE_EXCEEDED) {
 		snprintf(buf, sizeof(buf), "no answer within %u ms",
 		    ctl->client.connect_timeout_ms + CALL_TIMEOUT_MS);
+		msg = buf;
+	} else {
+		/* The message may carry what a client sent. */
+		vis_buf(buf, sizeof(buf), msg);
 		msg = buf;
 	}
 	/* The transport's messages already start with the server. */
@@ -113,7 +119,7 @@ ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
 		return rc;
 	}
 	free(msg);
-	ctl_fix_times(ctl, *reply);
+	ctl_received(ctl, *reply);
 	return CTL_EXIT_OK;
 }
 
@@ -166,8 +172,8 @@ fix_job(struct ctl *ctl, Rdzv__V1__Job *j)
  * before RDZVCTL_TEST_NOW_MS" and every remaining time its full timeout.
  * Applied to what rdzvd sent, so all the formatting code still runs.
  */
-void
-ctl_fix_times(struct ctl *ctl, ProtobufCMessage *m)
+static void
+fix_times(struct ctl *ctl, ProtobufCMessage *m)
 {
 	const ProtobufCMessageDescriptor *d;
 
@@ -194,4 +200,62 @@ ctl_fix_times(struct ctl *ctl, ProtobufCMessage *m)
 		r->uptime_ms = FIXED_AGO_MS;
 		r->started_unix_ms = fixed(ctl, r->started_unix_ms);
 	}
+}
+
+/* ------------------------------------------------------ text from rdzvd */
+
+/*
+ * Every string of |m| and of the messages in it, escaped for a terminal:
+ * a hostname or a reason is whatever a client sent, and "\e]0;...\a" or a
+ * "\n" in one must not retitle the operator's window or forge a line.
+ * Strings that need no escape are left alone (protobuf-c's empty default
+ * is static and must not be freed).
+ */
+static void
+vis_strings(ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor	*d = m->descriptor;
+	const ProtobufCFieldDescriptor		*f;
+	char					**v, *e;
+	void					*field;
+	size_t					 n, i, k;
+
+	for (k = 0; k < d->n_fields; k++) {
+		f = &d->fields[k];
+		field = (char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(size_t *)((char *)m + f->quantifier_offset);
+			v = *(char ***)field;
+		} else {
+			n = 1;
+			v = field;
+		}
+		for (i = 0; i < n; i++) {
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				if (v[i] != NULL)
+					vis_strings((ProtobufCMessage *)v[i]);
+				continue;
+			}
+			if (f->type != PROTOBUF_C_TYPE_STRING || v[i] == NULL)
+				continue;
+			if ((e = vis_dup(v[i])) == NULL)
+				fatal("escaping a reply");
+			if (strcmp(e, v[i]) == 0) {
+				free(e);
+				continue;
+			}
+			free(v[i]);
+			v[i] = e;
+		}
+	}
+}
+
+void
+ctl_received(struct ctl *ctl, ProtobufCMessage *m)
+{
+	if (m == NULL)
+		return;
+	fix_times(ctl, m);
+	if (ctl->output != CTL_OUTPUT_JSON)
+		vis_strings(m);
 }

@@ -39,7 +39,7 @@ struct ctl {
 	char			 server[300];	/* as errors name it */
 	enum ctl_output		 output;
 	int64_t			 now_ms;	/* wall clock, unix ms */
-	bool			 fixed_times;	/* ctl_fix_times() */
+	bool			 fixed_times;	/* ctl_received() */
 
 	/* Command options; each command reads those it takes. */
 	bool			 all;
@@ -97,11 +97,13 @@ int	ctl_fail(struct ctl *, int grpc_status, const char *message);
 int	ctl_client_opts(struct ctl *, struct grpc_client_opts *,
 	    struct tls_ctx **);
 /*
- * With RDZVCTL_TEST_NOW_MS set (tests only), replaces every instant and
- * remaining time rdzvd sent by fixed values, so output is the same on
- * every run. No-op otherwise. |m| is any reply rdzvctl receives.
+ * What rdzvctl does to every message it receives, before any formatting:
+ * for text output, every string is escaped for a terminal (JSON escapes
+ * its own); with RDZVCTL_TEST_NOW_MS set (tests only), every instant and
+ * remaining time rdzvd sent is replaced by fixed values, so output is the
+ * same on every run.
  */
-void	ctl_fix_times(struct ctl *, ProtobufCMessage *m);
+void	ctl_received(struct ctl *, ProtobufCMessage *m);
 
 /* table.c */
 struct table;

@@ -255,7 +255,7 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	if (ev->job == NULL || w->stopping)
 		return;
 	job = job_copy(ev->job);
-	ctl_fix_times(w->ctl, &job->base);
+	ctl_received(w->ctl, &job->base);
 	i = job_find(w, job->rdzv_id);
 	if (w->ctl->output == CTL_OUTPUT_JSON) {
 		json_t *o = json_object();

@@ -1,0 +1,135 @@
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+/*
+ * The length of the UTF-8 character at |s| (|avail| bytes there), or 0 if
+ * the bytes there are not a valid character. *cp gets its code point.
+ */
+static size_t
+utf8_char(const unsigned char *s, size_t avail, uint32_t *cp)
+{
+	size_t		n, i;
+	uint32_t	c, min;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2, c = s[0] & 0x1f, min = 0x80;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3, c = s[0] & 0x0f, min = 0x800;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4, c = s[0] & 0x07, min = 0x10000;
+	} else
+		return 0;
+	if (n > avail)
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+bool
+utf8_valid(const char *s, size_t len)
+{
+	const unsigned char	*p = (const unsigned char *)s;
+	uint32_t		 cp;
+	size_t			 n;
+
+	while (len > 0) {
+		if ((n = utf8_char(p, len, &cp)) == 0)
+			return false;
+		p += n;
+		len -= n;
+	}
+	return true;
+}
+
+size_t
+utf8_prefix(const char *s, size_t max)
+{
+	size_t	len = strnlen(s, max + 1);
+
+	if (len <= max)
+		return len;
+	/* Back off continuation bytes to the start of the cut character. */
+	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+		max--;
+	return max;
+}
+
+size_t
+vis_buf(char *dst, size_t len, const char *s)
+{
+	const unsigned char	*p = (const unsigned char *)s;
+	size_t			 o = 0, n, avail = strlen(s);
+	uint32_t		 cp;
+	char			 esc[8];
+	const char		*out;
+
+	if (len == 0)
+		return 0;
+	while (*p != '\0') {
+		n = utf8_char(p, avail, &cp);
+		if (n == 0) {
+			snprintf(esc, sizeof(esc), "\\x%02x", *p);
+			out = esc, n = 1;
+		} else if (cp == '\n')
+			out = "\\n";
+		else if (cp == '\r')
+			out = "\\r";
+		else if (cp == '\t')
+			out = "\\t";
+		else if (cp == 0x1b)
+			out = "\\e";
+		else if (cp < 0x20 || cp == 0x7f) {
+			snprintf(esc, sizeof(esc), "\\x%02x", (unsigned)cp);
+			out = esc;
+		} else if (cp >= 0x80 && cp <= 0x9f) {
+			/* C1 controls: CSI (U+009B) is an escape to some
+			 * terminals. */
+			snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)cp);
+			out = esc;
+		} else
+			out = NULL;
+		if (out != NULL) {
+			size_t olen = strlen(out);
+			if (o + olen >= len)
+				break;
+			memcpy(dst + o, out, olen);
+			o += olen;
+		} else {
+			if (o + n >= len)
+				break;
+			memcpy(dst + o, p, n);
+			o += n;
+		}
+		p += n;
+		avail -= n;
+	}
+	dst[o] = '\0';
+	return o;
+}
+
+char *
+vis_dup(const char *s)
+{
+	size_t	 len = strlen(s) * 4 + 1;	/* an escape: 4 bytes a byte */
+	char	*d;
+
+	if ((d = malloc(len)) == NULL)
+		return NULL;
+	vis_buf(d, len, s);
+	return d;
+}

@@ -1,0 +1,89 @@
+/*
+ * lib/text.c: UTF-8 validity by RFC 3629's table, cutting at character
+ * boundaries, and the escapes that keep client text off the terminal.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "text.h"
+
+static void
+test_utf8_valid(void)
+{
+	static const char *const good[] = {
+		"", "plain ascii", "ж", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+		"\xed\x9f\xbf",		/* U+D7FF, below the surrogates */
+		"\xf4\x8f\xbf\xbf",	/* U+10FFFF */
+		"\x1b[31m",		/* controls are valid UTF-8 */
+	};
+	static const char *const bad[] = {
+		"\xd0",			/* a lead byte alone */
+		"x\xd0",		/* cut at the end, as a byte cut does */
+		"\x80",			/* a continuation alone */
+		"\xc0\xaf",		/* overlong '/' */
+		"\xe0\x80\xaf",		/* overlong, three bytes */
+		"\xed\xa0\x80",		/* U+D800, a surrogate */
+		"\xf4\x90\x80\x80",	/* above U+10FFFF */
+		"\xf8\x88\x80\x80\x80",	/* five bytes */
+		"\xff",
+	};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		CHECK(utf8_valid(good[i], strlen(good[i])));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(!utf8_valid(bad[i], strlen(bad[i])));
+}
+
+static void
+test_utf8_prefix(void)
+{
+	/* "x" then 3 times "ж" (2 bytes each): 7 bytes. */
+	const char *s = "x\xd0\xb6\xd0\xb6\xd0\xb6";
+
+	CHECK_INT(utf8_prefix(s, 100), 7);
+	CHECK_INT(utf8_prefix(s, 7), 7);
+	CHECK_INT(utf8_prefix(s, 6), 5);	/* not inside the last ж */
+	CHECK_INT(utf8_prefix(s, 5), 5);
+	CHECK_INT(utf8_prefix(s, 2), 1);
+	CHECK_INT(utf8_prefix(s, 0), 0);
+	CHECK(utf8_valid(s, utf8_prefix(s, 6)));
+	CHECK_INT(utf8_prefix("\xf0\x9f\x98\x80!", 3), 0);
+}
+
+static void
+test_vis(void)
+{
+	char	buf[64], *d;
+
+	vis_buf(buf, sizeof(buf), "\x1b[31mRED\x1b]0;x\x07\nfake\r\t");
+	CHECK_STR(buf, "\\e[31mRED\\e]0;x\\x07\\nfake\\r\\t");
+	vis_buf(buf, sizeof(buf), "gpu ж 100%");
+	CHECK_STR(buf, "gpu ж 100%");
+	vis_buf(buf, sizeof(buf), "\xc2\x9b" "2J \x7f");	/* C1 CSI, DEL */
+	CHECK_STR(buf, "\\u009b2J \\x7f");
+	vis_buf(buf, sizeof(buf), "x\xd0 \xff");		/* not UTF-8 */
+	CHECK_STR(buf, "x\\xd0 \\xff");
+
+	/* Never an escape or a character cut in half. */
+	CHECK_INT(vis_buf(buf, 4, "ab\x1b"), 2);
+	CHECK_STR(buf, "ab");
+	CHECK_INT(vis_buf(buf, 3, "a\xd0\xb6"), 1);
+	CHECK_STR(buf, "a");
+	CHECK_INT(vis_buf(buf, 1, "abc"), 0);
+	CHECK_STR(buf, "");
+
+	/* The worst case: every byte an escape. */
+	d = vis_dup("\x01\x02\xff\x80");
+	CHECK_STR(d, "\\x01\\x02\\xff\\x80");
+	free(d);
+}
+
+int
+main(void)
+{
+	test_utf8_valid();
+	test_utf8_prefix();
+	test_vis();
+	return check_done("test_text");
+}
