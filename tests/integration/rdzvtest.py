@@ -203,12 +203,15 @@ def listening(proc, timeout=10.0):
 
 
 class Daemon(Proc):
-    """rdzvd on a private port and database. Extra arguments are appended."""
+    """rdzvd on a private port and database. Extra arguments are appended;
+    |wrapper| is a command line rdzvd runs under (it must exec rdzvd)."""
 
-    def __init__(self, tmpdir, args=(), listen="127.0.0.1:0", env=None, db=None):
+    def __init__(self, tmpdir, args=(), listen="127.0.0.1:0", env=None, db=None,
+                 wrapper=()):
         self.tmpdir = str(tmpdir)
         self.db = db or os.path.join(self.tmpdir, "rdzv.db")
-        argv = [build_path("daemon", "rdzvd"), "--db", self.db, "--log-level", "debug"]
+        argv = list(wrapper) + [build_path("daemon", "rdzvd"), "--db", self.db,
+                                "--log-level", "debug"]
         if listen:
             argv += ["--listen", listen]
         argv += list(args)
