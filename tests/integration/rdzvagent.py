@@ -66,19 +66,21 @@ class AgentJob:
     worker = None           # the worker script; set by subclasses
     env_kind = "env"        # the file every worker leaves, with its pid
 
-    def __init__(self, tmp_path, name):
+    def __init__(self, tmp_path, name, daemon=None):
         self.tmp = str(tmp_path)
         self.id = name
         self.out = os.path.join(self.tmp, "out")
         self.stop_file = os.path.join(self.tmp, "stop")
         os.makedirs(self.out)
-        self.daemon = rt.Daemon(self.tmp)
+        self.daemon = daemon or rt.Daemon(self.tmp)
         self.ctl = rdzvnode.Control(self.daemon.addr)
         self.agents = {}
 
-    def start(self, tag, args, env):
-        """rdzv-agent join --id ID --server S ARGS -- python3 WORKER."""
-        argv = [AGENT, "join", "--id", self.id, "--server", self.daemon.addr]
+    def start(self, tag, args, env, server=None, wrapper=()):
+        """rdzv-agent join --id ID --server S ARGS -- python3 WORKER, under
+        |wrapper| (a command line that execs it) if given."""
+        argv = list(wrapper) + [AGENT, "join", "--id", self.id, "--server",
+                                server or self.daemon.addr]
         argv += [str(a) for a in args] + ["--", "/usr/bin/python3", self.worker]
         p = rt.Proc(argv, env=env)
         p.tag = tag

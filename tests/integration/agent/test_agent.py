@@ -48,7 +48,7 @@ class Job(rdzvagent.AgentJob):
     worker = WORKER
 
     def agent(self, tag, nproc=1, nnodes="1", args=(), env=None, mode="exit",
-              log_dir=True):
+              log_dir=True, server=None, wrapper=()):
         argv = ["--nnodes", nnodes, "--nproc-per-node", nproc,
                 "--last-call", "1s", "--reconnect-grace", "%gs" % GRACE_S,
                 "--stop-timeout", "2s", "--tee"]
@@ -57,7 +57,7 @@ class Job(rdzvagent.AgentJob):
         e = {"W_OUT": self.out, "W_TAG": tag, "W_MODE": mode,
              "W_STOP": self.stop_file, "TMPDIR": self.tmp}
         e.update(env or {})
-        return self.start(tag, argv + list(args), e)
+        return self.start(tag, argv + list(args), e, server, wrapper)
 
     def wait_world(self, world, after=0, timeout=20):
         """A generation above |after| whose ranks 0..world-1 all started:
