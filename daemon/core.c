@@ -63,6 +63,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 #include "grpc.h"
 
 #define ANON	"anonymous"
@@ -192,7 +193,7 @@ core_owner_check(const struct core_job *j, const char *identity, const char *wha
 {
 	if (strcmp(j->owner, identity) == 0)
 		return 0;
-	snprintf(err, errlen, "job %s belongs to %s; %s may not %s it",
+	textf(err, errlen, "job %s belongs to %s; %s may not %s it",
 	    j->rdzv_id, j->owner, identity, what);
 	return GRPC_PERMISSION_DENIED;
 }
@@ -203,7 +204,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	struct core_job	*j;
 
 	j = core_xcalloc(1, sizeof(*j));
-	snprintf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
+	textf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
 	j->owner = core_xstrdup(owner);
 	j->core = c;
 	j->state = CORE_JOB_WAITING;
@@ -295,7 +296,7 @@ job_reopen(struct core_job *j)
 	j->restart_count = 0;
 	j->state = CORE_JOB_WAITING;
 	j->ended_ms = 0;
-	snprintf(j->reason, sizeof(j->reason), "attempt %u: round %llu is "
+	textf(j->reason, sizeof(j->reason), "attempt %u: round %llu is "
 	    "open", j->attempt, (unsigned long long)j->generation + 1);
 	core_event_add(j, "reopened", "attempt %u starts after the failure; "
 	    "generations continue after %llu", j->attempt,
@@ -385,7 +386,7 @@ join_validate(const struct core *c, const struct core_join *req,
 	if (rdzv_id_check(req->rdzv_id, err, errlen) != 0)
 		return GRPC_INVALID_ARGUMENT;
 	if (req->nproc < 1 || req->nproc > CORE_NPROC_MAX) {
-		snprintf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
+		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
 		    "(--nproc-per-node)", req->rdzv_id, CORE_NPROC_MAX,
 		    req->nproc);
 		return GRPC_INVALID_ARGUMENT;
@@ -393,7 +394,7 @@ join_validate(const struct core *c, const struct core_join *req,
 	if ((req->hostname != NULL && strlen(req->hostname) > CORE_STR_MAX) ||
 	    (req->advertise_addr != NULL &&
 	    strlen(req->advertise_addr) > CORE_STR_MAX)) {
-		snprintf(err, errlen, "job %s: hostname and advertise address "
+		textf(err, errlen, "job %s: hostname and advertise address "
 		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
 		return GRPC_INVALID_ARGUMENT;
 	}
@@ -403,13 +404,13 @@ join_validate(const struct core *c, const struct core_join *req,
 	if (s->max_nodes == 0)
 		s->max_nodes = s->min_nodes;
 	if (s->min_nodes > s->max_nodes) {
-		snprintf(err, errlen, "job %s: min_nodes %u is more than "
+		textf(err, errlen, "job %s: min_nodes %u is more than "
 		    "max_nodes %u (--nnodes %u:%u)", req->rdzv_id,
 		    s->min_nodes, s->max_nodes, s->min_nodes, s->max_nodes);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	if (s->max_nodes > c->cfg.max_nodes_per_job) {
-		snprintf(err, errlen, "job %s: max_nodes %u is over the limit "
+		textf(err, errlen, "job %s: max_nodes %u is over the limit "
 		    "of %u nodes per job", req->rdzv_id, s->max_nodes,
 		    c->cfg.max_nodes_per_job);
 		return GRPC_RESOURCE_EXHAUSTED;
@@ -431,24 +432,24 @@ join_existing(const struct core *c, const struct core_job *j,
 		return rc;
 	if (j->state == CORE_JOB_CLOSED) {
 		core_fmt_wall(t, sizeof(t), j->ended_ms);
-		snprintf(err, errlen, "job %s closed at %s; use a new --id",
+		textf(err, errlen, "job %s closed at %s; use a new --id",
 		    j->rdzv_id, t);
 		return GRPC_FAILED_PRECONDITION;
 	}
 	if (j->state == CORE_JOB_CLOSING) {
-		snprintf(err, errlen, "job %s is closing (%s) and takes no "
+		textf(err, errlen, "job %s is closing (%s) and takes no "
 		    "new nodes; use a new --id", j->rdzv_id, j->reason);
 		return GRPC_FAILED_PRECONDITION;
 	}
 	if (s->min_nodes != 0 && s->min_nodes != j->settings.min_nodes) {
-		snprintf(err, errlen, "job %s: min_nodes is %u but this node "
+		textf(err, errlen, "job %s: min_nodes is %u but this node "
 		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
 		    j->settings.min_nodes, s->min_nodes, s->min_nodes,
 		    s->max_nodes);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	if (s->max_nodes != 0 && s->max_nodes != j->settings.max_nodes) {
-		snprintf(err, errlen, "job %s: max_nodes is %u but this node "
+		textf(err, errlen, "job %s: max_nodes is %u but this node "
 		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
 		    j->settings.max_nodes, s->max_nodes, s->min_nodes,
 		    s->max_nodes);
@@ -457,7 +458,7 @@ join_existing(const struct core *c, const struct core_job *j,
 	live = j->n_state[CORE_NODE_PARTICIPANT] +
 	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
 	if (j->state != CORE_JOB_FAILED && live >= c->cfg.max_nodes_per_job) {
-		snprintf(err, errlen, "job %s has %u nodes, the limit per job",
+		textf(err, errlen, "job %s has %u nodes, the limit per job",
 		    j->rdzv_id, live);
 		return GRPC_RESOURCE_EXHAUSTED;
 	}
@@ -484,7 +485,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	    (rc = join_existing(c, j, identity, &s, err, errlen)) != 0)
 		return rc;
 	if (core_node_by_session(c, req->session_id) != NULL) {
-		snprintf(err, errlen, "job %s: session id collision; retry",
+		textf(err, errlen, "job %s: session id collision; retry",
 		    req->rdzv_id);
 		return GRPC_INTERNAL;
 	}
@@ -494,7 +495,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 		settings_fill(&s, &c->cfg.defaults);
 		j->settings = s;
 		j->created_ms = now.wall_ms;
-		snprintf(j->reason, sizeof(j->reason), "round 1 is open");
+		textf(j->reason, sizeof(j->reason), "round 1 is open");
 		core_event_add(j, "created", "created by %s: nodes %u:%u, "
 		    "max_restarts %u", identity, s.min_nodes, s.max_nodes,
 		    s.max_restarts);

@@ -10,6 +10,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 #include "grpc.h"
 
 #define ANON	"anonymous"
@@ -33,13 +34,15 @@ core_node_end(struct core_node *n, enum core_node_state st,
 	if (st == CORE_NODE_LOST) {
 		/* A loss names the failure, even after a report. */
 		if (!j->pend_loss)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %.64s (node %llu) was lost (%.140s)", n->hostname,
-			    (unsigned long long)n->node_id, reason);
+			textf(j->pend_reason, sizeof(j->pend_reason),
+			    "node %.*s (node %llu) was lost (%.*s)",
+			    (int)utf8_prefix(n->hostname, 64), n->hostname,
+			    (unsigned long long)n->node_id,
+			    (int)utf8_prefix(reason, 140), reason);
 		j->pend_failure = j->pend_loss = true;
 	} else if (j->state == CORE_JOB_RUNNING) {
 		if (!j->pend_failure && !j->pend_change)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
+			textf(j->pend_reason, sizeof(j->pend_reason),
 			    "node %s (node %llu) %s", n->hostname,
 			    (unsigned long long)n->node_id,
 			    st == CORE_NODE_EVICTED ? "was evicted" : "left");
@@ -55,7 +58,7 @@ session_node(struct core *c, const char *identity,
 	struct core_node	*n;
 
 	if ((n = core_node_by_session(c, session_id)) == NULL) {
-		snprintf(err, errlen, "no node has this session (the daemon "
+		textf(err, errlen, "no node has this session (the daemon "
 		    "forgot it, or the job was reopened or deleted); join "
 		    "again");
 		return GRPC_NOT_FOUND;
@@ -72,11 +75,11 @@ resume_refuse_stale(struct core_node *n, uint64_t generation, char *err,
 	struct core_job	*j = n->job;
 	char		 why[CORE_REASON_MAX];
 
-	snprintf(err, errlen, "job %s: generation %llu is %s; the current "
+	textf(err, errlen, "job %s: generation %llu is %s; the current "
 	    "generation is %llu", j->rdzv_id, (unsigned long long)generation,
 	    generation < j->generation ? "stale" : "unknown",
 	    (unsigned long long)j->generation);
-	snprintf(why, sizeof(why), "resumed with generation %llu; the "
+	textf(why, sizeof(why), "resumed with generation %llu; the "
 	    "current one is %llu", (unsigned long long)generation,
 	    (unsigned long long)j->generation);
 	core_event_add(j, "left", "node %s (node %llu) %s: it stops its "
@@ -104,13 +107,13 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 	j = n->job;
 	if (rdzv_id != NULL && *rdzv_id != '\0' &&
 	    strcmp(rdzv_id, j->rdzv_id) != 0) {
-		snprintf(err, errlen, "job %s has no node with this session; "
+		textf(err, errlen, "job %s has no node with this session; "
 		    "join again", rdzv_id);
 		return GRPC_NOT_FOUND;
 	}
 	if (!core_job_ended(j) && (n->state == CORE_NODE_LEFT ||
 	    n->state == CORE_NODE_LOST)) {
-		snprintf(err, errlen, "job %s: node %llu %s (%s); join again "
+		textf(err, errlen, "job %s: node %llu %s (%s); join again "
 		    "as a new node", j->rdzv_id,
 		    (unsigned long long)n->node_id,
 		    n->state == CORE_NODE_LOST ? "was lost" : "left",
@@ -131,7 +134,7 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 	    !(n->group_rank >= 0 && n->generation == generation)) {
 		m = core_msg_queue(n, CORE_MSG_STOP);
 		m->u.stop.generation = generation;
-		snprintf(m->reason, sizeof(m->reason), "generation %llu no "
+		textf(m->reason, sizeof(m->reason), "generation %llu no "
 		    "longer runs on this node", (unsigned long long)generation);
 	}
 	core_tell_current(n, true);
@@ -169,12 +172,12 @@ report_fence(const struct core_node *n, const struct core_report *r,
 	const struct core_job	*j = n->job;
 
 	if (core_job_ended(j)) {
-		snprintf(err, errlen, "job %s has %s: %s", j->rdzv_id,
+		textf(err, errlen, "job %s has %s: %s", j->rdzv_id,
 		    core_job_state_name(j->state), j->reason);
 		return GRPC_FAILED_PRECONDITION;
 	}
 	if (r->generation != j->generation || j->state == CORE_JOB_WAITING) {
-		snprintf(err, errlen, "job %s: generation %llu is stale; the "
+		textf(err, errlen, "job %s: generation %llu is stale; the "
 		    "current generation is %llu%s", j->rdzv_id,
 		    (unsigned long long)r->generation,
 		    (unsigned long long)j->generation,
@@ -183,7 +186,7 @@ report_fence(const struct core_node *n, const struct core_report *r,
 		return GRPC_FAILED_PRECONDITION;
 	}
 	if (n->state != CORE_NODE_PARTICIPANT || n->generation != r->generation) {
-		snprintf(err, errlen, "job %s: node %llu is %s, not a "
+		textf(err, errlen, "job %s: node %llu is %s, not a "
 		    "participant of generation %llu", j->rdzv_id,
 		    (unsigned long long)n->node_id,
 		    core_node_state_name(n->state),
@@ -223,7 +226,7 @@ offer_update(struct core_node *n, const struct core_report *r)
 	if (n->state != CORE_NODE_PARTICIPANT || j->state != CORE_JOB_RUNNING)
 		return;
 	if (!j->pend_failure && !j->pend_change)
-		snprintf(j->pend_reason, sizeof(j->pend_reason), "node %s "
+		textf(j->pend_reason, sizeof(j->pend_reason), "node %s "
 		    "(node %llu) now runs %u workers", n->hostname,
 		    (unsigned long long)n->node_id, n->nproc);
 	j->pend_change = true;
@@ -247,12 +250,12 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	if (r->outcome != CORE_OUTCOME_SUCCEEDED &&
 	    r->outcome != CORE_OUTCOME_FAILED &&
 	    r->outcome != CORE_OUTCOME_UPDATE) {
-		snprintf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
+		textf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
 		    (int)r->outcome);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	if (r->outcome == CORE_OUTCOME_UPDATE && r->nproc > CORE_NPROC_MAX) {
-		snprintf(err, errlen, "job %s: nproc must be 1 to %d, not %u",
+		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u",
 		    j->rdzv_id, CORE_NPROC_MAX, r->nproc);
 		return GRPC_INVALID_ARGUMENT;
 	}
@@ -279,7 +282,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		/* Rule 7: the first success starts closing. */
 		if (j->state == CORE_JOB_RUNNING) {
 			j->state = CORE_JOB_CLOSING;
-			snprintf(j->reason, sizeof(j->reason), "node %s (node "
+			textf(j->reason, sizeof(j->reason), "node %s (node "
 			    "%llu) succeeded; no new rounds", n->hostname,
 			    (unsigned long long)n->node_id);
 			core_timer_clear(c, &j->last_call);
@@ -288,7 +291,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	} else {
 		/* Rule 6; or, while closing, rule 7's failure. */
 		if (!j->pend_failure)
-			snprintf(j->pend_reason, sizeof(j->pend_reason),
+			textf(j->pend_reason, sizeof(j->pend_reason),
 			    "node %s (node %llu) reported a worker failure in "
 			    "generation %llu%s%s", n->hostname,
 			    (unsigned long long)n->node_id,
@@ -355,7 +358,7 @@ core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
 	if (!core_node_live(n) || core_job_ended(n->job))
 		return;
 	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
-	snprintf(why, sizeof(why), "its connection was silent for %s", t);
+	textf(why, sizeof(why), "its connection was silent for %s", t);
 	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);

@@ -8,6 +8,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 #include "grpc.h"
 
 /* The owner of a job, or an admin, may act on it (SPEC §11). */
@@ -21,12 +22,12 @@ operator_job(struct core *c, const char *identity, bool is_admin,
 	if (identity == NULL)
 		identity = "anonymous";
 	if ((j = core_job_find(c, rdzv_id)) == NULL) {
-		snprintf(err, errlen, "job %s not found", rdzv_id != NULL ?
+		textf(err, errlen, "job %s not found", rdzv_id != NULL ?
 		    rdzv_id : "");
 		return GRPC_NOT_FOUND;
 	}
 	if (!is_admin && strcmp(j->owner, identity) != 0) {
-		snprintf(err, errlen, "job %s belongs to %s; %s may not %s it "
+		textf(err, errlen, "job %s belongs to %s; %s may not %s it "
 		    "(only its owner or an admin may)", j->rdzv_id, j->owner,
 		    identity, verb);
 		return GRPC_PERMISSION_DENIED;
@@ -55,19 +56,19 @@ core_close(struct core *c, struct core_now now, const char *identity,
 	case CORE_JOB_CLOSING:
 		return 0;
 	case CORE_JOB_FAILED:
-		snprintf(err, errlen, "job %s already failed: %s", j->rdzv_id,
+		textf(err, errlen, "job %s already failed: %s", j->rdzv_id,
 		    j->reason);
 		return GRPC_FAILED_PRECONDITION;
 	case CORE_JOB_WAITING:
 		/* No workers run while a round is open: close at once. */
-		snprintf(why, sizeof(why), "closed by %s before round %llu "
+		textf(why, sizeof(why), "closed by %s before round %llu "
 		    "completed", identity, (unsigned long long)j->generation +
 		    1);
 		core_job_close(j, why);
 		return 0;
 	case CORE_JOB_RUNNING:
 		j->state = CORE_JOB_CLOSING;
-		snprintf(j->reason, sizeof(j->reason), "closed by %s: no new "
+		textf(j->reason, sizeof(j->reason), "closed by %s: no new "
 		    "rounds; running workers finish", identity);
 		core_timer_clear(c, &j->last_call);
 		core_event_add(j, "closing", "%s", j->reason);
@@ -91,11 +92,11 @@ core_abort(struct core *c, struct core_now now, const char *identity,
 	    err, errlen)) != 0)
 		return rc;
 	if (core_job_ended(j)) {
-		snprintf(err, errlen, "job %s already %s: %s", j->rdzv_id,
+		textf(err, errlen, "job %s already %s: %s", j->rdzv_id,
 		    core_job_state_name(j->state), j->reason);
 		return GRPC_FAILED_PRECONDITION;
 	}
-	snprintf(why, sizeof(why), "aborted by %s: %s",
+	textf(why, sizeof(why), "aborted by %s: %s",
 	    identity != NULL ? identity : "anonymous",
 	    reason != NULL && *reason != '\0' ? reason : "no reason given");
 	core_job_fail(j, why);
@@ -118,22 +119,22 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 	    &j, err, errlen)) != 0)
 		return rc;
 	if ((n = core_node_find(c, node_id)) == NULL || n->job != j) {
-		snprintf(err, errlen, "job %s has no node %llu", j->rdzv_id,
+		textf(err, errlen, "job %s has no node %llu", j->rdzv_id,
 		    (unsigned long long)node_id);
 		return GRPC_NOT_FOUND;
 	}
 	if (core_job_ended(j) || !core_node_live(n)) {
-		snprintf(err, errlen, "job %s: node %llu is already %s",
+		textf(err, errlen, "job %s: node %llu is already %s",
 		    j->rdzv_id, (unsigned long long)node_id,
 		    core_job_ended(j) ? core_job_state_name(j->state) :
 		    core_node_state_name(n->state));
 		return GRPC_FAILED_PRECONDITION;
 	}
-	snprintf(why, sizeof(why), "evicted by %s: %s",
+	textf(why, sizeof(why), "evicted by %s: %s",
 	    identity != NULL ? identity : "anonymous",
 	    reason != NULL && *reason != '\0' ? reason : "no reason given");
 	m = core_msg_queue(n, CORE_MSG_EVICTED);
-	snprintf(m->reason, sizeof(m->reason), "%s", why);
+	textf(m->reason, sizeof(m->reason), "%s", why);
 	core_event_add(j, "evicted", "node %s (node %llu) %s", n->hostname,
 	    (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_EVICTED, why);

@@ -9,6 +9,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 #include "errf.h"
 
 struct core_job *
@@ -118,7 +119,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	}
 	j->world_size = base;
 	if (j->round_n > 0) {
-		snprintf(j->master_addr, sizeof(j->master_addr), "%s",
+		textf(j->master_addr, sizeof(j->master_addr), "%s",
 		    j->round[0]->advertise_addr);
 		j->master_port = j->round[0]->master_port;
 	}

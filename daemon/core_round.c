@@ -9,6 +9,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 
 /*
  * Rule 2's order: rank hint ascending (nodes without one last), hostname,
@@ -111,7 +112,7 @@ fill_assignment(const struct core_node *n, struct core_assignment *a)
 	a->base_rank = n->base_rank;
 	a->local_world_size = n->nproc;
 	a->world_size = j->world_size;
-	snprintf(a->master_addr, sizeof(a->master_addr), "%s", j->master_addr);
+	textf(a->master_addr, sizeof(a->master_addr), "%s", j->master_addr);
 	a->master_port = j->master_port;
 	a->restart_count = j->restart_count;
 	a->max_restarts = j->settings.max_restarts;
@@ -135,7 +136,7 @@ round_record(struct core_job *j)
 	r->job = j;
 	r->generation = j->generation;
 	r->world_size = j->world_size;
-	snprintf(r->master_addr, sizeof(r->master_addr), "%s",
+	textf(r->master_addr, sizeof(r->master_addr), "%s",
 	    j->master_addr);
 	r->master_port = j->master_port;
 	r->restart_count = j->restart_count;
@@ -186,7 +187,7 @@ round_complete(struct core_job *j, uint32_t k)
 	}
 	j->round_n = k;
 	j->world_size = base;
-	snprintf(j->master_addr, sizeof(j->master_addr), "%s",
+	textf(j->master_addr, sizeof(j->master_addr), "%s",
 	    j->round[0]->advertise_addr);
 	j->master_port = j->round[0]->master_port;
 	j->state = CORE_JOB_RUNNING;
@@ -212,7 +213,7 @@ fail_join_timeout(struct core_job *j)
 	char	t[32], why[CORE_REASON_MAX];
 
 	core_fmt_secs(t, sizeof(t), j->settings.join_timeout_ms);
-	snprintf(why, sizeof(why), "join timeout: %u of %u required nodes "
+	textf(why, sizeof(why), "join timeout: %u of %u required nodes "
 	    "joined within %s", j->n_state[CORE_NODE_PARTICIPANT],
 	    j->settings.min_nodes, t);
 	core_job_fail(j, why);
@@ -285,13 +286,13 @@ reround(struct core_job *j, const char *why)
 			continue;
 		m = core_msg_queue(n, CORE_MSG_STOP);
 		m->u.stop.generation = n->generation;
-		snprintf(m->reason, sizeof(m->reason), "%s; too few nodes "
+		textf(m->reason, sizeof(m->reason), "%s; too few nodes "
 		    "remain (%u of min %u)", why, k, j->settings.min_nodes);
 	}
 	core_round_clear(j);
 	k = round_collect(j);
 	j->state = CORE_JOB_WAITING;
-	snprintf(j->reason, sizeof(j->reason), "round %llu is open: %u of "
+	textf(j->reason, sizeof(j->reason), "round %llu is open: %u of "
 	    "min %u nodes (%s)", (unsigned long long)j->generation + 1, k,
 	    j->settings.min_nodes, why);
 	core_event_add(j, "waiting", "%s", j->reason);
@@ -310,7 +311,7 @@ held_set(struct core_job *j, const char *reason)
 	if (reason == NULL && !j->held_failure)
 		return;
 	j->held_failure = reason != NULL;
-	snprintf(j->held_reason, sizeof(j->held_reason), "%s",
+	textf(j->held_reason, sizeof(j->held_reason), "%s",
 	    reason != NULL ? reason : "");
 	core_job_dirty(j);
 }
@@ -417,7 +418,7 @@ core_settle(struct core_job *j)
 			j->restart_count++;
 			core_job_dirty(j);
 			if (j->restart_count > j->settings.max_restarts) {
-				snprintf(why, sizeof(why), "%s; restart %u "
+				textf(why, sizeof(why), "%s; restart %u "
 				    "exceeds max_restarts %u", reason,
 				    j->restart_count, j->settings.max_restarts);
 				core_job_fail(j, why);
@@ -428,7 +429,7 @@ core_settle(struct core_job *j)
 		else if (w > 0) {
 			/* Rule 3: one new round for the waiting nodes. */
 			if (p + w >= j->settings.max_nodes || lc_due) {
-				snprintf(why, sizeof(why), "%u waiting node%s "
+				textf(why, sizeof(why), "%u waiting node%s "
 				    "taken in", w, w == 1 ? "" : "s");
 				reround(j, why);
 			} else if (!core_timer_armed(&j->last_call)) {
@@ -445,7 +446,7 @@ core_settle(struct core_job *j)
 	case CORE_JOB_CLOSING:
 		/* Rule 7. */
 		if (failure) {
-			snprintf(why, sizeof(why), "%s while the job was "
+			textf(why, sizeof(why), "%s while the job was "
 			    "closing", reason);
 			core_job_fail(j, why);
 		} else if (p == 0)
@@ -463,7 +464,7 @@ job_end(struct core_job *j, enum core_job_state st, const char *reason)
 	struct core	*c = j->core;
 
 	j->state = st;
-	snprintf(j->reason, sizeof(j->reason), "%s", reason);
+	textf(j->reason, sizeof(j->reason), "%s", reason);
 	j->ended_ms = c->now.wall_ms;
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
@@ -485,7 +486,7 @@ core_job_fail(struct core_job *j, const char *reason)
 		if (core_node_live(n))
 			core_node_set_state(n, CORE_NODE_FAILED);
 		m = core_msg_queue(n, CORE_MSG_FAILED);
-		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+		textf(m->reason, sizeof(m->reason), "%s", reason);
 	}
 	core_event_add(j, "failed", "%s", reason);
 }
@@ -505,7 +506,7 @@ core_job_close(struct core_job *j, const char *reason)
 			core_node_set_reason(n, "the job closed");
 		}
 		m = core_msg_queue(n, CORE_MSG_CLOSED);
-		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+		textf(m->reason, sizeof(m->reason), "%s", reason);
 	}
 	core_event_add(j, "closed", "%s", reason);
 }
@@ -520,34 +521,34 @@ core_waiting_reason(const struct core_node *n, char *buf, size_t len)
 	switch (n->state) {
 	case CORE_NODE_PARTICIPANT:
 		if (p < j->settings.min_nodes)
-			snprintf(buf, len, "round %llu: %u of min %u nodes "
+			textf(buf, len, "round %llu: %u of min %u nodes "
 			    "joined; waiting for %u more",
 			    (unsigned long long)j->generation + 1, p,
 			    j->settings.min_nodes, j->settings.min_nodes - p);
 		else {
 			core_fmt_secs(t, sizeof(t), (uint64_t)
 			    core_job_last_call_in(j, j->core->now));
-			snprintf(buf, len, "round %llu: %u node%s joined; it "
+			textf(buf, len, "round %llu: %u node%s joined; it "
 			    "completes at %u nodes or in %s (last call)",
 			    (unsigned long long)j->generation + 1, p,
 			    p == 1 ? "" : "s", j->settings.max_nodes, t);
 		}
 		break;
 	case CORE_NODE_WAITING:
-		snprintf(buf, len, "generation %llu is running; the next "
+		textf(buf, len, "generation %llu is running; the next "
 		    "round takes this node in", (unsigned long long)
 		    j->generation);
 		break;
 	case CORE_NODE_SPARE:
-		snprintf(buf, len, "the job has max_nodes (%u) nodes; spare "
+		textf(buf, len, "the job has max_nodes (%u) nodes; spare "
 		    "until one goes", j->settings.max_nodes);
 		break;
 	case CORE_NODE_SUCCEEDED:
-		snprintf(buf, len, "this node succeeded; %u other node%s still "
+		textf(buf, len, "this node succeeded; %u other node%s still "
 		    "running", p, p == 1 ? " is" : "s are");
 		break;
 	default:
-		snprintf(buf, len, "node is %s%s%s", core_node_state_name(
+		textf(buf, len, "node is %s%s%s", core_node_state_name(
 		    n->state), n->reason != NULL ? ": " : "",
 		    n->reason != NULL ? n->reason : "");
 		break;
@@ -563,10 +564,10 @@ core_node_current(const struct core_node *n, struct core_msg *m)
 	if (j->state == CORE_JOB_CLOSED || j->state == CORE_JOB_FAILED) {
 		m->kind = j->state == CORE_JOB_CLOSED ? CORE_MSG_CLOSED :
 		    CORE_MSG_FAILED;
-		snprintf(m->reason, sizeof(m->reason), "%s", j->reason);
+		textf(m->reason, sizeof(m->reason), "%s", j->reason);
 	} else if (n->state == CORE_NODE_EVICTED) {
 		m->kind = CORE_MSG_EVICTED;
-		snprintf(m->reason, sizeof(m->reason), "%s",
+		textf(m->reason, sizeof(m->reason), "%s",
 		    n->reason != NULL ? n->reason : "evicted");
 	} else if (n->state == CORE_NODE_PARTICIPANT && n->group_rank >= 0 &&
 	    n->generation == j->generation) {

@@ -11,6 +11,7 @@
 
 #define CORE_INTERNAL
 #include "core.h"
+#include "text.h"
 
 /*
  * The core cannot be left half-updated, so running out of memory ends the
@@ -266,9 +267,9 @@ core_event_add(struct core_job *j, const char *kind, const char *fmt, ...)
 	e->seq = ++j->event_seq;
 	e->wall_ms = c->now.wall_ms;
 	e->generation = j->generation;
-	snprintf(e->kind, sizeof(e->kind), "%s", kind);
+	textf(e->kind, sizeof(e->kind), "%s", kind);
 	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	vtextf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
 	e->job = j;
 	core_restore_event(j, e);
@@ -350,7 +351,7 @@ core_msg_waiting(struct core_node *n, const char *reason)
 	m->u.waiting.min_nodes = j->settings.min_nodes;
 	m->u.waiting.max_nodes = j->settings.max_nodes;
 	if (reason != NULL)
-		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+		textf(m->reason, sizeof(m->reason), "%s", reason);
 	else
 		core_waiting_reason(n, m->reason, sizeof(m->reason));
 }
@@ -401,9 +402,9 @@ void
 core_fmt_secs(char *buf, size_t len, uint64_t ms)
 {
 	if (ms % 1000 == 0)
-		snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
+		textf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
 	else
-		snprintf(buf, len, "%.3g s", (double)ms / 1000.0);
+		textf(buf, len, "%.3g s", (double)ms / 1000.0);
 }
 
 /* UTC, ISO 8601: what a user can compare with the scheduler's logs. */
@@ -415,7 +416,7 @@ core_fmt_wall(char *buf, size_t len, int64_t wall_ms)
 
 	if (gmtime_r(&t, &tm) == NULL ||
 	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "%lld ms", (long long)wall_ms);
+		textf(buf, len, "%lld ms", (long long)wall_ms);
 }
 
 const char *

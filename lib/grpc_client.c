@@ -14,6 +14,7 @@
 
 #include "errf.h"
 #include "grpc_client_int.h"
+#include "pb_utf8.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS	5000
 #define DEFAULT_MAX_MESSAGE		(4u << 20)
@@ -468,12 +469,19 @@ on_message(void *arg, const uint8_t *data, size_t len)
 {
 	struct grpc_ccall *cc = arg;
 	ProtobufCMessage *m;
+	char path[128];
 
 	m = protobuf_c_message_unpack(cc->reply, NULL, len, data);
 	if (m == NULL) {
 		call_complete(cc, GRPC_INTERNAL,
 		    "%s: cannot decode the reply as %s", cc->cli->peer,
 		    cc->reply->name);
+		return 1;
+	}
+	if (pb_utf8_check(m, path, sizeof(path)) != 0) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		call_complete(cc, GRPC_INTERNAL, "%s: the reply's %s.%s is not "
+		    "valid UTF-8", cc->cli->peer, cc->reply->short_name, path);
 		return 1;
 	}
 	if (cc->keep != NULL && *cc->keep == NULL) {

@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "grpc_server_int.h"
+#include "pb_utf8.h"
 
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, \
 	strlen(v), NGHTTP2_NV_FLAG_NONE }
@@ -241,6 +242,7 @@ scall_dispatch(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
 	ProtobufCMessage *msg;
+	char path[128];
 
 	msg = protobuf_c_message_unpack(m->request, NULL, call->req_len,
 	    call->req);
@@ -251,6 +253,14 @@ scall_dispatch(struct grpc_call *call)
 		snprintf(err, sizeof(err), "cannot decode the request as %s",
 		    m->request->name);
 		scall_end(call, GRPC_INTERNAL, err);
+		return;
+	}
+	if (pb_utf8_check(msg, path, sizeof(path)) != 0) {
+		char err[256];
+		snprintf(err, sizeof(err), "%s.%s is not valid UTF-8",
+		    m->request->short_name, path);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		scall_end(call, GRPC_INVALID_ARGUMENT, err);
 		return;
 	}
 	call->state = CALL_ACTIVE;

@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,17 +57,56 @@ utf8_valid(const char *s, size_t len)
 	return true;
 }
 
+/*
+ * |len| bytes of valid UTF-8 may end inside a character where something cut
+ * them: the length without that partial character.
+ */
+static size_t
+utf8_whole(const char *s, size_t len)
+{
+	size_t		i, need;
+	unsigned char	c;
+
+	for (i = len; i > 0 && len - i < 4; i--) {
+		c = (unsigned char)s[i - 1];
+		if ((c & 0xc0) == 0x80)
+			continue;	/* a continuation: look further back */
+		need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 :
+		    (c & 0xf0) == 0xe0 ? 3 : 4;
+		return len - (i - 1) >= need ? len : i - 1;
+	}
+	return len;
+}
+
 size_t
 utf8_prefix(const char *s, size_t max)
 {
-	size_t	len = strnlen(s, max + 1);
+	return utf8_whole(s, strnlen(s, max));
+}
 
-	if (len <= max)
-		return len;
-	/* Back off continuation bytes to the start of the cut character. */
-	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
-		max--;
-	return max;
+int
+vtextf(char *buf, size_t len, const char *fmt, va_list ap)
+{
+	int	n;
+
+	if (len == 0)
+		return 0;
+	n = vsnprintf(buf, len, fmt, ap);
+	if (n >= 0 && (size_t)n >= len)
+		buf[utf8_whole(buf, len - 1)] = '\0';
+	return n;
+}
+
+int
+textf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list	ap;
+	int	n;
+
+	va_start(ap, fmt);
+	n = vtextf(buf, len, fmt, ap);
+	va_end(ap);
+	return n;
 }
 
 size_t

@@ -6,6 +6,7 @@
 #ifndef RDZV_TEXT_H
 #define RDZV_TEXT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -15,9 +16,20 @@ bool	utf8_valid(const char *s, size_t len);
 
 /*
  * The longest prefix of the valid UTF-8 string |s| that fits in |max|
- * bytes without cutting a character: |max| or a little less.
+ * bytes without cutting a character: |max| or a little less. For
+ * "%.*s", (int)utf8_prefix(s, 64), s.
  */
 size_t	utf8_prefix(const char *s, size_t max);
+
+/*
+ * snprintf that never cuts a character in half: when the output does not
+ * fit, it ends before the character that would be cut (the arguments are
+ * valid UTF-8, the format ASCII). Returns what snprintf returns.
+ */
+int	textf(char *buf, size_t len, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+int	vtextf(char *buf, size_t len, const char *fmt, va_list ap)
+	    __attribute__((format(printf, 3, 0)));
 
 /*
  * Copies |s| into |dst| (|len| bytes, always terminated) with every control

@@ -52,6 +52,25 @@ test_utf8_prefix(void)
 }
 
 static void
+test_textf(void)
+{
+	char	buf[8];
+
+	/* "x" then ж ж ж ж: a byte cut at 7 would leave half of one. */
+	CHECK_INT(textf(buf, sizeof(buf), "x%s", "\xd0\xb6\xd0\xb6\xd0\xb6"
+	    "\xd0\xb6"), 9);
+	CHECK_STR(buf, "x\xd0\xb6\xd0\xb6\xd0\xb6");
+	CHECK(utf8_valid(buf, strlen(buf)));
+	CHECK_INT(textf(buf, sizeof(buf), "%s", "\xf0\x9f\x98\x80\xf0\x9f\x98"
+	    "\x80"), 8);
+	CHECK_STR(buf, "\xf0\x9f\x98\x80");
+	CHECK_INT(textf(buf, sizeof(buf), "%s", "fits"), 4);
+	CHECK_STR(buf, "fits");
+	CHECK_INT(textf(buf, sizeof(buf), "%s", "exactly"), 7);
+	CHECK_STR(buf, "exactly");
+}
+
+static void
 test_vis(void)
 {
 	char	buf[64], *d;
@@ -84,6 +103,7 @@ main(void)
 {
 	test_utf8_valid();
 	test_utf8_prefix();
+	test_textf();
 	test_vis();
 	return check_done("test_text");
 }
