@@ -176,6 +176,13 @@ report_fence(const struct core_node *n, const struct core_report *r,
 		    core_job_state_name(j->state), j->reason);
 		return GRPC_FAILED_PRECONDITION;
 	}
+	if (r->generation > j->generation) {
+		textf(err, errlen, "job %s: generation %llu has not been "
+		    "formed; the current generation is %llu", j->rdzv_id,
+		    (unsigned long long)r->generation,
+		    (unsigned long long)j->generation);
+		return GRPC_FAILED_PRECONDITION;
+	}
 	if (r->generation != j->generation || j->state == CORE_JOB_WAITING) {
 		textf(err, errlen, "job %s: generation %llu is stale; the "
 		    "current generation is %llu%s", j->rdzv_id,

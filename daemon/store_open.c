@@ -312,7 +312,7 @@ query_text(struct store *s, const char *sql, char *buf, size_t len)
 static int
 check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 {
-	char	ok[256];
+	char	ok[1024], *cut;
 	int64_t	tables = 0;
 
 	if (query_int(s, "PRAGMA user_version", version) != SQLITE_OK)
@@ -344,6 +344,9 @@ check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 		return errf(-1, err, errlen,
 		    "database %s cannot be checked: %s",
 		    s->path, sqlite3_errmsg(s->db));
+	/* A long report is cut between words, not inside one. */
+	if (strlen(ok) == sizeof(ok) - 1 && (cut = strrchr(ok, ' ')) != NULL)
+		snprintf(cut, sizeof(ok) - (size_t)(cut - ok), " ...");
 	if (strcmp(ok, "ok") != 0)
 		return errf(-1, err, errlen,
 		    "database %s is damaged (%s); restore "

@@ -27,6 +27,11 @@ test_rule6_worker_failure(void)
 	CHECK_RC(report(b, 1, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
 	CHECK_HAS(err, "generation 1 is stale; the current generation is 2");
 	CHECK(j->restart_count == 1 && j->generation == 2);
+	/* A report for a generation not formed yet is not called stale. */
+	CHECK_RC(report(b, 7, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	CHECK_HAS(err, "generation 7 has not been formed; the current "
+	    "generation is 2");
+	CHECK(j->restart_count == 1 && j->generation == 2);
 	CHECK_RC(report(b, 2, CORE_OUTCOME_FAILED), 0);
 	CHECK(j->restart_count == 2 && j->generation == 3);
 	CHECK_RC(report(b, 3, CORE_OUTCOME_FAILED), 0);
