@@ -23,14 +23,24 @@
 enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
     K_DURATION_MS, K_LOGLEVEL };
 
+/*
+ * A number's bounds are in its unit (bytes, a count, milliseconds); 0 and 0
+ * means none. They keep a value from working against its purpose: a
+ * keepalive of 0 would also switch off the TLS handshake deadline, a
+ * message over 2 GiB cannot be a protobuf.
+ */
 struct setting {
 	const char	*name;
 	enum kind	 kind;
 	size_t		 off;
 	const char	*help;
+	uint64_t	 min, max;
 };
 
 #define OFF(f) offsetof(struct config, f)
+#define KIB	1024ULL
+#define SEC	1000ULL
+#define DAY	(86400 * SEC)
 static const struct setting settings[] = {
 	{ "listen", K_LISTEN, 0, "ADDR:PORT or unix:PATH (repeatable)" },
 	{ "db", K_STR, OFF(db), "SQLite database path" },
@@ -42,17 +52,24 @@ static const struct setting settings[] = {
 	{ "log-level", K_LOGLEVEL, OFF(log_level), "error|warn|info|debug" },
 	{ "admin", K_ADMIN, 0, "identity allowed to act on every job "
 	    "(repeatable)" },
-	{ "max-message", K_SIZE, OFF(max_message), "largest message, bytes" },
+	{ "max-message", K_SIZE, OFF(max_message), "largest message, bytes",
+	    4 * KIB, 2048 * KIB * KIB - 1 },
 	{ "max-streams", K_U32, OFF(max_streams),
-	    "concurrent streams per connection" },
-	{ "max-connections", K_U32, OFF(max_conns), "open connections" },
-	{ "max-nodes-per-job", K_U32, OFF(max_nodes_per_job), "nodes in one job" },
+	    "concurrent streams per connection", 1, 100000 },
+	{ "max-connections", K_U32, OFF(max_conns), "open connections",
+	    1, 10000000 },
+	{ "max-nodes-per-job", K_U32, OFF(max_nodes_per_job),
+	    "nodes in one job", 1, 1000000 },
+	{ "max-jobs-per-identity", K_U32, OFF(max_jobs_per_identity),
+	    "jobs not ended that one identity may own", 1, 10000000 },
+	{ "max-join-timeout", K_DURATION_MS, OFF(max_join_timeout_ms),
+	    "the longest join timeout a job may ask for", SEC, 30 * DAY },
 	{ "retention", K_DURATION_S, OFF(retention_s),
-	    "how long ended jobs stay visible" },
+	    "how long ended jobs stay visible", 0, 3650 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
-	    "PING a silent connection after this" },
+	    "PING a silent connection after this", SEC, 3600 * SEC },
 	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
-	    "how long calls may finish after SIGTERM" },
+	    "how long calls may finish after SIGTERM", 0, 3600 * SEC },
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -66,7 +83,32 @@ usage(FILE *f)
 	    "             [--log-level LEVEL] [--check-config]\n\nsettings "
 	    "(also as `key = value` lines in the config file):\n");
 	for (size_t i = 0; i < N_SETTINGS; i++)
-		fprintf(f, "  --%-18s %s\n", settings[i].name, settings[i].help);
+		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
+}
+
+/* Whether |v| (parsed from |val|) is outside the setting's bounds; if so
+ * the message says which bound, in the setting's unit. */
+static int
+out_of_bounds(const struct setting *st, uint64_t v, const char *val,
+    char *err, size_t errlen)
+{
+	const char	*unit;
+	uint64_t	 div = 1;
+
+	if (st->min == 0 && st->max == 0)
+		return 0;
+	if (v >= st->min && v <= st->max)
+		return 0;
+	unit = st->kind == K_SIZE ? " bytes" : st->kind == K_U32 ? "" : "s";
+	if (st->kind == K_DURATION_S || st->kind == K_DURATION_MS)
+		div = SEC;
+	if (v < st->min)
+		snprintf(err, errlen, "%s: %s is below the minimum of %llu%s",
+		    st->name, val, (unsigned long long)(st->min / div), unit);
+	else
+		snprintf(err, errlen, "%s: %s is above the maximum of %llu%s",
+		    st->name, val, (unsigned long long)(st->max / div), unit);
+	return 1;
 }
 
 static int
@@ -119,6 +161,8 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 	case K_SIZE:
 		if (parse_size(val, &sz) != 0 || sz == 0)
 			break;
+		if (out_of_bounds(st, sz, val, err, errlen))
+			return -1;
 		*(size_t *)(base + st->off) = sz;
 		return 0;
 	case K_U32: {
@@ -128,17 +172,23 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		if (errno != 0 || *end != '\0' || end == val || v == 0 ||
 		    v > UINT32_MAX || *val == '-')
 			break;
+		if (out_of_bounds(st, v, val, err, errlen))
+			return -1;
 		*(uint32_t *)(base + st->off) = (uint32_t)v;
 		return 0;
 	}
 	case K_DURATION_S:
 		if (parse_duration(val, 1000, &ms) != 0)
 			break;
+		if (out_of_bounds(st, ms, val, err, errlen))
+			return -1;
 		*(uint32_t *)(base + st->off) = (uint32_t)(ms / 1000);
 		return 0;
 	case K_DURATION_MS:
 		if (parse_duration(val, 1, &ms) != 0 || ms > UINT32_MAX)
 			break;
+		if (out_of_bounds(st, ms, val, err, errlen))
+			return -1;
 		*(uint32_t *)(base + st->off) = (uint32_t)ms;
 		return 0;
 	case K_LOGLEVEL:
@@ -214,6 +264,8 @@ defaults(struct config *cfg)
 	cfg->max_streams = 100;
 	cfg->max_conns = 100000;
 	cfg->max_nodes_per_job = 10000;
+	cfg->max_jobs_per_identity = 1000;
+	cfg->max_join_timeout_ms = 86400 * 1000;
 	cfg->retention_s = 7 * 86400;
 	cfg->keepalive_ms = 5000;
 	cfg->shutdown_timeout_ms = 5000;
@@ -371,6 +423,8 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-streams = %u\n", cfg->max_streams);
 	fprintf(f, "max-connections = %u\n", cfg->max_conns);
 	fprintf(f, "max-nodes-per-job = %u\n", cfg->max_nodes_per_job);
+	fprintf(f, "max-jobs-per-identity = %u\n", cfg->max_jobs_per_identity);
+	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);
 	fprintf(f, "retention = %us\n", cfg->retention_s);
 	fprintf(f, "keepalive = %ums\n", cfg->keepalive_ms);
 	fprintf(f, "shutdown-timeout = %ums\n", cfg->shutdown_timeout_ms);

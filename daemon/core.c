@@ -93,6 +93,8 @@ core_config_defaults(struct core_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_nodes_per_job = 10000;
+	cfg->max_jobs_per_owner = 1000;
+	cfg->max_join_timeout_ms = 24ULL * 3600 * 1000;
 	cfg->retention_ms = 7ULL * 24 * 3600 * 1000;
 	cfg->defaults.min_nodes = 1;
 	cfg->defaults.max_nodes = 1;
@@ -415,7 +417,37 @@ join_validate(const struct core *c, const struct core_join *req,
 		    c->cfg.max_nodes_per_job);
 		return GRPC_RESOURCE_EXHAUSTED;
 	}
+	/* A join timeout keeps a job that may never form: it is bounded, or
+	 * one client could hold jobs for weeks. */
+	if (s->join_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->join_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: join timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--join-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
 	return 0;
+}
+
+/* A new job counts against its owner's jobs that have not ended. */
+static int
+owner_has_room(const struct core *c, const char *identity, char *err,
+    size_t errlen)
+{
+	const struct core_job	*j;
+	uint32_t		 n = 0;
+
+	TAILQ_FOREACH(j, &c->jobs, entry)
+		if (!core_job_ended(j) && strcmp(j->owner, identity) == 0)
+			n++;
+	if (n < c->cfg.max_jobs_per_owner)
+		return 0;
+	textf(err, errlen, "%s has %u jobs that have not ended, the limit "
+	    "per identity (max-jobs-per-identity); close some (rdzvctl "
+	    "close) or let them end", identity, n);
+	return GRPC_RESOURCE_EXHAUSTED;
 }
 
 /* The checks a join into an existing job must pass (SPEC §3, §11, §12). */
@@ -483,6 +515,8 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	j = core_job_find(c, req->rdzv_id);
 	if (j != NULL &&
 	    (rc = join_existing(c, j, identity, &s, err, errlen)) != 0)
+		return rc;
+	if (j == NULL && (rc = owner_has_room(c, identity, err, errlen)) != 0)
 		return rc;
 	if (core_node_by_session(c, req->session_id) != NULL) {
 		textf(err, errlen, "job %s: session id collision; retry",

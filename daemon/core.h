@@ -63,6 +63,8 @@ struct core_settings {
 
 struct core_config {
 	uint32_t		max_nodes_per_job;	/* 10,000 */
+	uint32_t		max_jobs_per_owner;	/* 1,000 not ended */
+	uint64_t		max_join_timeout_ms;	/* 1 day */
 	uint64_t		retention_ms;		/* 7 days */
 	struct core_settings	defaults;		/* SPEC §3 */
 };

@@ -121,7 +121,7 @@ def test_unix_socket_identity_is_uid(tmp_path):
 def test_systemd_readiness_and_stopping(tmp_path):
     """As a Type=notify service: READY=1 once it serves, STOPPING=1 on
     SIGTERM, on the datagram socket systemd names in NOTIFY_SOCKET."""
-    with open(rt.build_path("config.h")) as f:
+    with open(rt.build_path("buildconf.h")) as f:
         if "HAVE_LIBSYSTEMD 1" not in f.read():
             pytest.skip("built without libsystemd: no readiness notification")
     path = str(tmp_path / "notify")
@@ -192,6 +192,12 @@ def test_config_file_and_flag_precedence(tmp_path):
     ("max-streams = lots\n", "max-streams: invalid value 'lots'"),
     ("listen = [::1\n", "missing ']'"),
     ("[section]\nlisten = 127.0.0.1\n", "sections are not used"),
+    # Values that would work against their purpose are out of bounds.
+    ("keepalive = 0\n", "keepalive: 0 is below the minimum of 1s"),
+    ("keepalive = 1ms\n", "keepalive: 1ms is below the minimum of 1s"),
+    ("max-message = 5G\n", "max-message: 5G is above the maximum of 2147483647 bytes"),
+    ("max-join-timeout = 49d\n", "max-join-timeout: 49d is above the maximum"),
+    ("max-jobs-per-identity = 0\n", "max-jobs-per-identity: invalid value '0'"),
 ])
 def test_bad_config_file_names_the_problem(tmp_path, text, needle):
     conf = tmp_path / "rdzvd.conf"

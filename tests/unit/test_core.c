@@ -51,6 +51,46 @@ test_validation(void)
 	teardown();
 }
 
+/* What one client may hold: jobs not ended per identity, join timeout. */
+static void
+test_limits_per_client(void)
+{
+	struct core_join	 r;
+	struct core_config	 cfg;
+
+	core_config_defaults(&cfg);
+	cfg.max_jobs_per_owner = 2;
+	cfg.max_join_timeout_ms = 3600 * 1000;
+	setup(&cfg);
+	r = req("long", "h", 1, 2, 2);
+	r.settings.join_timeout_ms = 49ULL * 86400 * 1000;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "join timeout 4233600 s is over this rdzvd's limit of 3600 s "
+	    "(max-join-timeout)");
+	CHECK(core_job_find(C, "long") == NULL);
+
+	join("j1", "a", 1, 2, 2);
+	join("j2", "a", 1, 2, 2);
+	r = req("j3", "a", 1, 2, 2);
+	join_req(&r, GRPC_RESOURCE_EXHAUSTED);
+	CHECK_HAS(err, "alice has 2 jobs that have not ended, the limit per "
+	    "identity (max-jobs-per-identity)");
+	CHECK(core_job_find(C, "j3") == NULL);
+	/* More nodes of an existing job are fine; another owner too. */
+	join("j1", "b", 1, 2, 2);
+	r = req("j3", "a", 1, 2, 2);
+	r.identity = "bob";
+	join_req(&r, 0);
+	/* An ended job makes room. */
+	CHECK_RC(core_abort(C, NOW, "alice", false, "j1", "test", err,
+	    sizeof(err)), 0);
+	turn();
+	CHECK(core_job_find(C, "j1")->state == CORE_JOB_FAILED);
+	r = req("j4", "a", 1, 2, 2);
+	join_req(&r, 0);
+	teardown();
+}
+
 static void
 test_defaults(void)
 {
@@ -593,6 +633,7 @@ test_join_checks(void)
 
 static const struct test tests[] = {
 	{ "validation", test_validation },
+	{ "limits_per_client", test_limits_per_client },
 	{ "defaults", test_defaults },
 	{ "rule1_last_call", test_rule1_last_call },
 	{ "rule1_join_timeout", test_rule1_join_timeout },
