@@ -108,6 +108,7 @@ open_state(void)
 	    sizeof(err)) != 0)
 		fatalx("database %s: %s", rdzvd.cfg.db, err);
 	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
+	stall_init();
 	turn_init();
 	streams_init();
 	/* Restored deadlines and leases need the timer armed. */
@@ -196,6 +197,7 @@ main(int argc, char **argv)
 	event_free(sigint);
 	streams_free();
 	turn_free();
+	stall_free();
 	grpc_server_free(rdzvd.srv);
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);

@@ -86,6 +86,15 @@ void		 turn_answer(struct grpc_call *call,
 /* Runs the flush now (used at shutdown). */
 void		 turn_flush(void);
 
+/* stall.c: the clock deadlines run on, which stops while the loop is held. */
+void		 stall_init(void);
+void		 stall_free(void);
+/* Monotonic ms less every stall so far: the core's clock. */
+uint64_t	 stall_clock_ms(void);
+/* When (mono ms) the last stall was noticed, 0 if none: no silence is
+ * counted from before it. */
+uint64_t	 stall_end_ms(void);
+
 /* streams.c: the Join stream of each node, and leases of silent ones. */
 void		 streams_init(void);
 void		 streams_free(void);

@@ -144,10 +144,12 @@ streams_last_seen_ms(const struct core_node *node, struct core_now now)
 
 	if (!node->connected || (s = find(node->node_id)) == NULL)
 		return node->last_seen_ms;
+	/* The connection's time is plain monotonic, not the core's. */
+	uint64_t mono = mono_ms();
 	seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
-	if (seen > now.mono_ms)
-		seen = now.mono_ms;
-	wall = now.wall_ms - (int64_t)(now.mono_ms - seen);
+	if (seen > mono)
+		seen = mono;
+	wall = now.wall_ms - (int64_t)(mono - seen);
 	return wall > node->last_seen_ms ? wall : node->last_seen_ms;
 }
 
@@ -156,6 +158,7 @@ static void
 sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
+	uint64_t stall = stall_end_ms();
 	uint64_t *lost = NULL;
 	size_t n = 0, cap = 0;
 
@@ -168,6 +171,9 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		uint64_t ttl = node->job->settings.lease_ttl_ms;
 		uint64_t seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+		/* Silence counts only while rdzvd could read. */
+		if (seen < stall)
+			seen = stall;
 		if (ttl < floor)
 			ttl = floor;
 		if (now <= seen || now - seen <= ttl)

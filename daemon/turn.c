@@ -48,7 +48,7 @@ turn_now(void)
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
 	return (struct core_now){
-		.mono_ms = mono_ms(),
+		.mono_ms = stall_clock_ms(),
 		.wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000,
 	};
 }
@@ -87,7 +87,7 @@ turn_schedule(void)
 static void
 arm_timer(void)
 {
-	uint64_t at = core_next_deadline(rdzvd.core), now = mono_ms();
+	uint64_t at = core_next_deadline(rdzvd.core), now = stall_clock_ms();
 
 	if (at == timer_at)
 		return;

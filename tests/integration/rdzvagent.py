@@ -145,9 +145,10 @@ class AgentJob:
         return "\n".join("---- agent %s (exit %s)\n%s" % (t, p.p.poll(), p.output()[-4000:])
                          for t, p in sorted(self.agents.items()))
 
-    def close(self, gentle=False):
+    def close(self, gentle=False, keep_daemon=False):
         """Ends the agents (SIGTERM first when |gentle|), then any worker
-        still running, the Control channel and rdzvd."""
+        still running, the Control channel and, unless |keep_daemon| (it
+        serves other jobs too), rdzvd."""
         self.stop_workers()
         for p in self.agents.values():
             if p.p.poll() is None:
@@ -163,4 +164,5 @@ class AgentJob:
             if alive(d["pid"], os.path.basename(self.worker)):
                 os.kill(d["pid"], signal.SIGKILL)
         self.ctl.close()
-        self.daemon.stop()
+        if not keep_daemon:
+            self.daemon.stop()

@@ -1,0 +1,94 @@
+"""A stall of rdzvd is not the agents' fault (issue 12, defect 1): with
+three jobs of two real agents each running, rdzvd is stopped (SIGSTOP) for
+twice the lease, or one commit's fsync takes twice the lease (an
+LD_PRELOAD shim, slowsync.c). Afterwards every node is still there, seen
+alive a full lease after the stall, with the same generation and no
+restart: silence counts only while rdzvd could read."""
+
+import os
+import signal
+import time
+
+import pytest
+
+import rdzvagent
+import rdzvnode
+import rdzvtest as rt
+from test_agent import Job
+
+PB = rdzvnode.pb
+LEASE_S = 3
+JOBS = 3
+SHIM = rt.build_path("tests", "integration", "agent", "libslowsync.so")
+
+
+def start_jobs(tmp_path, request, daemon):
+    jobs = []
+    for k in range(JOBS):
+        sub = tmp_path / ("job%d" % k)
+        sub.mkdir()
+        j = Job(sub, rdzvagent.job_name(request) + "-%d" % k, daemon=daemon)
+        jobs.append(j)
+        for tag in ("a", "b"):
+            j.agent(tag, nnodes="2", mode="sleep",
+                    args=["--lease-ttl", "%ds" % LEASE_S, "--max-restarts", "0"])
+    for j in jobs:
+        j.wait_world(2)
+    return jobs
+
+
+def check_survived(jobs, t_resume_ms):
+    """Every node was seen alive a full lease after |t_resume_ms| (wall
+    clock), in the first generation, with no restart and no node lost."""
+    def seen_after(job):
+        return all(n.last_seen_unix_ms > t_resume_ms + LEASE_S * 1000
+                   for n in job.nodes)
+    for j in jobs:
+        job = j.wait_job(seen_after, timeout=4 * LEASE_S + 10,
+                         what="every node seen a lease after the stall")
+        assert job.generation == 1 and job.restart_count == 0, job
+        assert [PB.types.NodeState.Name(n.state) for n in job.nodes] == \
+            ["NODE_STATE_PARTICIPANT"] * 2, job
+        for tag, p in j.agents.items():
+            assert p.p.poll() is None, j.outputs()
+
+
+def test_sigstop_for_twice_the_lease_loses_no_node(tmp_path, request):
+    d = rt.Daemon(tmp_path, args=["--keepalive", "1s"])
+    jobs = []
+    try:
+        jobs = start_jobs(tmp_path, request, d)
+        d.signal(signal.SIGSTOP)
+        time.sleep(2 * LEASE_S)          # the stall under test
+        d.signal(signal.SIGCONT)
+        check_survived(jobs, int(time.time() * 1000))
+    finally:
+        d.signal(signal.SIGCONT)
+        for j in jobs:
+            j.close(keep_daemon=True)
+        d.stop()
+
+
+def test_a_commit_taking_twice_the_lease_loses_no_node(tmp_path, request):
+    if not os.path.exists(SHIM):
+        pytest.skip("the slowsync shim was not built")
+    trigger = os.path.join(str(tmp_path), "slow-now")
+    env = {"LD_PRELOAD": SHIM, "SLOWSYNC_FILE": trigger,
+           "SLOWSYNC_MS": str(2 * LEASE_S * 1000),
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+           ":verify_asan_link_order=0"}
+    d = rt.Daemon(tmp_path, args=["--keepalive", "1s"], env=env)
+    jobs = []
+    try:
+        jobs = start_jobs(tmp_path, request, d)
+        # The next commit is slow: a new job's join makes one.
+        open(trigger, "w").close()
+        with rdzvnode.Node(d.addr, name="trigger") as n:
+            n.join("stall-trigger", min_nodes=1, max_nodes=1)
+            n.wait_assignment(timeout=4 * LEASE_S)
+        assert not os.path.exists(trigger), "no commit was slowed"
+        check_survived(jobs, int(time.time() * 1000))
+    finally:
+        for j in jobs:
+            j.close(keep_daemon=True)
+        d.stop()
