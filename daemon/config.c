@@ -67,7 +67,7 @@ static const struct setting settings[] = {
 	{ "retention", K_DURATION_S, OFF(retention_s),
 	    "how long ended jobs stay visible", 0, 3650 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
-	    "PING a silent connection after this", SEC, 3600 * SEC },
+	    "PING a silent connection after this", 100, 3600 * SEC },
 	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
 	    "how long calls may finish after SIGTERM", 0, 3600 * SEC },
 };
@@ -92,22 +92,24 @@ static int
 out_of_bounds(const struct setting *st, uint64_t v, const char *val,
     char *err, size_t errlen)
 {
+	uint64_t	 bound;
 	const char	*unit;
-	uint64_t	 div = 1;
 
 	if (st->min == 0 && st->max == 0)
 		return 0;
 	if (v >= st->min && v <= st->max)
 		return 0;
-	unit = st->kind == K_SIZE ? " bytes" : st->kind == K_U32 ? "" : "s";
-	if (st->kind == K_DURATION_S || st->kind == K_DURATION_MS)
-		div = SEC;
-	if (v < st->min)
-		snprintf(err, errlen, "%s: %s is below the minimum of %llu%s",
-		    st->name, val, (unsigned long long)(st->min / div), unit);
-	else
-		snprintf(err, errlen, "%s: %s is above the maximum of %llu%s",
-		    st->name, val, (unsigned long long)(st->max / div), unit);
+	bound = v < st->min ? st->min : st->max;
+	unit = st->kind == K_SIZE ? " bytes" : "";
+	if (st->kind == K_DURATION_S || st->kind == K_DURATION_MS) {
+		/* Durations in seconds where they are whole. */
+		unit = bound % SEC == 0 ? "s" : "ms";
+		if (bound % SEC == 0)
+			bound /= SEC;
+	}
+	snprintf(err, errlen, "%s: %s is %s the %s of %llu%s", st->name, val,
+	    v < st->min ? "below" : "above", v < st->min ? "minimum" :
+	    "maximum", (unsigned long long)bound, unit);
 	return 1;
 }
 

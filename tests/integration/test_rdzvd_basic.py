@@ -193,8 +193,8 @@ def test_config_file_and_flag_precedence(tmp_path):
     ("listen = [::1\n", "missing ']'"),
     ("[section]\nlisten = 127.0.0.1\n", "sections are not used"),
     # Values that would work against their purpose are out of bounds.
-    ("keepalive = 0\n", "keepalive: 0 is below the minimum of 1s"),
-    ("keepalive = 1ms\n", "keepalive: 1ms is below the minimum of 1s"),
+    ("keepalive = 0\n", "keepalive: 0 is below the minimum of 100ms"),
+    ("keepalive = 1ms\n", "keepalive: 1ms is below the minimum of 100ms"),
     ("max-message = 5G\n", "max-message: 5G is above the maximum of 2147483647 bytes"),
     ("max-join-timeout = 49d\n", "max-join-timeout: 49d is above the maximum"),
     ("max-jobs-per-identity = 0\n", "max-jobs-per-identity: invalid value '0'"),
