@@ -82,8 +82,8 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 
 	/* rdzvd may not have seen our new nproc yet (a GPU left out):
 	 * run only what this node can, and tell it again. */
-	if (a->gpus.policy == HEALTH_EXCLUDE &&
-	    a->want.local_world_size > (uint32_t)a->gpus.n_use) {
+	if (a->gpucheck.policy == GPUCHECK_EXCLUDE &&
+	    a->want.local_world_size > (uint32_t)a->gpucheck.n_use) {
 		log_warnx("generation %llu asks for %u workers but this node "
 		    "offers %u: waiting for a round that knows it",
 		    (unsigned long long)a->want.generation,
@@ -282,7 +282,7 @@ agent_workers_ended(struct agent *a)
 	bool current = a->have_want && a->want.generation == ws->generation;
 	char msg[AGENT_MESSAGE_MAX + 1];
 
-	gpus_workers_ended(a);
+	gpucheck_node_ended(a);
 	if (a->quitting || !current) {
 		agent_step(a);
 		return;
@@ -301,7 +301,7 @@ agent_workers_ended(struct agent *a)
 		report_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
 		a->have_want = false;
 		break;
-	case WS_END_HEALTH:
+	case WS_END_GPUCHECK:
 	case WS_END_STOPPED:
 		a->have_want = false;
 		break;
@@ -387,7 +387,7 @@ teardown(struct agent *a)
 		event_free(a->prepare_ev);
 	if (a->quit_ev != NULL)
 		event_free(a->quit_ev);
-	gpus_free(&a->gpus);
+	gpucheck_node_free(&a->gpucheck);
 	logs_free(a);
 	if (a->base != NULL)
 		event_base_free(a->base);
@@ -407,8 +407,8 @@ agent_run(struct agent_opts *o)
 	a.hostname[sizeof(a.hostname) - 1] = '\0';
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */
-	if ((rc = gpus_plan(o, &a.gpus, &a.nproc)) != 0) {
-		gpus_free(&a.gpus);
+	if ((rc = gpucheck_node_plan(o, &a.gpucheck, &a.nproc)) != 0) {
+		gpucheck_node_free(&a.gpucheck);
 		return rc;
 	}
 	if (setup(&a, err, sizeof(err)) != 0) {

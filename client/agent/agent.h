@@ -1,7 +1,7 @@
 /*
  * rdzv-agent's internals (SPEC §5, §6, §7). One struct agent owns
  * everything of a run: the gRPC client and the session on rdzvd, the set of
- * workers of the generation it runs, the GPU health state and the log
+ * workers of the generation it runs, the GPU check's state and the log
  * directory. Modules change the agent and call agent_step(), which compares
  * what should run with what runs and does the difference: that is the only
  * place workers are started or stopped.
@@ -20,7 +20,7 @@
 #include "clock.h"
 #include "grpc.h"
 #include "rdzv_id.h"
-#include "health.h"
+#include "gpucheck_run.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 
 /* Exit statuses (SPEC §6); 128+N for signal N. */
@@ -31,7 +31,7 @@
 #define AGENT_EXIT_REFUSED	4	/* permission, job closed, evicted */
 
 #define AGENT_STOP_TIMEOUT_MS	30000	/* torchrun's worker close timeout */
-#define AGENT_HEALTH_TIMEOUT_MS	60000
+#define AGENT_GPUCHECK_TIMEOUT_MS	60000
 #define AGENT_RECONNECT_MS	600000	/* how long to retry a lost rdzvd */
 #define AGENT_LEAVE_TIMEOUT_MS	5000
 #define AGENT_MESSAGE_MAX	200	/* reported error message, bytes */
@@ -65,8 +65,8 @@ struct agent_opts {
 	uint16_t		 master_port;	/* 0: a free port each round */
 	const char		*log_dir;	/* NULL: a fresh one */
 	bool			 tee;
-	bool			 health_set;	/* --health-check was given */
-	struct health_opts	 health;
+	bool			 gpucheck_set;	/* --gpucheck was given */
+	struct gpucheck_opts	 gpucheck;
 	uint32_t		 stop_timeout_ms;
 	uint32_t		 reconnect_timeout_ms;
 	char			**argv;		/* the worker command */
@@ -88,18 +88,18 @@ struct assignment {
 	uint64_t	arrived_us;	/* monotonic */
 };
 
-/* The node's GPUs as the health check sees them (gpus.c). */
-struct gpus {
-	enum health_policy	 policy;	/* HEALTH_OFF: no checks */
+/* The node's GPUs as the GPU check sees them (gpucheck_node.c). */
+struct gpucheck_node {
+	enum gpucheck_policy	 policy;	/* GPUCHECK_OFF: no checks */
 	int			 n;		/* devices checked */
-	struct gpu_result	*results;	/* by device, n of them */
+	struct gpucheck_result	*results;	/* by device, n of them */
 	int			*use;		/* devices the workers use, */
 	int			 n_use;		/* worker i on use[i] */
 	char			 visible[1024];	/* or "" */
 };
 
 /* The results as JoinRequest/ReportRequest carry them. */
-struct gpus_pb {
+struct gpucheck_pb {
 	size_t			 n;
 	Rdzv__V1__GpuResult	**ptrs;
 	Rdzv__V1__GpuResult	*res;
@@ -147,7 +147,7 @@ enum ws_end {
 	WS_END_STOPPED,		/* we stopped it */
 	WS_END_SUCCEEDED,	/* every worker exited 0 */
 	WS_END_FAILED,		/* a worker exited non-zero */
-	WS_END_HEALTH,		/* a worker's GPU check failed */
+	WS_END_GPUCHECK,		/* a worker's GPU check failed */
 };
 
 struct workers {
@@ -196,7 +196,7 @@ struct update_report {
 	unsigned int		 seq, sent_seq;
 	bool			 nproc;
 	bool			 master_port;
-	bool			 gpus;
+	bool			 gpucheck;
 };
 
 struct agent {
@@ -205,7 +205,7 @@ struct agent {
 	char			 hostname[256];
 	uint32_t		 nproc;		/* workers this node offers */
 	uint16_t		 offer_port;	/* master port offered now */
-	struct gpus		 gpus;
+	struct gpucheck_node	 gpucheck;
 	char			 log_dir[512];
 	bool			 log_dir_made;	/* by us (mkdtemp) */
 	struct logs_next	 next_logs;
@@ -278,7 +278,7 @@ bool	session_connected(const struct agent *);
 /* report.c */
 void	report_outcome(struct agent *, Rdzv__V1__Outcome, const char *message);
 void	report_update(struct agent *, bool nproc, bool master_port,
-	    bool gpus);
+	    bool gpucheck);
 int	report_init(struct agent *);
 void	report_flush(struct agent *);
 void	report_forget(struct agent *);
@@ -312,16 +312,19 @@ struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,
 void	tee_free(struct tee *);
 int	logs_error_message(const char *path, char *buf, size_t len);
 
-/* gpus.c */
-int	gpus_plan(struct agent_opts *, struct gpus *, uint32_t *nproc);
-int	gpus_device(const struct gpus *, int local_rank);
-void	gpus_record(struct gpus *, const struct gpu_result *);
-int	gpus_exclude(struct gpus *, const int *devices, int n);
-void	gpus_worker_checked(struct agent *, struct worker *,
-	    const struct gpu_result *);
-void	gpus_workers_ended(struct agent *);
-int	gpus_pb_new(const struct gpus *, struct gpus_pb *);
-void	gpus_pb_free(struct gpus_pb *);
-void	gpus_free(struct gpus *);
+/* gpucheck_node.c */
+int	gpucheck_node_plan(struct agent_opts *, struct gpucheck_node *,
+	    uint32_t *nproc);
+int	gpucheck_node_device(const struct gpucheck_node *, int local_rank);
+void	gpucheck_node_record(struct gpucheck_node *,
+	    const struct gpucheck_result *);
+int	gpucheck_node_exclude(struct gpucheck_node *, const int *devices,
+	    int n);
+void	gpucheck_node_worker(struct agent *, struct worker *,
+	    const struct gpucheck_result *);
+void	gpucheck_node_ended(struct agent *);
+int	gpucheck_pb_new(const struct gpucheck_node *, struct gpucheck_pb *);
+void	gpucheck_pb_free(struct gpucheck_pb *);
+void	gpucheck_node_free(struct gpucheck_node *);
 
 #endif

@@ -100,8 +100,8 @@ env_worker(const struct agent *a, const struct assignment *asg,
 	/* As torchrun does: one OpenMP thread per worker unless told. */
 	if (asg->local_world_size > 1 && getenv("OMP_NUM_THREADS") == NULL)
 		add(&e, "OMP_NUM_THREADS", "1");
-	if (a->gpus.visible[0] != '\0')
-		add(&e, "CUDA_VISIBLE_DEVICES", "%s", a->gpus.visible);
+	if (a->gpucheck.visible[0] != '\0')
+		add(&e, "CUDA_VISIBLE_DEVICES", "%s", a->gpucheck.visible);
 
 	while (environ[n] != NULL)
 		n++;

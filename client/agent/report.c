@@ -158,7 +158,7 @@ update_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 			/* What changed meanwhile still goes. */
 			if (u->seq == u->sent_seq) {
 				u->pending = false;
-				u->nproc = u->master_port = u->gpus = false;
+				u->nproc = u->master_port = u->gpucheck = false;
 			}
 			report_flush(a);
 		} else
@@ -169,13 +169,13 @@ update_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 
 /* The node's offer changed: a->nproc, a->offer_port or the GPU results. */
 void
-report_update(struct agent *a, bool nproc, bool master_port, bool gpus)
+report_update(struct agent *a, bool nproc, bool master_port, bool gpucheck)
 {
 	struct update_report *u = &a->update;
 
 	u->nproc |= nproc;
 	u->master_port |= master_port;
-	u->gpus |= gpus;
+	u->gpucheck |= gpucheck;
 	u->seq++;
 	u->pending = true;
 	report_flush(a);
@@ -186,7 +186,7 @@ send_update(struct agent *a)
 {
 	struct update_report *u = &a->update;
 	Rdzv__V1__ReportRequest req = RDZV__V1__REPORT_REQUEST__INIT;
-	struct gpus_pb gpb = { 0 };
+	struct gpucheck_pb gpb = { 0 };
 
 	req.session_id.data = a->session_id;
 	req.session_id.len = a->session_len;
@@ -196,8 +196,8 @@ send_update(struct agent *a)
 		req.nproc = a->nproc;
 	if (u->master_port)
 		req.master_port = a->offer_port;
-	if (u->gpus) {
-		if (gpus_pb_new(&a->gpus, &gpb) != 0)
+	if (u->gpucheck) {
+		if (gpucheck_pb_new(&a->gpucheck, &gpb) != 0)
 			fatalx("out of memory");
 		req.n_gpus = gpb.n;
 		req.gpus = gpb.ptrs;
@@ -208,7 +208,7 @@ send_update(struct agent *a)
 	u->cc = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Report",
 	    &req.base, &rdzv__v1__report_response__descriptor,
 	    REPORT_TIMEOUT_MS, NULL, update_done, a);
-	gpus_pb_free(&gpb);
+	gpucheck_pb_free(&gpb);
 }
 
 /* Sends what is pending, when the session is up. An exiting agent
@@ -233,7 +233,7 @@ report_forget(struct agent *a)
 {
 	a->outcome.pending = false;
 	a->update.pending = false;
-	a->update.nproc = a->update.master_port = a->update.gpus = false;
+	a->update.nproc = a->update.master_port = a->update.gpucheck = false;
 	if (a->outcome.cc != NULL)
 		grpc_ccall_cancel(a->outcome.cc);
 	if (a->update.cc != NULL)

@@ -302,7 +302,7 @@ send_join(struct agent *a)
 {
 	Rdzv__V1__JoinRequest req = RDZV__V1__JOIN_REQUEST__INIT;
 	const struct agent_opts *o = a->opts;
-	struct gpus_pb gpb = { 0 };
+	struct gpucheck_pb gpb = { 0 };
 	const char *addr;
 
 	req.rdzv_id = (char *)o->id;
@@ -335,7 +335,7 @@ send_join(struct agent *a)
 		req.rank_hint = o->node_rank;
 		req.role = (char *)o->role;
 		req.agent_version = (char *)RDZV_VERSION;
-		if (gpus_pb_new(&a->gpus, &gpb) != 0)
+		if (gpucheck_pb_new(&a->gpucheck, &gpb) != 0)
 			fatalx("out of memory");
 		req.n_gpus = gpb.n;
 		req.gpus = gpb.ptrs;
@@ -347,7 +347,7 @@ send_join(struct agent *a)
 	a->call = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Join",
 	    &req.base, &rdzv__v1__join_event__descriptor, 0, join_msg,
 	    join_done, a);
-	gpus_pb_free(&gpb);
+	gpucheck_pb_free(&gpb);
 	if (a->call == NULL)
 		failed_attempt(a, GRPC_INTERNAL, "cannot start the Join call");
 }

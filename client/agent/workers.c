@@ -83,12 +83,12 @@ child(const struct spawn *s)
 	/* What the agent has open is not the worker's (as torchrun's
 	 * subprocesses, which close their fds). */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	if (s->device >= 0 && o->health.policy != HEALTH_OFF) {
+	if (s->device >= 0 && o->gpucheck.policy != GPUCHECK_OFF) {
 		if ((fd = dup(s->pipe_w)) < 0)
 			goto fail;
-		if (health_worker_check(&o->health, s->device, fd) != 0 &&
-		    o->health.policy != HEALTH_WARN)
-			_exit(HEALTH_EXIT);
+		if (gpucheck_run_worker(&o->gpucheck, s->device, fd) != 0 &&
+		    o->gpucheck.policy != GPUCHECK_WARN)
+			_exit(GPUCHECK_EXIT);
 	}
 	execvpe(o->argv[0], o->argv, s->envp);
 fail:
@@ -124,19 +124,19 @@ pipe_close(struct worker *w)
 static void
 pipe_check(struct worker *w)
 {
-	struct gpu_result r;
+	struct gpucheck_result r;
 
 	w->check_pending = false;
 	event_del(w->check_timer);
-	if (gpu_result_read(w->pipe_fd, &r) != 0) {
+	if (gpucheck_result_read(w->pipe_fd, &r) != 0) {
 		pipe_close(w);
 		/* Killed while checking, by us or by a crash. */
 		if (w->a->ws.state != WS_RUNNING)
 			return;
-		gpu_result_failed(&r, w->device, "the check's process ended "
-		    "without a result");
+		gpucheck_result_failed(&r, w->device, "the check's process "
+		    "ended without a result");
 	}
-	gpus_worker_checked(w->a, w, &r);
+	gpucheck_node_worker(w->a, w, &r);
 }
 
 /* exec happened (EOF) or failed (an errno). */
@@ -187,7 +187,7 @@ static void
 check_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
-	struct gpu_result r;
+	struct gpucheck_result r;
 	char why[64];
 
 	if (!w->check_pending || w->exited)
@@ -195,10 +195,10 @@ check_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	w->check_pending = false;
 	w->check_failed = true;
 	snprintf(why, sizeof(why), "timeout after %.1f s",
-	    w->a->opts->health.timeout_ms / 1000.0);
-	gpu_result_failed(&r, w->device, why);
+	    w->a->opts->gpucheck.timeout_ms / 1000.0);
+	gpucheck_result_failed(&r, w->device, why);
 	kill(-w->pid, SIGKILL);
-	gpus_worker_checked(w->a, w, &r);
+	gpucheck_node_worker(w->a, w, &r);
 }
 
 static void
@@ -273,9 +273,9 @@ spawn(struct agent *a, const struct assignment *asg, struct worker *w,
 	    pipe_cb, w);
 	if (w->pipe_ev == NULL || event_add(w->pipe_ev, NULL) != 0)
 		fatalx("out of memory");
-	if (s.device >= 0 && o->health.policy != HEALTH_OFF) {
-		struct timeval tv = { o->health.timeout_ms / 1000,
-		    (o->health.timeout_ms % 1000) * 1000 };
+	if (s.device >= 0 && o->gpucheck.policy != GPUCHECK_OFF) {
+		struct timeval tv = { o->gpucheck.timeout_ms / 1000,
+		    (o->gpucheck.timeout_ms % 1000) * 1000 };
 		w->check_pending = true;
 		evtimer_add(w->check_timer, &tv);
 	}
@@ -349,7 +349,7 @@ workers_start(struct agent *a, const struct assignment *asg)
 		w->a = a;
 		w->local_rank = i;
 		w->pipe_fd = -1;
-		w->device = gpus_device(&a->gpus, i);
+		w->device = gpucheck_node_device(&a->gpucheck, i);
 		if ((w->check_timer = evtimer_new(a->base, check_timeout_cb,
 		    w)) == NULL)
 			fatalx("out of memory");
@@ -424,7 +424,7 @@ stop_set(struct agent *a, const char *why)
 }
 
 /* Stops a running set; |end| says why (WS_END_STOPPED: we want it gone,
- * WS_END_HEALTH: a GPU check failed). */
+ * WS_END_GPUCHECK: a GPU check failed). */
 void
 workers_stop(struct agent *a, enum ws_end end, const char *why)
 {
@@ -475,7 +475,7 @@ reaped(struct agent *a, struct worker *w, int status)
 		    workers_describe_status(status, how, sizeof(how)));
 		if (ws->first_failed < 0)
 			ws->first_failed = w->local_rank;
-		if (ws->end != WS_END_HEALTH)
+		if (ws->end != WS_END_GPUCHECK)
 			ws->end = WS_END_FAILED;
 		stop_set(a, "a worker failed");
 		return;		/* stop_set ends the set if it was the last */
