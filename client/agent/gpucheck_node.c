@@ -9,6 +9,9 @@
  *   exclude  stop the workers, offer one worker fewer (rdzvd re-rounds),
  *            leave the GPU out of CUDA_VISIBLE_DEVICES;
  *   strict   stop the workers, leave the job, exit 1.
+ *
+ * This file keeps the results and says which of those a result asks for
+ * (enum gpucheck_action); agent.c does it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,74 +207,60 @@ gpucheck_node_exclude(struct gpucheck_node *g, const int *devices, int n)
 	return k;
 }
 
-/* A worker's check result, read by workers.c. */
-void
-gpucheck_node_worker(struct agent *a, struct worker *w,
-    const struct gpucheck_result *r)
+/*
+ * A worker's check result: recorded, logged, and what it asks of the
+ * agent under the policy. A GPU that fails under exclude is remembered,
+ * to be left out once the set has ended (gpucheck_node_ended). |desc|
+ * gets the failure described, for the agent's message.
+ */
+enum gpucheck_action
+gpucheck_node_worker(struct gpucheck_node *g, uint64_t gen, int local_rank,
+    const struct gpucheck_result *r, char *desc, size_t len)
 {
-	struct workers *ws = &a->ws;
-	char desc[512];
-
-	gpucheck_node_record(&a->gpucheck, r);
+	gpucheck_node_record(g, r);
 	if (r->ok) {
 		log_debug("generation %llu: local rank %d: GPU %d passed its "
-		    "check", (unsigned long long)ws->generation,
-		    w->local_rank, r->device);
-		return;
+		    "check", (unsigned long long)gen, local_rank, r->device);
+		return GPUCHECK_DO_NOTHING;
 	}
-	gpucheck_describe(r, desc, sizeof(desc));
-	switch (a->gpucheck.policy) {
+	gpucheck_describe(r, desc, len);
+	switch (g->policy) {
 	case GPUCHECK_WARN:
 		log_warnx("generation %llu: local rank %d: GPU check failed: "
 		    "%s; running anyway (--health-check warn)",
-		    (unsigned long long)ws->generation, w->local_rank, desc);
-		report_update(a, false, false, true);
-		break;
+		    (unsigned long long)gen, local_rank, desc);
+		return GPUCHECK_DO_REPORT;
 	case GPUCHECK_STRICT:
-		w->check_failed = true;
-		/* rdzvd shows the failure, though the node leaves. */
-		report_update(a, false, false, true);
-		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
-		    "(--health-check strict: leaving the job)", desc);
-		break;
+		return GPUCHECK_DO_LEAVE;
 	default:
-		w->check_failed = true;
 		log_warnx("generation %llu: local rank %d: GPU check failed: "
-		    "%s; leaving the GPU out", (unsigned long long)
-		    ws->generation, w->local_rank, desc);
-		if (ws->n_failed_devices < (int)(sizeof(ws->failed_devices) /
-		    sizeof(ws->failed_devices[0])))
-			ws->failed_devices[ws->n_failed_devices++] = r->device;
-		workers_stop(a, WS_END_GPUCHECK, "a GPU failed its check");
-		break;
+		    "%s; leaving the GPU out", (unsigned long long)gen,
+		    local_rank, desc);
+		if (g->n_failed < (int)(sizeof(g->failed) /
+		    sizeof(g->failed[0])))
+			g->failed[g->n_failed++] = r->device;
+		return GPUCHECK_DO_STOP;
 	}
 }
 
 /*
- * The set ended with GPUs that failed under exclude: offer fewer workers.
- * rdzvd re-rounds on the new nproc (no restart counted), and the next
- * assignment runs without them.
+ * The set of workers ended: the GPUs that failed in it under exclude are
+ * left out. Returns how many GPUs remain in use when that changed them
+ * (the node offers that many workers from now on, and rdzvd re-rounds
+ * without a restart counted; 0: none is left), or -1 when nothing changed.
  */
-void
-gpucheck_node_ended(struct agent *a)
+int
+gpucheck_node_ended(struct gpucheck_node *g)
 {
-	struct workers *ws = &a->ws;
 	int left;
 
-	if (ws->n_failed_devices == 0 || a->gpucheck.policy != GPUCHECK_EXCLUDE)
-		return;
-	left = gpucheck_node_exclude(&a->gpucheck, ws->failed_devices,
-	    ws->n_failed_devices);
-	ws->n_failed_devices = 0;
-	if (left == 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
-		    "passes the check any more: leaving the job");
-		return;
+	if (g->n_failed == 0 || g->policy != GPUCHECK_EXCLUDE) {
+		g->n_failed = 0;
+		return -1;
 	}
-	a->nproc = (uint32_t)left;
-	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
-	    left, left == 1 ? "" : "s", a->gpucheck.visible);
-	report_update(a, true, false, true);
+	left = gpucheck_node_exclude(g, g->failed, g->n_failed);
+	g->n_failed = 0;
+	return left;
 }
 
 int
