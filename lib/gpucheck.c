@@ -1,5 +1,5 @@
 /*
- * The GPU health check of SPEC §7: every step a training process's first
+ * The GPU check of SPEC §7: every step a training process's first
  * CUDA calls would take, each timed, ending with a kernel that rewrites a
  * buffer which is then verified element by element. A failure names the
  * step and the driver's name for the error, so that an operator reading
@@ -26,8 +26,8 @@
 
 struct check {
 	const struct cuda_api	*api;
-	struct gpu_result	*r;
-	gpu_progress_fn		*progress;
+	struct gpucheck_result	*r;
+	gpucheck_progress_fn		*progress;
 	void			*progress_arg;
 	const char		*step;		/* the current step */
 	uint64_t		 t0;		/* its start */
@@ -75,10 +75,10 @@ static int
 step_done(struct check *c, const char *why)
 {
 	const char		*name = c->step;
-	struct gpu_result	*r = c->r;
-	struct gpu_step		*s;
+	struct gpucheck_result	*r = c->r;
+	struct gpucheck_step		*s;
 
-	if (r->n_steps < GPU_STEPS_MAX) {
+	if (r->n_steps < GPUCHECK_STEPS_MAX) {
 		s = &r->steps[r->n_steps++];
 		snprintf(s->name, sizeof s->name, "%s", name);
 		s->elapsed_us = mono_us() - c->t0;
@@ -118,7 +118,7 @@ static int
 check_device(struct check *c, int device)
 {
 	const struct cuda_api	*api = c->api;
-	struct gpu_result	*r = c->r;
+	struct gpucheck_result	*r = c->r;
 	CUuuid			 uuid;
 	CUresult		 rc;
 	size_t			 total;
@@ -329,14 +329,14 @@ cleanup(struct check *c)
 }
 
 int
-gpu_check(int device, size_t bytes, struct gpu_result *out)
+gpucheck_device(int device, size_t bytes, struct gpucheck_result *out)
 {
-	return (gpu_check_progress(device, bytes, out, NULL, NULL));
+	return (gpucheck_device_progress(device, bytes, out, NULL, NULL));
 }
 
 int
-gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
-    gpu_progress_fn *progress, void *arg)
+gpucheck_device_progress(int device, size_t bytes, struct gpucheck_result *out,
+    gpucheck_progress_fn *progress, void *arg)
 {
 	struct check	 c;
 	char		 err[sizeof out->error + 64];
@@ -353,7 +353,7 @@ gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
 	c.seed = (uint32_t)mono_us() ^ ((uint32_t)getpid() << 8) ^
 	    (uint32_t)device;
 	if (bytes == 0)
-		bytes = GPU_DEFAULT_BYTES;
+		bytes = GPUCHECK_DEFAULT_BYTES;
 
 	step_begin(&c, "libcuda");
 	c.api = cuda_load(err, sizeof err);
@@ -377,7 +377,7 @@ out:
 }
 
 int
-gpu_count(int *count, char *err, size_t errlen)
+gpucheck_count(int *count, char *err, size_t errlen)
 {
 	const struct cuda_api	*api;
 	CUresult		 rc;
@@ -404,7 +404,7 @@ gpu_count(int *count, char *err, size_t errlen)
 }
 
 void
-gpu_result_failed(struct gpu_result *r, int device, const char *why)
+gpucheck_result_failed(struct gpucheck_result *r, int device, const char *why)
 {
 	memset(r, 0, sizeof *r);
 	r->device = device;
@@ -418,7 +418,7 @@ gpu_result_failed(struct gpu_result *r, int device, const char *why)
  * atomic; the loops only matter for other kinds of descriptors.
  */
 int
-gpu_result_write(int fd, const struct gpu_result *r)
+gpucheck_result_write(int fd, const struct gpucheck_result *r)
 {
 	const char	*p = (const char *)r;
 	size_t		 off = 0;
@@ -436,7 +436,7 @@ gpu_result_write(int fd, const struct gpu_result *r)
 }
 
 int
-gpu_result_read(int fd, struct gpu_result *r)
+gpucheck_result_read(int fd, struct gpucheck_result *r)
 {
 	char	*p = (char *)r;
 	size_t	 off = 0;
@@ -457,8 +457,8 @@ gpu_result_read(int fd, struct gpu_result *r)
 	r->uuid[sizeof r->uuid - 1] = '\0';
 	r->failed_step[sizeof r->failed_step - 1] = '\0';
 	r->error[sizeof r->error - 1] = '\0';
-	if (r->n_steps > GPU_STEPS_MAX)
-		r->n_steps = GPU_STEPS_MAX;
+	if (r->n_steps > GPUCHECK_STEPS_MAX)
+		r->n_steps = GPUCHECK_STEPS_MAX;
 	for (n = 0; n < (ssize_t)r->n_steps; n++)
 		r->steps[n].name[sizeof r->steps[n].name - 1] = '\0';
 	return (0);

@@ -1,9 +1,9 @@
 /*
- * The GPU health check of SPEC §7 on the CUDA driver API, with libcuda
+ * The GPU check of SPEC §7 on the CUDA driver API, with libcuda
  * loaded by dlopen() ("libcuda.so.1", or $RDZV_LIBCUDA). No CUDA header or
  * library is needed to build: the few declarations used are our own.
  *
- * gpu_check() initialises CUDA in the calling process. A process that has
+ * gpucheck_device() initialises CUDA in the calling process. A process that has
  * called it must not fork children that use CUDA; the agent therefore only
  * calls it in child processes (a worker between fork and exec, or a probe
  * child). Nothing here logs or exits.
@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GPU_STEPS_MAX		20
-#define GPU_DEFAULT_BYTES	(256u << 20)	/* the test buffer */
+#define GPUCHECK_STEPS_MAX	20
+#define GPUCHECK_DEFAULT_BYTES	(256u << 20)	/* the test buffer */
 
-struct gpu_step {
+struct gpucheck_step {
 	char		name[24];	/* "cuInit", "alloc", "kernel", ... */
 	uint64_t	elapsed_us;
 };
@@ -28,7 +28,7 @@ struct gpu_step {
  * that a child can write() it whole through a pipe (sizeof < PIPE_BUF:
  * atomic) and the parent read() it.
  */
-struct gpu_result {
+struct gpucheck_result {
 	int32_t		device;		/* ordinal as this process sees it */
 	bool		ok;
 	int32_t		driver_version;	/* cuDriverGetVersion, 0 unknown */
@@ -39,7 +39,7 @@ struct gpu_result {
 	char		failed_step[24];/* empty when ok */
 	char		error[48];	/* "CUDA_ERROR_OUT_OF_MEMORY", "timeout",
 					   "mismatch at element 17", ... */
-	struct gpu_step	steps[GPU_STEPS_MAX];
+	struct gpucheck_step steps[GPUCHECK_STEPS_MAX];
 	uint32_t	n_steps;
 };
 
@@ -50,7 +50,7 @@ struct gpu_result {
  * naming libcuda and the cause ("cannot load libcuda: libcuda.so.1: cannot
  * open shared object file: ...", "libcuda: cuInit: CUDA_ERROR_UNKNOWN").
  */
-int	gpu_count(int *count, char *err, size_t errlen);
+int	gpucheck_count(int *count, char *err, size_t errlen);
 
 /*
  * Runs every step of SPEC §7 on |device| with a |bytes| buffer (0: the
@@ -58,27 +58,27 @@ int	gpu_count(int *count, char *err, size_t errlen);
  * (out->failed_step and out->error say where and why). |out| is always
  * filled.
  */
-int	gpu_check(int device, size_t bytes, struct gpu_result *out);
+int	gpucheck_device(int device, size_t bytes, struct gpucheck_result *out);
 
 /*
- * gpu_check() telling |fn| before each step which step starts, with the
- * result so far (the steps done, with their times): a parent that has to
- * kill a hung check can then say which step hung.
+ * gpucheck_device() telling |fn| before each step which step starts, with
+ * the result so far (the steps done, with their times): a parent that has
+ * to kill a hung check can then say which step hung.
  */
-typedef void gpu_progress_fn(const struct gpu_result *sofar,
+typedef void gpucheck_progress_fn(const struct gpucheck_result *sofar,
     const char *step, void *arg);
-int	gpu_check_progress(int device, size_t bytes, struct gpu_result *out,
-	    gpu_progress_fn *fn, void *arg);
+int	gpucheck_device_progress(int device, size_t bytes,
+	    struct gpucheck_result *out, gpucheck_progress_fn *fn, void *arg);
 
 /* Writes / reads one result whole on a pipe. 0, or -errno (-EPIPE: the
  * writer went away before a whole result). */
-int	gpu_result_write(int fd, const struct gpu_result *r);
-int	gpu_result_read(int fd, struct gpu_result *r);
+int	gpucheck_result_write(int fd, const struct gpucheck_result *r);
+int	gpucheck_result_read(int fd, struct gpucheck_result *r);
 
 /* A failed result for a device whose check did not finish (killed after
  * the timeout, or the child died): failed_step "check", error |why|
  * ("timeout after 60 s"). */
-void	gpu_result_failed(struct gpu_result *r, int device,
+void	gpucheck_result_failed(struct gpucheck_result *r, int device,
 	    const char *why);
 
 #endif

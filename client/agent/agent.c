@@ -1,11 +1,15 @@
 /*
- * One run of `rdzv-agent join` (SPEC §4, §6). The session (session.c)
- * says what this node should run: the newest assignment, nothing (stop,
- * a failure, a refused resume) or the end (closed, failed, evicted, a
- * signal). agent_step() then makes the workers (workers.c) match: it stops
- * a set that should not run, starts the wanted generation once no set
- * runs, and ends the event loop once quitting and everything has stopped.
- * agent_run() owns the struct agent and has the one teardown path.
+ * One run of `rdzv-agent join` (SPEC §4, §6), and the hub that decides.
+ * The session (session.c) says what this node should run: the newest
+ * assignment, nothing (stop, a failure, a refused resume) or the end
+ * (closed, failed, evicted, a signal). agent_step() then makes the workers
+ * (workers.c) match: it stops a set that should not run, starts the wanted
+ * generation once no set runs, and ends the event loop once quitting and
+ * everything has stopped. What the workers, their GPU checks and the
+ * reports tell (the *_events callbacks below) is decided here too: what
+ * to report, when to stop a set at once (a GPU failed under exclude), when
+ * to exit (agent_quit). agent_run() owns the struct agent and has the one
+ * teardown path.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +30,10 @@
 /* After the workers' stop timeout, how long an exit may still take:
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
+
+static void	agent_step(struct agent *);
+static void	agent_quit(struct agent *, int status, bool leave,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* A port free now (bind port 0, read it, close), other than |avoid|. */
 uint16_t
@@ -68,33 +76,33 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 			    "it", (unsigned long long)a->want.generation);
 		else
 			snprintf(why, sizeof(why), "%s", a->unwant_reason);
-		workers_stop(a, WS_END_STOPPED, why);
+		workers_stop(ws, WS_END_STOPPED, why);
 	}
 	if (ws->state != WS_IDLE)
-		return;		/* agent_workers_ended() steps again */
+		return;		/* on_workers_ended() steps again */
 	if (a->quitting) {
-		if (!report_busy(a))
+		if (!report_busy(&a->report))
 			event_base_loopbreak(a->base);
 		return;
 	}
-	if (!a->have_want || a->want.generation <= a->started_gen)
+	if (!a->have_want || a->want.generation <= a->offer.started_gen)
 		return;
 
 	/* rdzvd may not have seen our new nproc yet (a GPU left out):
 	 * run only what this node can, and tell it again. */
-	if (a->gpus.policy == HEALTH_EXCLUDE &&
-	    a->want.local_world_size > (uint32_t)a->gpus.n_use) {
+	if (a->gpucheck.policy == GPUCHECK_EXCLUDE &&
+	    a->want.local_world_size > (uint32_t)a->gpucheck.n_use) {
 		log_warnx("generation %llu asks for %u workers but this node "
 		    "offers %u: waiting for a round that knows it",
 		    (unsigned long long)a->want.generation,
-		    a->want.local_world_size, a->nproc);
+		    a->want.local_world_size, a->offer.nproc);
 		a->have_want = false;
-		report_update(a, true, false, true);
+		report_update(&a->report, true, false, true);
 		return;
 	}
-	a->started_gen = a->want.generation;
+	a->offer.started_gen = a->want.generation;
 	a->cur = a->want;
-	if (workers_start(a, &a->cur) != 0) {
+	if (workers_start(ws, &a->cur, &a->gpucheck) != 0) {
 		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
 		    (unsigned long long)a->cur.generation);
@@ -102,14 +110,15 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* The next round gets a new master port, as torchrun's does. */
 	if (a->opts->master_port == 0) {
-		a->offer_port = agent_free_port((uint16_t)a->cur.master_port);
-		report_update(a, false, true, false);
+		a->offer.master_port =
+		    agent_free_port((uint16_t)a->cur.master_port);
+		report_update(&a->report, false, true, false);
 	}
 }
 
 /* Decides again on the next loop turn, out of whatever callback asked:
  * no decision runs inside another. */
-void
+static void
 agent_step(struct agent *a)
 {
 	if (a->step_ev != NULL)
@@ -125,11 +134,13 @@ quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 	log_warnx("still not done %.0f s after deciding to exit: exiting now",
 	    ((double)a->opts->stop_timeout_ms + QUIT_SLACK_MS) / 1000.0);
-	workers_kill(a);
+	workers_kill(&a->ws);
 	event_base_loopbreak(a->base);
 }
 
-void
+/* The agent exits with |status| once its workers have stopped; |leave|:
+ * it leaves the job first. The first decision to exit is the one. */
+static void
 agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 {
 	uint64_t ms;
@@ -151,8 +162,8 @@ agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 	a->quitting = true;
 	a->exit_status = status;
 	a->have_want = false;
-	if (a->retry_ev != NULL)
-		event_del(a->retry_ev);
+	session_quit(&a->session);
+	report_quit(&a->report);
 	ms = (uint64_t)a->opts->stop_timeout_ms + QUIT_SLACK_MS;
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
@@ -162,19 +173,30 @@ agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 	 * workers, which lose their peers now, are then already in a round
 	 * without us, and their failures are not counted as restarts. */
 	if (leave)
-		report_leave(a, msg);
+		report_leave(&a->report, msg);
 	agent_step(a);
 }
 
-void
-agent_assignment(struct agent *a, const Rdzv__V1__Assignment *pb)
+/* ------------------------------------------------------ session events */
+
+static void
+on_joined(void *arg)
 {
+	struct agent *a = arg;
+
+	report_flush(&a->report);
+}
+
+static void
+on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
+{
+	struct agent *a = arg;
 	struct assignment *w = &a->want;
 	uint64_t now = mono_us();
 
 	if (a->quitting)
 		return;
-	if (pb->generation <= a->started_gen || (a->have_want &&
+	if (pb->generation <= a->offer.started_gen || (a->have_want &&
 	    pb->generation <= w->generation)) {
 		log_debug("generation %llu: already have it",
 		    (unsigned long long)pb->generation);
@@ -209,9 +231,11 @@ agent_assignment(struct agent *a, const Rdzv__V1__Assignment *pb)
 	agent_step(a);
 }
 
-void
-agent_stop_generation(struct agent *a, uint64_t gen, const char *why)
+static void
+on_stop(void *arg, uint64_t gen, const char *why)
 {
+	struct agent *a = arg;
+
 	log_info("generation %llu: rdzvd says stop: %s",
 	    (unsigned long long)gen, why);
 	if (a->have_want && a->want.generation <= gen) {
@@ -223,26 +247,48 @@ agent_stop_generation(struct agent *a, uint64_t gen, const char *why)
 }
 
 /* The generation a resume names: the one we run or are about to. */
-uint64_t
-agent_resume_generation(const struct agent *a)
+static uint64_t
+on_resume_generation(void *arg)
 {
+	struct agent *a = arg;
+
 	return a->have_want ? a->want.generation : 0;
 }
 
-void
-agent_resume_refused(struct agent *a, const char *why)
+static void
+on_resume_refused(void *arg, uint64_t node_id, const char *why)
 {
+	struct agent *a = arg;
+
 	log_warnx("resume of node %llu refused (%s): stopping the workers "
-	    "and joining again", (unsigned long long)a->node_id,
+	    "and joining again", (unsigned long long)node_id,
 	    why != NULL ? why : "no reason given");
-	report_forget(a);
-	a->session_len = 0;
-	a->node_id = 0;
+	report_forget(&a->report);
 	a->have_want = false;
 	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "this node "
 	    "joins again");
 	agent_step(a);
 }
+
+/* The job ended, or this node's part in it: nothing to leave. */
+static void
+on_session_ended(void *arg, int status, const char *msg)
+{
+	struct agent *a = arg;
+
+	agent_quit(a, status, false, "%s", msg);
+}
+
+static const struct session_events session_events = {
+	.joined = on_joined,
+	.assignment = on_assignment,
+	.stop = on_stop,
+	.resume_refused = on_resume_refused,
+	.ended = on_session_ended,
+	.resume_generation = on_resume_generation,
+};
+
+/* ------------------------------------------------------ workers events */
 
 /* The message a FAILED report carries: the first failed worker's error
  * file, else any failed worker's, else its exit status. */
@@ -274,15 +320,96 @@ failure_message(struct agent *a, char *buf, size_t len)
 	    first->exec_errno != 0 ? strerror(first->exec_errno) : "");
 }
 
-/* The set of workers ended (workers.c): report what that means. */
-void
-agent_workers_ended(struct agent *a)
+/* The outcome of the set that ended, with each worker's exit. */
+static void
+tell_outcome(struct agent *a, Rdzv__V1__Outcome outcome, const char *msg)
 {
+	const struct workers *ws = &a->ws;
+	int *status;
+
+	if ((status = calloc((size_t)ws->n + 1, sizeof(*status))) == NULL)
+		fatalx("out of memory");
+	for (int i = 0; i < ws->n; i++)
+		status[i] = ws->w[i].status;
+	report_outcome(&a->report, ws->generation, outcome, status, ws->n,
+	    msg);
+	free(status);
+}
+
+/*
+ * A worker's GPU check result. A failure under exclude stops the set at
+ * once, not on the next step: the worker's own exit, which follows, must
+ * find the set ending for its GPU rather than count as a failed worker.
+ */
+static void
+on_worker_checked(void *arg, const struct worker *w,
+    const struct gpucheck_result *r)
+{
+	struct agent *a = arg;
+	char desc[512];
+
+	switch (gpucheck_node_worker(&a->gpucheck, a->ws.generation,
+	    w->local_rank, r, desc, sizeof(desc))) {
+	case GPUCHECK_DO_NOTHING:
+		break;
+	case GPUCHECK_DO_REPORT:
+		report_update(&a->report, false, false, true);
+		break;
+	case GPUCHECK_DO_LEAVE:
+		/* rdzvd shows the failure, though the node leaves. */
+		report_update(&a->report, false, false, true);
+		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
+		    "(--health-check strict: leaving the job)", desc);
+		break;
+	case GPUCHECK_DO_STOP:
+		workers_stop(&a->ws, WS_END_GPUCHECK, "a GPU failed its check");
+		break;
+	}
+}
+
+/* Every worker exec'd: now there is time for the next one's files. */
+static void
+on_workers_execd(void *arg)
+{
+	struct agent *a = arg;
+
+	event_active(a->prepare_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * GPUs that failed under exclude leave the node's offer once their set
+ * ended: rdzvd re-rounds on the new nproc (no restart counted), and the
+ * next assignment runs without them.
+ */
+static void
+offer_fewer_gpus(struct agent *a)
+{
+	int left = gpucheck_node_ended(&a->gpucheck);
+
+	if (left < 0)
+		return;
+	if (left == 0) {
+		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
+		    "passes the check any more: leaving the job");
+		return;
+	}
+	a->offer.nproc = (uint32_t)left;
+	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
+	    left, left == 1 ? "" : "s", a->gpucheck.visible);
+	report_update(&a->report, true, false, true);
+}
+
+/* The set of workers ended: report what that means. */
+static void
+on_workers_ended(void *arg)
+{
+	struct agent *a = arg;
 	const struct workers *ws = &a->ws;
 	bool current = a->have_want && a->want.generation == ws->generation;
 	char msg[AGENT_MESSAGE_MAX + 1];
 
-	gpus_workers_ended(a);
+	event_active(a->prepare_ev, EV_TIMEOUT, 0);
+	offer_fewer_gpus(a);
 	if (a->quitting || !current) {
 		agent_step(a);
 		return;
@@ -292,22 +419,41 @@ agent_workers_ended(struct agent *a)
 		log_info("generation %llu: all %d workers exited 0; waiting "
 		    "for the job to close", (unsigned long long)ws->generation,
 		    ws->n);
-		report_outcome(a, RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED, "");
+		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED, "");
 		break;
 	case WS_END_FAILED:
 		failure_message(a, msg, sizeof(msg));
 		log_info("generation %llu failed: %s; reported to rdzvd",
 		    (unsigned long long)ws->generation, msg);
-		report_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
+		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
 		a->have_want = false;
 		break;
-	case WS_END_HEALTH:
+	case WS_END_GPUCHECK:
 	case WS_END_STOPPED:
 		a->have_want = false;
 		break;
 	}
 	agent_step(a);
 }
+
+static const struct workers_events workers_events = {
+	.checked = on_worker_checked,
+	.execd = on_workers_execd,
+	.ended = on_workers_ended,
+};
+
+/* ------------------------------------------------------- report events */
+
+/* A report's call ended: an exiting agent may have waited for it. */
+static void
+on_report_done(void *arg)
+{
+	agent_step(arg);
+}
+
+static const struct report_events report_events = {
+	.done = on_report_done,
+};
 
 /* The next generation's log files, made while nothing waits for them. */
 static void
@@ -316,7 +462,7 @@ prepare_cb(evutil_socket_t fd, short what, void *arg)
 	struct agent *a = arg;
 
 	if (!a->quitting)
-		logs_prepare(a, (int)a->nproc);
+		logs_prepare(&a->logs, (int)a->offer.nproc);
 }
 
 /* ------------------------------------------------------------- signals */
@@ -329,7 +475,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 	if (a->signals++ > 0) {
 		log_warnx("%s again: killing the workers now",
 		    strsignal((int)sig));
-		workers_kill(a);
+		workers_kill(&a->ws);
 		return;
 	}
 	agent_quit(a, 128 + (int)sig, true, "%s: stopping the workers and "
@@ -342,6 +488,9 @@ static int
 setup(struct agent *a, char *err, size_t len)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct session_events sev = session_events;
+	struct workers_events wev = workers_events;
+	struct report_events rev = report_events;
 
 	if ((a->base = event_base_new()) == NULL ||
 	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
@@ -359,13 +508,17 @@ setup(struct agent *a, char *err, size_t len)
 			return -1;
 		}
 	}
-	if (workers_init(a) != 0 || report_init(a) != 0) {
+	sev.arg = wev.arg = rev.arg = a;
+	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
+	    report_init(&a->report, a->base, &a->session, &a->offer,
+	    a->opts->id, &rev) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
-	if (session_init(a, err, len) != 0)
+	if (session_init(&a->session, a->base, a->opts, &a->offer, &sev, err,
+	    len) != 0)
 		return -1;
-	return logs_init(a, err, len);
+	return logs_init(&a->logs, a->opts->log_dir, a->opts->id, err, len);
 }
 
 /* The one teardown path: accepts a half-built agent. */
@@ -373,11 +526,12 @@ static void
 teardown(struct agent *a)
 {
 	a->quitting = true;
-	a->sstate = SESSION_ENDED;
-	/* Cancels the calls in flight: their callbacks see quitting. */
-	session_free(a);
-	report_free(a);
-	workers_free(a);
+	report_quit(&a->report);
+	/* Cancels the calls in flight: their callbacks see the session
+	 * ended and the reports quitting. */
+	session_free(&a->session);
+	report_free(&a->report);
+	workers_free(&a->ws);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
 		if (a->sig_ev[i] != NULL)
 			event_free(a->sig_ev[i]);
@@ -387,8 +541,8 @@ teardown(struct agent *a)
 		event_free(a->prepare_ev);
 	if (a->quit_ev != NULL)
 		event_free(a->quit_ev);
-	gpus_free(&a->gpus);
-	logs_free(a);
+	gpucheck_node_free(&a->gpucheck);
+	logs_free(&a->logs);
 	if (a->base != NULL)
 		event_base_free(a->base);
 }
@@ -402,13 +556,15 @@ agent_run(struct agent_opts *o)
 
 	memset(&a, 0, sizeof(a));
 	a.opts = o;
-	if (gethostname(a.hostname, sizeof(a.hostname)) != 0)
-		snprintf(a.hostname, sizeof(a.hostname), "localhost");
-	a.hostname[sizeof(a.hostname) - 1] = '\0';
+	if (gethostname(a.offer.hostname, sizeof(a.offer.hostname)) != 0)
+		snprintf(a.offer.hostname, sizeof(a.offer.hostname),
+		    "localhost");
+	a.offer.hostname[sizeof(a.offer.hostname) - 1] = '\0';
+	a.offer.gpus = &a.gpucheck;
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */
-	if ((rc = gpus_plan(o, &a.gpus, &a.nproc)) != 0) {
-		gpus_free(&a.gpus);
+	if ((rc = gpucheck_node_plan(o, &a.gpucheck, &a.offer.nproc)) != 0) {
+		gpucheck_node_free(&a.gpucheck);
 		return rc;
 	}
 	if (setup(&a, err, sizeof(err)) != 0) {
@@ -416,12 +572,13 @@ agent_run(struct agent_opts *o)
 		teardown(&a);
 		return AGENT_EXIT_USAGE;
 	}
-	a.offer_port = o->master_port != 0 ? o->master_port :
+	a.offer.master_port = o->master_port != 0 ? o->master_port :
 	    agent_free_port(0);
 	log_info("job %s: joining through %s as %s with %u worker%s: %s%s",
-	    o->id, o->client.server, a.hostname, a.nproc,
-	    a.nproc == 1 ? "" : "s", o->argv[0], o->argc > 1 ? " ..." : "");
-	session_start(&a);
+	    o->id, o->client.server, a.offer.hostname, a.offer.nproc,
+	    a.offer.nproc == 1 ? "" : "s", o->argv[0],
+	    o->argc > 1 ? " ..." : "");
+	session_start(&a.session);
 	event_active(a.prepare_ev, EV_TIMEOUT, 0);
 	event_base_dispatch(a.base);
 	rc = a.exit_status;

@@ -1,10 +1,23 @@
 /*
- * rdzv-agent's internals (SPEC §5, §6, §7). One struct agent owns
- * everything of a run: the gRPC client and the session on rdzvd, the set of
- * workers of the generation it runs, the GPU health state and the log
- * directory. Modules change the agent and call agent_step(), which compares
- * what should run with what runs and does the difference: that is the only
- * place workers are started or stopped.
+ * rdzv-agent's internals (SPEC §5, §6, §7). One struct agent (agent.c)
+ * owns everything of a run and is the hub that decides; the other modules
+ * each own a struct of their own and do one job:
+ *
+ *   session.c        the session on rdzvd: Health/Check, the Join stream,
+ *                    reconnecting and resuming;
+ *   report.c         what the node tells rdzvd after its Join (Report,
+ *                    Leave), kept until it arrives;
+ *   workers.c        the set of workers of one generation;
+ *   gpucheck_node.c  the node's GPUs and what a failed check means under
+ *                    the policy;
+ *   logs.c, env.c    the workers' log files and environment.
+ *
+ * A module tells the hub what happened through the table of callbacks the
+ * hub gave it at init (session_events, report_events, workers_events), or
+ * through what its functions return; it never calls agent.c, and no two
+ * of them call each other in a circle (report.c reads the session's state,
+ * the session does not call report.c). agent.c alone starts and stops the
+ * workers and decides to exit (agent_quit).
  */
 #ifndef RDZV_AGENT_H
 #define RDZV_AGENT_H
@@ -19,8 +32,9 @@
 #include "client.h"
 #include "clock.h"
 #include "grpc.h"
+#include "env.h"
+#include "gpucheck_run.h"
 #include "rdzv_id.h"
-#include "health.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 
 /* Exit statuses (SPEC §6); 128+N for signal N. */
@@ -31,7 +45,7 @@
 #define AGENT_EXIT_REFUSED	4	/* permission, job closed, evicted */
 
 #define AGENT_STOP_TIMEOUT_MS	30000	/* torchrun's worker close timeout */
-#define AGENT_HEALTH_TIMEOUT_MS	60000
+#define AGENT_GPUCHECK_TIMEOUT_MS 60000
 #define AGENT_RECONNECT_MS	600000	/* how long to retry a lost rdzvd */
 #define AGENT_LEAVE_TIMEOUT_MS	5000
 #define AGENT_MESSAGE_MAX	200	/* reported error message, bytes */
@@ -65,41 +79,51 @@ struct agent_opts {
 	uint16_t		 master_port;	/* 0: a free port each round */
 	const char		*log_dir;	/* NULL: a fresh one */
 	bool			 tee;
-	bool			 health_set;	/* --health-check was given */
-	struct health_opts	 health;
+	bool			 gpucheck_set;	/* --gpucheck was given */
+	struct gpucheck_opts	 gpucheck;
 	uint32_t		 stop_timeout_ms;
 	uint32_t		 reconnect_timeout_ms;
 	char			**argv;		/* the worker command */
 	int			 argc;
 };
 
-/* A copy of an Assignment, and when it arrived. */
-struct assignment {
-	uint64_t	generation;
-	uint32_t	group_rank;
-	uint32_t	group_world_size;
-	uint32_t	base_rank;
-	uint32_t	local_world_size;
-	uint32_t	world_size;
-	char		master_addr[256];
-	uint32_t	master_port;
-	uint32_t	restart_count;
-	uint32_t	max_restarts;
-	uint64_t	arrived_us;	/* monotonic */
+/*
+ * What this node offers rdzvd: a Join carries it, a Report UPDATE what
+ * changed of it. agent.c owns and changes it; session.c and report.c read
+ * it when they send.
+ */
+struct offer {
+	char				 hostname[256];
+	uint32_t			 nproc;		/* workers */
+	uint16_t			 master_port;
+	uint64_t			 started_gen;	/* highest started */
+	const struct gpucheck_node	*gpus;		/* the GPU results */
 };
 
-/* The node's GPUs as the health check sees them (gpus.c). */
-struct gpus {
-	enum health_policy	 policy;	/* HEALTH_OFF: no checks */
+/* ------------------------------------------------------ gpucheck_node.c */
+
+/* The node's GPUs as the GPU check sees them. */
+struct gpucheck_node {
+	enum gpucheck_policy	 policy;	/* GPUCHECK_OFF: no checks */
 	int			 n;		/* devices checked */
-	struct gpu_result	*results;	/* by device, n of them */
+	struct gpucheck_result	*results;	/* by device, n of them */
 	int			*use;		/* devices the workers use, */
 	int			 n_use;		/* worker i on use[i] */
 	char			 visible[1024];	/* or "" */
+	int			 failed[64];	/* failed in the running set, */
+	int			 n_failed;	/* left out once it ended */
+};
+
+/* What a worker's check result asks of the agent. */
+enum gpucheck_action {
+	GPUCHECK_DO_NOTHING,	/* it passed */
+	GPUCHECK_DO_REPORT,	/* warn: report the results; the worker runs */
+	GPUCHECK_DO_STOP,	/* exclude: stop the set; the GPU goes after */
+	GPUCHECK_DO_LEAVE,	/* strict: report, leave the job, exit 1 */
 };
 
 /* The results as JoinRequest/ReportRequest carry them. */
-struct gpus_pb {
+struct gpucheck_pb {
 	size_t			 n;
 	Rdzv__V1__GpuResult	**ptrs;
 	Rdzv__V1__GpuResult	*res;
@@ -107,9 +131,11 @@ struct gpus_pb {
 	Rdzv__V1__GpuStep	**step_ptrs;
 };
 
+/* --------------------------------------------------------------- logs.c */
+
 struct tee;
 
-/* A generation's log files made ahead (logs.c). */
+/* A generation's log files made ahead. */
 struct logs_next {
 	bool		 ready;		/* <log-dir>/.next/ holds them */
 	bool		 taken;		/* renamed to the generation */
@@ -117,8 +143,18 @@ struct logs_next {
 	int		*fds;		/* stdout, stderr of each rank */
 };
 
+struct logs {
+	char		 dir[512];
+	bool		 made;		/* by us (mkdtemp) */
+	struct logs_next next;
+};
+
+/* ------------------------------------------------------------ workers.c */
+
+struct workers;
+
 struct worker {
-	struct agent	*a;
+	struct workers	*ws;
 	int		 local_rank;
 	pid_t		 pid;		/* also its process group; 0: none */
 	int		 status;	/* waitpid status once exited */
@@ -147,26 +183,43 @@ enum ws_end {
 	WS_END_STOPPED,		/* we stopped it */
 	WS_END_SUCCEEDED,	/* every worker exited 0 */
 	WS_END_FAILED,		/* a worker exited non-zero */
-	WS_END_HEALTH,		/* a worker's GPU check failed */
+	WS_END_GPUCHECK,	/* a worker's GPU check failed */
+};
+
+/* What the workers tell the hub; each is called with |arg|. */
+struct workers_events {
+	/* A worker's GPU check passed, failed or timed out. Under a policy
+	 * other than warn a worker whose check failed does not exec. */
+	void	(*checked)(void *arg, const struct worker *,
+		    const struct gpucheck_result *);
+	/* Every worker of the set has exec'd: a quiet moment. */
+	void	(*execd)(void *arg);
+	/* Every worker of the set was reaped; ws->end says how it ended. */
+	void	(*ended)(void *arg);
+	void	*arg;
 };
 
 struct workers {
-	enum ws_state	 state;
-	enum ws_end	 end;
-	uint64_t	 generation;
-	uint32_t	 base_rank;
-	struct worker	*w;
-	int		 n;
-	int		 alive;		/* not yet reaped */
-	int		 execd;		/* exec'd so far */
-	int		 first_failed;	/* local rank, -1 */
-	int		 failed_devices[64];
-	int		 n_failed_devices;
-	uint64_t	 arrived_us;	/* of the assignment they run */
-	struct event	*kill_timer;	/* SIGKILL after stop_timeout */
-	struct event	*sigchld;
-	bool		 killed;	/* SIGKILL was sent */
+	struct event_base	*base;
+	const struct agent_opts	*opts;
+	struct logs		*logs;
+	struct workers_events	 ev;
+	enum ws_state		 state;
+	enum ws_end		 end;
+	uint64_t		 generation;
+	uint32_t		 base_rank;
+	struct worker		*w;
+	int			 n;
+	int			 alive;		/* not yet reaped */
+	int			 execd;		/* exec'd so far */
+	int			 first_failed;	/* local rank, -1 */
+	uint64_t		 arrived_us;	/* of their assignment */
+	struct event		*kill_timer;	/* SIGKILL after stop_timeout */
+	struct event		*sigchld;
+	bool			 killed;	/* SIGKILL was sent */
 };
+
+/* ------------------------------------------------------------ session.c */
 
 enum session_state {
 	SESSION_CONNECT,	/* Health/Check before a new Join */
@@ -175,6 +228,49 @@ enum session_state {
 	SESSION_RETRY,		/* waiting to connect again */
 	SESSION_ENDED,		/* the job or this node ended; no more calls */
 };
+
+/* What the session tells the hub; each is called with |arg|. */
+struct session_events {
+	/* rdzvd accepted the node (joined or resumed): the stream is up. */
+	void	(*joined)(void *arg);
+	void	(*assignment)(void *arg, const Rdzv__V1__Assignment *);
+	/* rdzvd says stop the workers of |gen| and older. */
+	void	(*stop)(void *arg, uint64_t gen, const char *why);
+	/* rdzvd refused to resume node |node_id|: the session joins again
+	 * as a new node; what the old one had to say is moot. */
+	void	(*resume_refused)(void *arg, uint64_t node_id,
+		    const char *why);
+	/* The session is over: the job closed or failed, the node was
+	 * evicted, rdzvd refused the Join or could not be reached. The
+	 * agent should exit with |status|; there is nothing to leave. */
+	void	(*ended)(void *arg, int status, const char *msg);
+	/* The generation a resume names: the one run or about to be. */
+	uint64_t (*resume_generation)(void *arg);
+	void	*arg;
+};
+
+struct session {
+	const struct agent_opts	*opts;
+	const struct offer	*offer;
+	struct session_events	 ev;
+	struct grpc_client_opts	 gopts;
+	struct tls_ctx		*tls;
+	struct grpc_client	*cli;
+	enum session_state	 state;
+	bool			 quitting;	/* no more attempts */
+	struct grpc_ccall	*call;		/* Health/Check or Join */
+	bool			 check_serving;
+	uint8_t			 id[32];
+	size_t			 id_len;	/* 0: not a node yet */
+	uint64_t		 node_id;
+	struct event		*retry_ev;
+	uint32_t		 backoff_ms;
+	uint64_t		 trying_since;	/* ms, first failed attempt */
+	bool			 ever_joined;
+	char			 last_error[512];
+};
+
+/* ------------------------------------------------------------- report.c */
 
 /* A Report that must reach rdzvd; resent after a resume. */
 struct outcome_report {
@@ -189,55 +285,53 @@ struct outcome_report {
 };
 
 /* Changes to the node's offer (OUTCOME_UPDATE), merged while one is in
- * flight; each sends the agent's values at the time. */
+ * flight; each sends the offer's values at the time. */
 struct update_report {
 	bool			 pending;
 	struct grpc_ccall	*cc;
 	unsigned int		 seq, sent_seq;
 	bool			 nproc;
 	bool			 master_port;
-	bool			 gpus;
+	bool			 gpucheck;
 };
+
+/* What the reports tell the hub. */
+struct report_events {
+	/* A call ended: an exiting agent may have waited for it. */
+	void	(*done)(void *arg);
+	void	*arg;
+};
+
+struct report {
+	const struct session	*session;
+	const struct offer	*offer;
+	const char		*job_id;
+	struct report_events	 ev;
+	bool			 quitting;	/* outcomes are moot */
+	struct outcome_report	 outcome;
+	struct update_report	 update;
+	struct event		*retry_ev;
+	struct grpc_ccall	*leave_cc;
+	bool			 left;
+};
+
+/* -------------------------------------------------------------- agent.c */
 
 struct agent {
 	struct agent_opts	*opts;
 	struct event_base	*base;
-	char			 hostname[256];
-	uint32_t		 nproc;		/* workers this node offers */
-	uint16_t		 offer_port;	/* master port offered now */
-	struct gpus		 gpus;
-	char			 log_dir[512];
-	bool			 log_dir_made;	/* by us (mkdtemp) */
-	struct logs_next	 next_logs;
+	struct offer		 offer;
+	struct gpucheck_node	 gpucheck;
+	struct logs		 logs;
 	struct event		*prepare_ev;
-
-	/* The session on rdzvd (session.c). */
-	struct grpc_client_opts	 gopts;
-	struct tls_ctx		*tls;
-	struct grpc_client	*cli;
-	enum session_state	 sstate;
-	struct grpc_ccall	*call;		/* Health/Check or Join */
-	bool			 check_serving;
-	uint8_t			 session_id[32];
-	size_t			 session_len;	/* 0: not a node yet */
-	uint64_t		 node_id;
-	struct event		*retry_ev;
-	uint32_t		 backoff_ms;
-	uint64_t		 trying_since;	/* ms, first failed attempt */
-	bool			 ever_joined;
-	char			 last_error[512];
-	struct outcome_report	 outcome;
-	struct update_report	 update;
-	struct event		*report_retry_ev;
-	struct grpc_ccall	*leave_cc;
-	bool			 left;
+	struct session		 session;
+	struct report		 report;
 
 	/* What should run, and what runs (agent_step). */
 	struct event		*step_ev;
 	bool			 have_want;
 	struct assignment	 want;
 	char			 unwant_reason[160];	/* why !have_want */
-	uint64_t		 started_gen;	/* highest generation started */
 	struct assignment	 cur;		/* of the running workers */
 	struct workers		 ws;
 
@@ -251,14 +345,6 @@ struct agent {
 
 /* agent.c */
 int	agent_run(struct agent_opts *);
-void	agent_step(struct agent *);
-void	agent_quit(struct agent *, int status, bool leave, const char *fmt,
-	    ...) __attribute__((format(printf, 4, 5)));
-void	agent_assignment(struct agent *, const Rdzv__V1__Assignment *);
-void	agent_stop_generation(struct agent *, uint64_t gen, const char *why);
-void	agent_workers_ended(struct agent *);
-void	agent_resume_refused(struct agent *, const char *why);
-uint64_t agent_resume_generation(const struct agent *);
 uint16_t agent_free_port(uint16_t avoid);
 
 /* join.c */
@@ -270,58 +356,70 @@ int	sched_pbs_nodes(const char *nodefile, const char *hostname,
 	    uint32_t *count, uint32_t *index, char *err, size_t errlen);
 
 /* session.c */
-int	session_init(struct agent *, char *err, size_t errlen);
-void	session_start(struct agent *);
-void	session_free(struct agent *);
-bool	session_connected(const struct agent *);
+int	session_init(struct session *, struct event_base *,
+	    const struct agent_opts *, const struct offer *,
+	    const struct session_events *, char *err, size_t errlen);
+void	session_start(struct session *);
+void	session_quit(struct session *);
+void	session_free(struct session *);
+bool	session_connected(const struct session *);
 
 /* report.c */
-void	report_outcome(struct agent *, Rdzv__V1__Outcome, const char *message);
-void	report_update(struct agent *, bool nproc, bool master_port,
-	    bool gpus);
-int	report_init(struct agent *);
-void	report_flush(struct agent *);
-void	report_forget(struct agent *);
-void	report_leave(struct agent *, const char *reason);
-bool	report_busy(const struct agent *);
-void	report_free(struct agent *);
+int	report_init(struct report *, struct event_base *,
+	    const struct session *, const struct offer *, const char *job_id,
+	    const struct report_events *);
+void	report_outcome(struct report *, uint64_t gen, Rdzv__V1__Outcome,
+	    const int *status, int n, const char *message);
+void	report_update(struct report *, bool nproc, bool master_port,
+	    bool gpucheck);
+void	report_flush(struct report *);
+void	report_forget(struct report *);
+void	report_leave(struct report *, const char *reason);
+void	report_quit(struct report *);
+bool	report_busy(const struct report *);
+void	report_free(struct report *);
 
 /* workers.c */
-int	workers_init(struct agent *);
-int	workers_start(struct agent *, const struct assignment *);
-void	workers_stop(struct agent *, enum ws_end, const char *why);
-void	workers_kill(struct agent *);
-void	workers_free(struct agent *);
+int	workers_init(struct workers *, struct event_base *,
+	    const struct agent_opts *, struct logs *,
+	    const struct workers_events *);
+int	workers_start(struct workers *, const struct assignment *,
+	    const struct gpucheck_node *);
+void	workers_stop(struct workers *, enum ws_end, const char *why);
+void	workers_kill(struct workers *);
+void	workers_free(struct workers *);
 const char *workers_describe_status(int status, char *buf, size_t len);
 
-/* env.c */
-char	**env_worker(const struct agent *, const struct assignment *,
-	    int local_rank, const char *error_file);
-
 /* logs.c */
-int	logs_init(struct agent *, char *err, size_t errlen);
-void	logs_free(struct agent *);
-void	logs_prepare(struct agent *, int n);
-void	logs_unprepare(struct agent *);
-void	logs_generation(struct agent *, uint64_t gen);
-void	logs_generation_done(struct agent *, uint64_t gen, int n);
-int	logs_worker_open(struct agent *, uint64_t gen, struct worker *,
-	    int *out_fd, int *err_fd, char *err, size_t errlen);
+int	logs_init(struct logs *, const char *dir, const char *job_id,
+	    char *err, size_t errlen);
+void	logs_free(struct logs *);
+void	logs_prepare(struct logs *, int n);
+void	logs_unprepare(struct logs *);
+void	logs_generation(struct logs *, uint64_t gen);
+void	logs_generation_done(struct logs *, uint64_t gen, int n);
+int	logs_worker_open(struct logs *, uint64_t gen, int local_rank,
+	    char *error_file, size_t error_len, int *out_fd, int *err_fd,
+	    char *err, size_t errlen);
 struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,
 	    uint32_t rank);
 void	tee_free(struct tee *);
 int	logs_error_message(const char *path, char *buf, size_t len);
 
-/* gpus.c */
-int	gpus_plan(struct agent_opts *, struct gpus *, uint32_t *nproc);
-int	gpus_device(const struct gpus *, int local_rank);
-void	gpus_record(struct gpus *, const struct gpu_result *);
-int	gpus_exclude(struct gpus *, const int *devices, int n);
-void	gpus_worker_checked(struct agent *, struct worker *,
-	    const struct gpu_result *);
-void	gpus_workers_ended(struct agent *);
-int	gpus_pb_new(const struct gpus *, struct gpus_pb *);
-void	gpus_pb_free(struct gpus_pb *);
-void	gpus_free(struct gpus *);
+/* gpucheck_node.c */
+int	gpucheck_node_plan(struct agent_opts *, struct gpucheck_node *,
+	    uint32_t *nproc);
+int	gpucheck_node_device(const struct gpucheck_node *, int local_rank);
+void	gpucheck_node_record(struct gpucheck_node *,
+	    const struct gpucheck_result *);
+int	gpucheck_node_exclude(struct gpucheck_node *, const int *devices,
+	    int n);
+enum gpucheck_action gpucheck_node_worker(struct gpucheck_node *,
+	    uint64_t gen, int local_rank, const struct gpucheck_result *,
+	    char *desc, size_t len);
+int	gpucheck_node_ended(struct gpucheck_node *);
+int	gpucheck_pb_new(const struct gpucheck_node *, struct gpucheck_pb *);
+void	gpucheck_pb_free(struct gpucheck_pb *);
+void	gpucheck_node_free(struct gpucheck_node *);
 
 #endif

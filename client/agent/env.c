@@ -4,36 +4,26 @@
  * runs unchanged. Inherited variables of the same names are replaced.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-
-extern char **environ;
-
-#define ENV_MAX_OURS	24
-
-struct env_add {
-	const char	*vars[ENV_MAX_OURS];	/* "NAME=value" */
-	size_t		 n;
-	char		 buf[4096];
-	size_t		 used;
-};
+#include "env.h"
 
 static void
-add(struct env_add *e, const char *name, const char *fmt, ...)
+add(struct env_vars *e, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
-add(struct env_add *e, const char *name, const char *fmt, ...)
+add(struct env_vars *e, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 	char *p = e->buf + e->used;
 	size_t left = sizeof(e->buf) - e->used;
 	int n, m;
 
-	if (e->n == ENV_MAX_OURS)
+	if (e->n == ENV_VARS_MAX)
 		return;
 	n = snprintf(p, left, "%s=", name);
 	if (n < 0 || (size_t)n >= left)
@@ -49,7 +39,7 @@ add(struct env_add *e, const char *name, const char *fmt, ...)
 
 /* Whether "NAME=..." names one of |e|'s variables. */
 static bool
-replaced(const struct env_add *e, const char *var)
+replaced(const struct env_vars *e, const char *var)
 {
 	size_t len = strcspn(var, "=");
 
@@ -61,62 +51,75 @@ replaced(const struct env_add *e, const char *var)
 	return false;
 }
 
-/*
- * Returns a NULL-terminated envp in one allocation (free() it), or NULL
- * when out of memory. The inherited strings are not copied: the caller
- * uses the array before the environment changes (it forks at once).
- */
-char **
-env_worker(const struct agent *a, const struct assignment *asg,
-    int local_rank, const char *error_file)
+/* Whether |env| has a variable |name|, set to anything. */
+static bool
+has(char *const *env, const char *name)
 {
-	struct env_add e;
-	uint32_t rank = asg->base_rank + (uint32_t)local_rank;
-	size_t n = 0, k = 0;
-	char **envp;
+	size_t len = strlen(name);
 
-	e.n = 0;
-	e.used = 0;
-	add(&e, "RANK", "%u", rank);
-	add(&e, "LOCAL_RANK", "%d", local_rank);
-	add(&e, "WORLD_SIZE", "%u", asg->world_size);
-	add(&e, "LOCAL_WORLD_SIZE", "%u", asg->local_world_size);
-	add(&e, "GROUP_RANK", "%u", asg->group_rank);
-	add(&e, "GROUP_WORLD_SIZE", "%u", asg->group_world_size);
-	add(&e, "ROLE_RANK", "%u", rank);
-	add(&e, "ROLE_WORLD_SIZE", "%u", asg->world_size);
-	add(&e, "ROLE_NAME", "%s", a->opts->role);
-	add(&e, "MASTER_ADDR", "%s", asg->master_addr);
-	add(&e, "MASTER_PORT", "%u", asg->master_port);
-	add(&e, "TORCHELASTIC_RESTART_COUNT", "%u", asg->restart_count);
-	add(&e, "TORCHELASTIC_MAX_RESTARTS", "%u", asg->max_restarts);
-	add(&e, "TORCHELASTIC_RUN_ID", "%s", a->opts->id);
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+		if (strncmp(env[i], name, len) == 0 && env[i][len] == '=')
+			return true;
+	}
+	return false;
+}
+
+void
+env_vars(struct env_vars *e, const struct assignment *asg,
+    const struct env_worker *w, char *const *inherited)
+{
+	uint32_t rank = asg->base_rank + (uint32_t)w->local_rank;
+
+	e->n = 0;
+	e->used = 0;
+	add(e, "RANK", "%u", rank);
+	add(e, "LOCAL_RANK", "%d", w->local_rank);
+	add(e, "WORLD_SIZE", "%u", asg->world_size);
+	add(e, "LOCAL_WORLD_SIZE", "%u", asg->local_world_size);
+	add(e, "GROUP_RANK", "%u", asg->group_rank);
+	add(e, "GROUP_WORLD_SIZE", "%u", asg->group_world_size);
+	add(e, "ROLE_RANK", "%u", rank);
+	add(e, "ROLE_WORLD_SIZE", "%u", asg->world_size);
+	add(e, "ROLE_NAME", "%s", w->role);
+	add(e, "MASTER_ADDR", "%s", asg->master_addr);
+	add(e, "MASTER_PORT", "%u", asg->master_port);
+	add(e, "TORCHELASTIC_RESTART_COUNT", "%u", asg->restart_count);
+	add(e, "TORCHELASTIC_MAX_RESTARTS", "%u", asg->max_restarts);
+	add(e, "TORCHELASTIC_RUN_ID", "%s", w->run_id);
 	/* Worker rank 0 hosts the process group's store (torch compares
 	 * with the exact string "True"). */
-	add(&e, "TORCHELASTIC_USE_AGENT_STORE", "False");
-	add(&e, "TORCHELASTIC_ERROR_FILE", "%s", error_file);
-	add(&e, "RDZV_GENERATION", "%llu",
+	add(e, "TORCHELASTIC_USE_AGENT_STORE", "False");
+	add(e, "TORCHELASTIC_ERROR_FILE", "%s", w->error_file);
+	add(e, "RDZV_GENERATION", "%llu",
 	    (unsigned long long)asg->generation);
 	/* As torchrun does: one OpenMP thread per worker unless told. */
-	if (asg->local_world_size > 1 && getenv("OMP_NUM_THREADS") == NULL)
-		add(&e, "OMP_NUM_THREADS", "1");
-	if (a->gpus.visible[0] != '\0')
-		add(&e, "CUDA_VISIBLE_DEVICES", "%s", a->gpus.visible);
+	if (asg->local_world_size > 1 && !has(inherited, "OMP_NUM_THREADS"))
+		add(e, "OMP_NUM_THREADS", "1");
+	if (w->visible != NULL && w->visible[0] != '\0')
+		add(e, "CUDA_VISIBLE_DEVICES", "%s", w->visible);
+}
 
-	while (environ[n] != NULL)
+char **
+env_merge(const struct env_vars *e, char *const *inherited)
+{
+	size_t n = 0, k = 0;
+	char **envp, *strings;
+
+	while (inherited != NULL && inherited[n] != NULL)
 		n++;
-	/* Our strings live in |e|, on this stack: they go after the
-	 * pointer array, in the same allocation. */
-	if ((envp = malloc((n + e.n + 1) * sizeof(*envp) + e.used)) == NULL)
+	/* Our strings go after the pointer array, in the same allocation:
+	 * |e| may live on the caller's stack. */
+	if ((envp = malloc((n + e->n + 1) * sizeof(*envp) + e->used)) ==
+	    NULL)
 		return NULL;
-	char *strings = (char *)(envp + n + e.n + 1);
-	memcpy(strings, e.buf, e.used);
+	strings = (char *)(envp + n + e->n + 1);
+	memcpy(strings, e->buf, e->used);
 	for (size_t i = 0; i < n; i++) {
-		if (!replaced(&e, environ[i]))
-			envp[k++] = environ[i];
+		if (!replaced(e, inherited[i]))
+			envp[k++] = inherited[i];
 	}
-	for (size_t i = 0; i < e.n; i++)
-		envp[k++] = strings + (e.vars[i] - e.buf);
+	for (size_t i = 0; i < e->n; i++)
+		envp[k++] = strings + (e->vars[i] - e->buf);
 	envp[k] = NULL;
 	return envp;
 }

@@ -48,10 +48,11 @@
 "  --log-dir DIR                 worker logs: DIR/GEN/LOCAL_RANK/ (default\n" \
 "                                a new directory in $TMPDIR or /tmp)\n"	\
 "  --tee                         copy worker output here, as [rank N]: line\n" \
-"  --health-check off|warn|exclude|strict\n"				\
+"  --gpucheck off|warn|exclude|strict\n"				\
 "                                GPU check (default exclude with gpu or\n" \
-"                                auto, else off)\n"			\
-"  --health-timeout DURATION     kill a GPU check after this (60s)\n"	\
+"                                auto, else off; also --health-check)\n" \
+"  --gpucheck-timeout DURATION   kill a GPU check after this (60s; also\n" \
+"                                --health-timeout)\n"			\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
 "  --reconnect-timeout DURATION  give up on a lost rdzvd after this (600s)\n" \
@@ -65,11 +66,19 @@ CLIENT_OPTIONS_HELP							\
 
 typedef int (*setter_fn)(struct agent_opts *, const char *, char *, size_t);
 
+/*
+ * An option, its variable, and the older names of both that are still
+ * accepted (the GPU check's options were --health-*): scripts written for
+ * them keep working. A flag given twice, under either name, takes the last
+ * value; of the two variables the new one wins.
+ */
 struct setting {
 	const char	*name;		/* the long option */
 	const char	*env;
 	int		 has_arg;
 	setter_fn	 set;
+	const char	*alias;		/* an older long option, or NULL */
+	const char	*alias_env;	/* an older variable, or NULL */
 };
 
 /* A job id as rdzvd accepts it (SPEC §2). */
@@ -188,7 +197,7 @@ DURATION_SETTER(set_last_call, last_call_ms)
 DURATION_SETTER(set_join_timeout, join_timeout_ms)
 DURATION_SETTER(set_lease_ttl, lease_ttl_ms)
 DURATION_SETTER(set_reconnect_grace, reconnect_grace_ms)
-DURATION_SETTER(set_health_timeout, health.timeout_ms)
+DURATION_SETTER(set_gpucheck_timeout, gpucheck.timeout_ms)
 DURATION_SETTER(set_reconnect_timeout, reconnect_timeout_ms)
 
 /* A stop timeout of 0 sends SIGKILL at once. */
@@ -262,13 +271,13 @@ set_tee(struct agent_opts *o, const char *v, char *err, size_t len)
 }
 
 static int
-set_health(struct agent_opts *o, const char *v, char *err, size_t len)
+set_gpucheck(struct agent_opts *o, const char *v, char *err, size_t len)
 {
-	if (health_policy_parse(v, &o->health.policy) != 0) {
+	if (gpucheck_policy_parse(v, &o->gpucheck.policy) != 0) {
 		snprintf(err, len, "expected off, warn, exclude or strict");
 		return -1;
 	}
-	o->health_set = true;
+	o->gpucheck_set = true;
 	return 0;
 }
 
@@ -313,9 +322,10 @@ static const struct setting settings[] = {
 	    set_master_port },
 	{ "log-dir", "RDZV_LOG_DIR", required_argument, set_log_dir },
 	{ "tee", "RDZV_TEE", no_argument, set_tee },
-	{ "health-check", "RDZV_HEALTH_CHECK", required_argument, set_health },
-	{ "health-timeout", "RDZV_HEALTH_TIMEOUT", required_argument,
-	    set_health_timeout },
+	{ "gpucheck", "RDZV_GPUCHECK", required_argument, set_gpucheck,
+	    "health-check", "RDZV_HEALTH_CHECK" },
+	{ "gpucheck-timeout", "RDZV_GPUCHECK_TIMEOUT", required_argument,
+	    set_gpucheck_timeout, "health-timeout", "RDZV_HEALTH_TIMEOUT" },
 	{ "stop-timeout", "RDZV_STOP_TIMEOUT", required_argument,
 	    set_stop_timeout },
 	{ "reconnect-timeout", "RDZV_RECONNECT_TIMEOUT", required_argument,
@@ -333,8 +343,8 @@ opts_defaults(struct agent_opts *o)
 	o->nproc_mode = NPROC_FIXED;
 	o->nproc = 1;
 	o->role = "default";
-	o->health.policy = HEALTH_OFF;
-	o->health.timeout_ms = AGENT_HEALTH_TIMEOUT_MS;
+	o->gpucheck.policy = GPUCHECK_OFF;
+	o->gpucheck.timeout_ms = AGENT_GPUCHECK_TIMEOUT_MS;
 	o->stop_timeout_ms = AGENT_STOP_TIMEOUT_MS;
 	o->reconnect_timeout_ms = AGENT_RECONNECT_MS;
 }
@@ -347,13 +357,16 @@ opts_env(struct agent_opts *o, char *err, size_t len)
 
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &settings[i];
-		const char *v;
+		const char *name = s->env, *v = NULL;
 
-		if (s->env == NULL || (v = getenv(s->env)) == NULL ||
-		    *v == '\0')
+		if (name != NULL)
+			v = getenv(name);
+		if ((v == NULL || *v == '\0') && s->alias_env != NULL)
+			v = getenv(name = s->alias_env);
+		if (v == NULL || *v == '\0')
 			continue;
 		if (s->set(o, v, why, sizeof(why)) != 0) {
-			snprintf(err, len, "%s=%s: %s", s->env, v, why);
+			snprintf(err, len, "%s=%s: %s", name, v, why);
 			return -1;
 		}
 	}
@@ -364,15 +377,18 @@ static int
 opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
     size_t len)
 {
-	struct option longopts[N_SETTINGS + 16];
+	struct option longopts[2 * N_SETTINGS + 16];
 	const struct option client_longopts[] = { CLIENT_LONG_OPTIONS };
 	size_t n = 0;
 	char why[256];
-	int ch, rc;
+	int ch, rc, idx;
 
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		longopts[n++] = (struct option){ settings[i].name,
 		    settings[i].has_arg, NULL, (int)i + 1 };
+		if (settings[i].alias != NULL)
+			longopts[n++] = (struct option){ settings[i].alias,
+			    settings[i].has_arg, NULL, (int)i + 1 };
 	}
 	for (size_t i = 0; i < sizeof(client_longopts) /
 	    sizeof(client_longopts[0]); i++)
@@ -383,7 +399,7 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 	opterr = 0;
 	optind = 1;
 	/* "+": stop at the command, whose own options are not ours. */
-	while ((ch = getopt_long(argc, argv, "+:hv", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:hv", longopts, &idx)) != -1) {
 		const char *opt = argv[optind - 1];
 
 		if (ch == 'h') {
@@ -413,9 +429,10 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 		}
 		if (ch >= 1 && ch <= (int)N_SETTINGS) {
 			const struct setting *s = &settings[ch - 1];
+			/* The error names the option as it was given. */
 			if (s->set(o, optarg, why, sizeof(why)) != 0) {
-				snprintf(err, len, "--%s %s: %s", s->name,
-				    optarg, why);
+				snprintf(err, len, "--%s %s: %s",
+				    longopts[idx].name, optarg, why);
 				return -1;
 			}
 			continue;
@@ -498,8 +515,8 @@ cmd_join(int argc, char **argv)
 		return AGENT_EXIT_USAGE;
 	}
 	/* The GPU check's default follows the use of GPUs (SPEC §7). */
-	if (!o.health_set)
-		o.health.policy = o.nproc_mode == NPROC_FIXED ? HEALTH_OFF :
-		    HEALTH_EXCLUDE;
+	if (!o.gpucheck_set)
+		o.gpucheck.policy = o.nproc_mode == NPROC_FIXED ? GPUCHECK_OFF :
+		    GPUCHECK_EXCLUDE;
 	return agent_run(&o);
 }

@@ -44,12 +44,12 @@ struct tee {
 
 /* At exit: a directory we made and no worker used goes again. */
 void
-logs_free(struct agent *a)
+logs_free(struct logs *l)
 {
-	if (a->log_dir[0] != '\0')
-		logs_unprepare(a);
-	if (a->log_dir_made)
-		rmdir(a->log_dir);
+	if (l->dir[0] != '\0')
+		logs_unprepare(l);
+	if (l->made)
+		rmdir(l->dir);
 }
 
 /* mkdir -p, for --log-dir. */
@@ -77,36 +77,38 @@ mkdirs(const char *path)
 	return 0;
 }
 
+/* The log directory: |dir| (--log-dir, made if need be), or a fresh one
+ * named after the job when |dir| is NULL. */
 int
-logs_init(struct agent *a, char *err, size_t errlen)
+logs_init(struct logs *l, const char *dir, const char *job_id, char *err,
+    size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	int n;
 
-	if (a->opts->log_dir != NULL) {
-		n = snprintf(a->log_dir, sizeof(a->log_dir), "%s",
-		    a->opts->log_dir);
-		if (n < 0 || (size_t)n >= sizeof(a->log_dir) ||
-		    mkdirs(a->log_dir) != 0) {
+	if (dir != NULL) {
+		n = snprintf(l->dir, sizeof(l->dir), "%s", dir);
+		if (n < 0 || (size_t)n >= sizeof(l->dir) ||
+		    mkdirs(l->dir) != 0) {
 			snprintf(err, errlen, "--log-dir %s: cannot create "
-			    "it: %s", a->opts->log_dir, strerror(errno));
+			    "it: %s", dir, strerror(errno));
 			return -1;
 		}
 	} else {
 		if (tmp == NULL || *tmp == '\0')
 			tmp = "/tmp";
-		n = snprintf(a->log_dir, sizeof(a->log_dir),
-		    "%s/rdzv-agent-%s-XXXXXX", tmp, a->opts->id);
-		if (n < 0 || (size_t)n >= sizeof(a->log_dir) ||
-		    mkdtemp(a->log_dir) == NULL) {
+		n = snprintf(l->dir, sizeof(l->dir),
+		    "%s/rdzv-agent-%s-XXXXXX", tmp, job_id);
+		if (n < 0 || (size_t)n >= sizeof(l->dir) ||
+		    mkdtemp(l->dir) == NULL) {
 			snprintf(err, errlen, "cannot create a log directory "
 			    "in %s: %s; give one with --log-dir", tmp,
 			    strerror(errno));
 			return -1;
 		}
-		a->log_dir_made = true;
+		l->made = true;
 	}
-	log_info("worker logs in %s", a->log_dir);
+	log_info("worker logs in %s", l->dir);
 	return 0;
 }
 
@@ -169,27 +171,27 @@ drop_rank(const char *dir, int rank, int fds[2])
  * left to logs_worker_open() to meet and report.
  */
 void
-logs_prepare(struct agent *a, int n)
+logs_prepare(struct logs *l, int n)
 {
-	struct logs_next *x = &a->next_logs;
+	struct logs_next *x = &l->next;
 	char dir[600];
 
 	if (x->ready && x->n == n)
 		return;
-	logs_unprepare(a);
-	snprintf(dir, sizeof(dir), "%s/.next", a->log_dir);
+	logs_unprepare(l);
+	snprintf(dir, sizeof(dir), "%s/.next", l->dir);
 	if ((x->fds = calloc((size_t)n * 2, sizeof(*x->fds))) == NULL)
 		return;
 	for (int i = 0; i < 2 * n; i++)
 		x->fds[i] = -1;
 	x->n = n;
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-		logs_unprepare(a);
+		logs_unprepare(l);
 		return;
 	}
 	for (int i = 0; i < n; i++) {
 		if (make_rank(dir, i, x->fds + 2 * i) != 0) {
-			logs_unprepare(a);
+			logs_unprepare(l);
 			return;
 		}
 	}
@@ -198,12 +200,12 @@ logs_prepare(struct agent *a, int n)
 
 /* Drops what was made ahead (the agent exits, or the count changed). */
 void
-logs_unprepare(struct agent *a)
+logs_unprepare(struct logs *l)
 {
-	struct logs_next *x = &a->next_logs;
+	struct logs_next *x = &l->next;
 	char dir[600];
 
-	snprintf(dir, sizeof(dir), "%s/.next", a->log_dir);
+	snprintf(dir, sizeof(dir), "%s/.next", l->dir);
 	for (int i = 0; i < x->n; i++)
 		drop_rank(dir, i, x->fds + 2 * i);
 	if (x->n > 0 || x->ready)
@@ -218,16 +220,16 @@ logs_unprepare(struct agent *a)
  * logs_generation_done() after.
  */
 void
-logs_generation(struct agent *a, uint64_t gen)
+logs_generation(struct logs *l, uint64_t gen)
 {
-	struct logs_next *x = &a->next_logs;
+	struct logs_next *x = &l->next;
 	char from[600], to[600];
 
 	x->taken = false;
 	if (!x->ready)
 		return;
-	snprintf(from, sizeof(from), "%s/.next", a->log_dir);
-	snprintf(to, sizeof(to), "%s/%llu", a->log_dir,
+	snprintf(from, sizeof(from), "%s/.next", l->dir);
+	snprintf(to, sizeof(to), "%s/%llu", l->dir,
 	    (unsigned long long)gen);
 	/* An existing directory (a log directory used before) is not
 	 * replaced: the workers then get files made one by one. */
@@ -237,15 +239,15 @@ logs_generation(struct agent *a, uint64_t gen)
 
 /* Ranks made ahead that this generation did not use go. */
 void
-logs_generation_done(struct agent *a, uint64_t gen, int n)
+logs_generation_done(struct logs *l, uint64_t gen, int n)
 {
-	struct logs_next *x = &a->next_logs;
+	struct logs_next *x = &l->next;
 	char dir[600];
 
 	if (!x->taken) {
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/%llu", a->log_dir,
+	snprintf(dir, sizeof(dir), "%s/%llu", l->dir,
 	    (unsigned long long)gen);
 	for (int i = n; i < x->n; i++)
 		drop_rank(dir, i, x->fds + 2 * i);
@@ -254,33 +256,32 @@ logs_generation_done(struct agent *a, uint64_t gen, int n)
 }
 
 /*
- * The files of worker |w| of generation |gen| in
- * <log-dir>/<gen>/<local_rank>/: its stdout.log and stderr.log, open and
- * close-on-exec (the child dup2()s them), and the name of its error file.
- * 0, or -1 with a message.
+ * The files of local rank |rank| of generation |gen| in
+ * <log-dir>/<gen>/<rank>/: its stdout.log and stderr.log, open and
+ * close-on-exec (the child dup2()s them), and the name of its error file
+ * in |error_file|. 0, or -1 with a message.
  */
 int
-logs_worker_open(struct agent *a, uint64_t gen, struct worker *w,
-    int *out_fd, int *err_fd, char *err, size_t errlen)
+logs_worker_open(struct logs *l, uint64_t gen, int rank, char *error_file,
+    size_t error_len, int *out_fd, int *err_fd, char *err, size_t errlen)
 {
-	struct logs_next *x = &a->next_logs;
+	struct logs_next *x = &l->next;
 	char dir[600];
 	int fds[2];
 
-	snprintf(dir, sizeof(dir), "%s/%llu", a->log_dir,
+	snprintf(dir, sizeof(dir), "%s/%llu", l->dir,
 	    (unsigned long long)gen);
-	snprintf(w->error_file, sizeof(w->error_file), "%s/%d/error.json",
-	    dir, w->local_rank);
-	if (x->taken && w->local_rank < x->n) {
-		*out_fd = x->fds[2 * w->local_rank];
-		*err_fd = x->fds[2 * w->local_rank + 1];
-		x->fds[2 * w->local_rank] = x->fds[2 * w->local_rank + 1] = -1;
+	snprintf(error_file, error_len, "%s/%d/error.json", dir, rank);
+	if (x->taken && rank < x->n) {
+		*out_fd = x->fds[2 * rank];
+		*err_fd = x->fds[2 * rank + 1];
+		x->fds[2 * rank] = x->fds[2 * rank + 1] = -1;
 		return 0;
 	}
 	if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
-	    make_rank(dir, w->local_rank, fds) != 0) {
-		snprintf(err, errlen, "worker logs in %s/%d: %s", dir,
-		    w->local_rank, strerror(errno));
+	    make_rank(dir, rank, fds) != 0) {
+		snprintf(err, errlen, "worker logs in %s/%d: %s", dir, rank,
+		    strerror(errno));
 		return -1;
 	}
 	*out_fd = fds[0];

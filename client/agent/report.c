@@ -3,7 +3,9 @@
  * workers (Report SUCCEEDED/FAILED, fenced by generation), changes of its
  * offer (Report UPDATE: nproc, master port, GPU results) and a planned
  * Leave. Outcomes and updates must arrive: they wait for the session while
- * the stream is down and are sent again after the resume.
+ * the stream is down and are sent again after the resume (the agent calls
+ * report_flush() once the session is back). The calls go on the session's
+ * client; when one ends the agent hears of it (report_events.done).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +18,8 @@
 #define REPORT_TIMEOUT_MS	10000
 #define REPORT_RETRY_MS		1000
 
-static void	send_outcome(struct agent *);
-static void	send_update(struct agent *);
+static void	send_outcome(struct report *);
+static void	send_update(struct report *);
 
 static void
 retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -25,10 +27,16 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	report_flush(arg);
 }
 
+static void
+done(struct report *r)
+{
+	r->ev.done(r->ev.arg);
+}
+
 /* A call failed: keep it pending when it may go through later. Returns
  * true when it stays pending. */
 static bool
-keep(struct agent *a, int status, const char *what, const char *msg)
+keep(struct report *rp, int status, const char *what, const char *msg)
 {
 	struct timeval tv = { REPORT_RETRY_MS / 1000,
 	    (REPORT_RETRY_MS % 1000) * 1000 };
@@ -38,14 +46,14 @@ keep(struct agent *a, int status, const char *what, const char *msg)
 		    msg != NULL ? msg : "", grpc_status_name(status));
 		return false;
 	}
-	if (a->quitting)
+	if (rp->quitting)
 		return false;
 	log_debug("%s: %s (%s); trying again", what, msg != NULL ? msg : "",
 	    grpc_status_name(status));
 	/* A lost connection resends after the resume; a slow rdzvd gets
 	 * another try. */
-	if (session_connected(a))
-		evtimer_add(a->report_retry_ev, &tv);
+	if (session_connected(rp->session))
+		evtimer_add(rp->retry_ev, &tv);
 	return true;
 }
 
@@ -54,76 +62,75 @@ outcome_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__ReportResponse *r =
 	    (const Rdzv__V1__ReportResponse *)msg;
-	struct agent *a = arg;
+	struct report *rp = arg;
 
 	log_debug("generation %llu reported; the job's restart count is %u",
-	    (unsigned long long)a->outcome.generation, r->restart_count);
+	    (unsigned long long)rp->outcome.generation, r->restart_count);
 }
 
 static void
 outcome_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
-	struct agent *a = arg;
-	struct outcome_report *r = &a->outcome;
+	struct report *rp = arg;
+	struct outcome_report *r = &rp->outcome;
 	char what[64];
 
 	r->cc = NULL;
 	snprintf(what, sizeof(what), "report of generation %llu",
 	    (unsigned long long)r->generation);
 	if (r->pending) {
-		if (status == GRPC_OK || !keep(a, status, what, msg)) {
+		if (status == GRPC_OK || !keep(rp, status, what, msg)) {
 			if (r->seq == r->sent_seq)
 				r->pending = false;
-			report_flush(a);
+			report_flush(rp);
 		} else
 			r->sent_seq = 0;	/* after a resume or a second */
 	}
-	/* An exiting agent may have waited for this call. */
-	agent_step(a);
+	done(rp);
 }
 
 /*
- * Queues the outcome of the set of workers that just ended, with each
- * worker's exit. A newer outcome replaces one not yet sent.
+ * Queues the outcome of the set of workers of generation |gen| that just
+ * ended, with each worker's exit: status[i] is local rank i's wait status.
+ * A newer outcome replaces one not yet sent.
  */
 void
-report_outcome(struct agent *a, Rdzv__V1__Outcome outcome,
-    const char *message)
+report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
+    const int *status, int n, const char *message)
 {
-	struct outcome_report *r = &a->outcome;
-	const struct workers *ws = &a->ws;
+	struct outcome_report *r = &rp->outcome;
 
 	free(r->exits);
-	r->exits = calloc((size_t)ws->n, sizeof(*r->exits));
-	if (r->exits == NULL && ws->n > 0)
+	r->exits = calloc((size_t)n, sizeof(*r->exits));
+	if (r->exits == NULL && n > 0)
 		fatalx("out of memory");
-	r->n_exits = ws->n;
-	for (int i = 0; i < ws->n; i++) {
-		const struct worker *w = &ws->w[i];
+	r->n_exits = n;
+	for (int i = 0; i < n; i++) {
 		Rdzv__V1__WorkerExit *e = &r->exits[i];
 
 		rdzv__v1__worker_exit__init(e);
-		e->local_rank = (uint32_t)w->local_rank;
-		if (WIFEXITED(w->status)) {
-			e->exit_code = WEXITSTATUS(w->status);
+		e->local_rank = (uint32_t)i;
+		if (WIFEXITED(status[i])) {
+			e->exit_code = WEXITSTATUS(status[i]);
 		} else {
 			e->exit_code = -1;
-			e->signal = WIFSIGNALED(w->status) ?
-			    WTERMSIG(w->status) : 0;
+			e->signal = WIFSIGNALED(status[i]) ?
+			    WTERMSIG(status[i]) : 0;
 		}
 	}
 	snprintf(r->message, sizeof(r->message), "%s", message);
-	r->generation = ws->generation;
+	r->generation = gen;
 	r->outcome = outcome;
 	r->pending = true;
 	r->seq++;
-	report_flush(a);
+	report_flush(rp);
 }
 
 static void
-send_outcome(struct agent *a)
+send_outcome(struct report *rp)
 {
-	struct outcome_report *r = &a->outcome;
+	const struct session *s = rp->session;
+	struct outcome_report *r = &rp->outcome;
 	Rdzv__V1__ReportRequest req = RDZV__V1__REPORT_REQUEST__INIT;
 	Rdzv__V1__WorkerExit **ptrs;
 
@@ -131,73 +138,77 @@ send_outcome(struct agent *a)
 		fatalx("out of memory");
 	for (int i = 0; i < r->n_exits; i++)
 		ptrs[i] = &r->exits[i];
-	req.session_id.data = a->session_id;
-	req.session_id.len = a->session_len;
+	req.session_id.data = (uint8_t *)s->id;
+	req.session_id.len = s->id_len;
 	req.generation = r->generation;
 	req.outcome = r->outcome;
 	req.n_exits = (size_t)r->n_exits;
 	req.exits = ptrs;
 	req.message = r->message;
 	r->sent_seq = r->seq;
-	r->cc = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Report",
+	r->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Report",
 	    &req.base, &rdzv__v1__report_response__descriptor,
-	    REPORT_TIMEOUT_MS, outcome_msg, outcome_done, a);
+	    REPORT_TIMEOUT_MS, outcome_msg, outcome_done, rp);
 	free(ptrs);
 }
 
 static void
 update_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
-	struct agent *a = arg;
-	struct update_report *u = &a->update;
+	struct report *rp = arg;
+	struct update_report *u = &rp->update;
 
 	u->cc = NULL;
 	if (u->pending) {
-		if (status == GRPC_OK || !keep(a, status, "update of this "
+		if (status == GRPC_OK || !keep(rp, status, "update of this "
 		    "node's offer", msg)) {
 			/* What changed meanwhile still goes. */
 			if (u->seq == u->sent_seq) {
 				u->pending = false;
-				u->nproc = u->master_port = u->gpus = false;
+				u->nproc = u->master_port = u->gpucheck = false;
 			}
-			report_flush(a);
+			report_flush(rp);
 		} else
 			u->sent_seq = 0;	/* after a resume or a second */
 	}
-	agent_step(a);
+	done(rp);
 }
 
-/* The node's offer changed: a->nproc, a->offer_port or the GPU results. */
+/* The node's offer changed: its nproc, its master port or its GPU
+ * results. The update sends the offer's values when it goes. */
 void
-report_update(struct agent *a, bool nproc, bool master_port, bool gpus)
+report_update(struct report *rp, bool nproc, bool master_port,
+    bool gpucheck)
 {
-	struct update_report *u = &a->update;
+	struct update_report *u = &rp->update;
 
 	u->nproc |= nproc;
 	u->master_port |= master_port;
-	u->gpus |= gpus;
+	u->gpucheck |= gpucheck;
 	u->seq++;
 	u->pending = true;
-	report_flush(a);
+	report_flush(rp);
 }
 
 static void
-send_update(struct agent *a)
+send_update(struct report *rp)
 {
-	struct update_report *u = &a->update;
+	const struct session *s = rp->session;
+	const struct offer *o = rp->offer;
+	struct update_report *u = &rp->update;
 	Rdzv__V1__ReportRequest req = RDZV__V1__REPORT_REQUEST__INIT;
-	struct gpus_pb gpb = { 0 };
+	struct gpucheck_pb gpb = { 0 };
 
-	req.session_id.data = a->session_id;
-	req.session_id.len = a->session_len;
-	req.generation = a->started_gen;
+	req.session_id.data = (uint8_t *)s->id;
+	req.session_id.len = s->id_len;
+	req.generation = o->started_gen;
 	req.outcome = RDZV__V1__OUTCOME__OUTCOME_UPDATE;
 	if (u->nproc)
-		req.nproc = a->nproc;
+		req.nproc = o->nproc;
 	if (u->master_port)
-		req.master_port = a->offer_port;
-	if (u->gpus) {
-		if (gpus_pb_new(&a->gpus, &gpb) != 0)
+		req.master_port = o->master_port;
+	if (u->gpucheck) {
+		if (gpucheck_pb_new(o->gpus, &gpb) != 0)
 			fatalx("out of memory");
 		req.n_gpus = gpb.n;
 		req.gpus = gpb.ptrs;
@@ -205,97 +216,116 @@ send_update(struct agent *a)
 	u->sent_seq = u->seq;
 	log_debug("update: nproc %u, master port %u, %zu GPU results",
 	    req.nproc, req.master_port, req.n_gpus);
-	u->cc = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Report",
+	u->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Report",
 	    &req.base, &rdzv__v1__report_response__descriptor,
-	    REPORT_TIMEOUT_MS, NULL, update_done, a);
-	gpus_pb_free(&gpb);
+	    REPORT_TIMEOUT_MS, NULL, update_done, rp);
+	gpucheck_pb_free(&gpb);
 }
 
 /* Sends what is pending, when the session is up. An exiting agent
  * reports no outcome, but still its GPU results. */
 void
-report_flush(struct agent *a)
+report_flush(struct report *rp)
 {
-	if (!session_connected(a))
+	if (!session_connected(rp->session))
 		return;
-	if (a->outcome.pending && a->outcome.cc == NULL && !a->quitting &&
-	    a->outcome.seq != a->outcome.sent_seq)
-		send_outcome(a);
-	if (a->update.pending && a->update.cc == NULL &&
-	    a->update.seq != a->update.sent_seq)
-		send_update(a);
+	if (rp->outcome.pending && rp->outcome.cc == NULL && !rp->quitting &&
+	    rp->outcome.seq != rp->outcome.sent_seq)
+		send_outcome(rp);
+	if (rp->update.pending && rp->update.cc == NULL &&
+	    rp->update.seq != rp->update.sent_seq)
+		send_update(rp);
 }
 
 /* The session is gone (a refused resume): what it would have said is
  * moot; a new Join carries the node's offer. */
 void
-report_forget(struct agent *a)
+report_forget(struct report *rp)
 {
-	a->outcome.pending = false;
-	a->update.pending = false;
-	a->update.nproc = a->update.master_port = a->update.gpus = false;
-	if (a->outcome.cc != NULL)
-		grpc_ccall_cancel(a->outcome.cc);
-	if (a->update.cc != NULL)
-		grpc_ccall_cancel(a->update.cc);
+	struct update_report *u = &rp->update;
+
+	rp->outcome.pending = false;
+	u->pending = false;
+	u->nproc = u->master_port = u->gpucheck = false;
+	if (rp->outcome.cc != NULL)
+		grpc_ccall_cancel(rp->outcome.cc);
+	if (u->cc != NULL)
+		grpc_ccall_cancel(u->cc);
 }
 
 static void
 leave_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
-	struct agent *a = arg;
+	struct report *rp = arg;
 
-	a->leave_cc = NULL;
-	a->left = true;
+	rp->leave_cc = NULL;
+	rp->left = true;
 	if (status == GRPC_OK)
-		log_info("left job %s", a->opts->id);
+		log_info("left job %s", rp->job_id);
 	else
-		log_warnx("leaving job %s: %s (%s)", a->opts->id,
+		log_warnx("leaving job %s: %s (%s)", rp->job_id,
 		    msg != NULL ? msg : "", grpc_status_name(status));
-	agent_step(a);
+	done(rp);
 }
 
 /* A planned leave (SPEC §4 rule 8): the job re-rounds without us. */
 void
-report_leave(struct agent *a, const char *reason)
+report_leave(struct report *rp, const char *reason)
 {
+	const struct session *s = rp->session;
 	Rdzv__V1__LeaveRequest req = RDZV__V1__LEAVE_REQUEST__INIT;
 
-	if (a->session_len == 0 || a->left || a->leave_cc != NULL)
+	if (s->id_len == 0 || rp->left || rp->leave_cc != NULL)
 		return;
-	req.session_id.data = a->session_id;
-	req.session_id.len = a->session_len;
+	req.session_id.data = (uint8_t *)s->id;
+	req.session_id.len = s->id_len;
 	req.reason = (char *)reason;
-	a->leave_cc = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Leave",
+	rp->leave_cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Leave",
 	    &req.base, &rdzv__v1__leave_response__descriptor,
-	    AGENT_LEAVE_TIMEOUT_MS, NULL, leave_done, a);
-	if (a->leave_cc == NULL)
-		a->left = true;
+	    AGENT_LEAVE_TIMEOUT_MS, NULL, leave_done, rp);
+	if (rp->leave_cc == NULL)
+		rp->left = true;
+}
+
+/* The agent is exiting: no outcome is sent any more (updates and the
+ * Leave still are) and nothing failed is tried again. */
+void
+report_quit(struct report *rp)
+{
+	rp->quitting = true;
 }
 
 /* Whether calls are in flight that an exiting agent waits for (each is
  * bounded by its deadline). */
 bool
-report_busy(const struct agent *a)
+report_busy(const struct report *rp)
 {
-	return a->leave_cc != NULL || a->update.cc != NULL ||
-	    a->outcome.cc != NULL;
+	return rp->leave_cc != NULL || rp->update.cc != NULL ||
+	    rp->outcome.cc != NULL;
 }
 
+/* The calls go on |s|'s client, with |o|'s values; |ev| tells the agent
+ * when one ended. */
 int
-report_init(struct agent *a)
+report_init(struct report *rp, struct event_base *base,
+    const struct session *s, const struct offer *o, const char *job_id,
+    const struct report_events *ev)
 {
-	a->report_retry_ev = evtimer_new(a->base, retry_cb, a);
-	return a->report_retry_ev != NULL ? 0 : -1;
+	rp->session = s;
+	rp->offer = o;
+	rp->job_id = job_id;
+	rp->ev = *ev;
+	rp->retry_ev = evtimer_new(base, retry_cb, rp);
+	return rp->retry_ev != NULL ? 0 : -1;
 }
 
 /* After the client is gone (its calls were cancelled). */
 void
-report_free(struct agent *a)
+report_free(struct report *rp)
 {
-	if (a->report_retry_ev != NULL)
-		event_free(a->report_retry_ev);
-	a->report_retry_ev = NULL;
-	free(a->outcome.exits);
-	a->outcome.exits = NULL;
+	if (rp->retry_ev != NULL)
+		event_free(rp->retry_ev);
+	rp->retry_ev = NULL;
+	free(rp->outcome.exits);
+	rp->outcome.exits = NULL;
 }

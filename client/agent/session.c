@@ -6,8 +6,10 @@
  * exponential backoff and jitter (100 ms to 5 s) and resumes with its
  * session_id and the generation it runs. A refused resume makes it a new
  * node. Before it ever joined, it gives up after --connect-timeout (exit 3);
- * after, after --reconnect-timeout.
+ * after, after --reconnect-timeout. What the stream brings and how the
+ * session ends go to the agent (session_events), which decides.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,31 @@
 #define BACKOFF_MAX_MS		5000
 #define CHECK_TIMEOUT_MS	5000
 
-static void	connect_check(struct agent *);
-static void	send_join(struct agent *);
+static void	connect_check(struct session *);
+static void	send_join(struct session *);
 
 bool
-session_connected(const struct agent *a)
+session_connected(const struct session *s)
 {
-	return a->sstate == SESSION_JOINED && a->session_len > 0;
+	return s->state == SESSION_JOINED && s->id_len > 0;
+}
+
+/* The end: the agent exits with |status| and |fmt|'s message. */
+static void
+end(struct session *s, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+end(struct session *s, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->state = SESSION_ENDED;
+	s->ev.ended(s->ev.arg, status, msg);
 }
 
 static uint32_t
@@ -44,70 +64,70 @@ jitter(uint32_t ms)
 static void
 retry_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct agent *a = arg;
+	struct session *s = arg;
 
-	if (a->quitting)
+	if (s->quitting)
 		return;
-	if (a->session_len > 0)
-		send_join(a);
+	if (s->id_len > 0)
+		send_join(s);
 	else
-		connect_check(a);
+		connect_check(s);
 }
 
 /* A connection attempt or the stream failed: try again after a backoff,
  * or give up once the bound has passed. */
 static void
-failed_attempt(struct agent *a, int status, const char *msg)
+failed_attempt(struct session *s, int status, const char *msg)
 {
+	const struct agent_opts *o = s->opts;
 	uint64_t now = mono_ms(), limit;
 	struct timeval tv;
 	uint32_t ms;
 
-	snprintf(a->last_error, sizeof(a->last_error), "%s (%s)",
+	snprintf(s->last_error, sizeof(s->last_error), "%s (%s)",
 	    msg != NULL && *msg != '\0' ? msg : "no message",
 	    grpc_status_name(status));
-	if (a->quitting)
+	if (s->quitting)
 		return;
-	limit = a->ever_joined ? a->opts->reconnect_timeout_ms :
-	    a->opts->client.connect_timeout_ms;
-	if (a->trying_since == 0) {
-		a->trying_since = now;
-		if (a->ever_joined)
+	limit = s->ever_joined ? o->reconnect_timeout_ms :
+	    o->client.connect_timeout_ms;
+	if (s->trying_since == 0) {
+		s->trying_since = now;
+		if (s->ever_joined)
 			log_warnx("lost rdzvd at %s: %s; the workers keep "
 			    "running while the agent reconnects",
-			    a->opts->client.server, a->last_error);
+			    o->client.server, s->last_error);
 		else
 			log_info("rdzvd at %s: %s; retrying for %.0f s",
-			    a->opts->client.server, a->last_error,
+			    o->client.server, s->last_error,
 			    limit / 1000.0);
 	} else {
-		log_debug("rdzvd at %s: %s", a->opts->client.server,
-		    a->last_error);
+		log_debug("rdzvd at %s: %s", o->client.server,
+		    s->last_error);
 	}
-	if (now - a->trying_since >= limit) {
-		a->sstate = SESSION_ENDED;
-		agent_quit(a, AGENT_EXIT_UNREACHABLE, false, "cannot reach "
-		    "rdzvd at %s for %.0f s: %s; is it running there? "
-		    "(--server, RDZV_SERVER)", a->opts->client.server,
-		    (now - a->trying_since) / 1000.0, a->last_error);
+	if (now - s->trying_since >= limit) {
+		end(s, AGENT_EXIT_UNREACHABLE, "cannot reach rdzvd at %s for "
+		    "%.0f s: %s; is it running there? (--server, "
+		    "RDZV_SERVER)", o->client.server,
+		    (now - s->trying_since) / 1000.0, s->last_error);
 		return;
 	}
-	a->backoff_ms = a->backoff_ms == 0 ? BACKOFF_MIN_MS :
-	    a->backoff_ms * 2;
-	if (a->backoff_ms > BACKOFF_MAX_MS)
-		a->backoff_ms = BACKOFF_MAX_MS;
-	ms = jitter(a->backoff_ms);
-	if (now + ms > a->trying_since + limit)
-		ms = (uint32_t)(a->trying_since + limit - now);
+	s->backoff_ms = s->backoff_ms == 0 ? BACKOFF_MIN_MS :
+	    s->backoff_ms * 2;
+	if (s->backoff_ms > BACKOFF_MAX_MS)
+		s->backoff_ms = BACKOFF_MAX_MS;
+	ms = jitter(s->backoff_ms);
+	if (now + ms > s->trying_since + limit)
+		ms = (uint32_t)(s->trying_since + limit - now);
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
-	a->sstate = SESSION_RETRY;
-	evtimer_add(a->retry_ev, &tv);
+	s->state = SESSION_RETRY;
+	evtimer_add(s->retry_ev, &tv);
 }
 
 /* rdzvd said no to a new Join: nothing to retry. */
 static void
-refused(struct agent *a, int status, const char *msg)
+refused(struct session *s, int status, const char *msg)
 {
 	int code;
 
@@ -123,10 +143,8 @@ refused(struct agent *a, int status, const char *msg)
 		code = AGENT_EXIT_REFUSED;
 		break;
 	}
-	a->sstate = SESSION_ENDED;
-	agent_quit(a, code, false, "rdzvd refused to join job %s: %s (%s)",
-	    a->opts->id, msg != NULL ? msg : "no reason given",
-	    grpc_status_name(status));
+	end(s, code, "rdzvd refused to join job %s: %s (%s)", s->opts->id,
+	    msg != NULL ? msg : "no reason given", grpc_status_name(status));
 }
 
 /* ------------------------------------------------------------ Health */
@@ -136,102 +154,102 @@ check_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	const Grpc__Health__V1__HealthCheckResponse *r =
 	    (const Grpc__Health__V1__HealthCheckResponse *)msg;
-	struct agent *a = arg;
+	struct session *s = arg;
 
-	a->check_serving = r->status ==
+	s->check_serving = r->status ==
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
 }
 
 static void
 check_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
-	struct agent *a = arg;
+	struct session *s = arg;
 
-	a->call = NULL;
-	if (a->quitting || a->sstate == SESSION_ENDED)
+	s->call = NULL;
+	if (s->quitting || s->state == SESSION_ENDED)
 		return;
-	if (status == GRPC_OK && !a->check_serving) {
-		failed_attempt(a, GRPC_UNAVAILABLE, "rdzvd is not serving "
+	if (status == GRPC_OK && !s->check_serving) {
+		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd is not serving "
 		    "(shutting down?)");
 		return;
 	}
 	if (status == GRPC_UNIMPLEMENTED || status == GRPC_NOT_FOUND) {
-		refused(a, GRPC_UNIMPLEMENTED, msg);
+		refused(s, GRPC_UNIMPLEMENTED, msg);
 		return;
 	}
 	if (status != GRPC_OK) {
-		failed_attempt(a, status, msg);
+		failed_attempt(s, status, msg);
 		return;
 	}
-	send_join(a);
+	send_join(s);
 }
 
 static void
-connect_check(struct agent *a)
+connect_check(struct session *s)
 {
 	Grpc__Health__V1__HealthCheckRequest req =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
 
-	a->sstate = SESSION_CONNECT;
+	s->state = SESSION_CONNECT;
 	req.service = (char *)"rdzv.v1.Rendezvous";
-	a->check_serving = false;
-	a->call = grpc_client_call(a->cli, "/grpc.health.v1.Health/Check",
+	s->check_serving = false;
+	s->call = grpc_client_call(s->cli, "/grpc.health.v1.Health/Check",
 	    &req.base, &grpc__health__v1__health_check_response__descriptor,
-	    a->opts->client.connect_timeout_ms + CHECK_TIMEOUT_MS, check_msg,
-	    check_done, a);
-	if (a->call == NULL)
-		failed_attempt(a, GRPC_INTERNAL, "cannot start a call");
+	    s->opts->client.connect_timeout_ms + CHECK_TIMEOUT_MS, check_msg,
+	    check_done, s);
+	if (s->call == NULL)
+		failed_attempt(s, GRPC_INTERNAL, "cannot start a call");
 }
 
 /* ------------------------------------------------------------- Join */
 
 static void
-on_accepted(struct agent *a, const Rdzv__V1__Accepted *acc)
+on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 {
-	const Rdzv__V1__JobSettings *s = acc->settings;
+	const Rdzv__V1__JobSettings *js = acc->settings;
+	const char *id = s->opts->id;
 
 	if (acc->session_id.len == 0 || acc->session_id.len >
-	    sizeof(a->session_id)) {
+	    sizeof(s->id)) {
 		log_warnx("rdzvd sent a session id of %zu bytes; ignored",
 		    acc->session_id.len);
 	} else {
-		memcpy(a->session_id, acc->session_id.data,
-		    acc->session_id.len);
-		a->session_len = acc->session_id.len;
+		memcpy(s->id, acc->session_id.data, acc->session_id.len);
+		s->id_len = acc->session_id.len;
 	}
 	if (acc->resumed)
 		log_info("resumed as node %llu of job %s",
-		    (unsigned long long)acc->node_id, a->opts->id);
+		    (unsigned long long)acc->node_id, id);
 	else
-		log_info("joined job %s as node %llu (attempt %u)",
-		    a->opts->id, (unsigned long long)acc->node_id,
-		    acc->attempt);
-	if (s != NULL)
+		log_info("joined job %s as node %llu (attempt %u)", id,
+		    (unsigned long long)acc->node_id, acc->attempt);
+	if (js != NULL)
 		log_debug("job %s: nodes %u:%u, last call %u ms, join timeout "
 		    "%u ms, max restarts %u, lease %u ms, reconnect grace %u "
-		    "ms", a->opts->id, s->min_nodes, s->max_nodes,
-		    s->last_call_timeout_ms, s->join_timeout_ms,
-		    s->max_restarts, s->lease_ttl_ms, s->reconnect_grace_ms);
-	a->node_id = acc->node_id;
-	a->sstate = SESSION_JOINED;
-	a->ever_joined = true;
-	a->trying_since = 0;
-	a->backoff_ms = 0;
-	report_flush(a);
+		    "ms", id, js->min_nodes, js->max_nodes,
+		    js->last_call_timeout_ms, js->join_timeout_ms,
+		    js->max_restarts, js->lease_ttl_ms,
+		    js->reconnect_grace_ms);
+	s->node_id = acc->node_id;
+	s->state = SESSION_JOINED;
+	s->ever_joined = true;
+	s->trying_since = 0;
+	s->backoff_ms = 0;
+	s->ev.joined(s->ev.arg);
 }
 
 static void
 join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__JoinEvent *ev = (const Rdzv__V1__JoinEvent *)msg;
-	struct agent *a = arg;
-	const char *id = a->opts->id;
+	struct session *s = arg;
+	const char *id = s->opts->id;
 
-	if (a->sstate == SESSION_ENDED)
+	if (s->state == SESSION_ENDED)
 		return;
 	switch (ev->event_case) {
 	case RDZV__V1__JOIN_EVENT__EVENT_ACCEPTED:
-		on_accepted(a, ev->accepted);
+		on_accepted(s, ev->accepted);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_WAITING:
 		log_info("job %s: waiting as %s: %u of %u:%u nodes%s%s", id,
@@ -241,26 +259,22 @@ join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		    ev->waiting->reason);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
-		agent_assignment(a, ev->assignment);
+		s->ev.assignment(s->ev.arg, ev->assignment);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_STOP:
-		agent_stop_generation(a, ev->stop->generation,
-		    ev->stop->reason);
+		s->ev.stop(s->ev.arg, ev->stop->generation, ev->stop->reason);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_CLOSED:
-		a->sstate = SESSION_ENDED;
-		agent_quit(a, AGENT_EXIT_OK, false, "job %s closed: %s", id,
+		end(s, AGENT_EXIT_OK, "job %s closed: %s", id,
 		    ev->closed->reason);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_FAILED:
-		a->sstate = SESSION_ENDED;
-		agent_quit(a, AGENT_EXIT_FAILED, false, "job %s failed: %s",
-		    id, ev->failed->reason);
+		end(s, AGENT_EXIT_FAILED, "job %s failed: %s", id,
+		    ev->failed->reason);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_EVICTED:
-		a->sstate = SESSION_ENDED;
-		agent_quit(a, AGENT_EXIT_REFUSED, false, "evicted from job %s: "
-		    "%s", id, ev->evicted->reason);
+		end(s, AGENT_EXIT_REFUSED, "evicted from job %s: %s", id,
+		    ev->evicted->reason);
 		break;
 	default:
 		log_debug("job %s: unknown event %d ignored", id,
@@ -272,46 +286,51 @@ join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 static void
 join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
-	struct agent *a = arg;
-	bool joined = a->sstate == SESSION_JOINED;
-	bool resuming = a->session_len > 0;
+	struct session *s = arg;
+	bool joined = s->state == SESSION_JOINED;
+	bool resuming = s->id_len > 0;
+	uint64_t node_id = s->node_id;
 
-	a->call = NULL;
-	if (a->quitting || a->sstate == SESSION_ENDED)
+	s->call = NULL;
+	if (s->quitting || s->state == SESSION_ENDED)
 		return;
 	if (status == GRPC_OK) {
 		/* Ended without closed/failed/evicted: resume. */
-		failed_attempt(a, GRPC_UNAVAILABLE, "rdzvd ended the stream");
+		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd ended the stream");
 		return;
 	}
 	if (resuming && (status == GRPC_NOT_FOUND ||
 	    status == GRPC_FAILED_PRECONDITION)) {
-		agent_resume_refused(a, msg);
-		connect_check(a);
+		/* A new node from now on. */
+		s->id_len = 0;
+		s->node_id = 0;
+		s->ev.resume_refused(s->ev.arg, node_id, msg);
+		connect_check(s);
 		return;
 	}
 	if (!joined && !grpc_status_transient(status)) {
-		refused(a, status, msg);
+		refused(s, status, msg);
 		return;
 	}
-	failed_attempt(a, status, msg);
+	failed_attempt(s, status, msg);
 }
 
 static void
-send_join(struct agent *a)
+send_join(struct session *s)
 {
 	Rdzv__V1__JoinRequest req = RDZV__V1__JOIN_REQUEST__INIT;
-	const struct agent_opts *o = a->opts;
-	struct gpus_pb gpb = { 0 };
+	const struct agent_opts *o = s->opts;
+	const struct offer *of = s->offer;
+	struct gpucheck_pb gpb = { 0 };
 	const char *addr;
 
 	req.rdzv_id = (char *)o->id;
-	if (a->session_len > 0) {
-		req.session_id.data = a->session_id;
-		req.session_id.len = a->session_len;
-		req.generation = agent_resume_generation(a);
+	if (s->id_len > 0) {
+		req.session_id.data = s->id;
+		req.session_id.len = s->id_len;
+		req.generation = s->ev.resume_generation(s->ev.arg);
 		log_debug("resuming node %llu with generation %llu",
-		    (unsigned long long)a->node_id,
+		    (unsigned long long)s->node_id,
 		    (unsigned long long)req.generation);
 	} else {
 		req.min_nodes = o->min_nodes;
@@ -321,35 +340,35 @@ send_join(struct agent *a)
 		req.max_restarts = o->max_restarts;
 		req.lease_ttl_ms = o->lease_ttl_ms;
 		req.reconnect_grace_ms = o->reconnect_grace_ms;
-		req.hostname = a->hostname;
+		req.hostname = (char *)of->hostname;
 		/* Where rdzvd sees us from is the interface that reaches
 		 * the cluster; over a unix socket, our host name. */
 		addr = o->advertise_addr;
-		if (addr == NULL && (addr = grpc_client_local_addr(a->cli)) !=
+		if (addr == NULL && (addr = grpc_client_local_addr(s->cli)) !=
 		    NULL && strcmp(addr, "unix") == 0)
-			addr = a->hostname;
+			addr = of->hostname;
 		req.advertise_addr = (char *)(addr != NULL ? addr : "");
-		req.master_port = a->offer_port;
-		req.nproc = a->nproc;
+		req.master_port = of->master_port;
+		req.nproc = of->nproc;
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
 		req.role = (char *)o->role;
 		req.agent_version = (char *)RDZV_VERSION;
-		if (gpus_pb_new(&a->gpus, &gpb) != 0)
+		if (gpucheck_pb_new(of->gpus, &gpb) != 0)
 			fatalx("out of memory");
 		req.n_gpus = gpb.n;
 		req.gpus = gpb.ptrs;
 		log_debug("joining job %s as %s (%s), %u workers, master port "
-		    "%u", o->id, a->hostname, req.advertise_addr, a->nproc,
-		    a->offer_port);
+		    "%u", o->id, of->hostname, req.advertise_addr, of->nproc,
+		    of->master_port);
 	}
-	a->sstate = SESSION_JOIN;
-	a->call = grpc_client_call(a->cli, "/rdzv.v1.Rendezvous/Join",
+	s->state = SESSION_JOIN;
+	s->call = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Join",
 	    &req.base, &rdzv__v1__join_event__descriptor, 0, join_msg,
-	    join_done, a);
-	gpus_pb_free(&gpb);
-	if (a->call == NULL)
-		failed_attempt(a, GRPC_INTERNAL, "cannot start the Join call");
+	    join_done, s);
+	gpucheck_pb_free(&gpb);
+	if (s->call == NULL)
+		failed_attempt(s, GRPC_INTERNAL, "cannot start the Join call");
 }
 
 /* ----------------------------------------------------------- lifetime */
@@ -360,18 +379,25 @@ on_closed(struct grpc_client *cli, int err, void *arg)
 	log_debug("connection to rdzvd closed (%d)", err);
 }
 
+/* The session joins with |offer|'s values and tells the agent what
+ * happens through |ev|. */
 int
-session_init(struct agent *a, char *err, size_t errlen)
+session_init(struct session *s, struct event_base *base,
+    const struct agent_opts *opts, const struct offer *offer,
+    const struct session_events *ev, char *err, size_t errlen)
 {
-	if (client_opts_grpc(&a->opts->client, &a->gopts, &a->tls, err,
+	s->opts = opts;
+	s->offer = offer;
+	s->ev = *ev;
+	if (client_opts_grpc(&opts->client, &s->gopts, &s->tls, err,
 	    errlen) != 0)
 		return -1;
 	/* Our PINGs find a dead rdzvd or network even while nothing is
 	 * said; rdzvd accepts them at any rate. */
-	a->gopts.keepalive_ms = 5000;
-	a->cli = grpc_client_new(a->base, &a->gopts, on_closed, a);
-	a->retry_ev = evtimer_new(a->base, retry_cb, a);
-	if (a->cli == NULL || a->retry_ev == NULL) {
+	s->gopts.keepalive_ms = 5000;
+	s->cli = grpc_client_new(base, &s->gopts, on_closed, s);
+	s->retry_ev = evtimer_new(base, retry_cb, s);
+	if (s->cli == NULL || s->retry_ev == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -379,22 +405,35 @@ session_init(struct agent *a, char *err, size_t errlen)
 }
 
 void
-session_start(struct agent *a)
+session_start(struct session *s)
 {
-	a->trying_since = 0;
-	a->backoff_ms = 0;
-	connect_check(a);
+	s->trying_since = 0;
+	s->backoff_ms = 0;
+	connect_check(s);
 }
 
-/* Cancels what is in flight; the callbacks see a->quitting. */
+/* The agent is exiting: no more attempts, and what is still in flight
+ * ends without consequence. */
 void
-session_free(struct agent *a)
+session_quit(struct session *s)
 {
-	if (a->retry_ev != NULL)
-		event_free(a->retry_ev);
-	a->retry_ev = NULL;
-	grpc_client_free(a->cli);
-	a->cli = NULL;
-	tls_free(a->tls);
-	a->tls = NULL;
+	s->quitting = true;
+	if (s->retry_ev != NULL)
+		event_del(s->retry_ev);
+}
+
+/* Cancels what is in flight (its callbacks find the session ended) and
+ * frees the client. */
+void
+session_free(struct session *s)
+{
+	s->quitting = true;
+	s->state = SESSION_ENDED;
+	if (s->retry_ev != NULL)
+		event_free(s->retry_ev);
+	s->retry_ev = NULL;
+	grpc_client_free(s->cli);
+	s->cli = NULL;
+	tls_free(s->tls);
+	s->tls = NULL;
 }

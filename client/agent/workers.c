@@ -7,7 +7,8 @@
  *
  * The set ends once every worker was reaped: on its own (all exited 0, or
  * one failed and we stopped the rest) or because the agent stopped it. It
- * then tells agent_workers_ended(), which decides what that means.
+ * then tells the agent (workers_events.ended), which decides what that
+ * means; so it does with each worker's GPU check result.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +24,10 @@
 #include "agent.h"
 #include "log.h"
 
-static void	set_ended(struct agent *);
-static void	stop_set(struct agent *, const char *why);
+extern char **environ;
+
+static void	set_ended(struct workers *);
+static void	stop_set(struct workers *, const char *why);
 
 const char *
 workers_describe_status(int status, char *buf, size_t len)
@@ -43,7 +46,7 @@ workers_describe_status(int status, char *buf, size_t len)
 /* ------------------------------------------------------------- the child */
 
 struct spawn {
-	const struct agent	*a;
+	const struct agent_opts	*opts;
 	pid_t			 agent_pid;
 	int			 devnull;
 	int			 out;		/* becomes fd 1 */
@@ -64,7 +67,7 @@ child(const struct spawn *s)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD,
 	    SIGPIPE };
-	const struct agent_opts *o = s->a->opts;
+	const struct agent_opts *o = s->opts;
 	sigset_t none;
 	int e, fd;
 
@@ -83,12 +86,12 @@ child(const struct spawn *s)
 	/* What the agent has open is not the worker's (as torchrun's
 	 * subprocesses, which close their fds). */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	if (s->device >= 0 && o->health.policy != HEALTH_OFF) {
+	if (s->device >= 0 && o->gpucheck.policy != GPUCHECK_OFF) {
 		if ((fd = dup(s->pipe_w)) < 0)
 			goto fail;
-		if (health_worker_check(&o->health, s->device, fd) != 0 &&
-		    o->health.policy != HEALTH_WARN)
-			_exit(HEALTH_EXIT);
+		if (gpucheck_run_worker(&o->gpucheck, s->device, fd) != 0 &&
+		    o->gpucheck.policy != GPUCHECK_WARN)
+			_exit(GPUCHECK_EXIT);
 	}
 	execvpe(o->argv[0], o->argv, s->envp);
 fail:
@@ -101,11 +104,11 @@ fail:
 /* ------------------------------------------------------------ the parent */
 
 static struct worker *
-find(struct agent *a, pid_t pid)
+find(struct workers *ws, pid_t pid)
 {
-	for (int i = 0; i < a->ws.n; i++)
-		if (a->ws.w[i].pid == pid && !a->ws.w[i].exited)
-			return &a->ws.w[i];
+	for (int i = 0; i < ws->n; i++)
+		if (ws->w[i].pid == pid && !ws->w[i].exited)
+			return &ws->w[i];
 	return NULL;
 }
 
@@ -120,30 +123,42 @@ pipe_close(struct worker *w)
 	w->pipe_fd = -1;
 }
 
+/* A worker's check result goes to the agent. A worker whose check
+ * failed does not exec, unless the policy is warn (as child() does). */
+static void
+checked(struct worker *w, const struct gpucheck_result *r)
+{
+	struct workers *ws = w->ws;
+
+	if (!r->ok && ws->opts->gpucheck.policy != GPUCHECK_WARN)
+		w->check_failed = true;
+	ws->ev.checked(ws->ev.arg, w, r);
+}
+
 /* The check result on the pipe (whole: it is written at once). */
 static void
 pipe_check(struct worker *w)
 {
-	struct gpu_result r;
+	struct gpucheck_result r;
 
 	w->check_pending = false;
 	event_del(w->check_timer);
-	if (gpu_result_read(w->pipe_fd, &r) != 0) {
+	if (gpucheck_result_read(w->pipe_fd, &r) != 0) {
 		pipe_close(w);
 		/* Killed while checking, by us or by a crash. */
-		if (w->a->ws.state != WS_RUNNING)
+		if (w->ws->state != WS_RUNNING)
 			return;
-		gpu_result_failed(&r, w->device, "the check's process ended "
-		    "without a result");
+		gpucheck_result_failed(&r, w->device, "the check's process "
+		    "ended without a result");
 	}
-	gpus_worker_checked(w->a, w, &r);
+	checked(w, &r);
 }
 
 /* exec happened (EOF) or failed (an errno). */
 static void
 pipe_exec(struct worker *w)
 {
-	struct workers *ws = &w->a->ws;
+	struct workers *ws = w->ws;
 	int e = 0;
 	ssize_t n;
 
@@ -156,7 +171,7 @@ pipe_exec(struct worker *w)
 		w->exec_errno = e;
 		log_warnx("generation %llu: cannot run %s for local rank %d: "
 		    "%s", (unsigned long long)ws->generation,
-		    w->a->opts->argv[0], w->local_rank, strerror(e));
+		    ws->opts->argv[0], w->local_rank, strerror(e));
 	} else if (!w->check_failed) {
 		w->execd = true;
 		if (++ws->execd == ws->n) {
@@ -165,7 +180,7 @@ pipe_exec(struct worker *w)
 			    (unsigned long long)ws->generation, ws->n,
 			    (double)(mono_us() - ws->arrived_us) / 1000.0);
 			/* Now there is time for the next one's files. */
-			event_active(w->a->prepare_ev, EV_TIMEOUT, 0);
+			ws->ev.execd(ws->ev.arg);
 		}
 	}
 	pipe_close(w);
@@ -187,7 +202,7 @@ static void
 check_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
-	struct gpu_result r;
+	struct gpucheck_result r;
 	char why[64];
 
 	if (!w->check_pending || w->exited)
@@ -195,19 +210,19 @@ check_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	w->check_pending = false;
 	w->check_failed = true;
 	snprintf(why, sizeof(why), "timeout after %.1f s",
-	    w->a->opts->health.timeout_ms / 1000.0);
-	gpu_result_failed(&r, w->device, why);
+	    w->ws->opts->gpucheck.timeout_ms / 1000.0);
+	gpucheck_result_failed(&r, w->device, why);
 	kill(-w->pid, SIGKILL);
-	gpus_worker_checked(w->a, w, &r);
+	checked(w, &r);
 }
 
 static void
-spawn_fail(struct agent *a, struct worker *w, const char *fmt, ...)
+spawn_fail(struct workers *ws, struct worker *w, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* A worker that could not start counts as one that failed (code 127). */
 static void
-spawn_fail(struct agent *a, struct worker *w, const char *fmt, ...)
+spawn_fail(struct workers *ws, struct worker *w, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -216,47 +231,52 @@ spawn_fail(struct agent *a, struct worker *w, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_warnx("generation %llu: local rank %d: %s",
-	    (unsigned long long)a->ws.generation, w->local_rank, msg);
+	    (unsigned long long)ws->generation, w->local_rank, msg);
 	w->exited = true;
 	w->status = 127 << 8;
-	if (a->ws.first_failed < 0)
-		a->ws.first_failed = w->local_rank;
-	a->ws.end = WS_END_FAILED;
+	if (ws->first_failed < 0)
+		ws->first_failed = w->local_rank;
+	ws->end = WS_END_FAILED;
 }
 
 static void
-spawn(struct agent *a, const struct assignment *asg, struct worker *w,
-    int devnull)
+spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
+    int devnull, const char *visible)
 {
-	const struct agent_opts *o = a->opts;
-	struct spawn s = { .a = a, .agent_pid = getpid(), .devnull = devnull,
-	    .device = w->device };
+	const struct agent_opts *o = ws->opts;
+	struct spawn s = { .opts = o, .agent_pid = getpid(),
+	    .devnull = devnull, .device = w->device };
+	struct env_worker ew = { .local_rank = w->local_rank,
+	    .run_id = o->id, .role = o->role, .error_file = w->error_file,
+	    .visible = visible };
+	struct env_vars ev;
 	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int ep[2] = { -1, -1 };
 	uint32_t rank = asg->base_rank + (uint32_t)w->local_rank;
 	char msg[512];
 	pid_t pid;
 
-	if (logs_worker_open(a, asg->generation, w, &out, &err, msg,
+	if (logs_worker_open(ws->logs, asg->generation, w->local_rank,
+	    w->error_file, sizeof(w->error_file), &out, &err, msg,
 	    sizeof(msg)) != 0) {
-		spawn_fail(a, w, "%s", msg);
+		spawn_fail(ws, w, "%s", msg);
 		return;
 	}
 	if ((o->tee && (pipe2(po, O_CLOEXEC) != 0 ||
 	    pipe2(pe, O_CLOEXEC) != 0)) || pipe2(ep, O_CLOEXEC) != 0) {
-		spawn_fail(a, w, "pipe: %s", strerror(errno));
+		spawn_fail(ws, w, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	s.out = o->tee ? po[1] : out;
 	s.err = o->tee ? pe[1] : err;
 	s.pipe_w = ep[1];
-	if ((s.envp = env_worker(a, asg, w->local_rank, w->error_file)) ==
-	    NULL) {
-		spawn_fail(a, w, "out of memory");
+	env_vars(&ev, asg, &ew, environ);
+	if ((s.envp = env_merge(&ev, environ)) == NULL) {
+		spawn_fail(ws, w, "out of memory");
 		goto out;
 	}
 	if ((pid = fork()) < 0) {
-		spawn_fail(a, w, "fork: %s", strerror(errno));
+		spawn_fail(ws, w, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0)
@@ -265,23 +285,23 @@ spawn(struct agent *a, const struct assignment *asg, struct worker *w,
 	 * first. */
 	setpgid(pid, pid);
 	w->pid = pid;
-	a->ws.alive++;
+	ws->alive++;
 	w->pipe_fd = ep[0];
 	ep[0] = -1;
 	fcntl(w->pipe_fd, F_SETFL, fcntl(w->pipe_fd, F_GETFL) | O_NONBLOCK);
-	w->pipe_ev = event_new(a->base, w->pipe_fd, EV_READ | EV_PERSIST,
+	w->pipe_ev = event_new(ws->base, w->pipe_fd, EV_READ | EV_PERSIST,
 	    pipe_cb, w);
 	if (w->pipe_ev == NULL || event_add(w->pipe_ev, NULL) != 0)
 		fatalx("out of memory");
-	if (s.device >= 0 && o->health.policy != HEALTH_OFF) {
-		struct timeval tv = { o->health.timeout_ms / 1000,
-		    (o->health.timeout_ms % 1000) * 1000 };
+	if (s.device >= 0 && o->gpucheck.policy != GPUCHECK_OFF) {
+		struct timeval tv = { o->gpucheck.timeout_ms / 1000,
+		    (o->gpucheck.timeout_ms % 1000) * 1000 };
 		w->check_pending = true;
 		evtimer_add(w->check_timer, &tv);
 	}
 	if (o->tee) {
-		w->out = tee_new(a->base, po[0], out, 1, rank);
-		w->err = tee_new(a->base, pe[0], err, 2, rank);
+		w->out = tee_new(ws->base, po[0], out, 1, rank);
+		w->err = tee_new(ws->base, pe[0], err, 2, rank);
 		po[0] = pe[0] = out = err = -1;
 	}
 out:
@@ -301,10 +321,8 @@ out:
 }
 
 static void
-release(struct agent *a)
+release(struct workers *ws)
 {
-	struct workers *ws = &a->ws;
-
 	for (int i = 0; i < ws->n; i++) {
 		struct worker *w = &ws->w[i];
 		pipe_close(w);
@@ -318,14 +336,19 @@ release(struct agent *a)
 	ws->n = 0;
 }
 
+/*
+ * Starts the workers of |asg|, worker i on the GPU that |g| gives local
+ * rank i and with its CUDA_VISIBLE_DEVICES. 0, or -1 when none could be
+ * started; a worker that could not start ends the set as failed.
+ */
 int
-workers_start(struct agent *a, const struct assignment *asg)
+workers_start(struct workers *ws, const struct assignment *asg,
+    const struct gpucheck_node *g)
 {
-	struct workers *ws = &a->ws;
 	sigset_t all, old;
 	int devnull;
 
-	release(a);
+	release(ws);
 	if ((devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
 		log_warn("/dev/null");
 		return -1;
@@ -342,34 +365,33 @@ workers_start(struct agent *a, const struct assignment *asg)
 	ws->arrived_us = asg->arrived_us;
 	ws->alive = ws->execd = 0;
 	ws->first_failed = -1;
-	ws->n_failed_devices = 0;
 	ws->killed = false;
 	for (int i = 0; i < ws->n; i++) {
 		struct worker *w = &ws->w[i];
-		w->a = a;
+		w->ws = ws;
 		w->local_rank = i;
 		w->pipe_fd = -1;
-		w->device = gpus_device(&a->gpus, i);
-		if ((w->check_timer = evtimer_new(a->base, check_timeout_cb,
+		w->device = gpucheck_node_device(g, i);
+		if ((w->check_timer = evtimer_new(ws->base, check_timeout_cb,
 		    w)) == NULL)
 			fatalx("out of memory");
 	}
 	/* No signal may run libevent's handler in a child before it resets
 	 * them: block all around the forks. */
 	sigfillset(&all);
-	logs_generation(a, asg->generation);
+	logs_generation(ws->logs, asg->generation);
 	sigprocmask(SIG_BLOCK, &all, &old);
 	for (int i = 0; i < ws->n; i++)
-		spawn(a, asg, &ws->w[i], devnull);
+		spawn(ws, asg, &ws->w[i], devnull, g->visible);
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	logs_generation_done(a, asg->generation, ws->n);
+	logs_generation_done(ws->logs, asg->generation, ws->n);
 	close(devnull);
 	log_info("generation %llu: started %d worker%s (ranks %u to %u of %u)",
 	    (unsigned long long)asg->generation, ws->n, ws->n == 1 ? "" : "s",
 	    asg->base_rank, asg->base_rank + asg->local_world_size - 1,
 	    asg->world_size);
 	if (ws->end == WS_END_FAILED)
-		stop_set(a, "a worker could not start");
+		stop_set(ws, "a worker could not start");
 	return 0;
 }
 
@@ -377,10 +399,10 @@ workers_start(struct agent *a, const struct assignment *asg)
  * worker's group was killed when it was reaped: later its number may
  * belong to someone else.) */
 static void
-kill_groups(struct agent *a, int sig)
+kill_groups(struct workers *ws, int sig)
 {
-	for (int i = 0; i < a->ws.n; i++) {
-		struct worker *w = &a->ws.w[i];
+	for (int i = 0; i < ws->n; i++) {
+		struct worker *w = &ws->w[i];
 		if (w->pid > 0 && !w->exited && kill(-w->pid, sig) != 0 &&
 		    errno != ESRCH)
 			log_warn("kill %d", (int)-w->pid);
@@ -390,56 +412,57 @@ kill_groups(struct agent *a, int sig)
 static void
 kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct agent *a = arg;
+	struct workers *ws = arg;
 
 	log_warnx("generation %llu: %d worker%s still running %.1f s after "
-	    "SIGTERM: SIGKILL", (unsigned long long)a->ws.generation,
-	    a->ws.alive, a->ws.alive == 1 ? "" : "s",
-	    a->opts->stop_timeout_ms / 1000.0);
-	workers_kill(a);
+	    "SIGTERM: SIGKILL", (unsigned long long)ws->generation,
+	    ws->alive, ws->alive == 1 ? "" : "s",
+	    ws->opts->stop_timeout_ms / 1000.0);
+	workers_kill(ws);
 }
 
+/* Stops the set (SIGTERM now, SIGKILL after --stop-timeout), as the agent
+ * asks or because a worker failed and the others go with it (SPEC §6). */
 static void
-stop_set(struct agent *a, const char *why)
+stop_set(struct workers *ws, const char *why)
 {
-	struct workers *ws = &a->ws;
-	uint32_t ms = a->opts->stop_timeout_ms;
+	uint32_t ms = ws->opts->stop_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (ws->state != WS_RUNNING)
 		return;
 	ws->state = WS_STOPPING;
 	if (ws->alive == 0) {
-		set_ended(a);
+		set_ended(ws);
 		return;
 	}
 	log_info("generation %llu: stopping %d worker%s: %s",
 	    (unsigned long long)ws->generation, ws->alive,
 	    ws->alive == 1 ? "" : "s", why);
-	kill_groups(a, SIGTERM);
+	kill_groups(ws, SIGTERM);
 	if (ms == 0)
-		workers_kill(a);
+		workers_kill(ws);
 	else
 		evtimer_add(ws->kill_timer, &tv);
 }
 
 /* Stops a running set; |end| says why (WS_END_STOPPED: we want it gone,
- * WS_END_HEALTH: a GPU check failed). */
+ * WS_END_GPUCHECK: a GPU check failed). */
 void
-workers_stop(struct agent *a, enum ws_end end, const char *why)
+workers_stop(struct workers *ws, enum ws_end end, const char *why)
 {
-	if (a->ws.state == WS_RUNNING)
-		a->ws.end = end;
-	stop_set(a, why);
+	if (ws->state == WS_RUNNING)
+		ws->end = end;
+	stop_set(ws, why);
 }
 
 void
-workers_kill(struct agent *a)
+workers_kill(struct workers *ws)
 {
-	if (a->ws.state == WS_IDLE)
+	if (ws->state == WS_IDLE)
 		return;
-	a->ws.killed = true;
-	kill_groups(a, SIGKILL);
+	ws->killed = true;
+	kill_groups(ws, SIGKILL);
 }
 
 static bool
@@ -449,9 +472,8 @@ status_ok(int status)
 }
 
 static void
-reaped(struct agent *a, struct worker *w, int status)
+reaped(struct workers *ws, struct worker *w, int status)
 {
-	struct workers *ws = &a->ws;
 	char how[64];
 
 	/* A check result or exec error may still sit in the pipe. */
@@ -475,38 +497,36 @@ reaped(struct agent *a, struct worker *w, int status)
 		    workers_describe_status(status, how, sizeof(how)));
 		if (ws->first_failed < 0)
 			ws->first_failed = w->local_rank;
-		if (ws->end != WS_END_HEALTH)
+		if (ws->end != WS_END_GPUCHECK)
 			ws->end = WS_END_FAILED;
-		stop_set(a, "a worker failed");
+		stop_set(ws, "a worker failed");
 		return;		/* stop_set ends the set if it was the last */
 	}
 	if (ws->alive == 0)
-		set_ended(a);
+		set_ended(ws);
 }
 
 static void
 sigchld_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct agent *a = arg;
+	struct workers *ws = arg;
 	struct worker *w;
 	int status;
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if ((w = find(a, pid)) == NULL) {
+		if ((w = find(ws, pid)) == NULL) {
 			log_debug("reaped process %d, not a worker", (int)pid);
 			continue;
 		}
-		reaped(a, w, status);
+		reaped(ws, w, status);
 	}
 }
 
 /* Every worker was reaped. */
 static void
-set_ended(struct agent *a)
+set_ended(struct workers *ws)
 {
-	struct workers *ws = &a->ws;
-
 	event_del(ws->kill_timer);
 	for (int i = 0; i < ws->n; i++) {
 		tee_free(ws->w[i].out);
@@ -514,18 +534,23 @@ set_ended(struct agent *a)
 		ws->w[i].out = ws->w[i].err = NULL;
 	}
 	ws->state = WS_IDLE;
-	event_active(a->prepare_ev, EV_TIMEOUT, 0);
-	agent_workers_ended(a);
+	ws->ev.ended(ws->ev.arg);
 }
 
+/* |ev| tells the agent what happens to the workers; |logs| gives them
+ * their files. */
 int
-workers_init(struct agent *a)
+workers_init(struct workers *ws, struct event_base *base,
+    const struct agent_opts *opts, struct logs *logs,
+    const struct workers_events *ev)
 {
-	struct workers *ws = &a->ws;
-
+	ws->base = base;
+	ws->opts = opts;
+	ws->logs = logs;
+	ws->ev = *ev;
 	ws->state = WS_IDLE;
-	ws->sigchld = evsignal_new(a->base, SIGCHLD, sigchld_cb, a);
-	ws->kill_timer = evtimer_new(a->base, kill_timer_cb, a);
+	ws->sigchld = evsignal_new(base, SIGCHLD, sigchld_cb, ws);
+	ws->kill_timer = evtimer_new(base, kill_timer_cb, ws);
 	if (ws->sigchld == NULL || ws->kill_timer == NULL ||
 	    event_add(ws->sigchld, NULL) != 0)
 		return -1;
@@ -535,13 +560,11 @@ workers_init(struct agent *a)
 /* At exit: workers still running are killed (they would die with us
  * anyway, by PR_SET_PDEATHSIG). */
 void
-workers_free(struct agent *a)
+workers_free(struct workers *ws)
 {
-	struct workers *ws = &a->ws;
-
 	if (ws->state != WS_IDLE)
-		kill_groups(a, SIGKILL);
-	release(a);
+		kill_groups(ws, SIGKILL);
+	release(ws);
 	if (ws->sigchld != NULL)
 		event_free(ws->sigchld);
 	if (ws->kill_timer != NULL)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU health check (SPEC §7) on the real GPUs of this machine, through
+# The GPU check (SPEC §7) on the real GPUs of this machine, through
 # the real libcuda: run it wherever a GPU is available (docs/GPU.md).
 #
 #   tests/gpu/run.sh [BUILD_DIR]      (default: build-gpu-real)
@@ -10,11 +10,11 @@
 #   2. tests/unit/test_gpucheck against the real libcuda
 #      (RDZV_GPUCHECK_REAL=1): every device passes, with sane values;
 #   3. a one-node job on a private rdzvd with --nproc-per-node gpu and
-#      --health-check strict, so every worker checks its GPU between fork
+#      --gpucheck strict, so every worker checks its GPU between fork
 #      and exec before it runs;
 #   4. the ptxas test when the CUDA toolkit is there.
 # Exit status 0 when all passed. RDZV_LIBCUDA may name the driver's
-# libcuda.so.1 if it is not on the loader's path; RDZV_HEALTH_BYTES sets
+# libcuda.so.1 if it is not on the loader's path; RDZV_GPUCHECK_BYTES sets
 # the buffer size (default 256 MiB).
 set -u
 
@@ -73,7 +73,7 @@ while [ ! -S "$tmp/rdzvd.sock" ] && [ $i -lt 100 ]; do
 	i=$((i + 1))
 done
 if "$agent" join --server "unix:$tmp/rdzvd.sock" --id gpu-smoke \
-    --nnodes 1 --nproc-per-node gpu --health-check strict --tee \
+    --nnodes 1 --nproc-per-node gpu --gpucheck strict --tee \
     --log-level debug --log-dir "$tmp/logs" -- sh -c \
     'echo "rank $RANK of $WORLD_SIZE: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES LOCAL_RANK=$LOCAL_RANK"'
 then

@@ -1,10 +1,10 @@
 /*
- * Unit tests for the GPU health check (lib/gpucheck.c) and the agent's use
- * of it (client/agent/health.c), on the stand-in libcuda of tests/fakecuda
- * ($RDZV_LIBCUDA names it; meson sets it). Every case that loads libcuda
- * runs in a child process with its own FAKECUDA_* settings, because the
- * stand-in reads them once per process at cuInit, and because a process
- * that has initialised CUDA must not fork children that use it.
+ * Unit tests for the GPU check (lib/gpucheck.c) and the agent's running
+ * of it (client/agent/gpucheck_run.c), on the stand-in libcuda of
+ * tests/fakecuda ($RDZV_LIBCUDA names it; meson sets it). Every case that
+ * loads libcuda runs in a child process with its own FAKECUDA_* settings,
+ * because the stand-in reads them once per process at cuInit, and because
+ * a process that has initialised CUDA must not fork children that use it.
  *
  * With RDZV_GPUCHECK_REAL=1 (tests/gpu/run.sh) it checks the machine's
  * real GPUs instead: every device must pass, with sane values.
@@ -24,7 +24,7 @@
 #include "check.h"
 #include "clock.h"
 #include "gpucheck.h"
-#include "health.h"
+#include "gpucheck_run.h"
 
 #define SMALL	(1u << 20)	/* the buffer of most cases */
 #define STUB	"/usr/local/cuda/lib64/stubs/libcuda.so"
@@ -71,6 +71,7 @@ in_child(const char *what, void (*fn)(void), ...)
 		unsetenv("FAKECUDA_STATE");
 		unsetenv("FAKECUDA_LOG");
 		unsetenv("CUDA_VISIBLE_DEVICES");
+		unsetenv("RDZV_GPUCHECK_BYTES");
 		unsetenv("RDZV_HEALTH_BYTES");
 		va_start(ap, fn);
 		while ((e = va_arg(ap, const char *)) != NULL) {
@@ -101,7 +102,7 @@ in_child(const char *what, void (*fn)(void), ...)
 
 /* A passing result: every step present, in order, with sane values. */
 static void
-check_passed(const struct gpu_result *r, int device, int phys)
+check_passed(const struct gpucheck_result *r, int device, int phys)
 {
 	char	want[64];
 	size_t	i;
@@ -128,7 +129,8 @@ check_passed(const struct gpu_result *r, int device, int phys)
 
 /* A failed result: |step| is the last step recorded and names |error|. */
 static void
-check_failed(const struct gpu_result *r, const char *step, const char *error)
+check_failed(const struct gpucheck_result *r, const char *step,
+    const char *error)
 {
 	CHECK(!r->ok);
 	CHECK_STR(r->failed_step, step);
@@ -141,42 +143,47 @@ check_failed(const struct gpu_result *r, const char *step, const char *error)
 static void
 case_pass(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256];
 	int			n = -1;
 	uint64_t		sum = 0;
 	uint32_t		i;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), 0);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), 0);
 	CHECK_INT(n, 2);
-	CHECK_INT(gpu_check(0, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), 0);
 	check_passed(&r, 0, 0);
 	for (i = 0; i < r.n_steps; i++)
 		sum += r.steps[i].elapsed_us;
 	/* 1 MiB filled, transformed, copied and verified takes some time. */
 	CHECK(sum > 0);
-	CHECK_INT(gpu_check(1, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(1, SMALL, &r), 0);
 	check_passed(&r, 1, 1);
 	/* Twice on one device in one process: the first cleaned up. */
-	CHECK_INT(gpu_check(1, 4096, &r), 0);
+	CHECK_INT(gpucheck_device(1, 4096, &r), 0);
 	check_passed(&r, 1, 1);
 	/* An odd size: elements are 32-bit, the rest is left out. */
-	CHECK_INT(gpu_check(0, 4099, &r), 0);
-	CHECK_INT(gpu_check(2, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, 4099, &r), 0);
+	CHECK_INT(gpucheck_device(2, SMALL, &r), -1);
 	check_failed(&r, "device_count", "no device 2 (2 found)");
 }
 
-/* The default size, 256 MiB, through RDZV_HEALTH_BYTES's absence. */
+/* The default size, 256 MiB, when neither RDZV_GPUCHECK_BYTES nor its
+ * older name RDZV_HEALTH_BYTES is set; the new name wins over the old. */
 static void
 case_default_size(void)
 {
-	struct health_opts	opts = { HEALTH_EXCLUDE, 0, 0 };
+	struct gpucheck_opts	opts = { GPUCHECK_EXCLUDE, 0, 0 };
 
-	CHECK_INT(health_bytes(&opts), GPU_DEFAULT_BYTES);
+	CHECK_INT(gpucheck_bytes(&opts), GPUCHECK_DEFAULT_BYTES);
 	setenv("RDZV_HEALTH_BYTES", "2MiB", 1);
-	CHECK_INT(health_bytes(&opts), 2u << 20);
+	CHECK_INT(gpucheck_bytes(&opts), 2u << 20);
+	setenv("RDZV_GPUCHECK_BYTES", "", 1);
+	CHECK_INT(gpucheck_bytes(&opts), 2u << 20);
+	setenv("RDZV_GPUCHECK_BYTES", "1MiB", 1);
+	CHECK_INT(gpucheck_bytes(&opts), 1u << 20);
 	opts.bytes = 4096;
-	CHECK_INT(health_bytes(&opts), 4096);
+	CHECK_INT(gpucheck_bytes(&opts), 4096);
 }
 
 /* Which device fails, and how: set per case by test_fail_steps(). */
@@ -186,12 +193,12 @@ static const char	*fail_error;
 static void
 case_fail_step(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			log[4096];
 	FILE			*f;
 	int			released = 0, retained = 0;
 
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	check_failed(&r, fail_step, fail_error);
 	/* Every step before the failed one was recorded, in order. */
 	for (uint32_t i = 0; i < r.n_steps && i < N_STEPS; i++)
@@ -246,41 +253,41 @@ test_fail_steps(void)
 static void
 case_other_device_unaffected(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 
-	CHECK_INT(gpu_check(2, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(2, SMALL, &r), -1);
 	check_failed(&r, "alloc", "CUDA_ERROR_OUT_OF_MEMORY");
 	CHECK_STR(r.name, "FakeCUDA GPU 2");
-	CHECK_INT(gpu_check(3, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(3, SMALL, &r), 0);
 	check_passed(&r, 3, 3);
 }
 
 static void
 case_mismatch(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	check_failed(&r, "verify", "mismatch at element 5 (1 wrong)");
 	/* Steps up to the verification ran; copy_back before it. */
 	CHECK_INT(r.n_steps, 16);
 	CHECK_STR(r.steps[14].name, "copy_back");
 	/* The index wraps on a smaller buffer: 1000 elements. */
-	CHECK_INT(gpu_check(1, 4000, &r), -1);
+	CHECK_INT(gpucheck_device(1, 4000, &r), -1);
 	check_failed(&r, "verify", "mismatch at element 0 (1 wrong)");
-	CHECK_INT(gpu_check(2, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(2, SMALL, &r), 0);
 }
 
 /* "Passes before the join, fails when its worker starts." */
 static void
 case_fail_after(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 
-	CHECK_INT(gpu_check(0, SMALL, &r), 0);
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	check_failed(&r, "alloc", "CUDA_ERROR_OUT_OF_MEMORY");
-	CHECK_INT(gpu_check(1, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(1, SMALL, &r), 0);
 }
 
 static int	want_ok;
@@ -288,9 +295,9 @@ static int	want_ok;
 static void
 case_one_check(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 
-	CHECK_INT(gpu_check(0, SMALL, &r), want_ok ? 0 : -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), want_ok ? 0 : -1);
 	if (!want_ok)
 		check_failed(&r, "alloc", "CUDA_ERROR_OUT_OF_MEMORY");
 }
@@ -315,19 +322,19 @@ test_fail_after_state(void)
 static void
 case_no_libcuda(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256], why[512];
 	int			n = -1;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), -1);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), -1);
 	CHECK_INT(n, 0);
 	CHECK_CONTAINS(err, "libcuda");
 	CHECK_CONTAINS(err, "/nonexistent/libcuda.so.1");
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	CHECK_STR(r.failed_step, "libcuda");
 	CHECK_INT(r.n_steps, 1);
 	CHECK_CONTAINS(r.error, "libcuda");
-	CHECK_INT(health_count(5000, &n, why, sizeof why), -1);
+	CHECK_INT(gpucheck_run_count(5000, &n, why, sizeof why), -1);
 	CHECK_CONTAINS(why, "cannot load libcuda: /nonexistent/libcuda.so.1");
 }
 
@@ -338,7 +345,7 @@ case_not_libcuda(void)
 	char	err[256];
 	int	n;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), -1);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), -1);
 	CHECK_CONTAINS(err, "has no cuGetErrorName");
 }
 
@@ -350,28 +357,28 @@ case_not_libcuda(void)
 static void
 case_toolkit_stub(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256];
 	int			n;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), -1);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), -1);
 	CHECK_STR(err, "libcuda: cuInit: CUDA_ERROR_STUB_LIBRARY");
-	CHECK_INT(gpu_check(0, 4096, &r), -1);
+	CHECK_INT(gpucheck_device(0, 4096, &r), -1);
 	check_failed(&r, "cuInit", "CUDA_ERROR_STUB_LIBRARY");
 }
 
 static void
 case_no_device(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256];
 	int			n = -1;
 
-	CHECK_INT(health_count(5000, &n, err, sizeof err), 0);
+	CHECK_INT(gpucheck_run_count(5000, &n, err, sizeof err), 0);
 	CHECK_INT(n, 0);
-	CHECK_INT(gpu_count(&n, err, sizeof err), 0);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), 0);
 	CHECK_INT(n, 0);
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	check_failed(&r, "cuInit", "CUDA_ERROR_NO_DEVICE");
 }
 
@@ -380,16 +387,16 @@ case_no_device(void)
 static void
 case_visible(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256];
 	int			n = -1;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), 0);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), 0);
 	CHECK_INT(n, 2);
-	CHECK_INT(gpu_check(0, SMALL, &r), -1);
+	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	CHECK_STR(r.name, "FakeCUDA GPU 2");
 	check_failed(&r, "alloc", "CUDA_ERROR_OUT_OF_MEMORY");
-	CHECK_INT(gpu_check(1, SMALL, &r), 0);
+	CHECK_INT(gpucheck_device(1, SMALL, &r), 0);
 	check_passed(&r, 1, 3);
 }
 
@@ -398,15 +405,15 @@ case_visible(void)
 static void
 case_visible_uuid(void)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 	char			err[256];
 	int			n = -1;
 
-	CHECK_INT(gpu_count(&n, err, sizeof err), 0);
+	CHECK_INT(gpucheck_count(&n, err, sizeof err), 0);
 	CHECK_INT(n, 2);
-	CHECK_INT(gpu_check(0, 4096, &r), 0);
+	CHECK_INT(gpucheck_device(0, 4096, &r), 0);
 	check_passed(&r, 0, 3);
-	CHECK_INT(gpu_check(1, 4096, &r), 0);
+	CHECK_INT(gpucheck_device(1, 4096, &r), 0);
 	check_passed(&r, 1, 1);
 }
 
@@ -417,29 +424,29 @@ case_visible_devices(void)
 	char		buf[256];
 
 	unsetenv("CUDA_VISIBLE_DEVICES");
-	CHECK_INT(health_visible_devices(a, 3, buf, sizeof buf), 0);
+	CHECK_INT(gpucheck_visible_devices(a, 3, buf, sizeof buf), 0);
 	CHECK_STR(buf, "0,1,3");
-	CHECK_INT(health_visible_devices(a, 0, buf, sizeof buf), 0);
+	CHECK_INT(gpucheck_visible_devices(a, 0, buf, sizeof buf), 0);
 	CHECK_STR(buf, "");
-	CHECK_INT(health_visible_devices(a, 3, buf, 5), -1);
-	CHECK_INT(health_visible_devices(a, 3, buf, 6), 0);
+	CHECK_INT(gpucheck_visible_devices(a, 3, buf, 5), -1);
+	CHECK_INT(gpucheck_visible_devices(a, 3, buf, 6), 0);
 	setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7", 1);
-	CHECK_INT(health_visible_devices(b, 2, buf, sizeof buf), 0);
+	CHECK_INT(gpucheck_visible_devices(b, 2, buf, sizeof buf), 0);
 	CHECK_STR(buf, "4,6");
-	CHECK_INT(health_visible_devices(c, 1, buf, sizeof buf), -1);
+	CHECK_INT(gpucheck_visible_devices(c, 1, buf, sizeof buf), -1);
 	setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb,GPU-cccc", 1);
-	CHECK_INT(health_visible_devices(b, 2, buf, sizeof buf), 0);
+	CHECK_INT(gpucheck_visible_devices(b, 2, buf, sizeof buf), 0);
 	CHECK_STR(buf, "GPU-aaaa,GPU-cccc");
 }
 
 static void
 case_probe(void)
 {
-	struct health_opts	opts = { HEALTH_EXCLUDE, 10000, SMALL };
-	struct gpu_result	rs[4];
+	struct gpucheck_opts	opts = { GPUCHECK_EXCLUDE, 10000, SMALL };
+	struct gpucheck_result	rs[4];
 	int			i;
 
-	CHECK_INT(health_probe(&opts, 4, rs), 3);
+	CHECK_INT(gpucheck_run(&opts, 4, rs), 3);
 	for (i = 0; i < 4; i++) {
 		if (i == 2)
 			check_failed(&rs[i], "alloc",
@@ -457,8 +464,8 @@ case_probe(void)
 static void
 case_probe_hang(void)
 {
-	struct health_opts	opts = { HEALTH_EXCLUDE, 0, SMALL };
-	struct gpu_result	rs[4];
+	struct gpucheck_opts	opts = { GPUCHECK_EXCLUDE, 0, SMALL };
+	struct gpucheck_result	rs[4];
 	uint64_t		t0, took, good;
 	char			buf[512], want[256];
 	int			i, n;
@@ -468,11 +475,11 @@ case_probe_hang(void)
 	 * it is set from how long a good check takes here.
 	 */
 	t0 = mono_ms();
-	CHECK_INT(health_probe(&opts, 1, rs), 1);
+	CHECK_INT(gpucheck_run(&opts, 1, rs), 1);
 	good = mono_ms() - t0;
 	opts.timeout_ms = (uint32_t)(700 + 4 * good);
 	t0 = mono_ms();
-	CHECK_INT(health_probe(&opts, 4, rs), 3);
+	CHECK_INT(gpucheck_run(&opts, 4, rs), 3);
 	took = mono_ms() - t0;
 	CHECK(took >= opts.timeout_ms);
 	CHECK(took < opts.timeout_ms + 3000);
@@ -493,7 +500,7 @@ case_probe_hang(void)
 	CHECK(rs[3].steps[13].elapsed_us >=
 	    (opts.timeout_ms - good) * 1000 / 2);
 	CHECK(rs[3].steps[13].elapsed_us <= (opts.timeout_ms + 3000) * 1000);
-	health_describe(&rs[3], buf, sizeof buf);
+	gpucheck_describe(&rs[3], buf, sizeof buf);
 	snprintf(want, sizeof want, "device 3 (FakeCUDA GPU 3, "
 	    "GPU-fa4ec0da-0000-4000-8000-000000000003): kernel failed: %s",
 	    rs[3].error);
@@ -505,14 +512,14 @@ case_probe_hang(void)
 	/* Hung before anything was known of the device. */
 	opts.timeout_ms = 1000;
 	setenv("FAKECUDA_HANG", "*:cuInit", 1);
-	CHECK_INT(health_probe(&opts, 1, rs), 0);
+	CHECK_INT(gpucheck_run(&opts, 1, rs), 0);
 	check_failed(&rs[0], "cuInit", "timeout after 1 s");
 	CHECK_INT(rs[0].n_steps, 2);
 
 	/* A count that hangs in cuInit times out the same way. */
 	setenv("FAKECUDA_HANG", "*:cuInit", 1);
 	t0 = mono_ms();
-	CHECK_INT(health_count(500, &n, buf, sizeof buf), -1);
+	CHECK_INT(gpucheck_run_count(500, &n, buf, sizeof buf), -1);
 	CHECK(mono_ms() - t0 < 500 + 3000);
 	CHECK_STR(buf, "timeout after 500 ms");
 	CHECK_INT(waitpid(-1, NULL, WNOHANG), -1);
@@ -521,15 +528,15 @@ case_probe_hang(void)
 static void
 case_probe_list(void)
 {
-	struct health_opts	opts = { HEALTH_WARN, 10000, 4096 };
-	struct gpu_result	rs[2];
+	struct gpucheck_opts	opts = { GPUCHECK_WARN, 10000, 4096 };
+	struct gpucheck_result	rs[2];
 	const int		devs[] = { 3, 1 };
 	int			n = -1;
 	char			why[256];
 
-	CHECK_INT(health_count(5000, &n, why, sizeof why), 0);
+	CHECK_INT(gpucheck_run_count(5000, &n, why, sizeof why), 0);
 	CHECK_INT(n, 4);
-	CHECK_INT(health_probe_devices(&opts, devs, 2, rs), 2);
+	CHECK_INT(gpucheck_run_devices(&opts, devs, 2, rs), 2);
 	check_passed(&rs[0], 3, 3);
 	check_passed(&rs[1], 1, 1);
 }
@@ -538,10 +545,10 @@ case_probe_list(void)
 static void
 case_probe_crash(void)
 {
-	struct health_opts	opts = { HEALTH_EXCLUDE, 10000, SMALL };
-	struct gpu_result	rs[2];
+	struct gpucheck_opts	opts = { GPUCHECK_EXCLUDE, 10000, SMALL };
+	struct gpucheck_result	rs[2];
 
-	CHECK_INT(health_probe(&opts, 2, rs), 1);
+	CHECK_INT(gpucheck_run(&opts, 2, rs), 1);
 	check_passed(&rs[0], 0, 0);
 	check_failed(&rs[1], "alloc", "check died: Segmentation fault");
 	CHECK_INT(rs[1].n_steps, 11);
@@ -552,8 +559,8 @@ case_probe_crash(void)
 static void
 case_worker(void)
 {
-	struct health_opts	opts = { HEALTH_EXCLUDE, 0, SMALL };
-	struct gpu_result	r;
+	struct gpucheck_opts	opts = { GPUCHECK_EXCLUDE, 0, SMALL };
+	struct gpucheck_result	r;
 	int			p[2], dev, status;
 	pid_t			pid;
 
@@ -562,19 +569,19 @@ case_worker(void)
 		pid = fork();
 		if (pid == 0) {
 			close(p[0]);
-			_exit(health_worker_check(&opts, dev, p[1]) == 0 ?
-			    0 : HEALTH_EXIT);
+			_exit(gpucheck_run_worker(&opts, dev, p[1]) == 0 ?
+			    0 : GPUCHECK_EXIT);
 		}
 		close(p[1]);
-		CHECK_INT(gpu_result_read(p[0], &r), 0);
+		CHECK_INT(gpucheck_result_read(p[0], &r), 0);
 		/* The worker closed its end: nothing more comes. */
-		CHECK_INT(gpu_result_read(p[0], &r), -EPIPE);
+		CHECK_INT(gpucheck_result_read(p[0], &r), -EPIPE);
 		close(p[0]);
 		CHECK_INT(waitpid(pid, &status, 0), pid);
 		CHECK(WIFEXITED(status));
 		if (dev == 0) {
-			CHECK_INT(WEXITSTATUS(status), HEALTH_EXIT);
-			CHECK_INT(gpu_result_read(-1, &r), -EBADF);
+			CHECK_INT(WEXITSTATUS(status), GPUCHECK_EXIT);
+			CHECK_INT(gpucheck_result_read(-1, &r), -EBADF);
 		} else
 			CHECK_INT(WEXITSTATUS(status), 0);
 	}
@@ -584,9 +591,10 @@ case_worker(void)
 static void
 test_pb_describe(void)
 {
-	struct gpu_result	 r;
+	struct gpucheck_result	 r;
 	Rdzv__V1__GpuResult	 pb, *back;
-	Rdzv__V1__GpuStep	 steps[GPU_STEPS_MAX], *ptrs[GPU_STEPS_MAX];
+	Rdzv__V1__GpuStep	 steps[GPUCHECK_STEPS_MAX];
+	Rdzv__V1__GpuStep	*ptrs[GPUCHECK_STEPS_MAX];
 	uint8_t			 buf[4096];
 	size_t			 len;
 	char			 s[512];
@@ -605,7 +613,7 @@ test_pb_describe(void)
 	snprintf(r.steps[1].name, sizeof r.steps[1].name, "alloc");
 	r.steps[1].elapsed_us = 20;
 
-	health_to_pb(&r, &pb, steps, ptrs);
+	gpucheck_to_pb(&r, &pb, steps, ptrs);
 	len = rdzv__v1__gpu_result__get_packed_size(&pb);
 	CHECK(len < sizeof buf);
 	rdzv__v1__gpu_result__pack(&pb, buf);
@@ -626,20 +634,20 @@ test_pb_describe(void)
 		rdzv__v1__gpu_result__free_unpacked(back, NULL);
 	}
 
-	health_describe(&r, s, sizeof s);
+	gpucheck_describe(&r, s, sizeof s);
 	CHECK_STR(s, "device 2 (NVIDIA H100 80GB HBM3, GPU-1): alloc failed: "
 	    "CUDA_ERROR_OUT_OF_MEMORY");
 	r.ok = true;
-	CHECK_INT(health_elapsed_us(&r), 1520);
-	health_describe(&r, s, sizeof s);
+	CHECK_INT(gpucheck_elapsed_us(&r), 1520);
+	gpucheck_describe(&r, s, sizeof s);
 	CHECK_STR(s, "device 2 (NVIDIA H100 80GB HBM3, GPU-1): passed in "
 	    "1.5 ms");
-	gpu_result_failed(&r, 7, "check died: Killed");
+	gpucheck_result_failed(&r, 7, "check died: Killed");
 	CHECK(!r.ok);
 	CHECK_INT(r.device, 7);
 	CHECK_STR(r.failed_step, "check");
 	CHECK_INT(r.n_steps, 0);
-	health_describe(&r, s, sizeof s);
+	gpucheck_describe(&r, s, sizeof s);
 	CHECK_STR(s, "device 7: check failed: check died: Killed");
 }
 
@@ -647,36 +655,36 @@ static void
 test_policy(void)
 {
 	static const char *names[] = { "off", "warn", "exclude", "strict" };
-	enum health_policy	p;
+	enum gpucheck_policy	p;
 	int			i;
 
 	for (i = 0; i < 4; i++) {
-		CHECK_INT(health_policy_parse(names[i], &p), 0);
+		CHECK_INT(gpucheck_policy_parse(names[i], &p), 0);
 		CHECK_INT(p, i);
-		CHECK_STR(health_policy_name(p), names[i]);
+		CHECK_STR(gpucheck_policy_name(p), names[i]);
 	}
-	CHECK_INT(health_policy_parse("Strict", &p), -1);
-	CHECK_INT(health_policy_parse("", &p), -1);
-	CHECK_STR(health_policy_name((enum health_policy)9), "unknown");
+	CHECK_INT(gpucheck_policy_parse("Strict", &p), -1);
+	CHECK_INT(gpucheck_policy_parse("", &p), -1);
+	CHECK_STR(gpucheck_policy_name((enum gpucheck_policy)9), "unknown");
 }
 
 /* A result crosses a pipe whole; a writer that dies halfway is -EPIPE. */
 static void
 test_pipe(void)
 {
-	struct gpu_result	a, b;
+	struct gpucheck_result	a, b;
 	int			p[2];
 
 	CHECK(sizeof a < 4096);	/* PIPE_BUF: one atomic write */
 	memset(&a, 0, sizeof a);
-	gpu_result_failed(&a, 3, "timeout after 60 s");
+	gpucheck_result_failed(&a, 3, "timeout after 60 s");
 	CHECK_INT(pipe(p), 0);
-	CHECK_INT(gpu_result_write(p[1], &a), 0);
-	CHECK_INT(gpu_result_read(p[0], &b), 0);
+	CHECK_INT(gpucheck_result_write(p[1], &a), 0);
+	CHECK_INT(gpucheck_result_read(p[0], &b), 0);
 	CHECK_MEM(&a, &b, sizeof a);
 	CHECK_INT(write(p[1], &a, 10), 10);
 	close(p[1]);
-	CHECK_INT(gpu_result_read(p[0], &b), -EPIPE);
+	CHECK_INT(gpucheck_result_read(p[0], &b), -EPIPE);
 	close(p[0]);
 }
 
@@ -685,22 +693,22 @@ test_pipe(void)
 static int
 test_real(void)
 {
-	struct health_opts	 opts = { HEALTH_STRICT, 120000, 0 };
-	struct gpu_result	*rs, r;
+	struct gpucheck_opts	 opts = { GPUCHECK_STRICT, 120000, 0 };
+	struct gpucheck_result	*rs, r;
 	char			 why[512], line[512];
 	int			 n, i;
 	uint32_t		 k;
 
-	CHECK_INT(health_count(60000, &n, why, sizeof why), 0);
+	CHECK_INT(gpucheck_run_count(60000, &n, why, sizeof why), 0);
 	if (check_failures != 0) {
 		fprintf(stderr, "no GPU to check: %s\n", why);
 		return (check_done("test_gpucheck (real GPUs)"));
 	}
 	CHECK(n > 0);
 	rs = calloc((size_t)(n > 0 ? n : 1), sizeof *rs);
-	CHECK_INT(health_probe(&opts, n, rs), n);
+	CHECK_INT(gpucheck_run(&opts, n, rs), n);
 	for (i = 0; i < n; i++) {
-		health_describe(&rs[i], line, sizeof line);
+		gpucheck_describe(&rs[i], line, sizeof line);
 		printf("probe: %s\n", line);
 		CHECK(rs[i].ok);
 		CHECK_INT(rs[i].n_steps, N_STEPS);
@@ -711,8 +719,8 @@ test_real(void)
 	}
 	free(rs);
 	/* In this process now, device 0, with the default buffer. */
-	CHECK_INT(gpu_check(0, 0, &r), 0);
-	health_describe(&r, line, sizeof line);
+	CHECK_INT(gpucheck_device(0, 0, &r), 0);
+	gpucheck_describe(&r, line, sizeof line);
 	printf("in-process: %s\n", line);
 	for (k = 0; k < r.n_steps; k++) {
 		printf("  %-16s %10.3f ms\n", r.steps[k].name,

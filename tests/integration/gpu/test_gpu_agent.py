@@ -1,10 +1,11 @@
-"""The GPU health check through rdzv-agent (SPEC §7), on the stand-in
-libcuda of tests/fakecuda: the policies with a failing device, a device
-that fails only when its worker starts, a hanging device, the agent never
-loading libcuda itself, and a node without any libcuda.
+"""The GPU check through rdzv-agent (SPEC §7), on the stand-in libcuda of
+tests/fakecuda: the policies with a failing device, a device that fails
+only when its worker starts, a hanging device, the agent never loading
+libcuda itself, a node without any libcuda, and the options' older names
+(--health-check, --health-timeout), which stay accepted.
 
 Each agent gets its devices and faults through FAKECUDA_* variables
-(tests/fakecuda/README.md) and a 1 MiB buffer (RDZV_HEALTH_BYTES). Every
+(tests/fakecuda/README.md) and a 1 MiB buffer (RDZV_GPUCHECK_BYTES). Every
 wait is bounded.
 """
 
@@ -50,7 +51,7 @@ class Job(rdzvagent.AgentJob):
                 "--log-dir", os.path.join(self.tmp, "logs-" + tag),
                 "--log-level", "debug"] + list(args)
         env = {"W_OUT": self.out, "W_TAG": tag, "W_STOP": self.stop_file,
-               "W_MODE": mode, "TMPDIR": self.tmp, "RDZV_HEALTH_BYTES": "1MiB"}
+               "W_MODE": mode, "TMPDIR": self.tmp, "RDZV_GPUCHECK_BYTES": "1MiB"}
         if fake is None:
             env["RDZV_LIBCUDA"] = os.path.join(self.tmp, "no", "libcuda.so.1")
         else:
@@ -117,7 +118,7 @@ FOUR_DEV2_OOM = {"FAKECUDA_DEVICES": "4",
 def test_exclude_heterogeneous(job):
     """Device 2 of 4 fails: the node joins with 3 workers on devices 0, 1
     and 3 beside a 1-worker node; the round has world size 4."""
-    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "exclude"],
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--gpucheck", "exclude"],
                   nnodes="2", fake=FOUR_DEV2_OOM)
     job.agent("b", ["--nproc-per-node", "1"], nnodes="2")
     gen, ws = job.wait_world(4)
@@ -152,7 +153,7 @@ def test_exclude_heterogeneous(job):
 def test_strict_does_not_join(job):
     """Under strict, a failed GPU keeps the node out: exit 1 naming the
     device, the step and the error; rdzvd never hears of the node."""
-    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "strict"],
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--gpucheck", "strict"],
                   fake=FOUR_DEV2_OOM)
     rc = a.wait(20)
     out = a.output()
@@ -165,7 +166,8 @@ def test_strict_does_not_join(job):
 
 
 def test_warn_runs_all(job):
-    """Under warn the failed GPU is reported and all four workers run."""
+    """Under warn the failed GPU is reported and all four workers run.
+    (The policy under its older option name, --health-check.)"""
     a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "warn"],
                   fake=FOUR_DEV2_OOM)
     gen, ws = job.wait_world(4)
@@ -222,7 +224,7 @@ def test_strict_worker_failure_leaves(job):
     leave the job: the agent exits 1 naming the device, step and error."""
     fake = {"FAKECUDA_DEVICES": "2",
             "FAKECUDA_FAIL": "1:kernel:CUDA_ERROR_LAUNCH_FAILED:after=1"}
-    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-check", "strict"],
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--gpucheck", "strict"],
                   fake=fake)
     rc = a.wait(30)
     out = a.output()
@@ -236,7 +238,8 @@ def test_strict_worker_failure_leaves(job):
 
 def test_hang_killed(job):
     """Device 1 hangs in its kernel: the check is killed after
-    --health-timeout and counts as failed; the node joins with device 0."""
+    --gpucheck-timeout and counts as failed; the node joins with device 0.
+    (The timeout under its older option name, --health-timeout.)"""
     fake = {"FAKECUDA_DEVICES": "2", "FAKECUDA_HANG": "1"}
     t0 = time.monotonic()
     a = job.agent("a", ["--nproc-per-node", "gpu", "--health-timeout", "1500ms"],
@@ -260,10 +263,10 @@ def test_hang_killed(job):
 
 def test_hang_in_worker_killed(job):
     """Device 1 passes the probe, then hangs in its worker's check: the
-    agent kills that worker after --health-timeout, leaves the GPU out and
-    runs on with one worker fewer."""
+    agent kills that worker after --gpucheck-timeout, leaves the GPU out
+    and runs on with one worker fewer."""
     fake = {"FAKECUDA_DEVICES": "2", "FAKECUDA_HANG": "1:kernel:after=1"}
-    a = job.agent("a", ["--nproc-per-node", "gpu", "--health-timeout", "1500ms"],
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--gpucheck-timeout", "1500ms"],
                   fake=fake)
     job.wait_job(lambda j: any(
         e.kind == "round" and e.generation == 1 and "world size 2" in e.message
@@ -356,6 +359,47 @@ def test_gpucheck_cli(tmp_path):
                                           "FAKECUDA_DEVICES": "0"})
     assert p.wait(20) == 1
     assert "libcuda found no GPU" in p.output()
+
+
+def test_option_names(tmp_path):
+    """The GPU check's options under their names and their older names
+    (--health-check, --health-timeout, RDZV_HEALTH_CHECK, ...): each is
+    read, an error names the option or variable as it was given, and of
+    the two variables the new one wins."""
+    def run(args, env=None):
+        p = rt.Proc([AGENT] + args, env=dict(env or {}, TMPDIR=str(tmp_path)))
+        return p.wait(15), p.output()
+
+    join = ["join", "--id", "x", "--server", "unix:" + str(tmp_path / "none")]
+    for flag in ("--gpucheck", "--health-check"):
+        rc, out = run(join + [flag, "sometimes", "--", "true"])
+        assert rc == 2, out
+        assert "%s sometimes: expected off, warn, exclude or strict" % flag in out, out
+    for flag in ("--gpucheck-timeout", "--health-timeout"):
+        rc, out = run(join + [flag, "soon", "--", "true"])
+        assert rc == 2 and "%s soon: expected a duration" % flag in out, out
+    for var in ("RDZV_GPUCHECK", "RDZV_HEALTH_CHECK"):
+        rc, out = run(join + ["--", "true"], env={var: "sometimes"})
+        assert rc == 2 and "%s=sometimes: expected off" % var in out, out
+    for var in ("RDZV_GPUCHECK_TIMEOUT", "RDZV_HEALTH_TIMEOUT"):
+        rc, out = run(join + ["--", "true"], env={var: "soon"})
+        assert rc == 2 and "%s=soon: expected a duration" % var in out, out
+    rc, out = run(join + ["--", "true"], env={"RDZV_GPUCHECK": "sometimes",
+                                              "RDZV_HEALTH_CHECK": "off"})
+    assert rc == 2 and "RDZV_GPUCHECK=sometimes" in out, out
+    # A valid older variable is used: strict on a node without libcuda
+    # refuses to run (exit 1), where the default for a fixed count, off,
+    # would try to join (and fail to reach rdzvd: exit 3).
+    rc, out = run(join + ["--connect-timeout", "100ms", "--", "true"],
+                  env={"RDZV_HEALTH_CHECK": "strict",
+                       "RDZV_LIBCUDA": str(tmp_path / "libcuda.so.1")})
+    assert rc == 1 and "--health-check strict: no GPU found" in out, out
+
+    for flag in ("--gpucheck-timeout", "--health-timeout"):
+        rc, out = run(["gpucheck", flag, "soon"])
+        assert rc == 2 and "gpucheck: %s soon: not a duration" % flag in out, out
+    rc, out = run(["gpucheck", "--help"])
+    assert rc == 0 and "--gpucheck-timeout" in out and "--health-timeout" in out, out
 
 
 STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"

@@ -1,5 +1,5 @@
 /*
- * rdzv-agent gpucheck: the GPU health check of SPEC §7 run by hand, on one
+ * rdzv-agent gpucheck: the GPU check of SPEC §7 run by hand, on one
  * device or all, each in its own child process exactly as the agent runs
  * it before a join. Prints each device with the time of every step, or
  * JSON. Exit status: 0 every device checked passed, 1 any failed or no
@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "health.h"
+#include "gpucheck_run.h"
 #include "parse.h"
 
 #define DEFAULT_TIMEOUT_MS	60000
@@ -22,26 +22,27 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rdzv-agent gpucheck [--device N|all] [-o table|json]\n"
-	    "                           [--health-timeout DUR] [--bytes SIZE]\n"
-	    "  --device N|all         the device to check (default all)\n"
-	    "  -o, --output FORMAT    table (default) or json\n"
-	    "  --health-timeout DUR   kill a check still running after this\n"
-	    "                         (default 60s)\n"
-	    "  --bytes SIZE           test buffer per device (default 256MiB)\n"
+	    "           [--gpucheck-timeout DUR] [--bytes SIZE]\n"
+	    "  --device N|all           the device to check (default all)\n"
+	    "  -o, --output FORMAT      table (default) or json\n"
+	    "  --gpucheck-timeout DUR   kill a check still running after this\n"
+	    "                           (default 60s; also --health-timeout)\n"
+	    "  --bytes SIZE             test buffer per device (default "
+	    "256MiB)\n"
 	    "libcuda is loaded from $RDZV_LIBCUDA, else libcuda.so.1.\n");
 }
 
 static void
-print_table(const struct gpu_result *rs, int n)
+print_table(const struct gpucheck_result *rs, int n)
 {
-	const struct gpu_result	*r;
+	const struct gpucheck_result	*r;
 	char			 line[512];
 	int			 i, passed = 0;
 	uint32_t		 k;
 
 	for (i = 0; i < n; i++) {
 		r = &rs[i];
-		health_describe(r, line, sizeof line);
+		gpucheck_describe(r, line, sizeof line);
 		printf("%s\n", line);
 		if (r->total_mem != 0)
 			printf("  memory %.1f GiB total, %.1f GiB free; "
@@ -51,7 +52,7 @@ print_table(const struct gpu_result *rs, int n)
 			    (r->driver_version % 1000) / 10);
 		if (r->n_steps > 0)
 			printf("  %-16s %12s\n", "STEP", "TIME");
-		for (k = 0; k < r->n_steps && k < GPU_STEPS_MAX; k++)
+		for (k = 0; k < r->n_steps && k < GPUCHECK_STEPS_MAX; k++)
 			printf("  %-16s %9.3f ms%s\n", r->steps[k].name,
 			    (double)r->steps[k].elapsed_us / 1000.0,
 			    !r->ok && k + 1 == r->n_steps &&
@@ -64,13 +65,13 @@ print_table(const struct gpu_result *rs, int n)
 }
 
 static json_t *
-result_json(const struct gpu_result *r)
+result_json(const struct gpucheck_result *r)
 {
 	json_t		*o, *steps;
 	uint32_t	 k;
 
 	steps = json_array();
-	for (k = 0; k < r->n_steps && k < GPU_STEPS_MAX; k++)
+	for (k = 0; k < r->n_steps && k < GPUCHECK_STEPS_MAX; k++)
 		json_array_append_new(steps, json_pack("{s:s, s:I}",
 		    "name", r->steps[k].name,
 		    "elapsed_us", (json_int_t)r->steps[k].elapsed_us));
@@ -82,7 +83,7 @@ result_json(const struct gpu_result *r)
 	    "total_mem", (json_int_t)r->total_mem,
 	    "free_mem", (json_int_t)r->free_mem,
 	    "driver_version", r->driver_version,
-	    "elapsed_us", (json_int_t)health_elapsed_us(r),
+	    "elapsed_us", (json_int_t)gpucheck_elapsed_us(r),
 	    "steps", steps);
 	if (!r->ok) {
 		json_object_set_new(o, "failed_step",
@@ -93,7 +94,7 @@ result_json(const struct gpu_result *r)
 }
 
 static void
-print_json(const struct gpu_result *rs, int n, size_t bytes)
+print_json(const struct gpucheck_result *rs, int n, size_t bytes)
 {
 	json_t	*doc, *devs;
 	int	 i, passed = 0;
@@ -117,23 +118,26 @@ cmd_gpucheck(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "gpucheck-timeout", required_argument, NULL, 't' },
+		/* The older name, for scripts that use it. */
 		{ "health-timeout", required_argument, NULL, 't' },
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct health_opts	 opts;
-	struct gpu_result	*rs;
+	struct gpucheck_opts	 opts;
+	struct gpucheck_result	*rs;
 	uint64_t		 ms;
 	const char		*device = "all", *output = "table";
 	char			 why[512], *end;
 	int			 ch, count, one = -1, n, i, *devs, passed;
+	int			 idx;
 
 	memset(&opts, 0, sizeof opts);
-	opts.policy = HEALTH_STRICT;
+	opts.policy = GPUCHECK_STRICT;
 	opts.timeout_ms = DEFAULT_TIMEOUT_MS;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "o:h", longopts, &idx)) != -1) {
 		switch (ch) {
 		case 'd':
 			device = optarg;
@@ -145,8 +149,8 @@ cmd_gpucheck(int argc, char **argv)
 			if (parse_duration(optarg, 1000, &ms) != 0 ||
 			    ms == 0 || ms > UINT32_MAX) {
 				fprintf(stderr, "rdzv-agent: gpucheck: "
-				    "--health-timeout %s: not a duration "
-				    "such as 30s or 500ms\n", optarg);
+				    "--%s %s: not a duration such as 30s or "
+				    "500ms\n", longopts[idx].name, optarg);
 				return (2);
 			}
 			opts.timeout_ms = (uint32_t)ms;
@@ -190,7 +194,7 @@ cmd_gpucheck(int argc, char **argv)
 		one = (int)v;
 	}
 
-	if (health_count(opts.timeout_ms, &count, why, sizeof why) != 0) {
+	if (gpucheck_run_count(opts.timeout_ms, &count, why, sizeof why) != 0) {
 		fprintf(stderr, "rdzv-agent: gpucheck: %s (install the "
 		    "NVIDIA driver, or set RDZV_LIBCUDA to the path of its "
 		    "libcuda.so.1)\n", why);
@@ -218,9 +222,9 @@ cmd_gpucheck(int argc, char **argv)
 	}
 	for (i = 0; i < n; i++)
 		devs[i] = one >= 0 ? one : i;
-	passed = health_probe_devices(&opts, devs, n, rs);
+	passed = gpucheck_run_devices(&opts, devs, n, rs);
 	if (strcmp(output, "json") == 0)
-		print_json(rs, n, health_bytes(&opts));
+		print_json(rs, n, gpucheck_bytes(&opts));
 	else
 		print_table(rs, n);
 	fflush(stdout);

@@ -1,9 +1,10 @@
 /*
- * GPU health in the agent (SPEC §7). The agent never initialises CUDA in
- * its own process, because a process that has called cuInit must not fork
- * children that use CUDA: every check here runs in a child process that
- * writes its result on a pipe. The parent bounds each check by a deadline,
- * SIGKILLs what is still running at it, and reaps every child it started.
+ * The GPU check run by the agent (SPEC §7). The agent never initialises
+ * CUDA in its own process, because a process that has called cuInit must
+ * not fork children that use CUDA: every check here runs in a child
+ * process that writes its result on a pipe. The parent bounds each check
+ * by a deadline, SIGKILLs what is still running at it, and reaps every
+ * child it started.
  */
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -19,7 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "health.h"
+#include "gpucheck_run.h"
 #include "parse.h"
 
 /* How long a SIGKILLed child may take to be reaped (a process stuck in the
@@ -44,7 +45,7 @@ struct child {
 	void		*out;		/* the latest whole message */
 	size_t		 len;
 	union {
-		struct gpu_result	r;
+		struct gpucheck_result	r;
 		struct count_msg	m;
 	}		 stage;		/* the message being read */
 	size_t		 got;
@@ -59,20 +60,20 @@ struct child {
 };
 
 static const char *policy_names[] = {
-	[HEALTH_OFF] = "off",
-	[HEALTH_WARN] = "warn",
-	[HEALTH_EXCLUDE] = "exclude",
-	[HEALTH_STRICT] = "strict",
+	[GPUCHECK_OFF] = "off",
+	[GPUCHECK_WARN] = "warn",
+	[GPUCHECK_EXCLUDE] = "exclude",
+	[GPUCHECK_STRICT] = "strict",
 };
 
 int
-health_policy_parse(const char *s, enum health_policy *out)
+gpucheck_policy_parse(const char *s, enum gpucheck_policy *out)
 {
 	size_t	i;
 
 	for (i = 0; i < sizeof policy_names / sizeof policy_names[0]; i++) {
 		if (strcmp(s, policy_names[i]) == 0) {
-			*out = (enum health_policy)i;
+			*out = (enum gpucheck_policy)i;
 			return (0);
 		}
 	}
@@ -80,7 +81,7 @@ health_policy_parse(const char *s, enum health_policy *out)
 }
 
 const char *
-health_policy_name(enum health_policy p)
+gpucheck_policy_name(enum gpucheck_policy p)
 {
 	if ((size_t)p >= sizeof policy_names / sizeof policy_names[0])
 		return ("unknown");
@@ -88,18 +89,21 @@ health_policy_name(enum health_policy p)
 }
 
 size_t
-health_bytes(const struct health_opts *opts)
+gpucheck_bytes(const struct gpucheck_opts *opts)
 {
 	const char	*s;
 	size_t		 bytes;
 
 	if (opts != NULL && opts->bytes != 0)
 		return (opts->bytes);
-	s = getenv("RDZV_HEALTH_BYTES");
+	/* RDZV_HEALTH_BYTES is its older name, still accepted. */
+	s = getenv("RDZV_GPUCHECK_BYTES");
+	if (s == NULL || *s == '\0')
+		s = getenv("RDZV_HEALTH_BYTES");
 	if (s != NULL && *s != '\0' && parse_size(s, &bytes) == 0 &&
 	    bytes > 0)
 		return (bytes);
-	return (GPU_DEFAULT_BYTES);
+	return (GPUCHECK_DEFAULT_BYTES);
 }
 
 /*
@@ -312,12 +316,12 @@ count_child(void *arg, int fd)
 	struct count_msg m;
 
 	memset(&m, 0, sizeof m);
-	m.rc = gpu_count(&m.count, m.why, sizeof m.why);
+	m.rc = gpucheck_count(&m.count, m.why, sizeof m.why);
 	(void)!write(fd, &m, sizeof m);
 }
 
 int
-health_count(uint32_t timeout_ms, int *count, char *why, size_t len)
+gpucheck_run_count(uint32_t timeout_ms, int *count, char *why, size_t len)
 {
 	struct count_msg	m;
 	struct child		c;
@@ -359,21 +363,21 @@ struct probe_arg {
  * error, so the parent tells the two apart.
  */
 static void
-probe_progress(const struct gpu_result *sofar, const char *step, void *arg)
+probe_progress(const struct gpucheck_result *sofar, const char *step, void *arg)
 {
 	struct probe_arg	*a = arg;
-	struct gpu_result	 r = *sofar;
+	struct gpucheck_result	 r = *sofar;
 
 	r.ok = false;
 	snprintf(r.failed_step, sizeof r.failed_step, "%s", step);
 	r.error[0] = '\0';
-	gpu_result_write(a->fd, &r);
+	gpucheck_result_write(a->fd, &r);
 }
 
 static int
 probe_final(const void *msg)
 {
-	const struct gpu_result *r = msg;
+	const struct gpucheck_result *r = msg;
 
 	return (r->ok || r->error[0] != '\0');
 }
@@ -382,11 +386,11 @@ static void
 probe_child(void *arg, int fd)
 {
 	struct probe_arg	*a = arg;
-	struct gpu_result	 r;
+	struct gpucheck_result	 r;
 
 	a->fd = fd;
-	gpu_check_progress(a->device, a->bytes, &r, probe_progress, a);
-	gpu_result_write(fd, &r);
+	gpucheck_device_progress(a->device, a->bytes, &r, probe_progress, a);
+	gpucheck_result_write(fd, &r);
 }
 
 /*
@@ -395,18 +399,18 @@ probe_child(void *arg, int fd)
  */
 static void
 probe_unfinished(const struct child *c, uint32_t timeout_ms, int device,
-    struct gpu_result *r)
+    struct gpucheck_result *r)
 {
 	char		 why[sizeof r->error];
-	struct gpu_step	*s;
+	struct gpucheck_step	*s;
 
 	child_why(c, timeout_ms, why, sizeof why);
 	if (c->msgs == 0 || r->device != device) {
-		gpu_result_failed(r, device, why);
+		gpucheck_result_failed(r, device, why);
 		return;
 	}
 	snprintf(r->error, sizeof r->error, "%s", why);
-	if (r->n_steps < GPU_STEPS_MAX && r->failed_step[0] != '\0') {
+	if (r->n_steps < GPUCHECK_STEPS_MAX && r->failed_step[0] != '\0') {
 		s = &r->steps[r->n_steps++];
 		snprintf(s->name, sizeof s->name, "%s", r->failed_step);
 		s->elapsed_us = (c->end_ms - c->msg_ms) * 1000;
@@ -414,8 +418,8 @@ probe_unfinished(const struct child *c, uint32_t timeout_ms, int device,
 }
 
 int
-health_probe_devices(const struct health_opts *opts, const int *devices,
-    int n, struct gpu_result *results)
+gpucheck_run_devices(const struct gpucheck_opts *opts, const int *devices,
+    int n, struct gpucheck_result *results)
 {
 	struct child		*cs;
 	struct probe_arg	 a;
@@ -425,12 +429,12 @@ health_probe_devices(const struct health_opts *opts, const int *devices,
 		return (0);
 	if ((cs = calloc((size_t)n, sizeof *cs)) == NULL) {
 		for (i = 0; i < n; i++)
-			gpu_result_failed(&results[i], devices[i],
+			gpucheck_result_failed(&results[i], devices[i],
 			    "out of memory");
 		return (0);
 	}
 	memset(&a, 0, sizeof a);
-	a.bytes = health_bytes(opts);
+	a.bytes = gpucheck_bytes(opts);
 	for (i = 0; i < n; i++) {
 		memset(&results[i], 0, sizeof results[i]);
 		cs[i].out = &results[i];
@@ -452,8 +456,8 @@ health_probe_devices(const struct health_opts *opts, const int *devices,
 }
 
 int
-health_probe(const struct health_opts *opts, int n,
-    struct gpu_result *results)
+gpucheck_run(const struct gpucheck_opts *opts, int n,
+    struct gpucheck_result *results)
 {
 	int	*devices, i, passed;
 
@@ -461,23 +465,23 @@ health_probe(const struct health_opts *opts, int n,
 		return (0);
 	if ((devices = calloc((size_t)n, sizeof *devices)) == NULL) {
 		for (i = 0; i < n; i++)
-			gpu_result_failed(&results[i], i, "out of memory");
+			gpucheck_result_failed(&results[i], i, "out of memory");
 		return (0);
 	}
 	for (i = 0; i < n; i++)
 		devices[i] = i;
-	passed = health_probe_devices(opts, devices, n, results);
+	passed = gpucheck_run_devices(opts, devices, n, results);
 	free(devices);
 	return (passed);
 }
 
 int
-health_worker_check(const struct health_opts *opts, int device, int fd)
+gpucheck_run_worker(const struct gpucheck_opts *opts, int device, int fd)
 {
-	struct gpu_result	r;
+	struct gpucheck_result	r;
 
-	gpu_check(device, health_bytes(opts), &r);
-	gpu_result_write(fd, &r);
+	gpucheck_device(device, gpucheck_bytes(opts), &r);
+	gpucheck_result_write(fd, &r);
 	close(fd);
 	return (r.ok ? 0 : -1);
 }
@@ -507,7 +511,7 @@ list_entry(const char *list, size_t i, char *out, size_t len)
 }
 
 int
-health_visible_devices(const int *devices, size_t n, char *buf, size_t len)
+gpucheck_visible_devices(const int *devices, size_t n, char *buf, size_t len)
 {
 	const char	*cvd = getenv("CUDA_VISIBLE_DEVICES");
 	char		 entry[128];
@@ -538,13 +542,13 @@ health_visible_devices(const int *devices, size_t n, char *buf, size_t len)
 }
 
 void
-health_to_pb(const struct gpu_result *r, Rdzv__V1__GpuResult *pb,
+gpucheck_to_pb(const struct gpucheck_result *r, Rdzv__V1__GpuResult *pb,
     Rdzv__V1__GpuStep *steps, Rdzv__V1__GpuStep **step_ptrs)
 {
 	uint32_t	i, n = r->n_steps;
 
-	if (n > GPU_STEPS_MAX)
-		n = GPU_STEPS_MAX;
+	if (n > GPUCHECK_STEPS_MAX)
+		n = GPUCHECK_STEPS_MAX;
 	rdzv__v1__gpu_result__init(pb);
 	pb->device = (uint32_t)r->device;
 	pb->uuid = (char *)r->uuid;
@@ -564,18 +568,18 @@ health_to_pb(const struct gpu_result *r, Rdzv__V1__GpuResult *pb,
 }
 
 uint64_t
-health_elapsed_us(const struct gpu_result *r)
+gpucheck_elapsed_us(const struct gpucheck_result *r)
 {
 	uint64_t	us = 0;
 	uint32_t	i;
 
-	for (i = 0; i < r->n_steps && i < GPU_STEPS_MAX; i++)
+	for (i = 0; i < r->n_steps && i < GPUCHECK_STEPS_MAX; i++)
 		us += r->steps[i].elapsed_us;
 	return (us);
 }
 
 void
-health_describe(const struct gpu_result *r, char *buf, size_t len)
+gpucheck_describe(const struct gpucheck_result *r, char *buf, size_t len)
 {
 	char	who[192];
 
@@ -589,7 +593,7 @@ health_describe(const struct gpu_result *r, char *buf, size_t len)
 		snprintf(who, sizeof who, "device %d", r->device);
 	if (r->ok)
 		snprintf(buf, len, "%s: passed in %.1f ms", who,
-		    (double)health_elapsed_us(r) / 1000.0);
+		    (double)gpucheck_elapsed_us(r) / 1000.0);
 	else
 		snprintf(buf, len, "%s: %s failed: %s", who, r->failed_step,
 		    r->error);

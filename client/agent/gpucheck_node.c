@@ -1,5 +1,5 @@
 /*
- * The agent's side of the GPU health check (SPEC §7), through health.h
+ * The agent's side of the GPU check (SPEC §7), through gpucheck_run.h
  * only: the agent process itself never loads libcuda. Before the join it
  * counts and checks its GPUs in child processes and decides how many
  * workers it offers; each worker checks its own GPU between fork and exec,
@@ -9,6 +9,9 @@
  *   exclude  stop the workers, offer one worker fewer (rdzvd re-rounds),
  *            leave the GPU out of CUDA_VISIBLE_DEVICES;
  *   strict   stop the workers, leave the job, exit 1.
+ *
+ * This file keeps the results and says which of those a result asks for
+ * (enum gpucheck_action); agent.c does it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,21 +36,21 @@ mode_name(const struct agent_opts *o)
 }
 
 static int
-set_visible(struct gpus *g)
+set_visible(struct gpucheck_node *g)
 {
 	g->visible[0] = '\0';
-	if (g->policy != HEALTH_EXCLUDE)
+	if (g->policy != GPUCHECK_EXCLUDE)
 		return 0;
-	return health_visible_devices(g->use, (size_t)g->n_use, g->visible,
+	return gpucheck_visible_devices(g->use, (size_t)g->n_use, g->visible,
 	    sizeof(g->visible));
 }
 
 /* How many workers when there is no GPU to check: 0, or an exit status. */
 static int
-no_gpus(struct agent_opts *o, struct gpus *g, const char *why,
+no_gpu(struct agent_opts *o, struct gpucheck_node *g, const char *why,
     uint32_t *nproc)
 {
-	g->policy = HEALTH_OFF;
+	g->policy = GPUCHECK_OFF;
 	switch (o->nproc_mode) {
 	case NPROC_GPU:
 		fprintf(stderr, "rdzv-agent: --nproc-per-node gpu: no GPU "
@@ -65,7 +68,7 @@ no_gpus(struct agent_opts *o, struct gpus *g, const char *why,
 		*nproc = o->nproc;
 		return 0;
 	default:
-		if (o->health.policy == HEALTH_WARN) {
+		if (o->gpucheck.policy == GPUCHECK_WARN) {
 			log_warnx("no GPU found (%s): running %u workers "
 			    "(--health-check warn)", why, o->nproc);
 			*nproc = o->nproc;
@@ -73,7 +76,7 @@ no_gpus(struct agent_opts *o, struct gpus *g, const char *why,
 		}
 		fprintf(stderr, "rdzv-agent: --health-check %s: no GPU found "
 		    "(%s); use --health-check off on a node without GPUs\n",
-		    health_policy_name(o->health.policy), why);
+		    gpucheck_policy_name(o->gpucheck.policy), why);
 		return AGENT_EXIT_FAILED;
 	}
 }
@@ -82,7 +85,7 @@ no_gpus(struct agent_opts *o, struct gpus *g, const char *why,
 static int
 count_only(struct agent_opts *o, uint32_t *nproc)
 {
-	struct gpus dummy = { 0 };
+	struct gpucheck_node dummy = { 0 };
 	char why[256];
 	int count = 0;
 
@@ -90,38 +93,41 @@ count_only(struct agent_opts *o, uint32_t *nproc)
 		*nproc = o->nproc;
 		return 0;
 	}
-	if (health_count(o->health.timeout_ms, &count, why, sizeof(why)) != 0)
-		return no_gpus(o, &dummy, why, nproc);
+	if (gpucheck_run_count(o->gpucheck.timeout_ms, &count, why,
+	    sizeof(why)) != 0)
+		return no_gpu(o, &dummy, why, nproc);
 	if (count == 0)
-		return no_gpus(o, &dummy, "the driver reports 0 devices",
+		return no_gpu(o, &dummy, "the driver reports 0 devices",
 		    nproc);
 	*nproc = (uint32_t)count;
 	return 0;
 }
 
 int
-gpus_plan(struct agent_opts *o, struct gpus *g, uint32_t *nproc)
+gpucheck_node_plan(struct agent_opts *o, struct gpucheck_node *g,
+    uint32_t *nproc)
 {
 	char why[256], desc[512];
 	int count = 0, n, passed;
 
 	memset(g, 0, sizeof(*g));
-	g->policy = o->health.policy;
-	if (g->policy == HEALTH_OFF)
+	g->policy = o->gpucheck.policy;
+	if (g->policy == GPUCHECK_OFF)
 		return count_only(o, nproc);
-	if (health_count(o->health.timeout_ms, &count, why, sizeof(why)) != 0)
-		return no_gpus(o, g, why, nproc);
+	if (gpucheck_run_count(o->gpucheck.timeout_ms, &count, why,
+	    sizeof(why)) != 0)
+		return no_gpu(o, g, why, nproc);
 	if (count == 0)
-		return no_gpus(o, g, "the driver reports 0 devices", nproc);
+		return no_gpu(o, g, "the driver reports 0 devices", nproc);
 
 	n = count;
 	if (o->nproc_mode == NPROC_FIXED && o->nproc < (uint32_t)count)
 		n = (int)o->nproc;
 	if (o->nproc_mode == NPROC_FIXED && o->nproc > (uint32_t)count &&
-	    g->policy != HEALTH_WARN) {
+	    g->policy != GPUCHECK_WARN) {
 		fprintf(stderr, "rdzv-agent: --nproc-per-node %u with "
 		    "--health-check %s: this node has only %d GPU%s\n",
-		    o->nproc, health_policy_name(g->policy), count,
+		    o->nproc, gpucheck_policy_name(g->policy), count,
 		    count == 1 ? "" : "s");
 		return AGENT_EXIT_USAGE;
 	}
@@ -132,24 +138,24 @@ gpus_plan(struct agent_opts *o, struct gpus *g, uint32_t *nproc)
 	    (g->use = calloc((size_t)n, sizeof(*g->use))) == NULL)
 		fatalx("out of memory");
 	g->n = n;
-	passed = health_probe(&o->health, n, g->results);
+	passed = gpucheck_run(&o->gpucheck, n, g->results);
 	log_info("GPU check: %d of %d GPU%s passed", passed, n,
 	    n == 1 ? "" : "s");
 	for (int d = 0; d < n; d++) {
-		if (g->results[d].ok || g->policy == HEALTH_WARN)
+		if (g->results[d].ok || g->policy == GPUCHECK_WARN)
 			g->use[g->n_use++] = d;
 		if (g->results[d].ok)
 			continue;
-		health_describe(&g->results[d], desc, sizeof(desc));
-		if (g->policy == HEALTH_STRICT)
+		gpucheck_describe(&g->results[d], desc, sizeof(desc));
+		if (g->policy == GPUCHECK_STRICT)
 			fprintf(stderr, "rdzv-agent: GPU check failed: %s "
 			    "(--health-check strict: not joining)\n", desc);
 		else
 			log_warnx("GPU check failed: %s%s", desc,
-			    g->policy == HEALTH_EXCLUDE ? "; left out" :
+			    g->policy == GPUCHECK_EXCLUDE ? "; left out" :
 			    "; used anyway (--health-check warn)");
 	}
-	if (g->policy == HEALTH_STRICT && passed < n)
+	if (g->policy == GPUCHECK_STRICT && passed < n)
 		return AGENT_EXIT_FAILED;
 	if (g->n_use == 0) {
 		fprintf(stderr, "rdzv-agent: no GPU passed the check: not "
@@ -160,23 +166,23 @@ gpus_plan(struct agent_opts *o, struct gpus *g, uint32_t *nproc)
 		fatalx("CUDA_VISIBLE_DEVICES does not fit");
 	/* Under warn a fixed count may exceed the GPUs: the extra workers
 	 * run unchecked. */
-	*nproc = o->nproc_mode == NPROC_FIXED && g->policy == HEALTH_WARN ?
+	*nproc = o->nproc_mode == NPROC_FIXED && g->policy == GPUCHECK_WARN ?
 	    o->nproc : (uint32_t)g->n_use;
 	log_debug("%s: %u workers, GPU policy %s", mode_name(o), *nproc,
-	    health_policy_name(g->policy));
+	    gpucheck_policy_name(g->policy));
 	return 0;
 }
 
 int
-gpus_device(const struct gpus *g, int local_rank)
+gpucheck_node_device(const struct gpucheck_node *g, int local_rank)
 {
-	if (g->policy == HEALTH_OFF || local_rank >= g->n_use)
+	if (g->policy == GPUCHECK_OFF || local_rank >= g->n_use)
 		return -1;
 	return g->use[local_rank];
 }
 
 void
-gpus_record(struct gpus *g, const struct gpu_result *r)
+gpucheck_node_record(struct gpucheck_node *g, const struct gpucheck_result *r)
 {
 	if (r->device >= 0 && r->device < g->n)
 		g->results[r->device] = *r;
@@ -184,7 +190,7 @@ gpus_record(struct gpus *g, const struct gpu_result *r)
 
 /* Leaves |devices| out; returns how many GPUs remain in use. */
 int
-gpus_exclude(struct gpus *g, const int *devices, int n)
+gpucheck_node_exclude(struct gpucheck_node *g, const int *devices, int n)
 {
 	int k = 0;
 
@@ -201,78 +207,64 @@ gpus_exclude(struct gpus *g, const int *devices, int n)
 	return k;
 }
 
-/* A worker's check result, read by workers.c. */
-void
-gpus_worker_checked(struct agent *a, struct worker *w,
-    const struct gpu_result *r)
+/*
+ * A worker's check result: recorded, logged, and what it asks of the
+ * agent under the policy. A GPU that fails under exclude is remembered,
+ * to be left out once the set has ended (gpucheck_node_ended). |desc|
+ * gets the failure described, for the agent's message.
+ */
+enum gpucheck_action
+gpucheck_node_worker(struct gpucheck_node *g, uint64_t gen, int local_rank,
+    const struct gpucheck_result *r, char *desc, size_t len)
 {
-	struct workers *ws = &a->ws;
-	char desc[512];
-
-	gpus_record(&a->gpus, r);
+	gpucheck_node_record(g, r);
 	if (r->ok) {
 		log_debug("generation %llu: local rank %d: GPU %d passed its "
-		    "check", (unsigned long long)ws->generation,
-		    w->local_rank, r->device);
-		return;
+		    "check", (unsigned long long)gen, local_rank, r->device);
+		return GPUCHECK_DO_NOTHING;
 	}
-	health_describe(r, desc, sizeof(desc));
-	switch (a->gpus.policy) {
-	case HEALTH_WARN:
+	gpucheck_describe(r, desc, len);
+	switch (g->policy) {
+	case GPUCHECK_WARN:
 		log_warnx("generation %llu: local rank %d: GPU check failed: "
 		    "%s; running anyway (--health-check warn)",
-		    (unsigned long long)ws->generation, w->local_rank, desc);
-		report_update(a, false, false, true);
-		break;
-	case HEALTH_STRICT:
-		w->check_failed = true;
-		/* rdzvd shows the failure, though the node leaves. */
-		report_update(a, false, false, true);
-		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
-		    "(--health-check strict: leaving the job)", desc);
-		break;
+		    (unsigned long long)gen, local_rank, desc);
+		return GPUCHECK_DO_REPORT;
+	case GPUCHECK_STRICT:
+		return GPUCHECK_DO_LEAVE;
 	default:
-		w->check_failed = true;
 		log_warnx("generation %llu: local rank %d: GPU check failed: "
-		    "%s; leaving the GPU out", (unsigned long long)
-		    ws->generation, w->local_rank, desc);
-		if (ws->n_failed_devices < (int)(sizeof(ws->failed_devices) /
-		    sizeof(ws->failed_devices[0])))
-			ws->failed_devices[ws->n_failed_devices++] = r->device;
-		workers_stop(a, WS_END_HEALTH, "a GPU failed its check");
-		break;
+		    "%s; leaving the GPU out", (unsigned long long)gen,
+		    local_rank, desc);
+		if (g->n_failed < (int)(sizeof(g->failed) /
+		    sizeof(g->failed[0])))
+			g->failed[g->n_failed++] = r->device;
+		return GPUCHECK_DO_STOP;
 	}
 }
 
 /*
- * The set ended with GPUs that failed under exclude: offer fewer workers.
- * rdzvd re-rounds on the new nproc (no restart counted), and the next
- * assignment runs without them.
+ * The set of workers ended: the GPUs that failed in it under exclude are
+ * left out. Returns how many GPUs remain in use when that changed them
+ * (the node offers that many workers from now on, and rdzvd re-rounds
+ * without a restart counted; 0: none is left), or -1 when nothing changed.
  */
-void
-gpus_workers_ended(struct agent *a)
+int
+gpucheck_node_ended(struct gpucheck_node *g)
 {
-	struct workers *ws = &a->ws;
 	int left;
 
-	if (ws->n_failed_devices == 0 || a->gpus.policy != HEALTH_EXCLUDE)
-		return;
-	left = gpus_exclude(&a->gpus, ws->failed_devices,
-	    ws->n_failed_devices);
-	ws->n_failed_devices = 0;
-	if (left == 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
-		    "passes the check any more: leaving the job");
-		return;
+	if (g->n_failed == 0 || g->policy != GPUCHECK_EXCLUDE) {
+		g->n_failed = 0;
+		return -1;
 	}
-	a->nproc = (uint32_t)left;
-	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
-	    left, left == 1 ? "" : "s", a->gpus.visible);
-	report_update(a, true, false, true);
+	left = gpucheck_node_exclude(g, g->failed, g->n_failed);
+	g->n_failed = 0;
+	return left;
 }
 
 int
-gpus_pb_new(const struct gpus *g, struct gpus_pb *pb)
+gpucheck_pb_new(const struct gpucheck_node *g, struct gpucheck_pb *pb)
 {
 	size_t n = (size_t)g->n;
 
@@ -281,18 +273,18 @@ gpus_pb_new(const struct gpus *g, struct gpus_pb *pb)
 		return 0;
 	pb->ptrs = calloc(n, sizeof(*pb->ptrs));
 	pb->res = calloc(n, sizeof(*pb->res));
-	pb->steps = calloc(n * GPU_STEPS_MAX, sizeof(*pb->steps));
-	pb->step_ptrs = calloc(n * GPU_STEPS_MAX, sizeof(*pb->step_ptrs));
+	pb->steps = calloc(n * GPUCHECK_STEPS_MAX, sizeof(*pb->steps));
+	pb->step_ptrs = calloc(n * GPUCHECK_STEPS_MAX, sizeof(*pb->step_ptrs));
 	if (pb->ptrs == NULL || pb->res == NULL || pb->steps == NULL ||
 	    pb->step_ptrs == NULL) {
-		gpus_pb_free(pb);
+		gpucheck_pb_free(pb);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		rdzv__v1__gpu_result__init(&pb->res[i]);
-		health_to_pb(&g->results[i], &pb->res[i],
-		    pb->steps + i * GPU_STEPS_MAX,
-		    pb->step_ptrs + i * GPU_STEPS_MAX);
+		gpucheck_to_pb(&g->results[i], &pb->res[i],
+		    pb->steps + i * GPUCHECK_STEPS_MAX,
+		    pb->step_ptrs + i * GPUCHECK_STEPS_MAX);
 		pb->ptrs[i] = &pb->res[i];
 	}
 	pb->n = n;
@@ -300,7 +292,7 @@ gpus_pb_new(const struct gpus *g, struct gpus_pb *pb)
 }
 
 void
-gpus_pb_free(struct gpus_pb *pb)
+gpucheck_pb_free(struct gpucheck_pb *pb)
 {
 	free(pb->ptrs);
 	free(pb->res);
@@ -310,7 +302,7 @@ gpus_pb_free(struct gpus_pb *pb)
 }
 
 void
-gpus_free(struct gpus *g)
+gpucheck_node_free(struct gpucheck_node *g)
 {
 	free(g->results);
 	free(g->use);
