@@ -25,6 +25,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 #define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
 /* After the workers' stop timeout, how long an exit may still take:
@@ -187,15 +188,68 @@ on_joined(void *arg)
 	report_flush(&a->report);
 }
 
+/*
+ * An assignment must fit what this node offered and describe a world at
+ * all; a server that says otherwise is broken or lying, and its numbers
+ * would fork workers or hand out ranks (issue 12). Returns 0, or -1 with
+ * what was wrong in |why|.
+ */
+static int
+assignment_check(const struct agent *a, const Rdzv__V1__Assignment *pb,
+    char *why, size_t len)
+{
+	uint64_t end = (uint64_t)pb->base_rank + pb->local_world_size;
+
+	if (pb->generation < a->gen_seen) {
+		snprintf(why, len, "generation %llu after generation %llu: "
+		    "generations only grow", (unsigned long long)pb->generation,
+		    (unsigned long long)a->gen_seen);
+		return -1;
+	}
+	if (pb->rdzv_id != NULL && pb->rdzv_id[0] != '\0' &&
+	    strcmp(pb->rdzv_id, a->opts->id) != 0) {
+		snprintf(why, len, "an assignment for job '%.*s', not %s",
+		    (int)utf8_prefix(pb->rdzv_id, 128), pb->rdzv_id,
+		    a->opts->id);
+		return -1;
+	}
+	if (pb->local_world_size > a->nproc_joined) {
+		snprintf(why, len, "generation %llu asks for %u workers; this "
+		    "node offered %u", (unsigned long long)pb->generation,
+		    pb->local_world_size, a->nproc_joined);
+		return -1;
+	}
+	if (end > pb->world_size) {
+		snprintf(why, len, "generation %llu: ranks %u to %llu are "
+		    "outside a world of %u", (unsigned long long)pb->generation,
+		    pb->base_rank, (unsigned long long)end - 1, pb->world_size);
+		return -1;
+	}
+	if (pb->group_rank >= pb->group_world_size) {
+		snprintf(why, len, "generation %llu: node %u is outside a "
+		    "group of %u", (unsigned long long)pb->generation,
+		    pb->group_rank, pb->group_world_size);
+		return -1;
+	}
+	return 0;
+}
+
 static void
 on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 {
 	struct agent *a = arg;
 	struct assignment *w = &a->want;
 	uint64_t now = mono_us();
+	char why[256];
 
 	if (a->quitting)
 		return;
+	if (assignment_check(a, pb, why, sizeof(why)) != 0) {
+		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
+		    "%s: %s", a->opts->client.server, why);
+		return;
+	}
+	a->gen_seen = pb->generation;
 	if (pb->generation <= a->offer.started_gen || (a->have_want &&
 	    pb->generation <= w->generation)) {
 		log_debug("generation %llu: already have it",
@@ -567,6 +621,7 @@ agent_run(struct agent_opts *o)
 		gpucheck_node_free(&a.gpucheck);
 		return rc;
 	}
+	a.nproc_joined = a.offer.nproc;
 	if (setup(&a, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent: %s\n", err);
 		teardown(&a);

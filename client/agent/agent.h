@@ -43,6 +43,7 @@
 #define AGENT_EXIT_USAGE	2	/* usage or configuration */
 #define AGENT_EXIT_UNREACHABLE	3	/* rdzvd could not be reached */
 #define AGENT_EXIT_REFUSED	4	/* permission, job closed, evicted */
+#define AGENT_EXIT_PROTOCOL	5	/* rdzvd sent something impossible */
 
 #define AGENT_STOP_TIMEOUT_MS	30000	/* torchrun's worker close timeout */
 #define AGENT_GPUCHECK_TIMEOUT_MS 60000
@@ -334,6 +335,8 @@ struct agent {
 	char			 unwant_reason[160];	/* why !have_want */
 	struct assignment	 cur;		/* of the running workers */
 	struct workers		 ws;
+	uint32_t		 nproc_joined;	/* offered at the join: the most */
+	uint64_t		 gen_seen;	/* highest assigned */
 
 	/* The end. */
 	bool			 quitting;
