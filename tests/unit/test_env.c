@@ -241,17 +241,16 @@ test_inherited_replaced(void)
 }
 
 /*
- * NCCL_ASYNC_ERROR_HANDLING and TORCH_NCCL_ASYNC_ERROR_HANDLING: an
- * inherited value is the worker's. (SPEC §5 also has them set to 1 where
- * the agent's environment has none; env.c does not set them, and
- * docs/AGENT.md says so: that case is left out here until one of the two
- * changes.)
+ * NCCL_ASYNC_ERROR_HANDLING and TORCH_NCCL_ASYNC_ERROR_HANDLING: 1 when
+ * the agent's environment has none, as torchrun sets them; an inherited
+ * value is the worker's.
  */
 static void
 test_nccl(void)
 {
 	char *inherited[] = { "NCCL_ASYNC_ERROR_HANDLING=0",
 	    "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", NULL };
+	char *none[] = { "PATH=/bin", NULL };
 	struct assignment asg;
 	char **envp;
 
@@ -259,6 +258,10 @@ test_nccl(void)
 	envp = worker_env(&asg, 0, "", inherited);
 	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "0");
 	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "3");
+	free(envp);
+	envp = worker_env(&asg, 0, "", none);
+	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "1");
+	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	free(envp);
 }
 
