@@ -145,12 +145,12 @@ json_t	*json_server(const Rdzv__V1__ServerInfoResponse *);
 /* Prints |j| indented (or compact, one line) and frees it. 0 or exit. */
 int	 json_emit(json_t *j, bool compact);
 
-/* status.c */
+/* jobtext.c */
 /* The detailed view of one job, as `status ID` prints it. */
-void	status_job_print(struct ctl *, FILE *, const Rdzv__V1__Job *,
+void	jobtext_detail(struct ctl *, FILE *, const Rdzv__V1__Job *,
 	    bool with_events);
 /* The job list, as `status` prints it. */
-void	status_list_print(struct ctl *, FILE *, Rdzv__V1__Job *const *jobs,
+void	jobtext_list(struct ctl *, FILE *, Rdzv__V1__Job *const *jobs,
 	    size_t n);
 
 /* action.c */

@@ -189,9 +189,9 @@ redraw(struct watch *w)
 	    w->rdzv_id ? " " : "", w->rdzv_id ? w->rdzv_id : "",
 	    w->ctl->server, fmt_clock_short(t, sizeof(t), w->ctl->now_ms));
 	if (w->rdzv_id == NULL)
-		status_list_print(w->ctl, f, w->jobs, w->n_jobs);
+		jobtext_list(w->ctl, f, w->jobs, w->n_jobs);
 	else if (w->n_jobs > 0)
-		status_job_print(w->ctl, f, w->jobs[0], false);
+		jobtext_detail(w->ctl, f, w->jobs[0], false);
 	else
 		fprintf(f, "job %s: no news yet\n", w->rdzv_id);
 	fclose(f);
