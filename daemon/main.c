@@ -106,7 +106,13 @@ open_state(void)
 	    sizeof(err)) != 0)
 		fatalx("database %s: %s", rdzvd.cfg.db, err);
 	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
-	turn_init();
+	static const struct turn_out out = {
+		.send = streams_send,
+		.jobs_changed = watch_jobs_changed,
+		.node_removed = streams_forget,
+	};
+
+	turn_init(&out);
 	streams_init();
 	/* Restored deadlines and leases need the timer armed. */
 	turn_schedule();
