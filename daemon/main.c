@@ -64,6 +64,21 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	    shutdown_done, NULL);
 }
 
+/* What the transport did and why (lib/ does not log): for whoever debugs a
+ * client that cannot connect or keep its connection. */
+static void
+conn_closed(const char *peer, const char *reason, void *arg)
+{
+	log_debug("connection from %s closed: %s", peer, reason);
+}
+
+static void
+accept_paused(int err, uint32_t pause_ms, void *arg)
+{
+	log_debug("accept: %s; accepting again when a connection closes, or "
+	    "in %u ms", strerror(err), pause_ms);
+}
+
 static int64_t
 wall_ms(void)
 {
@@ -177,6 +192,8 @@ main(int argc, char **argv)
 		.max_streams = rdzvd.cfg.max_streams,
 		.max_conns = rdzvd.cfg.max_conns,
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
+		.conn_closed = conn_closed,
+		.accept_paused = accept_paused,
 	};
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);
