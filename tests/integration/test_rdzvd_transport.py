@@ -8,16 +8,24 @@ Every wait is bounded; nothing sleeps and hopes.
 import os
 import re
 import ssl
+import struct
 import time
 
 import pytest
 
-from h2raw import (PREFACE, HEADERS, SETTINGS, END_STREAM, frame,
-                   grpc_request, raw_connect, read_frames, wait_closed,
+from h2raw import (PREFACE, DATA, HEADERS, SETTINGS, WINDOW_UPDATE, END_STREAM,
+                   frame, grpc_request, raw_connect, read_frames, wait_closed,
                    h2_open, has_grpc_status)
+import rdzvnode
 import rdzvtest
 
 P = rdzvtest.protos()
+R, C = P.rendezvous, P.control
+# rdzvd's limit on output a connection holds unwritten (grpc_server_opts
+# out_cap, lib's default): PROTOCOL.md, "slow readers".
+OUT_CAP = 1 << 20
+SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE = 1, 4
+RESOURCE_EXHAUSTED = 8
 
 
 def test_close_reason_is_logged(tmp_path):
@@ -148,3 +156,96 @@ def test_accept_resumes_when_a_connection_closes(tmp_path):
         assert d.stop() == 0, d.output()
 
 
+
+# ------------------------------------------------------ slow readers
+
+def grpc_messages(data):
+    """The gRPC messages (5-byte prefix, then the message) in |data|."""
+    out = []
+    while data:
+        n = struct.unpack(">I", data[1:5])[0]
+        out.append(data[5:5 + n])
+        data = data[5 + n:]
+    return out
+
+
+def test_streams_not_read_end_with_resource_exhausted(tmp_path):
+    """A connection that reads nothing: rdzvd queues what it sends until the
+    connection holds OUT_CAP, then ends each stream whose next message does
+    not fit with RESOURCE_EXHAUSTED (a Watch first, then a Join stream on
+    the same connection) instead of queueing without limit. Another
+    connection is not affected, and what was queued is delivered once the
+    client reads."""
+    with rdzvtest.Daemon(tmp_path) as d, rdzvnode.Control(d.addr) as ctl:
+        s = raw_connect(d.addr)
+        # No flow-control window: nothing rdzvd sends on a stream leaves
+        # its queue. No HPACK table either, so every trailer carries
+        # grpc-status as a literal that has_grpc_status() finds.
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(
+            ">HIHI", SETTINGS_HEADER_TABLE_SIZE, 0,
+            SETTINGS_INITIAL_WINDOW_SIZE, 0)))
+        job = dict(min_nodes=2, max_nodes=64, last_call_ms=600000)
+        s.sendall(grpc_request("/rdzv.v1.Rendezvous/Join", R.JoinRequest(
+            rdzv_id="slow", min_nodes=2, max_nodes=64,
+            last_call_timeout_ms=600000, hostname="slow-reader", nproc=1,
+            advertise_addr="127.0.0.1", master_port=29500), stream=1) +
+            grpc_request("/rdzv.v1.Control/Watch",
+                         C.WatchRequest(rdzv_id="slow"), stream=3))
+
+        # Every join sends the watcher the job with all its nodes, each
+        # with 64 GPU results: about 10 KiB a node, 3 MiB for 24 joins.
+        gpus = [dict(device=i, name="N" * 95, uuid="U%047d" % i)
+                for i in range(64)]
+        nodes = []
+        for i in range(24):
+            n = rdzvnode.Node(d.addr, name="n%d" % i)
+            nodes.append(n)
+            n.join("slow", gpus=gpus, **job)
+        # The job fails: every node is sent `failed`; the reader's Join
+        # stream finds its connection full.
+        ctl.abort_job("slow", "enough")
+        for n in nodes:
+            n.wait_event("failed")
+        # rdzvd still serves.
+        assert ctl.get_job("slow").state == P.types.JOB_STATE_FAILED
+
+        # Now read: open the windows and collect both streams to their end.
+        big = 0x7FFFFFFF
+        s.sendall(frame(SETTINGS, 1, 0) +
+                  frame(SETTINGS, 0, 0, struct.pack(
+                      ">HI", SETTINGS_INITIAL_WINDOW_SIZE, big)) +
+                  frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", big - 65535)))
+
+        def ended(fs, stream):
+            return any(f[0] == HEADERS and f[2] == stream and
+                       f[1] & END_STREAM for f in fs)
+        frames, closed = read_frames(
+            s, lambda fs: ended(fs, 1) and ended(fs, 3), timeout=20)
+        s.close()
+        assert not closed
+        data = {1: b"", 3: b""}
+        trailers = {}
+        for f in frames:
+            if f[0] == DATA:
+                data[f[2]] += f[3]
+            elif f[0] == HEADERS and f[1] & END_STREAM:
+                trailers[f[2]] = f[3]
+        for stream in (1, 3):
+            assert has_grpc_status(trailers[stream], RESOURCE_EXHAUSTED), (
+                stream, trailers)
+
+        # The watcher got the jobs that fitted, then no more: at most the
+        # cap and the one message that crossed it.
+        watched = [C.WatchEvent.FromString(m) for m in grpc_messages(data[3])]
+        print("watched %d, %d + %d bytes" % (len(watched), len(data[1]), len(data[3])))
+        assert 0 < len(watched) < 24, len(watched)
+        largest = max(len(m) + 5 for m in grpc_messages(data[3]))
+        assert OUT_CAP <= len(data[1]) + len(data[3]) < OUT_CAP + largest
+        # The Join stream got what it was sent before the connection
+        # filled up, and not `failed`.
+        events = [R.JoinEvent.FromString(m) for m in grpc_messages(data[1])]
+        assert events[0].WhichOneof("event") == "accepted", events
+        assert "failed" not in [e.WhichOneof("event") for e in events]
+        for n in nodes:
+            n.close()
+        assert d.stop() == 0, d.output()
