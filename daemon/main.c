@@ -192,7 +192,10 @@ main(int argc, char **argv)
 		.max_streams = rdzvd.cfg.max_streams,
 		.max_conns = rdzvd.cfg.max_conns,
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
-		.conn_closed = conn_closed,
+		/* Only where they are logged: ten thousand closing
+		 * connections need not format their peers for nothing. */
+		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
+		    conn_closed : NULL,
 		.accept_paused = accept_paused,
 	};
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
