@@ -1,7 +1,10 @@
 /*
- * Core state to protobuf-c messages. protobuf-c messages point at their
- * arrays and strings; an arena owns what a conversion allocates, so a reply
- * is built, sent and released in three lines.
+ * Core state to protobuf-c messages and back, and nothing else: no clock, no
+ * connection, no call. What a message needs from outside the core (the time,
+ * when a node was last heard from) comes in as arguments. protobuf-c
+ * messages point at their arrays and strings; an arena owns what a
+ * conversion allocates, so a reply is built, sent and released in three
+ * lines.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +77,7 @@ gpu_to_pb(struct arena *a, const struct core_gpu *g)
 }
 
 static Rdzv__V1__Node *
-node_to_pb(struct arena *a, const struct core_node *n, struct core_now now)
+node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms)
 {
 	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
 	rdzv__v1__node__init(m);
@@ -95,7 +98,7 @@ node_to_pb(struct arena *a, const struct core_node *n, struct core_now now)
 		for (uint32_t i = 0; i < n->n_gpus; i++)
 			m->gpus[i] = gpu_to_pb(a, &n->gpus[i]);
 	}
-	m->last_seen_unix_ms = streams_last_seen_ms(n, now);
+	m->last_seen_unix_ms = last_seen_ms;
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
 	return m;
@@ -103,7 +106,7 @@ node_to_pb(struct arena *a, const struct core_node *n, struct core_now now)
 
 Rdzv__V1__Job *
 job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
-    int with_nodes, uint32_t events)
+    last_seen_fn last_seen, uint32_t events)
 {
 	Rdzv__V1__Job *m = arena_alloc(a, sizeof(*m));
 	rdzv__v1__job__init(m);
@@ -128,11 +131,12 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 	m->attempt = j->attempt;
 	m->held_failure = (char *)j->held_reason;	/* "" when none */
 
-	if (with_nodes && j->n_nodes > 0) {
+	if (last_seen != NULL && j->n_nodes > 0) {
 		const struct core_node *n;
 		m->nodes = arena_alloc(a, j->n_nodes * sizeof(*m->nodes));
 		TAILQ_FOREACH(n, &j->nodes, entry)
-			m->nodes[m->n_nodes++] = node_to_pb(a, n, now);
+			m->nodes[m->n_nodes++] = node_to_pb(a, n,
+			    last_seen(n, now));
 	}
 	if (events > j->events_n)
 		events = j->events_n;
@@ -235,12 +239,6 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 }
 
 int
-caller_is_admin(struct grpc_call *call)
-{
-	return config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
-}
-
-int
 gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
     uint32_t *healthy, uint32_t *total, char *err, size_t errlen)
 {
@@ -273,32 +271,4 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	*total = (uint32_t)n;
 	*out = g;
 	return 0;
-}
-
-void
-answer_job(struct grpc_call *call, void *rdzv_id)
-{
-	struct core_job *job = job_or_finish(call, rdzv_id);
-	struct arena a = { 0 };
-
-	if (job == NULL)
-		return;
-	grpc_call_reply(call, &job_to_pb(&a, job, turn_now(), 1, 10)->base);
-	arena_free(&a);
-}
-
-struct core_job *
-job_or_finish(struct grpc_call *call, const char *rdzv_id)
-{
-	struct core_job *job;
-	char err[512];
-
-	if (rdzv_id_check(rdzv_id, err, sizeof(err)) != 0) {
-		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
-		return NULL;
-	}
-	if ((job = core_job_find(rdzvd.core, rdzv_id)) == NULL)
-		grpc_call_finish(call, GRPC_NOT_FOUND, "job %s not found",
-		    rdzv_id);
-	return job;
 }

@@ -64,6 +64,21 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	    shutdown_done, NULL);
 }
 
+/* What the transport did and why (lib/ does not log): for whoever debugs a
+ * client that cannot connect or keep its connection. */
+static void
+conn_closed(const char *peer, const char *reason, void *arg)
+{
+	log_debug("connection from %s closed: %s", peer, reason);
+}
+
+static void
+accept_paused(int err, uint32_t pause_ms, void *arg)
+{
+	log_debug("accept: %s; accepting again when a connection closes, or "
+	    "in %u ms", strerror(err), pause_ms);
+}
+
 static int64_t
 wall_ms(void)
 {
@@ -108,8 +123,14 @@ open_state(void)
 	    sizeof(err)) != 0)
 		fatalx("database %s: %s", rdzvd.cfg.db, err);
 	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
+	static const struct turn_out out = {
+		.send = streams_send,
+		.jobs_changed = watch_jobs_changed,
+		.node_removed = streams_forget,
+	};
+
 	stall_init();
-	turn_init();
+	turn_init(&out);
 	streams_init();
 	/* Restored deadlines and leases need the timer armed. */
 	turn_schedule();
@@ -174,6 +195,11 @@ main(int argc, char **argv)
 		.max_streams = rdzvd.cfg.max_streams,
 		.max_conns = rdzvd.cfg.max_conns,
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
+		/* Only where they are logged: ten thousand closing
+		 * connections need not format their peers for nothing. */
+		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
+		    conn_closed : NULL,
+		.accept_paused = accept_paused,
 	};
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);

@@ -70,9 +70,22 @@ struct rdzvd {
 };
 extern struct rdzvd rdzvd;
 
-/* turn.c: one event-loop turn's changes become one transaction, then the
- * messages go out (SPEC §9: nothing is acknowledged before it is durable). */
-void		 turn_init(void);
+/*
+ * turn.c: one event-loop turn's changes become one transaction, then the
+ * turn's output goes out (SPEC §9: nothing is acknowledged before it is
+ * durable) to the consumers main.c registers at start: the Join streams and
+ * the Watch streams. They call turn.c to feed the core; turn.c calls none
+ * of them by name.
+ */
+struct turn_out {
+	/* One message of the core's outbox, for |node|. */
+	void	(*send)(struct core_node *, const struct core_msg *);
+	/* The turn's changed and removed jobs, on the core's lists. */
+	void	(*jobs_changed)(const struct core *, struct core_now);
+	/* A node the core removed, alone or with its job. */
+	void	(*node_removed)(uint64_t node_id);
+};
+void		 turn_init(const struct turn_out *);
 void		 turn_free(void);
 /* The time to give the core now. */
 struct core_now	 turn_now(void);
@@ -100,9 +113,10 @@ void		 streams_init(void);
 void		 streams_free(void);
 /* Ties |call| to |node|; an older stream of the node is ended. */
 void		 streams_attach(struct core_node *node, struct grpc_call *call);
-/* Sends the node's queued messages; ends the stream after a final one. */
+/* Sends one of the node's messages; ends the stream after a final one, or
+ * with RESOURCE_EXHAUSTED when the node's connection is full. */
 void		 streams_send(struct core_node *node, const struct core_msg *msg);
-/* Ends the streams of nodes the core removed. */
+/* Ends the stream of a node the core removed. */
 void		 streams_forget(uint64_t node_id);
 size_t		 streams_count(void);
 /* When the node was last heard from (wall ms): its connection, if live. */
@@ -112,40 +126,47 @@ int64_t		 streams_last_seen_ms(const struct core_node *,
 void		 streams_shutdown(void);
 
 /* rpc_watch.c */
-void		 watch_jobs_changed(void);
+/* Tells the watchers of the jobs on the core's changed and removed lists. */
+void		 watch_jobs_changed(const struct core *, struct core_now);
 void		 watch_free_all(void);
 
-/* convert.c: core state to protobuf messages. An arena owns every
- * allocation a conversion makes; arena_free releases them together. */
+/* convert.c: core state to protobuf messages and back; no clock, no
+ * connection. An arena owns every allocation a conversion makes; arena_free
+ * releases them together. */
 struct arena {
 	void		**ptrs;
 	size_t		  n, cap;
 };
 void		*arena_alloc(struct arena *, size_t);
 void		 arena_free(struct arena *);
-/* |with_nodes|: fill nodes; |events|: that many latest events. */
+/* When a node was last heard from (wall ms), which only its connection
+ * knows: streams_last_seen_ms. */
+typedef int64_t	(*last_seen_fn)(const struct core_node *, struct core_now);
+/* The job with its nodes when |last_seen| is given, a summary when it is
+ * NULL; |events|: that many latest events. */
 Rdzv__V1__Job	*job_to_pb(struct arena *, const struct core_job *,
-		    struct core_now, int with_nodes, uint32_t events);
+		    struct core_now, last_seen_fn last_seen, uint32_t events);
 void		 event_to_pb(struct arena *, const struct core_event *,
 		    Rdzv__V1__Event *);
 /* Fills |ev| from |msg| for |node|; allocations in |a|. */
 void		 msg_to_pb(struct arena *, const struct core_node *,
 		    const struct core_msg *, Rdzv__V1__JoinEvent *ev);
-/* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
- * of the operator actions, given to turn_answer. */
-void		 answer_job(struct grpc_call *, void *rdzv_id);
-/* The job named by the request, or NULL after finishing the call with
- * NOT_FOUND or INVALID_ARGUMENT. */
-struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
-/* 1 if the caller is one of the configured admins (SPEC §11). */
-int		 caller_is_admin(struct grpc_call *);
-/* Counts GpuResults into healthy/total. */
-/* A node's GPU results as the core keeps them (*out: free it). 0, or
- * INVALID_ARGUMENT with a message. */
+/* A node's GPU results as the core keeps them (*out: free it), counted into
+ * healthy/total. 0, or INVALID_ARGUMENT with a message. */
 #define GPUS_MAX	64
 int		 gpus_from_pb(Rdzv__V1__GpuResult **, size_t,
 		    struct core_gpu **out, uint32_t *healthy,
 		    uint32_t *total, char *err, size_t errlen);
+
+/* access.c: what a call may reach. */
+/* The job named by the request, or NULL after finishing the call with
+ * NOT_FOUND or INVALID_ARGUMENT. */
+struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
+/* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
+ * of the operator actions, given to turn_answer. */
+void		 answer_job(struct grpc_call *, void *rdzv_id);
+/* 1 if the caller is one of the configured admins (SPEC §11). */
+int		 caller_is_admin(struct grpc_call *);
 
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];

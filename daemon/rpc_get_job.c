@@ -16,8 +16,8 @@ rpc_get_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 
 	if (job == NULL)
 		return;
-	Rdzv__V1__Job *m = job_to_pb(&a, job, turn_now(), 1,
-	    req->events ? req->events : DEFAULT_EVENTS);
+	Rdzv__V1__Job *m = job_to_pb(&a, job, turn_now(),
+	    streams_last_seen_ms, req->events ? req->events : DEFAULT_EVENTS);
 	if (grpc_call_reply(call, &m->base) == -EMSGSIZE)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "job %s does "
 		    "not fit in one message; raise --max-message", job->rdzv_id);

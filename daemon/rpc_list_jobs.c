@@ -19,7 +19,8 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	resp.jobs = arena_alloc(&a, rdzvd.core->n_jobs * sizeof(*resp.jobs));
 	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry)
 		if (req->all || !core_job_ended(job))
-			resp.jobs[resp.n_jobs++] = job_to_pb(&a, job, now, 0, 0);
+			resp.jobs[resp.n_jobs++] = job_to_pb(&a, job, now,
+			    NULL, 0);
 	if (grpc_call_reply(call, &resp.base) == -EMSGSIZE)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "%zu jobs do not "
 		    "fit in one message; raise --max-message", resp.n_jobs);

@@ -36,12 +36,15 @@ watcher_closed(struct grpc_call *call, int cancelled, void *arg)
 
 /* Sends one job; 0, or -1 after ending the watcher's call. */
 static int
-send_job(struct watcher *w, const struct core_job *job, int removed)
+send_job(struct watcher *w, const struct core_job *job, struct core_now now,
+    int removed)
 {
 	Rdzv__V1__WatchEvent ev = RDZV__V1__WATCH_EVENT__INIT;
 	struct arena a = { 0 };
 
-	ev.job = job_to_pb(&a, job, turn_now(), w->rdzv_id != NULL, 0);
+	/* Watching one job includes its nodes. */
+	ev.job = job_to_pb(&a, job, now, w->rdzv_id != NULL ?
+	    streams_last_seen_ms : NULL, 0);
 	ev.removed = removed;
 	int rc = grpc_call_send(w->call, &ev.base);
 	arena_free(&a);
@@ -64,6 +67,7 @@ void
 rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__WatchRequest *req = (const Rdzv__V1__WatchRequest *)msg;
+	struct core_now now = turn_now();
 	struct watcher *w;
 	struct core_job *job;
 	char err[512];
@@ -86,16 +90,15 @@ rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		if (!matches(w, job) || (!w->all && w->rdzv_id == NULL &&
 		    core_job_ended(job)))
 			continue;
-		if (send_job(w, job, 0) != 0)
+		if (send_job(w, job, now, 0) != 0)
 			return;
 	}
 }
 
 /* Called after each commit: the jobs that changed or were removed. */
 void
-watch_jobs_changed(void)
+watch_jobs_changed(const struct core *c, struct core_now now)
 {
-	struct core *c = rdzvd.core;
 	struct watcher *w, *next;
 	struct core_job *job;
 
@@ -104,10 +107,10 @@ watch_jobs_changed(void)
 		int gone = 0;
 		TAILQ_FOREACH(job, &c->changed_jobs, changed_entry)
 			if (!gone && matches(w, job) && !job->removed)
-				gone = send_job(w, job, 0) != 0;
+				gone = send_job(w, job, now, 0) != 0;
 		TAILQ_FOREACH(job, &c->removed_jobs, entry)
 			if (!gone && matches(w, job))
-				gone = send_job(w, job, 1) != 0;
+				gone = send_job(w, job, now, 1) != 0;
 	}
 }
 

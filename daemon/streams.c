@@ -7,6 +7,8 @@
  * silence that counts is never shorter than twice that interval.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <event2/event.h>
@@ -24,6 +26,9 @@ struct stream {
 static struct hash	 streams;
 static struct event	*sweep_ev;
 
+static void	stream_end(struct stream *, int, int, const char *, ...)
+		    __attribute__((format(printf, 4, 5)));
+
 static int
 match_stream(const void *item, const void *key)
 {
@@ -36,22 +41,30 @@ find(uint64_t node_id)
 	return hash_find(&streams, hash_u64(node_id), match_stream, &node_id);
 }
 
+/*
+ * Every Join stream ends here: it leaves the table, its call is finished
+ * with |status| and the message (finishing a call the agent's side already
+ * ended does nothing) and the stream is freed. With |gone| the core hears
+ * that the node went away, which starts its reconnect grace; without, the
+ * caller has told the core what happened, or nothing happened to the node.
+ */
 static void
-detach(struct stream *s)
+stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 {
+	struct core_node *node;
+	char msg[256];
+	va_list ap;
+
 	hash_remove(&streams, hash_u64(s->node_id), s);
 	grpc_call_on_close(s->call, NULL, NULL);
-}
-
-/* The agent's side went away, or we finished the stream. */
-static void
-stream_closed(struct grpc_call *call, int cancelled, void *arg)
-{
-	struct stream *s = arg;
-	struct core_node *node = core_node_find(rdzvd.core, s->node_id);
-
-	hash_remove(&streams, hash_u64(s->node_id), s);
-	if (node != NULL) {
+	if (fmt != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		grpc_call_finish(s->call, status, "%s", msg);
+	} else
+		grpc_call_finish(s->call, status, NULL);
+	if (gone && (node = core_node_find(rdzvd.core, s->node_id)) != NULL) {
 		log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
 		    (unsigned long long)s->node_id);
 		core_disconnect(rdzvd.core, turn_now(), node);
@@ -60,18 +73,22 @@ stream_closed(struct grpc_call *call, int cancelled, void *arg)
 	free(s);
 }
 
+/* The agent's side went away: its connection, a cancel, a deadline. */
+static void
+stream_closed(struct grpc_call *call, int cancelled, void *arg)
+{
+	stream_end(arg, 1, GRPC_CANCELLED, NULL);
+}
+
 void
 streams_attach(struct core_node *node, struct grpc_call *call)
 {
 	struct stream *s = find(node->node_id);
 
-	if (s != NULL) {
-		/* A resume replaces the node's older stream. */
-		detach(s);
-		grpc_call_finish(s->call, GRPC_ABORTED, "node %llu resumed on "
-		    "another stream", (unsigned long long)node->node_id);
-		free(s);
-	}
+	/* A resume replaces the node's older stream. */
+	if (s != NULL)
+		stream_end(s, 0, GRPC_ABORTED, "node %llu resumed on another "
+		    "stream", (unsigned long long)node->node_id);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		fatal("streams_attach");
 	s->call = call;
@@ -94,10 +111,14 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 	int rc = grpc_call_send(s->call, &ev.base);
 	arena_free(&a);
 	if (rc == -ENOBUFS) {
-		/* It does not read: end the stream; on resume it is told its
-		 * place afresh. */
-		grpc_call_finish(s->call, GRPC_RESOURCE_EXHAUSTED, "node %llu "
-		    "does not read its stream; resume to continue",
+		/*
+		 * It does not read: its connection holds as much output as
+		 * it may (grpc_server_opts.out_cap). End the stream rather
+		 * than queue without limit; on resume the node is told its
+		 * place afresh.
+		 */
+		stream_end(s, 1, GRPC_RESOURCE_EXHAUSTED, "node %llu does not "
+		    "read its stream; resume to continue",
 		    (unsigned long long)node->node_id);
 		return;
 	}
@@ -105,7 +126,7 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 	case CORE_MSG_CLOSED:
 	case CORE_MSG_FAILED:
 	case CORE_MSG_EVICTED:
-		grpc_call_finish(s->call, GRPC_OK, NULL);
+		stream_end(s, 1, GRPC_OK, NULL);
 		break;
 	default:
 		break;
@@ -117,12 +138,9 @@ streams_forget(uint64_t node_id)
 {
 	struct stream *s = find(node_id);
 
-	if (s == NULL)
-		return;
-	detach(s);
-	grpc_call_finish(s->call, GRPC_NOT_FOUND, "node %llu no longer exists",
-	    (unsigned long long)node_id);
-	free(s);
+	if (s != NULL)
+		stream_end(s, 0, GRPC_NOT_FOUND, "node %llu no longer exists",
+		    (unsigned long long)node_id);
 }
 
 size_t
@@ -186,16 +204,13 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		lost[n++] = s->node_id;
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct stream *s = find(lost[i]);
 		struct core_node *node = core_node_find(rdzvd.core, lost[i]);
+		uint32_t ttl = node->job->settings.lease_ttl_ms;
 		log_info("job %s: node %llu: connection silent, lease ended",
 		    node->job->rdzv_id, (unsigned long long)lost[i]);
-		detach(s);
+		stream_end(find(lost[i]), 0, GRPC_UNAVAILABLE, "connection "
+		    "silent for longer than the lease (%u ms)", ttl);
 		core_lease_lost(rdzvd.core, turn_now(), node);
-		grpc_call_finish(s->call, GRPC_UNAVAILABLE, "connection silent "
-		    "for longer than the lease (%u ms)",
-		    node->job->settings.lease_ttl_ms);
-		free(s);
 	}
 	free(lost);
 	if (n > 0)
@@ -216,19 +231,16 @@ streams_init(void)
 void
 streams_shutdown(void)
 {
-	for (size_t i = 0; i < streams.cap; i++) {
-		struct stream *s = streams.slots[i].item;
-		if (s == NULL)
-			continue;
-		/* Not a disconnect: the node keeps its place and resumes
-		 * when the daemon is back (SPEC §4 rule 11). */
-		grpc_call_on_close(s->call, NULL, NULL);
-		grpc_call_finish(s->call, GRPC_UNAVAILABLE, "rdzvd is shutting "
-		    "down; resume when it is back");
-		free(s);
-		streams.slots[i].item = NULL;
-	}
-	streams.n = 0;
+	/*
+	 * Not a disconnect: the node keeps its place and resumes when the
+	 * daemon is back (SPEC §4 rule 11). Removal may shift a later entry
+	 * into the slot just emptied but never fills an empty slot: end what
+	 * each slot holds until it is empty, and those behind stay empty.
+	 */
+	for (size_t i = 0; i < streams.cap; i++)
+		while (streams.slots[i].item != NULL)
+			stream_end(streams.slots[i].item, 0, GRPC_UNAVAILABLE,
+			    "rdzvd is shutting down; resume when it is back");
 	event_del(sweep_ev);
 }
 

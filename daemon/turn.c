@@ -3,10 +3,15 @@
  * and calls turn_schedule(); the flush event runs at the lowest priority, so
  * it runs once after everything that arrived in this turn was handled. It
  * writes all of the turn's changes in one transaction (group commit: ten
- * thousand joins are one fsync, not ten thousand), and only then sends the
- * nodes their messages, tells Watch streams and answers unary calls (SPEC
- * §9: nothing is acknowledged before it is durable). A failed commit ends
- * the daemon: memory and disk must not disagree.
+ * thousand joins are one fsync, not ten thousand), and only then hands the
+ * output to the consumers registered at start (the Join streams, the Watch
+ * streams) and answers unary calls (SPEC §9: nothing is acknowledged before
+ * it is durable). A failed commit ends the daemon: memory and disk must not
+ * disagree.
+ *
+ * turn.c is the hub: the handlers and the stream table call it, and it
+ * reaches the streams and the watchers only through struct turn_out, so
+ * that no two of these files call each other in a loop.
  */
 #include <stdlib.h>
 #include <sys/queue.h>
@@ -37,6 +42,7 @@ struct answer {
 };
 TAILQ_HEAD(answers, answer);
 
+static struct turn_out	 out;
 static struct event	*flush_ev;
 static struct event	*timer_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
@@ -116,16 +122,16 @@ turn_flush(void)
 		    err);
 
 	while (core_outbox_pop(c, &node, &msg))
-		streams_send(node, &msg);
-	watch_jobs_changed();
+		out.send(node, &msg);
+	out.jobs_changed(c, turn_now());
 
 	/* Nodes the core dropped lose their streams. */
 	TAILQ_FOREACH(node, &c->removed_nodes, entry)
-		streams_forget(node->node_id);
+		out.node_removed(node->node_id);
 	struct core_job *job;
 	TAILQ_FOREACH(job, &c->removed_jobs, entry)
 		TAILQ_FOREACH(node, &job->nodes, entry)
-			streams_forget(node->node_id);
+			out.node_removed(node->node_id);
 	core_changes_clear(c);
 
 	/* Answering finishes the call, whose close callback unlinks it. */
@@ -154,8 +160,9 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-turn_init(void)
+turn_init(const struct turn_out *o)
 {
+	out = *o;
 	flush_ev = event_new(rdzvd.base, -1, 0, flush_cb, NULL);
 	timer_ev = evtimer_new(rdzvd.base, timer_cb, NULL);
 	if (flush_ev == NULL || timer_ev == NULL)

@@ -92,6 +92,25 @@ struct grpc_server_opts {
 					   default 1 MiB */
 	uint32_t keepalive_ms;		/* PING a connection silent this long;
 					   default 5000, 0 never */
+
+	/*
+	 * What the transport did and why, for the program's log (lib/ does
+	 * not log). Both may be NULL and must not call into the server.
+	 *
+	 * conn_closed runs once per connection as it closes, with the
+	 * peer ("10.0.0.5:41234", "[::1]:41234", "unix") and why ("the peer
+	 * closed the connection", "HTTP/2: Received bad client magic byte
+	 * string", ...).
+	 *
+	 * accept_paused runs when accepting a connection failed with the
+	 * errno |err| (EMFILE: out of descriptors). Accepting pauses
+	 * instead of spinning on a listener that stays readable, and
+	 * resumes as soon as one of the server's connections closes, or
+	 * after |pause_ms| when none does.
+	 */
+	void (*conn_closed)(const char *peer, const char *reason, void *arg);
+	void (*accept_paused)(int err, uint32_t pause_ms, void *arg);
+	void *cb_arg;			/* for both */
 };
 
 /*

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,15 +64,22 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 		done(srv->done_arg);
 }
 
+/* Accepting again after a pause: a descriptor may be free now. */
 static void
-accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+accept_resume(struct grpc_server *srv)
 {
-	struct grpc_server *srv = arg;
-
+	srv->accept_paused = 0;
+	evtimer_del(srv->accept_ev);
 	if (srv->shutting_down)
 		return;
 	for (size_t i = 0; i < srv->n_listeners; i++)
 		evconnlistener_enable(srv->listeners[i]->evl);
+}
+
+static void
+accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	accept_resume(arg);
 }
 
 struct grpc_server *
@@ -126,8 +134,10 @@ static void	accept_cb(struct evconnlistener *, evutil_socket_t,
 		    struct sockaddr *, int, void *);
 
 /*
- * Out of descriptors (or another accept error): stop accepting for a while
- * instead of spinning on a listener that stays readable.
+ * Out of descriptors (or another accept error): stop accepting instead of
+ * spinning on a listener that stays readable. The next of our connections
+ * to close frees a descriptor and resumes accepting (sconn_close); the
+ * timer covers descriptors freed elsewhere (relayd does the same).
  */
 static void
 accept_error_cb(struct evconnlistener *evl, void *arg)
@@ -135,10 +145,14 @@ accept_error_cb(struct evconnlistener *evl, void *arg)
 	struct grpc_listener *l = arg;
 	struct grpc_server *srv = l->srv;
 	struct timeval tv = ms_tv(ACCEPT_PAUSE_MS);
+	int err = errno;
 
 	for (size_t i = 0; i < srv->n_listeners; i++)
 		evconnlistener_disable(srv->listeners[i]->evl);
+	srv->accept_paused = 1;
 	evtimer_add(srv->accept_ev, &tv);
+	if (srv->opts.accept_paused != NULL)
+		srv->opts.accept_paused(err, ACCEPT_PAUSE_MS, srv->opts.cb_arg);
 }
 
 /*
@@ -337,7 +351,8 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->h2 == NULL && idle >= ka) {
-		sconn_close(c, "TLS handshake timeout");
+		sconn_close(c, "no TLS handshake within the keepalive "
+		    "interval");
 		return;
 	}
 	if (idle >= ka) {
@@ -382,25 +397,46 @@ sconn_free(struct grpc_conn *c)
 	free(c);
 }
 
+/* "10.0.0.5:41234", "[::1]:41234" or "unix", for conn_closed. */
+static void
+peer_text(const struct grpc_conn *c, char *buf, size_t len)
+{
+	if (c->peer_port == 0)
+		snprintf(buf, len, "%s", c->peer);
+	else if (strchr(c->peer, ':') != NULL)
+		snprintf(buf, len, "[%s]:%u", c->peer, c->peer_port);
+	else
+		snprintf(buf, len, "%s:%u", c->peer, c->peer_port);
+}
+
 /*
- * The one teardown path. Every call the user still holds is told it was
- * cancelled before anything is freed; a close asked for while nghttp2 is
- * running for this connection waits until it has returned.
+ * The one teardown path. The program hears why, then every call the user
+ * still holds is told it was cancelled before anything is freed; a close
+ * asked for while nghttp2 is running for this connection waits until it
+ * has returned (and keeps its reason). The descriptor freed lets a paused
+ * server accept again.
  */
 void
 sconn_close(struct grpc_conn *c, const char *reason)
 {
 	struct grpc_server *srv = c->srv;
 	struct grpc_call *call;
+	char peer[80];
 
-	(void)reason;
 	if (c->closed)
 		return;
 	if (c->in_h2 > 0) {
+		if (!c->close_pending)
+			snprintf(c->close_reason, sizeof(c->close_reason),
+			    "%s", reason);
 		c->close_pending = 1;
 		return;
 	}
 	c->closed = 1;
+	if (srv->opts.conn_closed != NULL) {
+		peer_text(c, peer, sizeof(peer));
+		srv->opts.conn_closed(peer, reason, srv->opts.cb_arg);
+	}
 again:
 	TAILQ_FOREACH(call, &c->calls, entry) {
 		if (!call->user_done) {
@@ -411,7 +447,21 @@ again:
 	TAILQ_REMOVE(&srv->conns, c, entry);
 	srv->n_conns--;
 	sconn_free(c);
+	if (srv->accept_paused)
+		accept_resume(srv);
 	server_check_done(srv);
+}
+
+void
+sconn_closef(struct grpc_conn *c, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	sconn_close(c, reason);
 }
 
 struct evbuffer *
@@ -477,6 +527,10 @@ sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
     struct sockaddr *sa)
 {
 	addr_text(sa, c->peer, sizeof(c->peer));
+	if (sa->sa_family == AF_INET)
+		c->peer_port = ntohs(((struct sockaddr_in *)sa)->sin_port);
+	else if (sa->sa_family == AF_INET6)
+		c->peer_port = ntohs(((struct sockaddr_in6 *)sa)->sin6_port);
 	if (c->listener->unix_socket) {
 		struct ucred uc;
 		socklen_t ul = sizeof(uc);
@@ -590,7 +644,7 @@ goaway_cb(evutil_socket_t fd, short what, void *arg)
 
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (c->h2 == NULL) {
-			sconn_close(c, "shutdown");
+			sconn_close(c, "the server is shutting down");
 			continue;
 		}
 		srv_h2_goaway(c, 1);
@@ -613,7 +667,7 @@ shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	srv->forcing = 1;
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (forced || c->h2 == NULL) {
-			sconn_close(c, "shutdown timeout");
+			sconn_close(c, "the shutdown timeout passed");
 			continue;
 		}
 		c->draining = 1;
@@ -682,7 +736,7 @@ grpc_server_free(struct grpc_server *srv)
 		/* Freeing the server from inside its callbacks is a caller's
 		 * bug; closing anyway beats looping forever. */
 		c->in_h2 = 0;
-		sconn_close(c, "server freed");
+		sconn_close(c, "the server was freed");
 	}
 	if (srv->accept_ev != NULL)
 		event_free(srv->accept_ev);

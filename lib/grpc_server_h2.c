@@ -23,6 +23,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "errf.h"
@@ -175,6 +176,34 @@ request_end(struct grpc_call *call)
 	scall_dispatch(call);
 }
 
+/*
+ * Remembers a GOAWAY, ours or the peer's, as the reason for the close that
+ * follows once the session has nothing left to do. nghttp2 puts what went
+ * wrong into the debug data of the GOAWAY it sends on a protocol error; a
+ * peer's debug data is shown as printable ASCII only, since it ends up in
+ * a log.
+ */
+static void
+goaway_note(struct grpc_conn *c, const char *who, const nghttp2_goaway *g)
+{
+	const char *code = nghttp2_http2_strerror(g->error_code);
+	char data[81];
+	size_t n = 0;
+
+	if (c->close_pending || c->close_reason[0] != '\0')
+		return;
+	for (; n < g->opaque_data_len && n < sizeof(data) - 1; n++)
+		data[n] = g->opaque_data[n] >= 0x20 && g->opaque_data[n] < 0x7f ?
+		    (char)g->opaque_data[n] : '?';
+	data[n] = '\0';
+	if (g->error_code == NGHTTP2_NO_ERROR && c->srv->shutting_down)
+		snprintf(c->close_reason, sizeof(c->close_reason),
+		    "%s GOAWAY: the server is shutting down", who);
+	else
+		snprintf(c->close_reason, sizeof(c->close_reason),
+		    "%s GOAWAY %s%s%s", who, code, n > 0 ? ": " : "", data);
+}
+
 static int
 frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 {
@@ -184,6 +213,9 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:
 		break;
+	case NGHTTP2_GOAWAY:
+		goaway_note(arg, "the peer sent", &frame->goaway);
+		return 0;
 	default:
 		return 0;
 	}
@@ -252,15 +284,20 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 }
 
 /*
- * Trailers sent before the client finished: end the stream for good, as
- * gRPC asks. Plain HTTP clients (curl) take a reset during their upload as
- * an error, so a 405/415 lets the upload finish instead.
+ * A GOAWAY we sent is noted. Trailers sent before the client finished: end
+ * the stream for good, as gRPC asks. Plain HTTP clients (curl) take a reset
+ * during their upload as an error, so a 405/415 lets the upload finish
+ * instead.
  */
 static int
 frame_send_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 {
 	struct grpc_call *call;
 
+	if (frame->hd.type == NGHTTP2_GOAWAY) {
+		goaway_note(arg, "sent", &frame->goaway);
+		return 0;
+	}
 	if (frame->hd.type != NGHTTP2_HEADERS ||
 	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
@@ -382,7 +419,7 @@ sconn_write(struct grpc_conn *c)
 				event_add(c->wev, NULL);
 			return 0;
 		}
-		sconn_close(c, "write error");
+		sconn_closef(c, "write: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -402,9 +439,12 @@ sconn_flush(struct grpc_conn *c)
 		c->in_h2++;
 		int rv = nghttp2_session_send(c->h2);
 		c->in_h2--;
-		if (rv != 0 || c->close_pending) {
-			sconn_close(c, rv != 0 ? nghttp2_strerror(rv) :
-			    "closed");
+		if (rv != 0) {
+			sconn_closef(c, "HTTP/2: %s", nghttp2_strerror(rv));
+			return;
+		}
+		if (c->close_pending) {
+			sconn_close(c, c->close_reason);
 			return;
 		}
 		if (c->bev != NULL)
@@ -430,7 +470,8 @@ sconn_flush(struct grpc_conn *c)
 	if (evbuffer_get_length(sconn_output(c)) == 0 &&
 	    !nghttp2_session_want_write(c->h2) &&
 	    (c->draining || !nghttp2_session_want_read(c->h2))) {
-		sconn_close(c, "finished");
+		sconn_close(c, c->close_reason[0] != '\0' ? c->close_reason :
+		    "the HTTP/2 session ended");
 		return;
 	}
 	sconn_check_writable(c);
@@ -444,8 +485,12 @@ sconn_feed(struct grpc_conn *c, const uint8_t *data, size_t len,
 	c->in_h2++;
 	ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
 	c->in_h2--;
-	if (n < 0 || c->close_pending) {
-		sconn_close(c, n < 0 ? nghttp2_strerror((int)n) : "closed");
+	if (n < 0) {
+		sconn_closef(c, "HTTP/2: %s", nghttp2_strerror((int)n));
+		return -1;
+	}
+	if (c->close_pending) {
+		sconn_close(c, c->close_reason);
 		return -1;
 	}
 	*used = (size_t)n;
@@ -487,14 +532,14 @@ sconn_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		if (n == 0) {
-			sconn_close(c, "eof");
+			sconn_close(c, "the peer closed the connection");
 			return;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			break;
-		sconn_close(c, "read error");
+		sconn_closef(c, "read: %s", strerror(errno));
 		return;
 	}
 	sconn_flush(c);
@@ -512,8 +557,11 @@ sconn_write_cb(struct bufferevent *bev, void *arg)
 	sconn_flush(arg);
 }
 
-/* Once TLS is up: insist on h2 and take the certificate's subject. */
-static int
+/*
+ * Once TLS is up: insist on h2 and take the certificate's subject. NULL, or
+ * why the connection cannot go on.
+ */
+static const char *
 sconn_tls_ready(struct grpc_conn *c)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
@@ -522,28 +570,41 @@ sconn_tls_ready(struct grpc_conn *c)
 
 	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
 	if (alpn == NULL || alpnlen != 2 || memcmp(alpn, "h2", 2) != 0)
-		return -EPROTO;
+		return "TLS: the peer did not offer ALPN h2";
 	if (tls_peer_subject(ssl, c->identity, sizeof(c->identity)) != 0) {
 		if (tls_wants_client_cert(c->listener->tls))
-			return -EACCES;
+			return "TLS: no client certificate";
 		snprintf(c->identity, sizeof(c->identity), "anonymous");
 	}
-	return 0;
+	if (srv_h2_session_new(c) != 0)
+		return "out of memory for the HTTP/2 session";
+	return NULL;
 }
 
 void
 sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
 	struct grpc_conn *c = arg;
+	const char *why;
 
 	if (events & BEV_EVENT_CONNECTED) {
-		if (sconn_tls_ready(c) != 0 || srv_h2_session_new(c) != 0) {
-			sconn_close(c, "tls");
+		if ((why = sconn_tls_ready(c)) != NULL) {
+			sconn_close(c, why);
 			return;
 		}
 		sconn_flush(c);
 		return;
 	}
-	if (events & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		sconn_close(c, "eof");
+	if (events & BEV_EVENT_ERROR) {
+		unsigned long e = bufferevent_get_openssl_error(bev);
+		const char *what = e != 0 ? ERR_reason_error_string(e) : NULL;
+		if (what != NULL)
+			sconn_closef(c, "TLS: %s", what);
+		else if (errno != 0)
+			sconn_closef(c, "TLS: %s", strerror(errno));
+		else
+			sconn_close(c, "TLS: the connection ended without "
+			    "close_notify");
+	} else if (events & (BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
+		sconn_close(c, "the peer closed the connection");
 }

@@ -118,7 +118,10 @@ struct grpc_conn {
 
 	char identity[512];
 	char peer[64];
+	uint16_t peer_port;	/* TCP; 0 on a unix socket */
 	char local[64];		/* empty until asked for */
+	char close_reason[128];	/* why the session ended (a GOAWAY), or
+				   the first close asked for while in_h2 */
 	uint64_t last_seen_ms;
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
 	int want_writable;	/* some call got -ENOBUFS */
@@ -138,6 +141,8 @@ struct grpc_server {
 	struct grpc_listener **listeners;
 	size_t n_listeners;
 	struct event *accept_ev;	/* re-enables accepting after EMFILE */
+	int accept_paused;		/* the listeners wait for accept_ev or
+					   a connection to close */
 
 	TAILQ_HEAD(, grpc_conn) conns;
 	size_t n_conns;
@@ -152,7 +157,11 @@ struct grpc_server {
 };
 
 /* grpc_server.c */
-void	sconn_close(struct grpc_conn *, const char *);
+/* The one teardown path; |reason| goes to conn_closed (grpc.h). */
+void	sconn_close(struct grpc_conn *, const char *reason);
+/* sconn_close with a printf-style reason. */
+void	sconn_closef(struct grpc_conn *, const char *, ...)
+	    __attribute__((format(printf, 2, 3)));
 void	sconn_flush(struct grpc_conn *);
 void	sconn_schedule_flush(struct grpc_conn *);
 size_t	sconn_queued(const struct grpc_conn *);

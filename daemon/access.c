@@ -1,0 +1,42 @@
+/*
+ * What a call may reach: the job its request names (or the NOT_FOUND or
+ * INVALID_ARGUMENT that ends it), and whether its caller is one of the
+ * configured admins (SPEC §11). The operator actions answer with the job
+ * they changed from here, after the commit.
+ */
+#include "rdzvd.h"
+
+int
+caller_is_admin(struct grpc_call *call)
+{
+	return config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
+}
+
+struct core_job *
+job_or_finish(struct grpc_call *call, const char *rdzv_id)
+{
+	struct core_job *job;
+	char err[512];
+
+	if (rdzv_id_check(rdzv_id, err, sizeof(err)) != 0) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
+		return NULL;
+	}
+	if ((job = core_job_find(rdzvd.core, rdzv_id)) == NULL)
+		grpc_call_finish(call, GRPC_NOT_FOUND, "job %s not found",
+		    rdzv_id);
+	return job;
+}
+
+void
+answer_job(struct grpc_call *call, void *rdzv_id)
+{
+	struct core_job *job = job_or_finish(call, rdzv_id);
+	struct arena a = { 0 };
+
+	if (job == NULL)
+		return;
+	grpc_call_reply(call, &job_to_pb(&a, job, turn_now(),
+	    streams_last_seen_ms, 10)->base);
+	arena_free(&a);
+}

@@ -1,0 +1,251 @@
+"""rdzvd's side of the transport, through raw HTTP/2 (h2raw.py) and grpcio:
+why it closes a connection (its debug log says), how it accepts again after
+running out of descriptors, and what a stream that is not read costs it.
+
+Every wait is bounded; nothing sleeps and hopes.
+"""
+
+import os
+import re
+import ssl
+import struct
+import time
+
+import pytest
+
+from h2raw import (PREFACE, DATA, HEADERS, SETTINGS, WINDOW_UPDATE, END_STREAM,
+                   frame, grpc_request, raw_connect, read_frames, wait_closed,
+                   h2_open, has_grpc_status)
+import rdzvnode
+import rdzvtest
+
+P = rdzvtest.protos()
+R, C = P.rendezvous, P.control
+# rdzvd's limit on output a connection holds unwritten (grpc_server_opts
+# out_cap, lib's default): PROTOCOL.md, "slow readers".
+OUT_CAP = 1 << 20
+SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE = 1, 4
+RESOURCE_EXHAUSTED = 8
+
+
+def test_close_reason_is_logged(tmp_path):
+    """Garbage instead of the HTTP/2 preface: rdzvd's debug log names the
+    connection and what was wrong with it; a client that hangs up is
+    logged as that."""
+    with rdzvtest.Daemon(tmp_path) as d:
+        s = raw_connect(d.addr)
+        port = s.getsockname()[1]
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"\xff" * 64)
+        assert wait_closed(s), "rdzvd kept a connection that sent garbage"
+        s.close()
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: HTTP/2: "
+                    r"Received bad client magic" % port)
+
+        s = h2_open(d.addr)
+        port = s.getsockname()[1]
+        s.close()
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: the peer "
+                    r"closed the connection" % port)
+        assert d.stop() == 0, d.output()
+
+
+def test_tls_close_reason_is_logged(tmp_path):
+    """A client without the certificate mTLS requires: the log says so."""
+    c = rdzvtest.make_certs(tmp_path)
+    with rdzvtest.Daemon(tmp_path, ["--tls-cert", c["server_cert"],
+                                    "--tls-key", c["server_key"],
+                                    "--tls-ca", c["ca"]]) as d:
+        ctx = ssl.create_default_context(cafile=c["ca"])
+        ctx.set_alpn_protocols(["h2"])
+        raw = raw_connect(d.addr)
+        port = raw.getsockname()[1]
+        # TLS 1.3: the client learns of the refusal at its first read.
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):
+            s = ctx.wrap_socket(raw, server_hostname="localhost")
+            s.recv(1)
+        raw.close()
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: TLS: peer did "
+                    r"not return a certificate" % port)
+        assert d.stop() == 0, d.output()
+
+
+# ------------------------------------------------- out of descriptors
+
+NOFILE = 64
+PAUSED = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d\d\d) rdzvd: accept: .*; "
+                    r"accepting again when a connection closes, or in "
+                    r"(\d+) ms$")
+
+
+def day_seconds(t):
+    """Seconds since local midnight of the epoch time |t|, as rdzvd's log
+    stamps (%H:%M:%S.mmm) count them."""
+    tm = time.localtime(t)
+    return tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec + (t % 1)
+
+
+def stamp(m):
+    """The time of a PAUSED line, in seconds since local midnight."""
+    return (int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3)) +
+            int(m.group(4)) / 1000)
+
+
+def open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def test_accept_resumes_when_a_connection_closes(tmp_path):
+    """rdzvd with RLIMIT_NOFILE at 64 and every descriptor taken by a
+    connection: a new client waits in the backlog while accepting pauses
+    (rdzvd's debug log gives the pause, the fallback timer's period). When
+    one of those connections closes, the waiting client is served at once:
+    sooner after the last failed accept than half that period, so the
+    descriptor freed, not the timer, resumed accepting."""
+    argv = ["/usr/bin/env", "-u", "JOURNAL_STREAM",      # keep log stamps
+            "/bin/sh", "-c", 'ulimit -n %d && exec "$0" "$@"' % NOFILE,
+            rdzvtest.build_path("daemon", "rdzvd"),
+            "--db", os.path.join(str(tmp_path), "rdzv.db"),
+            "--log-level", "debug", "--listen", "127.0.0.1:0"]
+    with rdzvtest.Proc(argv) as d:
+        addr = rdzvtest.listening(d)
+        held = []
+        while open_fds(d.pid) < NOFILE:
+            held.append(h2_open(addr))      # each is accepted: SETTINGS
+        assert len(held) > 10, "rdzvd itself holds %d descriptors" % (
+            NOFILE - len(held))
+
+        # A client past the limit: its connection waits in the backlog and
+        # rdzvd's accept fails.
+        mark = len(d.lines)
+        waiting = raw_connect(addr)
+        waiting.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        pause_s = int(d.wait_line(PAUSED.pattern, start=mark).group(5)) / 1000
+
+        # One of rdzvd's connections closes: a descriptor is free.
+        held_port = held[0].getsockname()[1]
+        held.pop(0).close()
+        frames, closed = read_frames(
+            waiting, lambda fs: any(f[0] == SETTINGS and not f[1] & 1
+                                    for f in fs), timeout=10)
+        served = time.time()
+        assert not closed
+
+        # The last failed accept before that close armed the timer; it was
+        # still far from firing when the client was served.
+        closed_line = d.wait_line(
+            r"connection from 127\.0\.0\.1:%d closed" % held_port,
+            start=mark).string
+        before = d.lines[mark:d.lines.index(closed_line, mark)]
+        last = [m for m in map(PAUSED.match, before) if m][-1]
+        since = day_seconds(served) - stamp(last)
+        print("served %.3f s after the last failed accept" % since)
+        assert 0 <= since < pause_s / 2, (
+            "served %.3f s after the last failed accept; the fallback "
+            "timer's period is %.3f s" % (since, pause_s))
+
+        # And it is served for real: a health check on that connection.
+        waiting.sendall(frame(SETTINGS, 1, 0) + grpc_request(
+            "/grpc.health.v1.Health/Check", P.health.HealthCheckRequest()))
+        frames, _ = read_frames(waiting, lambda fs: any(
+            f[0] == HEADERS and f[2] == 1 and f[1] & END_STREAM for f in fs))
+        end = [f for f in frames if f[0] == HEADERS and f[2] == 1][-1]
+        assert has_grpc_status(end[3], 0), frames
+        waiting.close()
+        for s in held:
+            s.close()
+        assert d.stop() == 0, d.output()
+
+
+
+# ------------------------------------------------------ slow readers
+
+def grpc_messages(data):
+    """The gRPC messages (5-byte prefix, then the message) in |data|."""
+    out = []
+    while data:
+        n = struct.unpack(">I", data[1:5])[0]
+        out.append(data[5:5 + n])
+        data = data[5 + n:]
+    return out
+
+
+def test_streams_not_read_end_with_resource_exhausted(tmp_path):
+    """A connection that reads nothing: rdzvd queues what it sends until the
+    connection holds OUT_CAP, then ends each stream whose next message does
+    not fit with RESOURCE_EXHAUSTED (a Watch first, then a Join stream on
+    the same connection) instead of queueing without limit. Another
+    connection is not affected, and what was queued is delivered once the
+    client reads."""
+    with rdzvtest.Daemon(tmp_path) as d, rdzvnode.Control(d.addr) as ctl:
+        s = raw_connect(d.addr)
+        # No flow-control window: nothing rdzvd sends on a stream leaves
+        # its queue. No HPACK table either, so every trailer carries
+        # grpc-status as a literal that has_grpc_status() finds.
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(
+            ">HIHI", SETTINGS_HEADER_TABLE_SIZE, 0,
+            SETTINGS_INITIAL_WINDOW_SIZE, 0)))
+        job = dict(min_nodes=2, max_nodes=64, last_call_ms=600000)
+        s.sendall(grpc_request("/rdzv.v1.Rendezvous/Join", R.JoinRequest(
+            rdzv_id="slow", min_nodes=2, max_nodes=64,
+            last_call_timeout_ms=600000, hostname="slow-reader", nproc=1,
+            advertise_addr="127.0.0.1", master_port=29500), stream=1) +
+            grpc_request("/rdzv.v1.Control/Watch",
+                         C.WatchRequest(rdzv_id="slow"), stream=3))
+
+        # Every join sends the watcher the job with all its nodes, each
+        # with 64 GPU results: about 10 KiB a node, 3 MiB for 24 joins.
+        gpus = [dict(device=i, name="N" * 95, uuid="U%047d" % i)
+                for i in range(64)]
+        nodes = []
+        for i in range(24):
+            n = rdzvnode.Node(d.addr, name="n%d" % i)
+            nodes.append(n)
+            n.join("slow", gpus=gpus, **job)
+        # The job fails: every node is sent `failed`; the reader's Join
+        # stream finds its connection full.
+        ctl.abort_job("slow", "enough")
+        for n in nodes:
+            n.wait_event("failed")
+        # rdzvd still serves.
+        assert ctl.get_job("slow").state == P.types.JOB_STATE_FAILED
+
+        # Now read: open the windows and collect both streams to their end.
+        big = 0x7FFFFFFF
+        s.sendall(frame(SETTINGS, 1, 0) +
+                  frame(SETTINGS, 0, 0, struct.pack(
+                      ">HI", SETTINGS_INITIAL_WINDOW_SIZE, big)) +
+                  frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", big - 65535)))
+
+        def ended(fs, stream):
+            return any(f[0] == HEADERS and f[2] == stream and
+                       f[1] & END_STREAM for f in fs)
+        frames, closed = read_frames(
+            s, lambda fs: ended(fs, 1) and ended(fs, 3), timeout=20)
+        s.close()
+        assert not closed
+        data = {1: b"", 3: b""}
+        trailers = {}
+        for f in frames:
+            if f[0] == DATA:
+                data[f[2]] += f[3]
+            elif f[0] == HEADERS and f[1] & END_STREAM:
+                trailers[f[2]] = f[3]
+        for stream in (1, 3):
+            assert has_grpc_status(trailers[stream], RESOURCE_EXHAUSTED), (
+                stream, trailers)
+
+        # The watcher got the jobs that fitted, then no more: at most the
+        # cap and the one message that crossed it.
+        watched = [C.WatchEvent.FromString(m) for m in grpc_messages(data[3])]
+        print("watched %d, %d + %d bytes" % (len(watched), len(data[1]), len(data[3])))
+        assert 0 < len(watched) < 24, len(watched)
+        largest = max(len(m) + 5 for m in grpc_messages(data[3]))
+        assert OUT_CAP <= len(data[1]) + len(data[3]) < OUT_CAP + largest
+        # The Join stream got what it was sent before the connection
+        # filled up, and not `failed`.
+        events = [R.JoinEvent.FromString(m) for m in grpc_messages(data[1])]
+        assert events[0].WhichOneof("event") == "accepted", events
+        assert "failed" not in [e.WhichOneof("event") for e in events]
+        for n in nodes:
+            n.close()
+        assert d.stop() == 0, d.output()
