@@ -356,8 +356,12 @@ def test_node_lost_fails_job(job, peer_loss):
 def test_worker_failure(job):
     """A worker exits 1 (--max-restarts 1): every node restarts with
     TORCHELASTIC_RESTART_COUNT=1; it fails again: the job fails and every
-    agent exits 1 printing the reason, the error file's message included."""
-    env = {"TRAIN_FAIL_RANK": "1", "TRAIN_STOP_FILE": "", "TRAIN_EPOCHS": "50"}
+    agent exits 1 printing the reason, the error file's message included.
+    Rank 0 waits for its agent when its peer goes (TRAIN_ON_PEER_LOSS=wait):
+    otherwise its own gloo error ("Connection closed by peer") races rank
+    1's report, and whichever rdzvd hears first names the failure."""
+    env = {"TRAIN_FAIL_RANK": "1", "TRAIN_STOP_FILE": "", "TRAIN_EPOCHS": "50",
+           "TRAIN_ON_PEER_LOSS": "wait"}
     job.agent("a", 1, "2", max_restarts=1, env=env)
     job.agent("b", 1, "2", max_restarts=1, env=env)
     g1, s1 = job.wait_world(2)
