@@ -14,7 +14,7 @@
 
 #include "errf.h"
 #include "grpc_client_int.h"
-#include "pb_utf8.h"
+#include "pb_strings.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS	5000
 #define DEFAULT_MAX_MESSAGE		(4u << 20)

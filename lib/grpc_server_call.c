@@ -16,7 +16,7 @@
 #include <event2/event.h>
 
 #include "grpc_server_int.h"
-#include "pb_utf8.h"
+#include "pb_strings.h"
 
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, \
 	strlen(v), NGHTTP2_NV_FLAG_NONE }

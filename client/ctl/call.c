@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pb_strings.h"
 #include "rdzvctl.h"
 #include "text.h"
 
@@ -205,49 +206,25 @@ fix_times(struct ctl *ctl, ProtobufCMessage *m)
 /* ------------------------------------------------------ text from rdzvd */
 
 /*
- * Every string of |m| and of the messages in it, escaped for a terminal:
- * a hostname or a reason is whatever a client sent, and "\e]0;...\a" or a
- * "\n" in one must not retitle the operator's window or forge a line.
- * Strings that need no escape are left alone (protobuf-c's empty default
- * is static and must not be freed).
+ * A string of a reply, escaped for a terminal: a hostname or a reason is
+ * whatever a client sent, and "\e]0;...\a" or a "\n" in one must not
+ * retitle the operator's window or forge a line. A string that needs no
+ * escape is left alone (protobuf-c's empty default is static).
  */
-static void
-vis_strings(ProtobufCMessage *m)
+static int
+vis_string(char **s, const struct pb_path *path, void *arg)
 {
-	const ProtobufCMessageDescriptor	*d = m->descriptor;
-	const ProtobufCFieldDescriptor		*f;
-	char					**v, *e;
-	void					*field;
-	size_t					 n, i, k;
+	char	*e;
 
-	for (k = 0; k < d->n_fields; k++) {
-		f = &d->fields[k];
-		field = (char *)m + f->offset;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			n = *(size_t *)((char *)m + f->quantifier_offset);
-			v = *(char ***)field;
-		} else {
-			n = 1;
-			v = field;
-		}
-		for (i = 0; i < n; i++) {
-			if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
-				if (v[i] != NULL)
-					vis_strings((ProtobufCMessage *)v[i]);
-				continue;
-			}
-			if (f->type != PROTOBUF_C_TYPE_STRING || v[i] == NULL)
-				continue;
-			if ((e = vis_dup(v[i])) == NULL)
-				fatal("escaping a reply");
-			if (strcmp(e, v[i]) == 0) {
-				free(e);
-				continue;
-			}
-			free(v[i]);
-			v[i] = e;
-		}
+	if ((e = vis_dup(*s)) == NULL)
+		fatal("escaping a reply");
+	if (strcmp(e, *s) == 0) {
+		free(e);
+		return 0;
 	}
+	free(*s);
+	*s = e;
+	return 0;
 }
 
 void
@@ -257,5 +234,5 @@ ctl_received(struct ctl *ctl, ProtobufCMessage *m)
 		return;
 	fix_times(ctl, m);
 	if (ctl->output != CTL_OUTPUT_JSON)
-		vis_strings(m);
+		pb_strings_walk(m, vis_string, NULL);
 }

@@ -1,11 +1,14 @@
 /*
  * lib/text.c: UTF-8 validity by RFC 3629's table, cutting at character
- * boundaries, and the escapes that keep client text off the terminal.
+ * boundaries, and the escapes that keep client text off the terminal; and
+ * lib/pb_strings.c, which finds every string of a message.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "pb_strings.h"
+#include "rdzv/v1/rendezvous.pb-c.h"
 #include "text.h"
 
 static void
@@ -98,6 +101,54 @@ test_vis(void)
 	free(d);
 }
 
+static int
+count(char **s, const struct pb_path *p, void *arg)
+{
+	char	path[64];
+
+	pb_path_format(p, path, sizeof(path));
+	printf("  string %s = '%s'\n", path, *s);
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void
+test_pb_strings(void)
+{
+	Rdzv__V1__JoinEvent	ev = RDZV__V1__JOIN_EVENT__INIT;
+	Rdzv__V1__Stop		stop = RDZV__V1__STOP__INIT;
+	Rdzv__V1__JoinRequest	req = RDZV__V1__JOIN_REQUEST__INIT;
+	Rdzv__V1__GpuResult	g0 = RDZV__V1__GPU_RESULT__INIT, g1 = g0;
+	Rdzv__V1__GpuResult	*gpus[] = { &g0, &g1 };
+	char			 bad[] = "x\xd0", ok[] = "fine", path[64];
+	int			 n = 0;
+
+	/* Of a oneof only the member set is walked: the others share its
+	 * storage and would read a Stop as something else. */
+	stop.reason = ok;
+	ev.event_case = RDZV__V1__JOIN_EVENT__EVENT_STOP;
+	ev.stop = &stop;
+	CHECK_INT(pb_strings_walk(&ev.base, count, &n), 0);
+	CHECK_INT(n, 1);
+	CHECK_INT(pb_utf8_check(&ev.base, path, sizeof(path)), 0);
+	stop.reason = bad;
+	CHECK_INT(pb_utf8_check(&ev.base, path, sizeof(path)), -1);
+	CHECK_STR(path, "stop.reason");
+
+	/* Nested and repeated: the path names the field, not the index. */
+	req.hostname = ok;
+	req.n_gpus = 2;
+	req.gpus = gpus;
+	g0.name = ok;
+	g1.name = bad;
+	CHECK_INT(pb_utf8_check(&req.base, path, sizeof(path)), -1);
+	CHECK_STR(path, "gpus.name");
+	g1.name = ok;
+	req.hostname = bad;
+	CHECK_INT(pb_utf8_check(&req.base, path, sizeof(path)), -1);
+	CHECK_STR(path, "hostname");
+}
+
 int
 main(void)
 {
@@ -105,5 +156,6 @@ main(void)
 	test_utf8_prefix();
 	test_textf();
 	test_vis();
+	test_pb_strings();
 	return check_done("test_text");
 }
