@@ -42,7 +42,9 @@ parse_duration(const char *s, uint64_t bare_unit_ms, uint64_t *ms)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno != 0 || end == s || v < 0)
+	/* Not "v < 0": strtod reads "nan", which compares false with
+	 * everything and has no integer value. */
+	if (errno != 0 || end == s || !(v >= 0))
 		return -1;
 	double mul;
 	if (*end == '\0')
