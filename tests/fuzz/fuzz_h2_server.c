@@ -4,9 +4,10 @@
  * behind it the daemon's real services, handlers, rendezvous core and
  * SQLite store, wired as daemon/main.c wires them.
  *
- * Every input gets a fresh daemon: an event loop, a core, a new database
- * in a private temporary directory (on /dev/shm when there is one, so
- * commits cost no disk), and the gRPC server listening on a unix socket
+ * Every input gets a fresh daemon: an event loop, a core, an empty
+ * database in a private temporary directory (on /dev/shm when there is
+ * one, so commits cost no disk; the file stays open and is emptied between
+ * inputs, see store_empty) and the gRPC server listening on a unix socket
  * there. The target connects to it as a client would (the server accepts
  * through its ordinary listener path, with "uid:N" as identity), writes
  * the input, turns the event loop without blocking (a bounded number of
@@ -40,10 +41,12 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <sqlite3.h>
 
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
+#include "store_int.h"
 
 /* The daemon's state, which daemon/main.c defines for rdzvd. */
 struct rdzvd rdzvd;
@@ -60,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int debug;
 /* A unix socket's path has room for 107 bytes. */
 static char dir[64], sock_path[80], db_path[80];
+/* The database, open from the first input to the exit (store_empty). */
+static struct store *store;
 
 static void
 remove_db(void)
@@ -73,56 +78,12 @@ remove_db(void)
 	}
 }
 
-/*
- * A new database takes its schema from migrations, which is most of a
- * start-up's work: the first start makes one and keeps its bytes, later
- * ones start from a copy of them. store_open then only checks the file.
- */
-static uint8_t	*db_template;
-static size_t	 db_template_len;
-
-static void
-db_template_make(void)
-{
-	struct store *st;
-	char err[512];
-	FILE *f;
-	long n;
-
-	remove_db();
-	if (store_open(db_path, &st, err, sizeof(err)) != 0) {
-		fprintf(stderr, "fuzz: %s\n", err);
-		abort();
-	}
-	store_close(st);
-	f = fopen(db_path, "rb");
-
-	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 ||
-	    fseek(f, 0, SEEK_SET) != 0 || (db_template = malloc((size_t)n)) ==
-	    NULL || fread(db_template, 1, (size_t)n, f) != (size_t)n)
-		abort();
-	db_template_len = (size_t)n;
-	fclose(f);
-}
-
-static void
-db_template_put(void)
-{
-	FILE *f;
-
-	remove_db();
-	if ((f = fopen(db_path, "wb")) == NULL ||
-	    fwrite(db_template, 1, db_template_len, f) != db_template_len ||
-	    fclose(f) != 0)
-		abort();
-}
-
 static void
 cleanup(void)
 {
+	store_close(store);
 	remove_db();
 	unlink(sock_path);
-	free(db_template);
 	rmdir(dir);
 }
 
@@ -154,10 +115,38 @@ setup_once(void)
 	snprintf(sock_path, sizeof(sock_path), "%s/sock", dir);
 	snprintf(db_path, sizeof(db_path), "%s/rdzv.db", dir);
 	atexit(cleanup);
-	db_template_make();
 }
 
-/* daemon/main.c's start-up, on a fresh database, listening on sock_path. */
+/*
+ * The store, emptied for each input. Opening a database is most of a
+ * daemon's start-up (SQLite parses the schema and prepares every
+ * statement, ASan watches each allocation of it), so the process opens
+ * one and deletes its rows between inputs, which leaves it as a new one
+ * is: nodes, events, rounds, assignments and GPUs go with their job (ON
+ * DELETE CASCADE), the node counter with meta. Like the store's unit
+ * tests, this looks inside the store (store_int.h) only to reach its
+ * SQLite connection.
+ */
+static struct store *
+store_empty(char *err, size_t errlen)
+{
+	if (store == NULL) {
+		remove_db();
+		if (store_open(db_path, &store, err, errlen) != 0)
+			return NULL;
+	}
+	if (sqlite3_exec(store->db, "DELETE FROM jobs; DELETE FROM meta", NULL,
+	    NULL, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "emptying %s: %s", db_path,
+		    sqlite3_errmsg(store->db));
+		return NULL;
+	}
+	store->next_node_id = 1;
+	store->transactions = 0;
+	return store;
+}
+
+/* daemon/main.c's start-up, on an empty database, listening on sock_path. */
 static void
 daemon_start(void)
 {
@@ -191,8 +180,7 @@ daemon_start(void)
 	cc.retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
 	if ((rdzvd.core = core_new(&cc)) == NULL)
 		abort();
-	db_template_put();
-	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0 ||
+	if ((rdzvd.store = store_empty(err, sizeof(err))) == NULL ||
 	    store_load(rdzvd.store, rdzvd.core, turn_now(), err,
 	    sizeof(err)) != 0) {
 		fprintf(stderr, "fuzz: %s\n", err);
@@ -227,7 +215,7 @@ daemon_stop(void)
 	streams_free();
 	turn_free();
 	grpc_server_free(rdzvd.srv);
-	store_close(rdzvd.store);
+	/* The store stays open for the next input (store_empty). */
 	core_free(rdzvd.core);
 	event_base_free(rdzvd.base);
 	config_free(&rdzvd.cfg);
