@@ -285,6 +285,11 @@ next_rand(uint32_t *state)
 	return x;
 }
 
+/*
+ * One connection's life: the input goes out as |flags| say, the loop turns
+ * until the server has read all of it and stays quiet, then the client
+ * closes and the server gets turns to notice and clean up.
+ */
 static void
 converse(const uint8_t *in, size_t len, uint8_t flags)
 {
@@ -308,7 +313,8 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 			else if (w < 0 && errno != EAGAIN && errno != EINTR)
 				server_gone = 1;
 		}
-		if ((pos == len || server_gone) && (flags & 2) && !half_closed) {
+		if ((pos == len || server_gone) && (flags & 2) &&
+		    !half_closed) {
 			shutdown(fd, SHUT_WR);
 			half_closed = 1;
 		}
