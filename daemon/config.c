@@ -239,6 +239,30 @@ file_handler(void *arg, const char *section, const char *name,
 	return 0;
 }
 
+int
+config_read_file(struct config *cfg, const char *file, char *err,
+    size_t errlen)
+{
+	struct file_ctx fc = { .cfg = cfg };
+	int rc;
+
+	errno = 0;
+	rc = ini_parse(file, file_handler, &fc);
+	if (rc < 0) {
+		snprintf(err, errlen, "config %s: %s", file, rc == -1 ?
+		    strerror(errno != 0 ? errno : ENOENT) : "out of memory");
+		return -1;
+	}
+	if (rc > 0) {
+		snprintf(err, errlen, "%s:%d: %s", file, rc,
+		    fc.err[0] != '\0' ? fc.err : "not a `key = value` line");
+		return rc;
+	}
+	free(cfg->file);
+	cfg->file = strdup(file);
+	return 0;
+}
+
 void
 config_default_db(char *buf, size_t len)
 {
@@ -312,22 +336,11 @@ config_load(struct config *cfg, int argc, char **argv)
 	if (file == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
 		file = DEFAULT_CONFIG;
 	if (file != NULL) {
-		struct file_ctx fc = { .cfg = cfg };
-		errno = 0;
-		int rc = ini_parse(file, file_handler, &fc);
-		if (rc < 0 && explicit_file) {
-			fprintf(stderr, "rdzvd: config %s: %s\n", file,
-			    rc == -1 ? strerror(errno != 0 ? errno : ENOENT) :
-			    "out of memory");
-			exit(2);
-		} else if (rc > 0) {
-			fprintf(stderr, "rdzvd: %s:%d: %s\n", file, rc,
-			    fc.err[0] != '\0' ? fc.err :
-			    "not a `key = value` line");
+		int rc = config_read_file(cfg, file, err, sizeof(err));
+		if (rc > 0 || (rc < 0 && explicit_file)) {
+			fprintf(stderr, "rdzvd: %s\n", err);
 			exit(2);
 		}
-		if (rc == 0)
-			cfg->file = strdup(file);
 	}
 
 	/* Second pass: flags win over the file; a list given by flags

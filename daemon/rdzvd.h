@@ -45,6 +45,12 @@ struct config {
 /* Fills |cfg| from the defaults, the config file and |argv|, in that order
  * of precedence (flags win). Exits 2 with a message on bad input. */
 void config_load(struct config *cfg, int argc, char **argv);
+/* Reads the `key = value` lines of |file| into |cfg|, over what it holds
+ * (config_load's file step, without exiting). Returns 0; -1 when the file
+ * cannot be read; or the number of its first bad line, after reading the
+ * rest. |err| says what and where. */
+int config_read_file(struct config *cfg, const char *file, char *err,
+    size_t errlen);
 /* Checks the combination of settings; returns 0 or -1 with a message in
  * |err|. */
 int config_validate(const struct config *cfg, char *err, size_t errlen);

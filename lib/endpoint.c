@@ -102,12 +102,18 @@ endpoint_is_loopback(const struct endpoint *ep)
 	return 0;
 }
 
+/*
+ * Brackets go around a host that would read back as something else without
+ * them: an IPv6 address, a host named "unix" ("unix:29400" is a socket
+ * path) and one beginning with '[' (which parses only as "[HOST]").
+ */
 void
 endpoint_format(const struct endpoint *ep, char *buf, size_t len)
 {
 	if (ep->kind == ENDPOINT_UNIX)
 		snprintf(buf, len, "unix:%s", ep->path);
-	else if (strchr(ep->host, ':') != NULL)
+	else if (strchr(ep->host, ':') != NULL || ep->host[0] == '[' ||
+	    strcmp(ep->host, "unix") == 0)
 		snprintf(buf, len, "[%s]:%u", ep->host, ep->port);
 	else
 		snprintf(buf, len, "%s:%u", ep->host, ep->port);

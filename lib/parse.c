@@ -13,9 +13,13 @@ int
 parse_size(const char *s, size_t *out)
 {
 	char *end;
+	/* strtoull would accept leading blanks and a sign, and " -1" would
+	 * wrap to SIZE_MAX: digits only. */
+	if (*s < '0' || *s > '9')
+		return -1;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *s == '-')
+	if (errno != 0 || end == s)
 		return -1;
 	unsigned long long mul = 1;
 	if (*end == 'K' || *end == 'k')
@@ -38,7 +42,9 @@ parse_duration(const char *s, uint64_t bare_unit_ms, uint64_t *ms)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno != 0 || end == s || v < 0)
+	/* Not "v < 0": strtod reads "nan", which compares false with
+	 * everything and has no integer value. */
+	if (errno != 0 || end == s || !(v >= 0))
 		return -1;
 	double mul;
 	if (*end == '\0')
