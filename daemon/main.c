@@ -110,11 +110,7 @@ open_state(void)
 	struct core_config cc;
 	char err[512];
 
-	core_config_defaults(&cc);
-	cc.max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
-	cc.max_jobs_per_owner = rdzvd.cfg.max_jobs_per_identity;
-	cc.max_join_timeout_ms = rdzvd.cfg.max_join_timeout_ms;
-	cc.retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
+	services_core_config(&cc);
 	if ((rdzvd.core = core_new(&cc)) == NULL)
 		fatalx("out of memory");
 	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0)
@@ -123,17 +119,7 @@ open_state(void)
 	    sizeof(err)) != 0)
 		fatalx("database %s: %s", rdzvd.cfg.db, err);
 	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
-	static const struct turn_out out = {
-		.send = streams_send,
-		.jobs_changed = watch_jobs_changed,
-		.node_removed = streams_forget,
-	};
-
-	stall_init();
-	turn_init(&out);
-	streams_init();
-	/* Restored deadlines and leases need the timer armed. */
-	turn_schedule();
+	services_start();
 }
 
 static void
@@ -221,9 +207,7 @@ main(int argc, char **argv)
 
 	event_free(sigterm);
 	event_free(sigint);
-	streams_free();
-	turn_free();
-	stall_free();
+	services_stop();
 	grpc_server_free(rdzvd.srv);
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);

@@ -177,6 +177,12 @@ int		 caller_is_admin(struct grpc_call *);
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];
 extern const size_t rdzvd_n_methods;
+/* The core's settings from rdzvd's. */
+void		 services_core_config(struct core_config *);
+/* Once the core is loaded: the clock, the turn, the streams, a first turn
+ * for restored deadlines. services_stop() undoes it. */
+void		 services_start(void);
+void		 services_stop(void);
 
 /* rpc_health.c */
 void rpc_health_check(struct grpc_call *, const ProtobufCMessage *, void *);

@@ -1,6 +1,8 @@
 /*
  * Every RPC rdzvd serves, in one table (tmux's cmd.c lists its commands the
- * same way). Each handler lives in a file named after it.
+ * same way), each handler in a file named after it; and how the services
+ * start around the core: its settings, the clock, where a turn's output
+ * goes. main.c and the HTTP/2 fuzz target both start them here.
  */
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzvd.h"
@@ -35,3 +37,37 @@ const struct grpc_method rdzvd_methods[] = {
 
 const size_t rdzvd_n_methods = sizeof(rdzvd_methods) /
     sizeof(rdzvd_methods[0]);
+
+void
+services_core_config(struct core_config *cc)
+{
+	core_config_defaults(cc);
+	cc->max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
+	cc->max_jobs_per_owner = rdzvd.cfg.max_jobs_per_identity;
+	cc->max_join_timeout_ms = rdzvd.cfg.max_join_timeout_ms;
+	cc->retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
+}
+
+void
+services_start(void)
+{
+	static const struct turn_out out = {
+		.send = streams_send,
+		.jobs_changed = watch_jobs_changed,
+		.node_removed = streams_forget,
+	};
+
+	stall_init();
+	turn_init(&out);
+	streams_init();
+	/* Restored deadlines and leases need the timer armed. */
+	turn_schedule();
+}
+
+void
+services_stop(void)
+{
+	streams_free();
+	turn_free();
+	stall_free();
+}

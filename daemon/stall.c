@@ -60,6 +60,7 @@ stall_free(void)
 	if (tick_ev != NULL)
 		event_free(tick_ev);
 	tick_ev = NULL;
+	last_look = stalled_ms = stall_end = 0;
 }
 
 uint64_t

@@ -187,4 +187,5 @@ turn_free(void)
 	if (timer_ev != NULL)
 		event_free(timer_ev);
 	flush_ev = timer_ev = NULL;
+	timer_at = UINT64_MAX;
 }

@@ -175,9 +175,7 @@ daemon_start(void)
 	if (rdzvd.base == NULL || event_base_priority_init(rdzvd.base, 3) != 0)
 		abort();
 
-	core_config_defaults(&cc);
-	cc.max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
-	cc.retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
+	services_core_config(&cc);
 	if ((rdzvd.core = core_new(&cc)) == NULL)
 		abort();
 	if ((rdzvd.store = store_empty(err, sizeof(err))) == NULL ||
@@ -186,9 +184,7 @@ daemon_start(void)
 		fprintf(stderr, "fuzz: %s\n", err);
 		abort();
 	}
-	turn_init();
-	streams_init();
-	turn_schedule();
+	services_start();
 
 	struct grpc_server_opts so = {
 		.max_message = rdzvd.cfg.max_message,
@@ -212,8 +208,7 @@ daemon_start(void)
 static void
 daemon_stop(void)
 {
-	streams_free();
-	turn_free();
+	services_stop();
 	grpc_server_free(rdzvd.srv);
 	/* The store stays open for the next input (store_empty). */
 	core_free(rdzvd.core);
