@@ -68,6 +68,12 @@ static const struct setting settings[] = {
 	    "how long ended jobs stay visible", 0, 3650 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
 	    "PING a silent connection after this", 100, 3600 * SEC },
+	{ "preface-timeout", K_DURATION_MS, OFF(preface_timeout_ms),
+	    "close a connection that has not begun HTTP/2 by then",
+	    SEC, 600 * SEC },
+	{ "idle-timeout", K_DURATION_MS, OFF(idle_timeout_ms),
+	    "close a connection that has held no stream this long",
+	    SEC, 7 * DAY },
 	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
 	    "how long calls may finish after SIGTERM", 0, 3600 * SEC },
 };
@@ -270,6 +276,8 @@ defaults(struct config *cfg)
 	cfg->max_join_timeout_ms = 86400 * 1000;
 	cfg->retention_s = 7 * 86400;
 	cfg->keepalive_ms = 5000;
+	cfg->preface_timeout_ms = 10 * 1000;
+	cfg->idle_timeout_ms = 600 * 1000;
 	cfg->shutdown_timeout_ms = 5000;
 }
 
@@ -429,6 +437,8 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);
 	fprintf(f, "retention = %us\n", cfg->retention_s);
 	fprintf(f, "keepalive = %ums\n", cfg->keepalive_ms);
+	fprintf(f, "preface-timeout = %ums\n", cfg->preface_timeout_ms);
+	fprintf(f, "idle-timeout = %ums\n", cfg->idle_timeout_ms);
 	fprintf(f, "shutdown-timeout = %ums\n", cfg->shutdown_timeout_ms);
 }
 

@@ -2,12 +2,14 @@
  * rdzvd: the cluster-wide rendezvous daemon. It runs in the foreground, logs
  * to stderr and tells systemd when it is ready (SPEC §13).
  */
+#include <sys/resource.h>
+#include <sys/time.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -23,6 +25,9 @@
 #endif
 
 struct rdzvd rdzvd;
+
+/* The open-file limit in force, for the messages about running out. */
+static unsigned long long nofile;
 
 static void
 notify(const char *state)
@@ -77,6 +82,63 @@ accept_paused(int err, uint32_t pause_ms, void *arg)
 {
 	log_debug("accept: %s; accepting again when a connection closes, or "
 	    "in %u ms", strerror(err), pause_ms);
+}
+
+/* Once when new clients stop being served, once when they are again. */
+static void
+accept_blocked(int why, int ended, uint64_t ms, uint64_t count, void *arg)
+{
+	if (why != 0 && !ended)
+		log_warnx("accept: %s (open files: at most %llu): new clients "
+		    "wait in the listen backlog until a connection closes",
+		    strerror(why), nofile);
+	else if (why != 0)
+		log_warnx("accept: serving new clients again after %llu.%03llu "
+		    "s; %llu accepts failed meanwhile",
+		    (unsigned long long)ms / 1000,
+		    (unsigned long long)ms % 1000, (unsigned long long)count);
+	else if (!ended)
+		log_warnx("max-connections (%u) reached: new connections are "
+		    "closed at once until one closes", rdzvd.cfg.max_conns);
+	else
+		log_warnx("below max-connections again after %llu.%03llu s; "
+		    "%llu connections were refused meanwhile",
+		    (unsigned long long)ms / 1000,
+		    (unsigned long long)ms % 1000, (unsigned long long)count);
+}
+
+/*
+ * Each connection is a descriptor, and a shell's soft limit (often 1024)
+ * would end rdzvd's connections long before max-connections: the soft
+ * limit goes up to the hard one, as any process may do, and what is in
+ * force is logged. Under the systemd unit both are LimitNOFILE.
+ */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+	unsigned long long was;
+	char raised[64] = "";
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("getrlimit(RLIMIT_NOFILE)");
+		return;
+	}
+	was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			log_warn("cannot raise the open-file limit from %llu "
+			    "to %llu", was, (unsigned long long)rl.rlim_max);
+			rl.rlim_cur = was;
+		} else
+			snprintf(raised, sizeof(raised), " (raised from %llu)",
+			    was);
+	}
+	nofile = rl.rlim_cur;
+	log_info("open files: at most %llu%s%s", nofile, raised,
+	    nofile < rdzvd.cfg.max_conns ? ", fewer than max-connections" :
+	    "");
 }
 
 static int64_t
@@ -180,6 +242,7 @@ main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	rdzvd.started_mono_ms = mono_ms();
 	rdzvd.started_wall_ms = wall_ms();
 	rdzvd.base = event_base_new();
@@ -195,11 +258,14 @@ main(int argc, char **argv)
 		.max_streams = rdzvd.cfg.max_streams,
 		.max_conns = rdzvd.cfg.max_conns,
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
+		.preface_ms = rdzvd.cfg.preface_timeout_ms,
+		.idle_ms = rdzvd.cfg.idle_timeout_ms,
 		/* Only where they are logged: ten thousand closing
 		 * connections need not format their peers for nothing. */
 		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
 		    conn_closed : NULL,
 		.accept_paused = accept_paused,
+		.accept_blocked = accept_blocked,
 	};
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);

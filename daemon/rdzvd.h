@@ -38,6 +38,8 @@ struct config {
 	uint32_t	 max_join_timeout_ms;
 	uint32_t	 retention_s;
 	uint32_t	 keepalive_ms;
+	uint32_t	 preface_timeout_ms;
+	uint32_t	 idle_timeout_ms;
 	uint32_t	 shutdown_timeout_ms;
 	int		 check_only;
 };

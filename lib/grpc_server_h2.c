@@ -207,14 +207,22 @@ goaway_note(struct grpc_conn *c, const char *who, const nghttp2_goaway *g)
 static int
 frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 {
+	struct grpc_conn *c = arg;
 	struct grpc_call *call;
 
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:
 		break;
+	case NGHTTP2_SETTINGS:
+		/* The client's preface is complete: idle from now on. */
+		if (!c->preface_done && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+			c->preface_done = 1;
+			c->idle_since_ms = mono_ms();
+		}
+		return 0;
 	case NGHTTP2_GOAWAY:
-		goaway_note(arg, "the peer sent", &frame->goaway);
+		goaway_note(c, "the peer sent", &frame->goaway);
 		return 0;
 	default:
 		return 0;

@@ -185,6 +185,11 @@ def test_config_file_and_flag_precedence(tmp_path):
     assert "listen = unix:/tmp/x.sock" in r.stdout
     assert "127.0.0.1:4000" not in r.stdout
     assert "log-level = warn" in r.stdout
+    r = run("--config", str(conf), "--preface-timeout", "5s",
+            "--idle-timeout", "1h", "--check-config")
+    assert r.returncode == 0, r.stderr
+    for line in ("preface-timeout = 5000ms", "idle-timeout = 3600000ms"):
+        assert line in r.stdout.splitlines(), r.stdout
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -198,6 +203,8 @@ def test_config_file_and_flag_precedence(tmp_path):
     ("max-message = 5G\n", "max-message: 5G is above the maximum of 2147483647 bytes"),
     ("max-join-timeout = 49d\n", "max-join-timeout: 49d is above the maximum"),
     ("max-jobs-per-identity = 0\n", "max-jobs-per-identity: invalid value '0'"),
+    ("preface-timeout = 100ms\n", "preface-timeout: 100ms is below the minimum of 1s"),
+    ("idle-timeout = 30d\n", "idle-timeout: 30d is above the maximum of 604800s"),
 ])
 def test_bad_config_file_names_the_problem(tmp_path, text, needle):
     conf = tmp_path / "rdzvd.conf"

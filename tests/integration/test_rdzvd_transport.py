@@ -1,21 +1,25 @@
 """rdzvd's side of the transport, through raw HTTP/2 (h2raw.py) and grpcio:
-why it closes a connection (its debug log says), how it accepts again after
-running out of descriptors, and what a stream that is not read costs it.
+why it closes a connection (its debug log says), connections that never
+begin HTTP/2 or hold no stream, how it accepts again after running out of
+descriptors or connection slots, and what a stream that is not read costs
+it.
 
 Every wait is bounded; nothing sleeps and hopes.
 """
 
 import os
 import re
+import resource
 import ssl
 import struct
 import time
 
 import pytest
 
-from h2raw import (PREFACE, DATA, HEADERS, SETTINGS, WINDOW_UPDATE, END_STREAM,
-                   frame, grpc_request, raw_connect, read_frames, wait_closed,
-                   h2_open, has_grpc_status)
+from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
+                   WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL, frame,
+                   grpc_request, raw_connect, read_frames, read_until_closed,
+                   goaway_error, wait_closed, h2_open, has_grpc_status)
 import rdzvnode
 import rdzvtest
 
@@ -66,6 +70,102 @@ def test_tls_close_reason_is_logged(tmp_path):
         raw.close()
         d.wait_line(r"connection from 127\.0\.0\.1:%d closed: TLS: peer did "
                     r"not return a certificate" % port)
+        assert d.stop() == 0, d.output()
+
+
+# -------------------------------------- silent and idle connections
+
+SERVING = P.health.HealthCheckResponse.SERVING
+
+
+def health(addr, timeout=5):
+    """A Health check on a connection of its own: rdzvd serves new
+    clients."""
+    with rdzvnode.channel(addr) as ch:
+        check = ch.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=P.health.HealthCheckRequest.SerializeToString,
+            response_deserializer=P.health.HealthCheckResponse.FromString)
+        return check(P.health.HealthCheckRequest(), timeout=timeout).status
+
+
+def test_silent_and_idle_connections_are_closed(tmp_path):
+    """A connection that never sends the HTTP/2 preface is closed once
+    --preface-timeout has passed, and one that holds no stream once
+    --idle-timeout has, with GOAWAY NO_ERROR (a gRPC client reconnects for
+    its next call). A connection with an open stream is kept, and is idle
+    from the moment its stream ends. New clients are served throughout."""
+    with rdzvtest.Daemon(tmp_path, ["--preface-timeout", "1s",
+                                    "--idle-timeout", "2s"]) as d:
+        t0 = time.monotonic()
+        silent = raw_connect(d.addr)
+        idle = h2_open(d.addr)
+        busy = h2_open(d.addr)
+        busy.sendall(grpc_request("/grpc.health.v1.Health/Watch",
+                                  P.health.HealthCheckRequest()))
+        read_frames(busy, lambda fs: any(f[0] == DATA for f in fs))
+        silent_port, idle_port = (s.getsockname()[1] for s in (silent, idle))
+
+        assert health(d.addr) == SERVING
+        assert wait_closed(silent, 5), "a silent connection was kept"
+        took = time.monotonic() - t0
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: no HTTP/2 "
+                    r"preface within 1000 ms" % silent_port)
+        assert health(d.addr) == SERVING
+
+        frames = read_until_closed(idle, 5)
+        idle_took = time.monotonic() - t0
+        print("silent closed after %.2f s, idle after %.2f s" % (
+            took, idle_took))
+        assert took >= 0.95 and idle_took >= 1.95, (took, idle_took)
+        assert goaway_error(frames) == NO_ERROR, frames
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: no stream "
+                    r"for 2000 ms: sent GOAWAY" % idle_port)
+
+        # The connection with a stream is still served: a PING is answered.
+        busy.sendall(frame(PING, 0, 0, b"12345678"))
+        frames, closed = read_frames(busy, lambda fs: any(
+            f[0] == PING and f[1] & 1 and f[3] == b"12345678" for f in fs))
+        assert not closed
+        # Its stream ends: idle from now on.
+        t1 = time.monotonic()
+        busy.sendall(frame(RST_STREAM, 0, 1, struct.pack(">I", CANCEL)))
+        frames = read_until_closed(busy, 5)
+        assert time.monotonic() - t1 >= 1.95
+        assert goaway_error(frames) == NO_ERROR, frames
+        assert health(d.addr) == SERVING
+        for s in (silent, idle, busy):
+            s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
+    """--max-connections filled by connections that never speak: a new
+    client is refused at once (rdzvd warns, once, that it is full) and is
+    served once the preface deadline has closed the silent ones; rdzvd then
+    says how long it was full and how many connections it refused."""
+    with rdzvtest.Daemon(tmp_path, ["--max-connections", "5",
+                                    "--preface-timeout", "2s"]) as d:
+        silent = [raw_connect(d.addr) for _ in range(5)]
+        refused = 0
+        for _ in range(3):
+            late = raw_connect(d.addr)
+            late.sendall(PREFACE + frame(SETTINGS, 0, 0))
+            assert wait_closed(late, 5), "a connection past the limit was kept"
+            late.close()
+            refused += 1
+        d.wait_line(r"rdzvd: warning: max-connections \(5\) reached: new connections "
+                    r"are closed at once")
+        for s in silent:
+            assert wait_closed(s, 10), "a silent connection was kept"
+            s.close()
+        assert health(d.addr) == SERVING
+        m = d.wait_line(r"below max-connections again after (\d+\.\d+) s; "
+                        r"(\d+) connections were refused meanwhile")
+        assert int(m.group(2)) == refused, m.string
+        assert float(m.group(1)) < 10, m.string
+        assert sum("max-connections (5) reached" in line
+                   for line in d.lines) == 1, d.output()
         assert d.stop() == 0, d.output()
 
 
@@ -153,6 +253,72 @@ def test_accept_resumes_when_a_connection_closes(tmp_path):
         waiting.close()
         for s in held:
             s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_out_of_descriptors_is_warned_once_per_episode(tmp_path):
+    """RLIMIT_NOFILE at 64 and every descriptor taken by a connection that
+    never speaks: rdzvd warns once that accepting fails while a new client
+    waits in the backlog, however often it tries again. Once the preface
+    deadline has closed the silent connections the waiting client is
+    served, and rdzvd says how long that lasted and how many accepts
+    failed."""
+    argv = ["/usr/bin/env", "-u", "JOURNAL_STREAM",
+            "/bin/sh", "-c", 'ulimit -n %d && exec "$0" "$@"' % NOFILE,
+            rdzvtest.build_path("daemon", "rdzvd"),
+            "--db", os.path.join(str(tmp_path), "rdzv.db"),
+            "--log-level", "debug", "--listen", "127.0.0.1:0",
+            "--preface-timeout", "2s"]
+    with rdzvtest.Proc(argv) as d:
+        addr = rdzvtest.listening(d)
+        d.wait_line(r"rdzvd: open files: at most %d," % NOFILE)
+        held = []
+        while open_fds(d.pid) < NOFILE:
+            n = open_fds(d.pid)
+            held.append(raw_connect(addr))
+            rdzvtest.wait_for(lambda: open_fds(d.pid) > n, 5,
+                              what="rdzvd to accept")
+        mark = len(d.lines)
+        waiting = raw_connect(addr)
+        waiting.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        d.wait_line(r"rdzvd: warning: accept: Too many open files \(open files: at "
+                    r"most %d\): new clients wait in the listen backlog" %
+                    NOFILE, start=mark)
+        frames, closed = read_frames(
+            waiting, lambda fs: any(f[0] == SETTINGS and not f[1] & 1
+                                    for f in fs), timeout=10)
+        assert not closed
+        m = d.wait_line(r"rdzvd: warning: accept: serving new clients again after "
+                        r"(\d+\.\d+) s; (\d+) accepts failed meanwhile",
+                        start=mark)
+        episode = d.lines[mark:d.lines.index(m.string, mark)]
+        print("\n".join(episode[-3:]) + "\n" + m.string)
+        warned = [l for l in episode if "Too many open files (open" in l]
+        retries = [l for l in episode if PAUSED.match(l)]
+        assert len(warned) == 1, episode
+        # Every failed accept is counted, and the debug log has each.
+        assert int(m.group(2)) == len(retries) >= 2, (m.string, retries)
+        assert 0.5 <= float(m.group(1)) < 10, m.string
+        waiting.close()
+        for s in held:
+            s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path):
+    """Started with a soft RLIMIT_NOFILE of 256 under a higher hard limit
+    (a login shell's 1024 under 1048576, say): rdzvd raises the soft limit
+    to the hard one and logs what is in force."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard <= 256:
+        pytest.skip("the hard limit is %d: nothing to raise" % hard)
+    with rdzvtest.Daemon(tmp_path, wrapper=[
+            "/bin/sh", "-c", 'ulimit -Sn 256 && exec "$0" "$@"']) as d:
+        d.wait_line(r"rdzvd: open files: at most %d \(raised from 256\)" %
+                    hard)
+        with open("/proc/%d/limits" % d.pid) as f:
+            limits = [l.split() for l in f if l.startswith("Max open files")]
+        assert limits[0][3:5] == [str(hard), str(hard)], limits
         assert d.stop() == 0, d.output()
 
 
