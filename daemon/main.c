@@ -3,9 +3,11 @@
  * to stderr and tells systemd when it is ready (SPEC §13).
  */
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,29 +200,56 @@ open_state(void)
 	turn_schedule();
 }
 
+/* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
+static void
+unix_perms_text(const char *path, char *buf, size_t len)
+{
+	struct stat st;
+	struct group *gr;
+
+	if (stat(path, &st) != 0) {
+		snprintf(buf, len, " (%s)", strerror(errno));
+		return;
+	}
+	if ((gr = getgrgid(st.st_gid)) != NULL)
+		snprintf(buf, len, " (mode %04o, group %.64s)",
+		    (unsigned)st.st_mode & 07777, gr->gr_name);
+	else
+		snprintf(buf, len, " (mode %04o, group %u)",
+		    (unsigned)st.st_mode & 07777, (unsigned)st.st_gid);
+}
+
 static void
 listen_all(void)
 {
 	const struct config *cfg = &rdzvd.cfg;
-	char addr[300];
+	char addr[300], perms[128] = "";
 
 	for (size_t i = 0; i < cfg->n_listen; i++) {
 		const struct endpoint *ep = &cfg->listen[i];
 		struct tls_ctx *tls = ep->kind == ENDPOINT_TCP ? rdzvd.tls : NULL;
 		int rc = grpc_server_listen(rdzvd.srv, ep, tls);
 		endpoint_format(ep, addr, sizeof(addr));
+		if (rc < 0 && ep->kind == ENDPOINT_UNIX &&
+		    (cfg->unix_mode != 0 || cfg->unix_group != NULL))
+			fatalx("cannot listen on %s with unix-mode %04o and "
+			    "unix-group %s: %s", addr, cfg->unix_mode,
+			    cfg->unix_group != NULL ? cfg->unix_group :
+			    "(unset)", strerror(-rc));
 		if (rc < 0)
 			fatalx("cannot listen on %s: %s", addr, strerror(-rc));
 		if (ep->kind == ENDPOINT_TCP) {
 			struct endpoint bound = *ep;
 			bound.port = (uint16_t)grpc_server_port(rdzvd.srv, i);
 			endpoint_format(&bound, addr, sizeof(addr));
-		}
+		} else
+			unix_perms_text(ep->path, perms, sizeof(perms));
 		const char *how = tls == NULL ? "" :
 		    tls_wants_client_cert(tls) ? " (mTLS)" : " (TLS)";
 		snprintf(rdzvd.listeners[rdzvd.n_listeners++],
 		    sizeof(rdzvd.listeners[0]), "%.280s%s", addr, how);
-		log_info("listening on %s%s", addr, tls != NULL ? " (TLS)" : "");
+		log_info("listening on %s%s%s", addr, tls != NULL ? " (TLS)" :
+		    "", ep->kind == ENDPOINT_UNIX ? perms : "");
 	}
 }
 
@@ -260,6 +289,9 @@ main(int argc, char **argv)
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
 		.preface_ms = rdzvd.cfg.preface_timeout_ms,
 		.idle_ms = rdzvd.cfg.idle_timeout_ms,
+		.unix_mode = rdzvd.cfg.unix_mode,
+		.unix_set_gid = rdzvd.cfg.unix_group != NULL,
+		.unix_gid = rdzvd.cfg.unix_gid,
 		/* Only where they are logged: ten thousand closing
 		 * connections need not format their peers for nothing. */
 		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "core.h"
 #include "endpoint.h"
@@ -41,6 +42,9 @@ struct config {
 	uint32_t	 preface_timeout_ms;
 	uint32_t	 idle_timeout_ms;
 	uint32_t	 shutdown_timeout_ms;
+	unsigned int	 unix_mode;	/* 0: as the umask leaves it */
+	char		*unix_group;	/* NULL: the process's group */
+	gid_t		 unix_gid;	/* unix_group's */
 	int		 check_only;
 };
 

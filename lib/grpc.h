@@ -102,6 +102,16 @@ struct grpc_server_opts {
 					   default 600000 */
 
 	/*
+	 * Unix listeners' socket files: their mode when unix_mode is not 0
+	 * (else what the umask leaves), and their group unix_gid when
+	 * unix_set_gid. Both are set before the socket listens, so no
+	 * client connects under other permissions.
+	 */
+	unsigned int unix_mode;
+	int unix_set_gid;
+	gid_t unix_gid;
+
+	/*
 	 * What the transport did and why, for the program's log (lib/ does
 	 * not log). Each may be NULL and none may call into the server.
 	 *

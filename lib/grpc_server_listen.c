@@ -1,9 +1,9 @@
 /*
- * The gRPC server's listeners and accepting: TCP and unix sockets, pausing
- * instead of spinning when accept fails (out of descriptors), refusing
- * connections past max_conns, and telling the program when new clients
- * stop being served and when they are again. The connection an accepted
- * socket becomes is grpc_server.c's.
+ * The gRPC server's listeners and accepting: TCP and unix sockets (with the
+ * unix socket file's mode and group), pausing instead of spinning when
+ * accept fails (out of descriptors), refusing connections past max_conns,
+ * and telling the program when new clients stop being served and when they
+ * are again. The connection an accepted socket becomes is grpc_server.c's.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -222,12 +222,38 @@ listen_socket(const struct endpoint *ep, int *port)
 	return fd;
 }
 
+/*
+ * The socket file's mode and group, between bind and listen: until it
+ * listens nobody can connect, so no client ever connects under the
+ * umask's permissions. chown only when the group differs, since it needs
+ * privileges (and a system call that sandboxes often forbid) that a file
+ * created with the right group does not.
+ */
+static int
+unix_perms(const struct grpc_server *srv, const char *path)
+{
+	struct stat st;
+
+	if (srv->opts.unix_mode != 0 &&
+	    chmod(path, srv->opts.unix_mode & 07777) == -1)
+		return -errno;
+	if (!srv->opts.unix_set_gid)
+		return 0;
+	if (stat(path, &st) == -1)
+		return -errno;
+	if (st.st_gid != srv->opts.unix_gid &&
+	    chown(path, (uid_t)-1, srv->opts.unix_gid) == -1)
+		return -errno;
+	return 0;
+}
+
 /* A socket file left by an earlier run is removed; anything else is not. */
 static int
-listen_unix(const struct endpoint *ep)
+listen_unix(const struct grpc_server *srv, const struct endpoint *ep)
 {
 	struct sockaddr_un sun;
 	struct stat st;
+	int err;
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
@@ -242,9 +268,16 @@ listen_unix(const struct endpoint *ep)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    listen(fd, 1024) == -1) {
-		int err = -errno;
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	err = unix_perms(srv, ep->path);
+	if (err == 0 && listen(fd, 1024) == -1)
+		err = -errno;
+	if (err != 0) {
+		unlink(ep->path);
 		close(fd);
 		return err;
 	}
@@ -265,7 +298,7 @@ grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
 	    srv)) == NULL)
 		return -ENOMEM;
 	if (ep->kind == ENDPOINT_UNIX)
-		fd = listen_unix(ep);
+		fd = listen_unix(srv, ep);
 	else
 		fd = listen_socket(ep, &port);
 	if (fd < 0)
