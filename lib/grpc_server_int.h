@@ -136,6 +136,9 @@ struct grpc_conn {
 				   the first close asked for while in_h2 */
 	uint64_t last_seen_ms;
 	uint64_t idle_since_ms;		/* when its last stream closed */
+	uint64_t reset_tokens;		/* streams the client may still
+					   reset, in thousandths */
+	uint64_t reset_ms;		/* when they were last counted */
 	int preface_done;		/* the client's SETTINGS arrived */
 	int idle_goaway;		/* GOAWAY sent for being idle */
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */

@@ -1,8 +1,8 @@
 """rdzvd's side of the transport, through raw HTTP/2 (h2raw.py) and grpcio:
 why it closes a connection (its debug log says), connections that never
-begin HTTP/2 or hold no stream, how it accepts again after running out of
-descriptors or connection slots, and what a stream that is not read costs
-it.
+begin HTTP/2 or hold no stream, how it
+accepts again after running out of descriptors or connection slots, rapid
+reset, and what a stream that is not read costs it.
 
 Every wait is bounded; nothing sleeps and hopes.
 """
@@ -17,9 +17,10 @@ import time
 import pytest
 
 from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
-                   WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL, frame,
-                   grpc_request, raw_connect, read_frames, read_until_closed,
-                   goaway_error, wait_closed, h2_open, has_grpc_status)
+                   WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL,
+                   ENHANCE_YOUR_CALM, frame, grpc_request, raw_connect,
+                   read_frames, read_until_closed, goaway_error, wait_closed,
+                   h2_open, has_grpc_status)
 import rdzvnode
 import rdzvtest
 
@@ -166,6 +167,59 @@ def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
         assert float(m.group(1)) < 10, m.string
         assert sum("max-connections (5) reached" in line
                    for line in d.lines) == 1, d.output()
+        assert d.stop() == 0, d.output()
+
+
+# --------------------------------------------------------- rapid reset
+
+def reset_pairs(first, n):
+    """|n| streams from |first| on, each opened (a request's HEADERS) and
+    reset at once."""
+    out = b""
+    for sid in range(first, first + 2 * n, 2):
+        out += grpc_request("/grpc.health.v1.Health/Check",
+                            P.health.HealthCheckRequest(), stream=sid,
+                            whole=False)
+        out += frame(RST_STREAM, 0, sid, struct.pack(">I", CANCEL))
+    return out
+
+
+def test_rapid_reset_gets_enhance_your_calm(tmp_path):
+    """A client that opens streams and resets them at once (Rapid Reset,
+    CVE-2023-44487) gets GOAWAY ENHANCE_YOUR_CALM and its connection ends,
+    long before nghttp2's own limit would answer INTERNAL_ERROR. A client
+    that resets a few dozen streams keeps its connection, and other clients
+    are served throughout."""
+    with rdzvtest.Daemon(tmp_path) as d:
+        calm = h2_open(d.addr)
+        calm.sendall(reset_pairs(1, 50) + grpc_request(
+            "/grpc.health.v1.Health/Check", P.health.HealthCheckRequest(),
+            stream=101))
+        frames, closed = read_frames(calm, lambda fs: any(
+            f[0] == HEADERS and f[2] == 101 and f[1] & END_STREAM
+            for f in fs))
+        assert not closed and goaway_error(frames) is None, frames
+
+        s = h2_open(d.addr)
+        port = s.getsockname()[1]
+        try:
+            s.sendall(reset_pairs(1, 1200))
+        except (ConnectionResetError, BrokenPipeError):
+            pass    # rdzvd closed it while we were still sending
+        frames = read_until_closed(s, 10)
+        assert goaway_error(frames) == ENHANCE_YOUR_CALM, frames
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: the client "
+                    r"reset more than \d+ streams at once \(rapid reset\): "
+                    r"sent GOAWAY ENHANCE_YOUR_CALM" % port)
+        assert health(d.addr) == SERVING
+        calm.sendall(grpc_request("/grpc.health.v1.Health/Check",
+                                  P.health.HealthCheckRequest(), stream=103))
+        frames, closed = read_frames(calm, lambda fs: any(
+            f[0] == HEADERS and f[2] == 103 and f[1] & END_STREAM
+            for f in fs))
+        assert not closed
+        for x in (s, calm):
+            x.close()
         assert d.stop() == 0, d.output()
 
 
