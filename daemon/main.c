@@ -31,6 +31,19 @@ struct rdzvd rdzvd;
 /* The open-file limit in force, for the messages about running out. */
 static unsigned long long nofile;
 
+/*
+ * Failed TLS handshakes, logged at info with the peer and why, but at most
+ * one line a second: a scanner or a fleet of misconfigured clients must not
+ * flood the log. A second line counts those held back meanwhile.
+ */
+static struct {
+	struct event		*ev;
+	uint64_t		 logged_ms;	/* the last line; 0: none */
+	unsigned long long	 held;		/* failures since then */
+	char			 peer[80];	/* the last of them */
+	char			 reason[160];
+} tlsfail;
+
 static void
 notify(const char *state)
 {
@@ -109,6 +122,49 @@ accept_blocked(int why, int ended, uint64_t ms, uint64_t count, void *arg)
 		    (unsigned long long)ms % 1000, (unsigned long long)count);
 }
 
+static const char *
+tls_reason(const char *reason)
+{
+	return strncmp(reason, "TLS: ", 5) == 0 ? reason + 5 : reason;
+}
+
+static void
+tls_failed_flush(evutil_socket_t fd, short what, void *arg)
+{
+	if (tlsfail.held == 0)
+		return;
+	log_info("%llu more TLS handshake%s failed, the last with %s: %s",
+	    tlsfail.held, tlsfail.held == 1 ? "" : "s", tlsfail.peer,
+	    tlsfail.reason);
+	tlsfail.held = 0;
+	tlsfail.logged_ms = mono_ms();
+}
+
+static void
+tls_failed(const char *peer, const char *reason, void *arg)
+{
+	uint64_t now = mono_ms(), due;
+	struct timeval tv;
+
+	if (tlsfail.held == 0 && (tlsfail.logged_ms == 0 ||
+	    now - tlsfail.logged_ms >= 1000)) {
+		log_info("TLS handshake with %s failed: %s", peer,
+		    tls_reason(reason));
+		tlsfail.logged_ms = now;
+		return;
+	}
+	snprintf(tlsfail.peer, sizeof(tlsfail.peer), "%s", peer);
+	snprintf(tlsfail.reason, sizeof(tlsfail.reason), "%s",
+	    tls_reason(reason));
+	if (tlsfail.held++ > 0)
+		return;
+	due = tlsfail.logged_ms + 1000 > now ? tlsfail.logged_ms + 1000 - now :
+	    0;
+	tv.tv_sec = (time_t)(due / 1000);
+	tv.tv_usec = (suseconds_t)(due % 1000) * 1000;
+	evtimer_add(tlsfail.ev, &tv);
+}
+
 /*
  * Each connection is a descriptor, and a shell's soft limit (often 1024)
  * would end rdzvd's connections long before max-connections: the soft
@@ -165,6 +221,9 @@ setup_tls(void)
 		return;
 	if (tls_server_new(&o, &rdzvd.tls, err, sizeof(err)) != 0)
 		fatalx("%s", err);
+	if ((tlsfail.ev = evtimer_new(rdzvd.base, tls_failed_flush,
+	    NULL)) == NULL)
+		fatalx("out of memory");
 }
 
 /* Opens the database and rebuilds every job from it (SPEC §9, §4 rule 11). */
@@ -296,6 +355,9 @@ main(int argc, char **argv)
 		 * connections need not format their peers for nothing. */
 		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
 		    conn_closed : NULL,
+		.tls_failed = rdzvd.tls != NULL &&
+		    rdzvd.cfg.log_level >= LOG_LEVEL_INFO ?
+		    tls_failed : NULL,
 		.accept_paused = accept_paused,
 		.accept_blocked = accept_blocked,
 	};
@@ -319,6 +381,10 @@ main(int argc, char **argv)
 
 	event_free(sigterm);
 	event_free(sigint);
+	if (tlsfail.ev != NULL) {
+		tls_failed_flush(-1, 0, NULL);
+		event_free(tlsfail.ev);
+	}
 	streams_free();
 	turn_free();
 	stall_free();

@@ -120,6 +120,12 @@ struct grpc_server_opts {
 	 * closed the connection", "HTTP/2: Received bad client magic byte
 	 * string", ...).
 	 *
+	 * tls_failed runs, before conn_closed, for a TLS connection that
+	 * ends before its handshake completed or whose handshake left it
+	 * unusable (no ALPN h2, no client certificate), with the same
+	 * reason. A peer that closed without sending a byte (a port probe)
+	 * is not a failed handshake.
+	 *
 	 * accept_paused runs when accepting a connection failed with the
 	 * errno |err| (EMFILE: out of descriptors). Accepting pauses
 	 * instead of spinning on a listener that stays readable, and
@@ -137,6 +143,7 @@ struct grpc_server_opts {
 	 * were refused in it.
 	 */
 	void (*conn_closed)(const char *peer, const char *reason, void *arg);
+	void (*tls_failed)(const char *peer, const char *reason, void *arg);
 	void (*accept_paused)(int err, uint32_t pause_ms, void *arg);
 	void (*accept_blocked)(int why, int ended, uint64_t ms,
 	    uint64_t count, void *arg);

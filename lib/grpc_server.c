@@ -115,7 +115,7 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->h2 == NULL && idle >= ka) {
-		sconn_close(c, "no TLS handshake within the keepalive "
+		sconn_tls_fail(c, "no TLS handshake within the keepalive "
 		    "interval");
 		return;
 	}
@@ -152,7 +152,7 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!c->preface_done) {
 		if (c->bev != NULL && c->h2 == NULL)
-			sconn_close(c, "no TLS handshake within the "
+			sconn_tls_fail(c, "no TLS handshake within the "
 			    "preface deadline");
 		else
 			sconn_closef(c, "no HTTP/2 preface within %u ms",
@@ -268,6 +268,19 @@ again:
 	sconn_free(c);
 	srv_listen_conn_gone(srv);
 	server_check_done(srv);
+}
+
+void
+sconn_tls_fail(struct grpc_conn *c, const char *reason)
+{
+	struct grpc_server *srv = c->srv;
+	char peer[80];
+
+	if (!c->closed && srv->opts.tls_failed != NULL) {
+		peer_text(c, peer, sizeof(peer));
+		srv->opts.tls_failed(peer, reason, srv->opts.cb_arg);
+	}
+	sconn_close(c, reason);
 }
 
 void

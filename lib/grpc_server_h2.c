@@ -633,15 +633,27 @@ sconn_tls_ready(struct grpc_conn *c)
 	return NULL;
 }
 
+/*
+ * The TLS connection ended, or failed. Before the handshake completed
+ * (no HTTP/2 session yet) that is a failed handshake the program hears
+ * of, unless the peer went away without sending a byte: a port probe or
+ * a load balancer's check is not a TLS client.
+ */
 void
 sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
 	struct grpc_conn *c = arg;
-	const char *why;
+	int err = errno;
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	/* Bytes from the peer, and no HTTP/2 session yet. */
+	int handshaking = c->h2 == NULL && ssl != NULL &&
+	    BIO_number_read(SSL_get_rbio(ssl)) > 0;
+	char why[160];
+	const char *r;
 
 	if (events & BEV_EVENT_CONNECTED) {
-		if ((why = sconn_tls_ready(c)) != NULL) {
-			sconn_close(c, why);
+		if ((r = sconn_tls_ready(c)) != NULL) {
+			sconn_tls_fail(c, r);
 			return;
 		}
 		sconn_flush(c);
@@ -651,12 +663,20 @@ sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 		unsigned long e = bufferevent_get_openssl_error(bev);
 		const char *what = e != 0 ? ERR_reason_error_string(e) : NULL;
 		if (what != NULL)
-			sconn_closef(c, "TLS: %s", what);
-		else if (errno != 0)
-			sconn_closef(c, "TLS: %s", strerror(errno));
+			snprintf(why, sizeof(why), "TLS: %s", what);
+		else if (err != 0)
+			snprintf(why, sizeof(why), "TLS: %s", strerror(err));
 		else
-			sconn_close(c, "TLS: the connection ended without "
-			    "close_notify");
+			snprintf(why, sizeof(why), "TLS: the connection ended "
+			    "without close_notify");
 	} else if (events & (BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
-		sconn_close(c, "the peer closed the connection");
+		snprintf(why, sizeof(why), handshaking ? "TLS: the peer closed "
+		    "the connection during the handshake" : "the peer closed "
+		    "the connection");
+	else
+		return;
+	if (handshaking)
+		sconn_tls_fail(c, why);
+	else
+		sconn_close(c, why);
 }

@@ -199,6 +199,9 @@ void	sconn_close(struct grpc_conn *, const char *reason);
 /* sconn_close with a printf-style reason. */
 void	sconn_closef(struct grpc_conn *, const char *, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* sconn_close of a TLS connection whose handshake failed: tls_failed
+ * (grpc.h) hears of it first. */
+void	sconn_tls_fail(struct grpc_conn *, const char *reason);
 void	sconn_flush(struct grpc_conn *);
 void	sconn_schedule_flush(struct grpc_conn *);
 size_t	sconn_queued(const struct grpc_conn *);

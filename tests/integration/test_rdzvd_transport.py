@@ -1,12 +1,14 @@
 """rdzvd's side of the transport, through raw HTTP/2 (h2raw.py) and grpcio:
-why it closes a connection (its debug log says), connections that never
-begin HTTP/2 or hold no stream, how it
+why it closes a connection (its debug log says), failed TLS handshakes in
+its log, connections that never begin HTTP/2 or hold no stream, how it
 accepts again after running out of descriptors or connection slots, rapid
 reset, and what a stream that is not read costs it.
 
 Every wait is bounded; nothing sleeps and hopes.
 """
 
+import datetime
+import math
 import os
 import re
 import resource
@@ -15,6 +17,7 @@ import struct
 import time
 
 import pytest
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
                    WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL,
@@ -23,6 +26,7 @@ from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
                    h2_open, has_grpc_status)
 import rdzvnode
 import rdzvtest
+from test_tls_certs import issue
 
 P = rdzvtest.protos()
 R, C = P.rendezvous, P.control
@@ -71,6 +75,98 @@ def test_tls_close_reason_is_logged(tmp_path):
         raw.close()
         d.wait_line(r"connection from 127\.0\.0\.1:%d closed: TLS: peer did "
                     r"not return a certificate" % port)
+        assert d.stop() == 0, d.output()
+
+
+def tls_failures(d, start):
+    """(lines, failures): the lines rdzvd logged for failed TLS handshakes
+    since line |start|, and how many failures they count."""
+    lines = count = 0
+    for line in d.lines[start:]:
+        if re.search(r"TLS handshake with \S+ failed: ", line):
+            lines, count = lines + 1, count + 1
+        m = re.search(r"(\d+) more TLS handshakes? failed, the last with ",
+                      line)
+        if m:
+            lines, count = lines + 1, count + int(m.group(1))
+    return lines, count
+
+
+def tls_attempt(addr, ctx):
+    """A TLS handshake that rdzvd refuses; returns our port."""
+    raw = raw_connect(addr)
+    port = raw.getsockname()[1]
+    try:
+        # TLS 1.3: the client learns of the refusal at its first read.
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+        s.recv(1)
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        pass
+    raw.close()
+    return port
+
+
+def logged_failure(port):
+    """A failed handshake from |port|, on its own line or as the last of
+    those a later line counts."""
+    return (r"(TLS handshake with 127\.0\.0\.1:%d failed|the last with "
+            r"127\.0\.0\.1:%d): " % (port, port))
+
+
+def test_failed_tls_handshakes_are_logged(tmp_path):
+    """Under mTLS, a client whose certificate another CA signed and a
+    cleartext client at the TLS listener: each failed handshake is logged at
+    info with the peer and why. A burst of 50 takes a bounded number of
+    lines (one a second), which count all 50. A client that hangs up
+    without sending a byte (a port probe) is no failed handshake."""
+    c = rdzvtest.make_certs(tmp_path)
+    now = datetime.datetime.utcnow()
+    key, cert = issue(rdzvtest.read(c["other_ca"]),
+                      rdzvtest.read(c["other_ca_key"]),
+                      now - datetime.timedelta(days=1),
+                      now + datetime.timedelta(days=1),
+                      ExtendedKeyUsageOID.CLIENT_AUTH)
+    (tmp_path / "bad.key").write_bytes(key)
+    (tmp_path / "bad.pem").write_bytes(cert)
+    ctx = ssl.create_default_context(cafile=c["ca"])
+    ctx.load_cert_chain(str(tmp_path / "bad.pem"), str(tmp_path / "bad.key"))
+    ctx.set_alpn_protocols(["h2"])
+    with rdzvtest.Daemon(tmp_path, ["--tls-cert", c["server_cert"],
+                                    "--tls-key", c["server_key"],
+                                    "--tls-ca", c["ca"]]) as d:
+        port = tls_attempt(d.addr, ctx)
+        m = d.wait_line(logged_failure(port) + r"(.*)$")
+        print(m.string)
+        assert "certificate" in m.group(2), m.string
+
+        s = raw_connect(d.addr)
+        port = s.getsockname()[1]
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        assert wait_closed(s), "rdzvd kept a cleartext client at TLS"
+        s.close()
+        print(d.wait_line(logged_failure(port)).string)
+
+        mark = len(d.lines)
+        t0 = time.monotonic()
+        for _ in range(50):
+            tls_attempt(d.addr, ctx)
+        burst = time.monotonic() - t0
+        rdzvtest.wait_for(lambda: tls_failures(d, mark)[1] >= 50, 10,
+                          what="50 failed handshakes in the log")
+        lines, count = tls_failures(d, mark)
+        print("%d failures in %.2f s: %d lines" % (count, burst, lines))
+        assert count == 50
+        assert lines <= math.ceil(burst) + 2, d.lines[mark:]
+
+        # A probe: connected and gone. Then one more refused client, whose
+        # failure is the only one logged after the probe's close.
+        probe = raw_connect(d.addr)
+        port = probe.getsockname()[1]
+        probe.close()
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed" % port)
+        mark = len(d.lines)
+        d.wait_line(logged_failure(tls_attempt(d.addr, ctx)))
+        assert tls_failures(d, mark)[1] == 1, d.lines[mark:]
         assert d.stop() == 0, d.output()
 
 
