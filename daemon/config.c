@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,13 +22,14 @@
 #define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
 
 enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
-    K_DURATION_MS, K_LOGLEVEL };
+    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP };
 
 /*
- * A number's bounds are in its unit (bytes, a count, milliseconds); 0 and 0
- * means none. They keep a value from working against its purpose: a
- * keepalive of 0 would also switch off the TLS handshake deadline, a
- * message over 2 GiB cannot be a protobuf.
+ * A number's bounds are in its unit (bytes, a count, milliseconds, a file
+ * mode); 0 and 0 means none. They keep a value from working against its
+ * purpose: a keepalive of 0 would also switch off the TLS handshake
+ * deadline, a message over 2 GiB cannot be a protobuf, a socket mode
+ * below 0600 would lock out its owner.
  */
 struct setting {
 	const char	*name;
@@ -68,6 +70,16 @@ static const struct setting settings[] = {
 	    "how long ended jobs stay visible", 0, 3650 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
 	    "PING a silent connection after this", 100, 3600 * SEC },
+	{ "preface-timeout", K_DURATION_MS, OFF(preface_timeout_ms),
+	    "close a connection that has not begun HTTP/2 by then",
+	    SEC, 600 * SEC },
+	{ "idle-timeout", K_DURATION_MS, OFF(idle_timeout_ms),
+	    "close a connection that has held no stream this long",
+	    SEC, 7 * DAY },
+	{ "unix-mode", K_MODE, OFF(unix_mode),
+	    "mode of unix socket files (octal)", 0600, 0777 },
+	{ "unix-group", K_GROUP, OFF(unix_group),
+	    "group of unix socket files (name or number)" },
 	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
 	    "how long calls may finish after SIGTERM", 0, 3600 * SEC },
 };
@@ -107,10 +119,36 @@ out_of_bounds(const struct setting *st, uint64_t v, const char *val,
 		if (bound % SEC == 0)
 			bound /= SEC;
 	}
-	snprintf(err, errlen, "%s: %s is %s the %s of %llu%s", st->name, val,
+	snprintf(err, errlen, st->kind == K_MODE ? "%s: %s is %s the %s of "
+	    "%04llo%s" : "%s: %s is %s the %s of %llu%s", st->name, val,
 	    v < st->min ? "below" : "above", v < st->min ? "minimum" :
 	    "maximum", (unsigned long long)bound, unit);
 	return 1;
+}
+
+/* A group by name, or by number when no group has that name. */
+static int
+set_group(struct config *cfg, const char *val, char *err, size_t errlen)
+{
+	struct group *gr = getgrnam(val);
+	unsigned long v;
+	char *end;
+
+	if (gr != NULL)
+		cfg->unix_gid = gr->gr_gid;
+	else {
+		errno = 0;
+		v = strtoul(val, &end, 10);
+		if (errno != 0 || *end != '\0' || end == val || *val == '-' ||
+		    v >= (gid_t)-1) {
+			snprintf(err, errlen, "unix-group: no group '%s'", val);
+			return -1;
+		}
+		cfg->unix_gid = (gid_t)v;
+	}
+	free(cfg->unix_group);
+	cfg->unix_group = strdup(val);
+	return 0;
 }
 
 static int
@@ -198,6 +236,20 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 			break;
 		*(int *)(base + st->off) = lvl;
 		return 0;
+	case K_MODE: {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(val, &end, 8);
+		if (errno != 0 || *end != '\0' || end == val || *val == '-' ||
+		    *val == '+' || *val == ' ')
+			break;
+		if (out_of_bounds(st, v, val, err, errlen))
+			return -1;
+		*(unsigned int *)(base + st->off) = (unsigned int)v;
+		return 0;
+	}
+	case K_GROUP:
+		return set_group(cfg, val, err, errlen);
 	}
 	snprintf(err, errlen, "%s: invalid value '%s'", st->name,
 	    val != NULL ? val : "");
@@ -294,6 +346,8 @@ defaults(struct config *cfg)
 	cfg->max_join_timeout_ms = 86400 * 1000;
 	cfg->retention_s = 7 * 86400;
 	cfg->keepalive_ms = 5000;
+	cfg->preface_timeout_ms = 10 * 1000;
+	cfg->idle_timeout_ms = 600 * 1000;
 	cfg->shutdown_timeout_ms = 5000;
 }
 
@@ -442,7 +496,15 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);
 	fprintf(f, "retention = %us\n", cfg->retention_s);
 	fprintf(f, "keepalive = %ums\n", cfg->keepalive_ms);
+	fprintf(f, "preface-timeout = %ums\n", cfg->preface_timeout_ms);
+	fprintf(f, "idle-timeout = %ums\n", cfg->idle_timeout_ms);
 	fprintf(f, "shutdown-timeout = %ums\n", cfg->shutdown_timeout_ms);
+	if (cfg->unix_mode != 0)
+		fprintf(f, "unix-mode = %04o\n", cfg->unix_mode);
+	else
+		fprintf(f, "unix-mode = \n");
+	fprintf(f, "unix-group = %s\n", cfg->unix_group != NULL ?
+	    cfg->unix_group : "");
 }
 
 int
@@ -462,6 +524,7 @@ config_free(struct config *cfg)
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->tls_ca);
+	free(cfg->unix_group);
 	for (size_t i = 0; i < cfg->n_admins; i++)
 		free(cfg->admins[i]);
 	memset(cfg, 0, sizeof(*cfg));

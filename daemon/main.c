@@ -2,12 +2,16 @@
  * rdzvd: the cluster-wide rendezvous daemon. It runs in the foreground, logs
  * to stderr and tells systemd when it is ready (SPEC §13).
  */
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -23,6 +27,22 @@
 #endif
 
 struct rdzvd rdzvd;
+
+/* The open-file limit in force, for the messages about running out. */
+static unsigned long long nofile;
+
+/*
+ * Failed TLS handshakes, logged at info with the peer and why, but at most
+ * one line a second: a scanner or a fleet of misconfigured clients must not
+ * flood the log. A second line counts those held back meanwhile.
+ */
+static struct {
+	struct event		*ev;
+	uint64_t		 logged_ms;	/* the last line; 0: none */
+	unsigned long long	 held;		/* failures since then */
+	char			 peer[80];	/* the last of them */
+	char			 reason[160];
+} tlsfail;
 
 static void
 notify(const char *state)
@@ -79,6 +99,106 @@ accept_paused(int err, uint32_t pause_ms, void *arg)
 	    "in %u ms", strerror(err), pause_ms);
 }
 
+/* Once when new clients stop being served, once when they are again. */
+static void
+accept_blocked(int why, int ended, uint64_t ms, uint64_t count, void *arg)
+{
+	if (why != 0 && !ended)
+		log_warnx("accept: %s (open files: at most %llu): new clients "
+		    "wait in the listen backlog until a connection closes",
+		    strerror(why), nofile);
+	else if (why != 0)
+		log_warnx("accept: serving new clients again after %llu.%03llu "
+		    "s; %llu accepts failed meanwhile",
+		    (unsigned long long)ms / 1000,
+		    (unsigned long long)ms % 1000, (unsigned long long)count);
+	else if (!ended)
+		log_warnx("max-connections (%u) reached: new connections are "
+		    "closed at once until one closes", rdzvd.cfg.max_conns);
+	else
+		log_warnx("below max-connections again after %llu.%03llu s; "
+		    "%llu connections were refused meanwhile",
+		    (unsigned long long)ms / 1000,
+		    (unsigned long long)ms % 1000, (unsigned long long)count);
+}
+
+static const char *
+tls_reason(const char *reason)
+{
+	return strncmp(reason, "TLS: ", 5) == 0 ? reason + 5 : reason;
+}
+
+static void
+tls_failed_flush(evutil_socket_t fd, short what, void *arg)
+{
+	if (tlsfail.held == 0)
+		return;
+	log_info("%llu more TLS handshake%s failed, the last with %s: %s",
+	    tlsfail.held, tlsfail.held == 1 ? "" : "s", tlsfail.peer,
+	    tlsfail.reason);
+	tlsfail.held = 0;
+	tlsfail.logged_ms = mono_ms();
+}
+
+static void
+tls_failed(const char *peer, const char *reason, void *arg)
+{
+	uint64_t now = mono_ms(), due;
+	struct timeval tv;
+
+	if (tlsfail.held == 0 && (tlsfail.logged_ms == 0 ||
+	    now - tlsfail.logged_ms >= 1000)) {
+		log_info("TLS handshake with %s failed: %s", peer,
+		    tls_reason(reason));
+		tlsfail.logged_ms = now;
+		return;
+	}
+	snprintf(tlsfail.peer, sizeof(tlsfail.peer), "%s", peer);
+	snprintf(tlsfail.reason, sizeof(tlsfail.reason), "%s",
+	    tls_reason(reason));
+	if (tlsfail.held++ > 0)
+		return;
+	due = tlsfail.logged_ms + 1000 > now ? tlsfail.logged_ms + 1000 - now :
+	    0;
+	tv.tv_sec = (time_t)(due / 1000);
+	tv.tv_usec = (suseconds_t)(due % 1000) * 1000;
+	evtimer_add(tlsfail.ev, &tv);
+}
+
+/*
+ * Each connection is a descriptor, and a shell's soft limit (often 1024)
+ * would end rdzvd's connections long before max-connections: the soft
+ * limit goes up to the hard one, as any process may do, and what is in
+ * force is logged. Under the systemd unit both are LimitNOFILE.
+ */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+	unsigned long long was;
+	char raised[64] = "";
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("getrlimit(RLIMIT_NOFILE)");
+		return;
+	}
+	was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			log_warn("cannot raise the open-file limit from %llu "
+			    "to %llu", was, (unsigned long long)rl.rlim_max);
+			rl.rlim_cur = was;
+		} else
+			snprintf(raised, sizeof(raised), " (raised from %llu)",
+			    was);
+	}
+	nofile = rl.rlim_cur;
+	log_info("open files: at most %llu%s%s", nofile, raised,
+	    nofile < rdzvd.cfg.max_conns ? ", fewer than max-connections" :
+	    "");
+}
+
 static int64_t
 wall_ms(void)
 {
@@ -101,6 +221,9 @@ setup_tls(void)
 		return;
 	if (tls_server_new(&o, &rdzvd.tls, err, sizeof(err)) != 0)
 		fatalx("%s", err);
+	if ((tlsfail.ev = evtimer_new(rdzvd.base, tls_failed_flush,
+	    NULL)) == NULL)
+		fatalx("out of memory");
 }
 
 /* Opens the database and rebuilds every job from it (SPEC §9, §4 rule 11). */
@@ -122,29 +245,56 @@ open_state(void)
 	services_start();
 }
 
+/* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
+static void
+unix_perms_text(const char *path, char *buf, size_t len)
+{
+	struct stat st;
+	struct group *gr;
+
+	if (stat(path, &st) != 0) {
+		snprintf(buf, len, " (%s)", strerror(errno));
+		return;
+	}
+	if ((gr = getgrgid(st.st_gid)) != NULL)
+		snprintf(buf, len, " (mode %04o, group %.64s)",
+		    (unsigned)st.st_mode & 07777, gr->gr_name);
+	else
+		snprintf(buf, len, " (mode %04o, group %u)",
+		    (unsigned)st.st_mode & 07777, (unsigned)st.st_gid);
+}
+
 static void
 listen_all(void)
 {
 	const struct config *cfg = &rdzvd.cfg;
-	char addr[300];
+	char addr[300], perms[128] = "";
 
 	for (size_t i = 0; i < cfg->n_listen; i++) {
 		const struct endpoint *ep = &cfg->listen[i];
 		struct tls_ctx *tls = ep->kind == ENDPOINT_TCP ? rdzvd.tls : NULL;
 		int rc = grpc_server_listen(rdzvd.srv, ep, tls);
 		endpoint_format(ep, addr, sizeof(addr));
+		if (rc < 0 && ep->kind == ENDPOINT_UNIX &&
+		    (cfg->unix_mode != 0 || cfg->unix_group != NULL))
+			fatalx("cannot listen on %s with unix-mode %04o and "
+			    "unix-group %s: %s", addr, cfg->unix_mode,
+			    cfg->unix_group != NULL ? cfg->unix_group :
+			    "(unset)", strerror(-rc));
 		if (rc < 0)
 			fatalx("cannot listen on %s: %s", addr, strerror(-rc));
 		if (ep->kind == ENDPOINT_TCP) {
 			struct endpoint bound = *ep;
 			bound.port = (uint16_t)grpc_server_port(rdzvd.srv, i);
 			endpoint_format(&bound, addr, sizeof(addr));
-		}
+		} else
+			unix_perms_text(ep->path, perms, sizeof(perms));
 		const char *how = tls == NULL ? "" :
 		    tls_wants_client_cert(tls) ? " (mTLS)" : " (TLS)";
 		snprintf(rdzvd.listeners[rdzvd.n_listeners++],
 		    sizeof(rdzvd.listeners[0]), "%.280s%s", addr, how);
-		log_info("listening on %s%s", addr, tls != NULL ? " (TLS)" : "");
+		log_info("listening on %s%s%s", addr, tls != NULL ? " (TLS)" :
+		    "", ep->kind == ENDPOINT_UNIX ? perms : "");
 	}
 }
 
@@ -166,6 +316,7 @@ main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	rdzvd.started_mono_ms = mono_ms();
 	rdzvd.started_wall_ms = wall_ms();
 	rdzvd.base = event_base_new();
@@ -176,17 +327,17 @@ main(int argc, char **argv)
 	setup_tls();
 	open_state();
 
-	struct grpc_server_opts so = {
-		.max_message = rdzvd.cfg.max_message,
-		.max_streams = rdzvd.cfg.max_streams,
-		.max_conns = rdzvd.cfg.max_conns,
-		.keepalive_ms = rdzvd.cfg.keepalive_ms,
-		/* Only where they are logged: ten thousand closing
-		 * connections need not format their peers for nothing. */
-		.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
-		    conn_closed : NULL,
-		.accept_paused = accept_paused,
-	};
+	struct grpc_server_opts so;
+
+	services_server_opts(&so);
+	/* Only where they are logged: ten thousand closing connections need
+	 * not format their peers for nothing. */
+	so.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?
+	    conn_closed : NULL;
+	so.tls_failed = rdzvd.tls != NULL &&
+	    rdzvd.cfg.log_level >= LOG_LEVEL_INFO ? tls_failed : NULL;
+	so.accept_paused = accept_paused;
+	so.accept_blocked = accept_blocked;
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);
 	if (rdzvd.srv == NULL)
@@ -207,6 +358,10 @@ main(int argc, char **argv)
 
 	event_free(sigterm);
 	event_free(sigint);
+	if (tlsfail.ev != NULL) {
+		tls_failed_flush(-1, 0, NULL);
+		event_free(tlsfail.ev);
+	}
 	services_stop();
 	grpc_server_free(rdzvd.srv);
 	store_close(rdzvd.store);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "core.h"
 #include "endpoint.h"
@@ -38,7 +39,12 @@ struct config {
 	uint32_t	 max_join_timeout_ms;
 	uint32_t	 retention_s;
 	uint32_t	 keepalive_ms;
+	uint32_t	 preface_timeout_ms;
+	uint32_t	 idle_timeout_ms;
 	uint32_t	 shutdown_timeout_ms;
+	unsigned int	 unix_mode;	/* 0: as the umask leaves it */
+	char		*unix_group;	/* NULL: the process's group */
+	gid_t		 unix_gid;	/* unix_group's */
 	int		 check_only;
 };
 
@@ -177,8 +183,10 @@ int		 caller_is_admin(struct grpc_call *);
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];
 extern const size_t rdzvd_n_methods;
-/* The core's settings from rdzvd's. */
+/* The core's settings from rdzvd's, and the transport's (limits and
+ * deadlines; the callbacks are the caller's). */
 void		 services_core_config(struct core_config *);
+void		 services_server_opts(struct grpc_server_opts *);
 /* Once the core is loaded: the clock, the turn, the streams, a first turn
  * for restored deadlines. services_stop() undoes it. */
 void		 services_start(void);

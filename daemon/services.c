@@ -49,6 +49,22 @@ services_core_config(struct core_config *cc)
 }
 
 void
+services_server_opts(struct grpc_server_opts *so)
+{
+	*so = (struct grpc_server_opts){
+		.max_message = rdzvd.cfg.max_message,
+		.max_streams = rdzvd.cfg.max_streams,
+		.max_conns = rdzvd.cfg.max_conns,
+		.keepalive_ms = rdzvd.cfg.keepalive_ms,
+		.preface_ms = rdzvd.cfg.preface_timeout_ms,
+		.idle_ms = rdzvd.cfg.idle_timeout_ms,
+		.unix_mode = rdzvd.cfg.unix_mode,
+		.unix_set_gid = rdzvd.cfg.unix_group != NULL,
+		.unix_gid = rdzvd.cfg.unix_gid,
+	};
+}
+
+void
 services_start(void)
 {
 	static const struct turn_out out = {

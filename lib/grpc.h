@@ -92,25 +92,62 @@ struct grpc_server_opts {
 					   default 1 MiB */
 	uint32_t keepalive_ms;		/* PING a connection silent this long;
 					   default 5000, 0 never */
+	uint32_t preface_ms;		/* close a connection that has not
+					   sent the HTTP/2 client preface
+					   (after the TLS handshake) this long
+					   after it was accepted; default
+					   10000 */
+	uint32_t idle_ms;		/* GOAWAY, then close, a connection
+					   that has held no stream this long;
+					   default 600000 */
+
+	/*
+	 * Unix listeners' socket files: their mode when unix_mode is not 0
+	 * (else what the umask leaves), and their group unix_gid when
+	 * unix_set_gid. Both are set before the socket listens, so no
+	 * client connects under other permissions.
+	 */
+	unsigned int unix_mode;
+	int unix_set_gid;
+	gid_t unix_gid;
 
 	/*
 	 * What the transport did and why, for the program's log (lib/ does
-	 * not log). Both may be NULL and must not call into the server.
+	 * not log). Each may be NULL and none may call into the server.
 	 *
 	 * conn_closed runs once per connection as it closes, with the
 	 * peer ("10.0.0.5:41234", "[::1]:41234", "unix") and why ("the peer
 	 * closed the connection", "HTTP/2: Received bad client magic byte
 	 * string", ...).
 	 *
+	 * tls_failed runs, before conn_closed, for a TLS connection that
+	 * ends before its handshake completed or whose handshake left it
+	 * unusable (no ALPN h2, no client certificate), with the same
+	 * reason. A peer that closed without sending a byte (a port probe)
+	 * is not a failed handshake.
+	 *
 	 * accept_paused runs when accepting a connection failed with the
 	 * errno |err| (EMFILE: out of descriptors). Accepting pauses
 	 * instead of spinning on a listener that stays readable, and
 	 * resumes as soon as one of the server's connections closes, or
 	 * after |pause_ms| when none does.
+	 *
+	 * accept_blocked tells when new clients stop being served and when
+	 * they are again, once each per episode. |why| is the errno of a
+	 * failed accept (the clients wait in the listen backlog), or 0
+	 * when max_conns connections are open (new ones are closed at
+	 * once). It runs with |ended| 0 at the first failure of an
+	 * episode, and with |ended| 1 when the episode is over (a
+	 * connection was accepted, or one closed below max_conns), with
+	 * how long it lasted and how many accepts failed or connections
+	 * were refused in it.
 	 */
 	void (*conn_closed)(const char *peer, const char *reason, void *arg);
+	void (*tls_failed)(const char *peer, const char *reason, void *arg);
 	void (*accept_paused)(int err, uint32_t pause_ms, void *arg);
-	void *cb_arg;			/* for both */
+	void (*accept_blocked)(int why, int ended, uint64_t ms,
+	    uint64_t count, void *arg);
+	void *cb_arg;			/* for all of them */
 };
 
 /*

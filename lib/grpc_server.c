@@ -1,26 +1,20 @@
 /*
- * The gRPC server: listeners, connections and their one teardown path,
- * backpressure, keepalive and graceful shutdown. The HTTP/2 side and the
- * connections' I/O live in grpc_server_h2.c, the call API in
- * grpc_server_call.c.
+ * The gRPC server: connections and their one teardown path, their
+ * deadlines (keepalive, the HTTP/2 preface, idleness), backpressure and
+ * graceful shutdown. Listeners and accepting live in grpc_server_listen.c,
+ * the HTTP/2 side and the connections' I/O in grpc_server_h2.c, the call
+ * API in grpc_server_call.c.
  *
  * Writes never happen inside nghttp2's callbacks or the user's: API functions
  * schedule a flush (an active event of the connection) and the flush runs
  * from the event loop, where closing the connection is safe.
- *
- * Reading and writing a connection's bytes is in grpc_server_h2.c.
  */
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <arpa/inet.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -34,21 +28,13 @@
 
 #include "grpc_server_int.h"
 
-/* How long accepting pauses when we are out of file descriptors. */
-#define ACCEPT_PAUSE_MS		500
 /* How long after the shutdown notice the final GOAWAY goes out. */
 #define GOAWAY_DELAY_MS		200
-/* How long forced connections may take to write their last frames. */
+/* How long forced connections may take to write their last frames, and
+ * idle ones after their GOAWAY. */
 #define DRAIN_MS		1000
 
 static void	server_check_done(struct grpc_server *);
-
-static struct timeval
-ms_tv(uint64_t ms)
-{
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-	return tv;
-}
 
 /* ------------------------------------------------------------ server */
 
@@ -62,24 +48,6 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	srv->done = NULL;
 	if (done != NULL)
 		done(srv->done_arg);
-}
-
-/* Accepting again after a pause: a descriptor may be free now. */
-static void
-accept_resume(struct grpc_server *srv)
-{
-	srv->accept_paused = 0;
-	evtimer_del(srv->accept_ev);
-	if (srv->shutting_down)
-		return;
-	for (size_t i = 0; i < srv->n_listeners; i++)
-		evconnlistener_enable(srv->listeners[i]->evl);
-}
-
-static void
-accept_resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	accept_resume(arg);
 }
 
 struct grpc_server *
@@ -104,10 +72,13 @@ grpc_server_new(struct event_base *base, const struct grpc_method *methods,
 		srv->opts.out_cap = 1 << 20;
 	if (opts == NULL)
 		srv->opts.keepalive_ms = 5000;
+	if (srv->opts.preface_ms == 0)
+		srv->opts.preface_ms = 10000;
+	if (srv->opts.idle_ms == 0)
+		srv->opts.idle_ms = 600000;
 	TAILQ_INIT(&srv->conns);
-	srv->accept_ev = evtimer_new(base, accept_resume_cb, srv);
 	srv->done_ev = event_new(base, -1, 0, done_cb, srv);
-	if (srv->accept_ev == NULL || srv->done_ev == NULL) {
+	if (srv->done_ev == NULL) {
 		grpc_server_free(srv);
 		return NULL;
 	}
@@ -118,213 +89,6 @@ size_t
 grpc_server_conn_count(const struct grpc_server *srv)
 {
 	return srv->n_conns;
-}
-
-int
-grpc_server_port(const struct grpc_server *srv, size_t listener)
-{
-	if (listener >= srv->n_listeners)
-		return -1;
-	return srv->listeners[listener]->port;
-}
-
-/* ---------------------------------------------------------- listeners */
-
-static void	accept_cb(struct evconnlistener *, evutil_socket_t,
-		    struct sockaddr *, int, void *);
-
-/*
- * Out of descriptors (or another accept error): stop accepting instead of
- * spinning on a listener that stays readable. The next of our connections
- * to close frees a descriptor and resumes accepting (sconn_close); the
- * timer covers descriptors freed elsewhere (relayd does the same).
- */
-static void
-accept_error_cb(struct evconnlistener *evl, void *arg)
-{
-	struct grpc_listener *l = arg;
-	struct grpc_server *srv = l->srv;
-	struct timeval tv = ms_tv(ACCEPT_PAUSE_MS);
-	int err = errno;
-
-	for (size_t i = 0; i < srv->n_listeners; i++)
-		evconnlistener_disable(srv->listeners[i]->evl);
-	srv->accept_paused = 1;
-	evtimer_add(srv->accept_ev, &tv);
-	if (srv->opts.accept_paused != NULL)
-		srv->opts.accept_paused(err, ACCEPT_PAUSE_MS, srv->opts.cb_arg);
-}
-
-/*
- * TCP_NODELAY: replies are small and must not wait for an ACK. And our
- * keepalive PINGs make a dead peer's kernel stop ACKing: with
- * TCP_USER_TIMEOUT the connection then fails after three intervals instead
- * of TCP's quarter of an hour. A live client that is merely slow to answer
- * PINGs (grpcio polls only during calls) is kept. Set on the listening
- * socket, they hold for every connection it accepts on Linux, which saves
- * two system calls per connection.
- */
-static void
-tcp_sockopts(const struct grpc_server *srv, int fd)
-{
-	unsigned int uto = srv->opts.keepalive_ms * 3;
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (uto > 0)
-		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto,
-		    sizeof(uto));
-}
-
-static int
-listen_socket(const struct endpoint *ep, int *port)
-{
-	struct addrinfo hints, *res, *ai;
-	char portstr[16];
-	int fd = -1, err = -EADDRNOTAVAIL, one = 1;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
-	snprintf(portstr, sizeof(portstr), "%u", ep->port);
-	int rc = getaddrinfo(ep->host, portstr, &hints, &res);
-	if (rc != 0)
-		return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
-
-	/* The first address that binds: one listener per endpoint. */
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
-		    SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd == -1) {
-			err = -errno;
-			continue;
-		}
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (ai->ai_family == AF_INET6)
-			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
-			    sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, 1024) == 0)
-			break;
-		err = -errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd == -1)
-		return err;
-
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET)
-			*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		else if (ss.ss_family == AF_INET6)
-			*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	}
-	return fd;
-}
-
-/* A socket file left by an earlier run is removed; anything else is not. */
-static int
-listen_unix(const struct endpoint *ep)
-{
-	struct sockaddr_un sun;
-	struct stat st;
-
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(ep->path) >= sizeof(sun.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sun.sun_path, ep->path);
-	if (lstat(ep->path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			return -EEXIST;
-		unlink(ep->path);
-	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd == -1)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    listen(fd, 1024) == -1) {
-		int err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-int
-grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
-    struct tls_ctx *tls)
-{
-	struct grpc_listener *l, **ls;
-	int fd, port = -1;
-
-	if (srv->shutting_down)
-		return -ESHUTDOWN;
-	if (ep->kind == ENDPOINT_UNIX)
-		fd = listen_unix(ep);
-	else
-		fd = listen_socket(ep, &port);
-	if (fd < 0)
-		return fd;
-	if (ep->kind != ENDPOINT_UNIX)
-		tcp_sockopts(srv, fd);
-
-	l = calloc(1, sizeof(*l));
-	ls = reallocarray(srv->listeners, srv->n_listeners + 1, sizeof(*ls));
-	if (ls != NULL)
-		srv->listeners = ls;
-	if (l == NULL || ls == NULL) {
-		free(l);
-		close(fd);
-		return -ENOMEM;
-	}
-	l->srv = srv;
-	l->tls = tls;
-	l->unix_socket = ep->kind == ENDPOINT_UNIX;
-	l->port = port;
-	if (l->unix_socket) {
-		struct stat st;
-		snprintf(l->path, sizeof(l->path), "%s", ep->path);
-		if (stat(l->path, &st) == 0) {
-			l->dev = st.st_dev;
-			l->ino = st.st_ino;
-		}
-	}
-	/* libevent's default backlog (128) drops SYNs when a whole cluster
-	 * connects at once, and each dropped client waits a second to retry;
-	 * the kernel caps this at net.core.somaxconn. */
-	l->evl = evconnlistener_new(srv->base, accept_cb, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 65535, fd);
-	if (l->evl == NULL) {
-		free(l);
-		close(fd);
-		return -ENOMEM;
-	}
-	evconnlistener_set_error_cb(l->evl, accept_error_cb);
-	srv->listeners[srv->n_listeners++] = l;
-	return 0;
-}
-
-static void
-listeners_free(struct grpc_server *srv)
-{
-	for (size_t i = 0; i < srv->n_listeners; i++) {
-		struct grpc_listener *l = srv->listeners[i];
-		struct stat st;
-		/* Our socket file, unless someone has replaced it since. */
-		if (l->unix_socket && stat(l->path, &st) == 0 &&
-		    st.st_dev == l->dev && st.st_ino == l->ino)
-			unlink(l->path);
-		evconnlistener_free(l->evl);
-		free(l);
-	}
-	free(srv->listeners);
-	srv->listeners = NULL;
-	srv->n_listeners = 0;
 }
 
 /* -------------------------------------------------------- connections */
@@ -351,7 +115,7 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->h2 == NULL && idle >= ka) {
-		sconn_close(c, "no TLS handshake within the keepalive "
+		sconn_tls_fail(c, "no TLS handshake within the keepalive "
 		    "interval");
 		return;
 	}
@@ -362,6 +126,59 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	} else
 		tv = ms_tv(ka - idle);
 	evtimer_add(c->keepalive_ev, &tv);
+}
+
+/*
+ * A connection must send the HTTP/2 preface (after its TLS handshake)
+ * within preface_ms of being accepted, and is not kept once it has held no
+ * stream for idle_ms: otherwise silent connections would hold descriptors
+ * and max_conns slots for as long as their clients like. An idle
+ * connection is told with GOAWAY, which gRPC clients take as a reason to
+ * reconnect before their next call, and closed once that is written (or
+ * DRAIN_MS later). The timer is not moved as streams come and go: when it
+ * fires it looks at when the last stream closed and sets itself again.
+ */
+static void
+idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_conn *c = arg;
+	const struct grpc_server_opts *o = &c->srv->opts;
+	uint64_t now = mono_ms(), due;
+	struct timeval tv;
+
+	if (c->idle_goaway) {
+		sconn_close(c, c->close_reason);
+		return;
+	}
+	if (!c->preface_done) {
+		if (c->bev != NULL && c->h2 == NULL)
+			sconn_tls_fail(c, "no TLS handshake within the "
+			    "preface deadline");
+		else
+			sconn_closef(c, "no HTTP/2 preface within %u ms",
+			    o->preface_ms);
+		return;
+	}
+	due = TAILQ_EMPTY(&c->calls) ? c->idle_since_ms + o->idle_ms :
+	    now + o->idle_ms;
+	if (now < due || c->goaway_sent) {
+		tv = ms_tv(now < due ? due - now : o->idle_ms);
+		evtimer_add(c->idle_ev, &tv);
+		return;
+	}
+	/* The reason stays: the close that follows the GOAWAY gives it. */
+	snprintf(c->close_reason, sizeof(c->close_reason), "no stream for %u "
+	    "ms: sent GOAWAY", o->idle_ms);
+	c->goaway_sent = 1;
+	c->idle_goaway = 1;
+	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+	    nghttp2_session_get_last_proc_stream_id(c->h2), NGHTTP2_NO_ERROR,
+	    (const uint8_t *)"max_idle", 8);
+	tv = ms_tv(DRAIN_MS);
+	evtimer_add(c->idle_ev, &tv);
+	/* Now, not on the next turn: a stream the client opens before the
+	 * GOAWAY is written would be one it believes we ignored. */
+	sconn_flush(c);
 }
 
 static void
@@ -394,6 +211,8 @@ sconn_free(struct grpc_conn *c)
 		event_free(c->flush_ev);
 	if (c->keepalive_ev != NULL)
 		event_free(c->keepalive_ev);
+	if (c->idle_ev != NULL)
+		event_free(c->idle_ev);
 	free(c);
 }
 
@@ -447,9 +266,21 @@ again:
 	TAILQ_REMOVE(&srv->conns, c, entry);
 	srv->n_conns--;
 	sconn_free(c);
-	if (srv->accept_paused)
-		accept_resume(srv);
+	srv_listen_conn_gone(srv);
 	server_check_done(srv);
+}
+
+void
+sconn_tls_fail(struct grpc_conn *c, const char *reason)
+{
+	struct grpc_server *srv = c->srv;
+	char peer[80];
+
+	if (!c->closed && srv->opts.tls_failed != NULL) {
+		peer_text(c, peer, sizeof(peer));
+		srv->opts.tls_failed(peer, reason, srv->opts.cb_arg);
+	}
+	sconn_close(c, reason);
 }
 
 void
@@ -543,26 +374,19 @@ sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
 		snprintf(c->identity, sizeof(c->identity), "anonymous");
 }
 
-static void
-accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
-    int salen, void *arg)
+void
+sconn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 {
-	struct grpc_listener *l = arg;
 	struct grpc_server *srv = l->srv;
 	struct grpc_conn *c;
+	struct timeval tv;
 
-	if (srv->shutting_down || srv->n_conns >= srv->opts.max_conns ||
-	    (c = calloc(1, sizeof(*c))) == NULL) {
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
 	/* The listener accepts with SOCK_NONBLOCK | SOCK_CLOEXEC. */
 	c->fd = -1;
-#ifndef __linux__
-	/* Linux copies these from the listening socket (tcp_sockopts). */
-	if (!l->unix_socket)
-		tcp_sockopts(srv, fd);
-#endif
 	c->srv = srv;
 	c->listener = l;
 	c->last_seen_ms = mono_ms();
@@ -599,20 +423,23 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		}
 	}
 	c->flush_ev = event_new(srv->base, -1, 0, flush_cb, c);
+	c->idle_ev = evtimer_new(srv->base, idle_cb, c);
 	if (srv->opts.keepalive_ms > 0)
 		c->keepalive_ev = evtimer_new(srv->base, keepalive_cb, c);
-	if (c->flush_ev == NULL || (srv->opts.keepalive_ms > 0 &&
-	    c->keepalive_ev == NULL) || (l->tls == NULL &&
-	    srv_h2_session_new(c) != 0)) {
+	if (c->flush_ev == NULL || c->idle_ev == NULL ||
+	    (srv->opts.keepalive_ms > 0 && c->keepalive_ev == NULL) ||
+	    (l->tls == NULL && srv_h2_session_new(c) != 0)) {
 		sconn_free(c);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 	srv->n_conns++;
 	if (c->keepalive_ev != NULL) {
-		struct timeval tv = ms_tv(srv->opts.keepalive_ms);
+		tv = ms_tv(srv->opts.keepalive_ms);
 		evtimer_add(c->keepalive_ev, &tv);
 	}
+	tv = ms_tv(srv->opts.preface_ms);
+	evtimer_add(c->idle_ev, &tv);
 	if (c->bev == NULL) {
 		/*
 		 * Our SETTINGS wait for the client's preface and go out with
@@ -701,8 +528,7 @@ grpc_server_shutdown(struct grpc_server *srv, uint32_t timeout_ms,
 	srv->shutting_down = 1;
 	srv->done = done;
 	srv->done_arg = arg;
-	listeners_free(srv);
-	evtimer_del(srv->accept_ev);
+	srv_listeners_free(srv);
 	srv->goaway_ev = evtimer_new(srv->base, goaway_cb, srv);
 	srv->shutdown_ev = evtimer_new(srv->base, shutdown_timeout_cb, srv);
 	TAILQ_FOREACH(c, &srv->conns, entry) {
@@ -730,7 +556,7 @@ grpc_server_free(struct grpc_server *srv)
 
 	if (srv == NULL)
 		return;
-	listeners_free(srv);
+	srv_listeners_free(srv);
 	srv->done = NULL;
 	while ((c = TAILQ_FIRST(&srv->conns)) != NULL) {
 		/* Freeing the server from inside its callbacks is a caller's

@@ -47,6 +47,9 @@ scall_free(struct grpc_call *call)
 	if (call == NULL)
 		return;
 	TAILQ_REMOVE(&call->conn->calls, call, entry);
+	/* Idle from now when it was the last (grpc_server.c, idle_cb). */
+	if (TAILQ_EMPTY(&call->conn->calls))
+		call->conn->idle_since_ms = mono_ms();
 	while ((ob = STAILQ_FIRST(&call->out)) != NULL) {
 		STAILQ_REMOVE_HEAD(&call->out, entry);
 		call->conn->queued -= ob->len - ob->off;

@@ -38,6 +38,14 @@
 /* Cleartext writes: output limits (GRPC_SERVER_WBUF_MAX) written per flush
  * before the rest waits for the next turn. */
 #define FLUSH_ROUNDS		16
+/*
+ * Rapid Reset (CVE-2023-44487): streams a client may reset at once, and
+ * per second after that. Legitimate clients reset a stream when they
+ * cancel a call or its deadline passes; one that resets hundreds makes us
+ * start work that nobody waits for.
+ */
+#define RESET_BURST		200
+#define RESET_PER_S		33
 
 static ssize_t
 send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
@@ -204,17 +212,59 @@ goaway_note(struct grpc_conn *c, const char *who, const nghttp2_goaway *g)
 		    "%s GOAWAY %s%s%s", who, code, n > 0 ? ": " : "", data);
 }
 
+/*
+ * A client's RST_STREAM, counted in a token bucket: past RESET_BURST at
+ * once (then RESET_PER_S a second) the connection ends with GOAWAY
+ * ENHANCE_YOUR_CALM, the answer RFC 9113 §5.4.1 has for a peer that
+ * makes us do work for nothing. nghttp2's own limit (srv_h2_session_new)
+ * lies beyond ours and would say INTERNAL_ERROR.
+ */
+static void
+reset_counted(struct grpc_conn *c)
+{
+	uint64_t now = mono_ms(), full = RESET_BURST * 1000ULL;
+
+	if (c->reset_ms == 0)
+		c->reset_tokens = full;
+	else
+		c->reset_tokens += (now - c->reset_ms) * RESET_PER_S;
+	if (c->reset_tokens > full)
+		c->reset_tokens = full;
+	c->reset_ms = now;
+	if (c->reset_tokens >= 1000) {
+		c->reset_tokens -= 1000;
+		return;
+	}
+	if (c->close_reason[0] == '\0')
+		snprintf(c->close_reason, sizeof(c->close_reason), "the client "
+		    "reset more than %d streams at once (rapid reset): sent "
+		    "GOAWAY ENHANCE_YOUR_CALM", RESET_BURST);
+	/* Whatever else the client sent is ignored from here. */
+	nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
 static int
 frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 {
+	struct grpc_conn *c = arg;
 	struct grpc_call *call;
 
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:
 		break;
+	case NGHTTP2_SETTINGS:
+		/* The client's preface is complete: idle from now on. */
+		if (!c->preface_done && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+			c->preface_done = 1;
+			c->idle_since_ms = mono_ms();
+		}
+		return 0;
+	case NGHTTP2_RST_STREAM:
+		reset_counted(c);
+		return 0;
 	case NGHTTP2_GOAWAY:
-		goaway_note(arg, "the peer sent", &frame->goaway);
+		goaway_note(c, "the peer sent", &frame->goaway);
 		return 0;
 	default:
 		return 0;
@@ -353,8 +403,10 @@ srv_h2_session_new(struct grpc_conn *c)
 		nghttp2_session_callbacks_del(cbs);
 		return -ENOMEM;
 	}
-	/* Rapid Reset (CVE-2023-44487) and CONTINUATION floods. */
-	nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+	/* Rapid Reset (CVE-2023-44487) and CONTINUATION floods. Our own
+	 * count of resets (reset_counted) ends a connection first. */
+	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * RESET_BURST,
+	    2 * RESET_PER_S);
 	nghttp2_option_set_max_continuations(opt, 8);
 	rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
 	nghttp2_option_del(opt);
@@ -581,15 +633,27 @@ sconn_tls_ready(struct grpc_conn *c)
 	return NULL;
 }
 
+/*
+ * The TLS connection ended, or failed. Before the handshake completed
+ * (no HTTP/2 session yet) that is a failed handshake the program hears
+ * of, unless the peer went away without sending a byte: a port probe or
+ * a load balancer's check is not a TLS client.
+ */
 void
 sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
 	struct grpc_conn *c = arg;
-	const char *why;
+	int err = errno;
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	/* Bytes from the peer, and no HTTP/2 session yet. */
+	int handshaking = c->h2 == NULL && ssl != NULL &&
+	    BIO_number_read(SSL_get_rbio(ssl)) > 0;
+	char why[160];
+	const char *r;
 
 	if (events & BEV_EVENT_CONNECTED) {
-		if ((why = sconn_tls_ready(c)) != NULL) {
-			sconn_close(c, why);
+		if ((r = sconn_tls_ready(c)) != NULL) {
+			sconn_tls_fail(c, r);
 			return;
 		}
 		sconn_flush(c);
@@ -599,12 +663,20 @@ sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 		unsigned long e = bufferevent_get_openssl_error(bev);
 		const char *what = e != 0 ? ERR_reason_error_string(e) : NULL;
 		if (what != NULL)
-			sconn_closef(c, "TLS: %s", what);
-		else if (errno != 0)
-			sconn_closef(c, "TLS: %s", strerror(errno));
+			snprintf(why, sizeof(why), "TLS: %s", what);
+		else if (err != 0)
+			snprintf(why, sizeof(why), "TLS: %s", strerror(err));
 		else
-			sconn_close(c, "TLS: the connection ended without "
-			    "close_notify");
+			snprintf(why, sizeof(why), "TLS: the connection ended "
+			    "without close_notify");
 	} else if (events & (BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
-		sconn_close(c, "the peer closed the connection");
+		snprintf(why, sizeof(why), handshaking ? "TLS: the peer closed "
+		    "the connection during the handshake" : "the peer closed "
+		    "the connection");
+	else
+		return;
+	if (handshaking)
+		sconn_tls_fail(c, why);
+	else
+		sconn_close(c, why);
 }

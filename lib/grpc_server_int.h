@@ -1,7 +1,8 @@
 /*
- * Internals of the gRPC server, shared by its three files:
- * grpc_server.c (listeners, connections, shutdown), grpc_server_h2.c (the
- * nghttp2 session and the connections' I/O: requests in, frames out) and
+ * Internals of the gRPC server, shared by its four files:
+ * grpc_server_listen.c (listeners and accepting), grpc_server.c
+ * (connections, their deadlines, shutdown), grpc_server_h2.c (the nghttp2
+ * session and the connections' I/O: requests in, frames out) and
  * grpc_server_call.c (the call API: replies, streams, trailers).
  *
  * Ownership: the server owns its listeners and connections; a connection
@@ -14,6 +15,7 @@
 #define RDZV_GRPC_SERVER_INT_H
 
 #include <sys/queue.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 /* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
@@ -33,6 +35,14 @@
 
 /* nghttp2's send callback stops at this much unsent output. */
 #define GRPC_SERVER_WBUF_MAX	(64 * 1024)
+
+static inline struct timeval
+ms_tv(uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000),
+	    (suseconds_t)(ms % 1000) * 1000 };
+	return tv;
+}
 
 struct grpc_listener {
 	struct grpc_server *srv;
@@ -114,6 +124,8 @@ struct grpc_conn {
 	nghttp2_session *h2;
 	struct event *flush_ev;
 	struct event *keepalive_ev;
+	struct event *idle_ev;		/* the preface deadline, then the
+					   idle one */
 	TAILQ_HEAD(, grpc_call) calls;
 
 	char identity[512];
@@ -123,6 +135,12 @@ struct grpc_conn {
 	char close_reason[128];	/* why the session ended (a GOAWAY), or
 				   the first close asked for while in_h2 */
 	uint64_t last_seen_ms;
+	uint64_t idle_since_ms;		/* when its last stream closed */
+	uint64_t reset_tokens;		/* streams the client may still
+					   reset, in thousandths */
+	uint64_t reset_ms;		/* when they were last counted */
+	int preface_done;		/* the client's SETTINGS arrived */
+	int idle_goaway;		/* GOAWAY sent for being idle */
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
 	int want_writable;	/* some call got -ENOBUFS */
 	int in_h2;		/* inside nghttp2_session_{mem_recv,send} */
@@ -143,6 +161,16 @@ struct grpc_server {
 	struct event *accept_ev;	/* re-enables accepting after EMFILE */
 	int accept_paused;		/* the listeners wait for accept_ev or
 					   a connection to close */
+	int accept_err;			/* accepting has failed with this
+					   since accept_failed_ms,
+					   accept_failures times; 0 when the
+					   last accept succeeded */
+	uint64_t accept_failed_ms;
+	uint64_t accept_failures;
+	uint64_t full_ms;		/* max_conns refused a connection
+					   first at this time, full_refused
+					   times since; 0 when not full */
+	uint64_t full_refused;
 
 	TAILQ_HEAD(, grpc_conn) conns;
 	size_t n_conns;
@@ -156,12 +184,24 @@ struct grpc_server {
 	void *done_arg;
 };
 
+/* grpc_server_listen.c */
+void	srv_listeners_free(struct grpc_server *);
+/* A connection closed: accept again if paused, note room below max_conns. */
+void	srv_listen_conn_gone(struct grpc_server *);
+
 /* grpc_server.c */
+/* Makes the connection of an accepted socket, which it takes (closed on
+ * failure). */
+void	sconn_new(struct grpc_listener *, evutil_socket_t,
+	    struct sockaddr *);
 /* The one teardown path; |reason| goes to conn_closed (grpc.h). */
 void	sconn_close(struct grpc_conn *, const char *reason);
 /* sconn_close with a printf-style reason. */
 void	sconn_closef(struct grpc_conn *, const char *, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* sconn_close of a TLS connection whose handshake failed: tls_failed
+ * (grpc.h) hears of it first. */
+void	sconn_tls_fail(struct grpc_conn *, const char *reason);
 void	sconn_flush(struct grpc_conn *);
 void	sconn_schedule_flush(struct grpc_conn *);
 size_t	sconn_queued(const struct grpc_conn *);

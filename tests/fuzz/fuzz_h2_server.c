@@ -186,12 +186,9 @@ daemon_start(void)
 	}
 	services_start();
 
-	struct grpc_server_opts so = {
-		.max_message = rdzvd.cfg.max_message,
-		.max_streams = rdzvd.cfg.max_streams,
-		.max_conns = rdzvd.cfg.max_conns,
-		.keepalive_ms = rdzvd.cfg.keepalive_ms,
-	};
+	struct grpc_server_opts so;
+
+	services_server_opts(&so);
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);
 	snprintf(rdzvd.listeners[0], sizeof(rdzvd.listeners[0]), "unix:%s",

@@ -14,6 +14,8 @@ import time
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
 END_STREAM, END_HEADERS = 0x1, 0x4
+# Error codes (RFC 9113 §7).
+NO_ERROR, INTERNAL_ERROR, CANCEL, ENHANCE_YOUR_CALM = 0x0, 0x2, 0x8, 0xb
 
 
 def frame(ftype, flags, stream, payload=b""):
@@ -93,6 +95,45 @@ def read_frames(s, until, timeout=10):
             frames.append((ftype, flags, stream, buf[9:9 + n]))
             buf = buf[9 + n:]
     return frames, False
+
+
+def read_until_closed(s, timeout=10):
+    """The frames the peer sent on |s| before it closed the connection
+    (EOF, or a reset: a peer that closes with our bytes unread resets it,
+    and what it sent before is still read). Raises TimeoutError if it is
+    still open after |timeout| seconds."""
+    buf, frames = b"", []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("still open; frames so far: %r" %
+                               [f[:3] for f in frames])
+        s.settimeout(left)
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        except socket.timeout:
+            continue
+        if not chunk:
+            return frames
+        buf += chunk
+        while len(buf) >= 9:
+            n = buf[0] << 16 | buf[1] << 8 | buf[2]
+            if len(buf) < 9 + n:
+                break
+            stream = struct.unpack(">I", buf[5:9])[0] & 0x7FFFFFFF
+            frames.append((buf[3], buf[4], stream, buf[9:9 + n]))
+            buf = buf[9 + n:]
+
+
+def goaway_error(frames):
+    """The error code of the first GOAWAY among |frames|, or None."""
+    for f in frames:
+        if f[0] == GOAWAY:
+            return struct.unpack(">I", f[3][4:8])[0]
+    return None
 
 
 def wait_closed(s, timeout=10):

@@ -3,15 +3,20 @@ project did not write (Debian's grpcio): Health and ServerInfo over
 cleartext loopback, TLS, mTLS and unix sockets; command line and config
 file handling (SPEC §10, §11, §13)."""
 
+import grp
+import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 
 import grpc
 import pytest
 
+import rdzvnode
 import rdzvtest as rt
 
 pb = rt.protos()
@@ -118,6 +123,77 @@ def test_unix_socket_identity_is_uid(tmp_path):
             assert server_info(ch).identity == "uid:%d" % os.getuid()
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def nobody_connects(sock):
+    """Whether uid 65534 may connect to the unix socket |sock|."""
+    r = subprocess.run(NOBODY + [
+        "/usr/bin/python3", "-c", "import socket, sys; "
+        "socket.socket(socket.AF_UNIX).connect(sys.argv[1])", sock],
+        capture_output=True, text=True, timeout=20)
+    return r.returncode == 0
+
+
+@pytest.mark.parametrize("perms", ["mode", "group"])
+def test_unix_socket_mode_and_group_let_another_uid_in(tmp_path, perms):
+    """The unix socket's mode follows the umask (0755 here) unless
+    unix-mode says otherwise: with 0666, or 0660 and unix-group nogroup,
+    another uid (nobody, under setpriv) connects and is uid:65534. It gets
+    PERMISSION_DENIED closing or aborting a job uid 0 made, and OK aborting
+    its own (SPEC §11). The socket's directory is one nobody may enter."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a client as uid 65534 (setpriv)")
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv (util-linux) to run a client as another uid")
+    group = grp.getgrgid(65534).gr_name
+    args, mode = ((["--unix-mode", "0666"], 0o666) if perms == "mode" else
+                  (["--unix-mode", "0660", "--unix-group", group], 0o660))
+    umask = ["/bin/sh", "-c", 'umask 022 && exec "$0" "$@"']
+    scratch = rt.tmpdir()
+    try:
+        os.chmod(scratch, 0o755)
+        sock = os.path.join(scratch, "rdzvd.sock")
+        with rt.Daemon(tmp_path, listen="unix:" + sock, wrapper=umask) as d:
+            assert stat.S_IMODE(os.stat(sock).st_mode) == 0o755
+            assert not nobody_connects(sock)
+            assert d.stop() == 0
+        with rt.Daemon(tmp_path, args, listen="unix:" + sock,
+                       wrapper=umask) as d:
+            st = os.stat(sock)
+            assert stat.S_IMODE(st.st_mode) == mode
+            d.wait_line(r"listening on unix:%s \(mode %04o, group %s\)" % (
+                re.escape(sock), mode, group if perms == "group" else
+                grp.getgrgid(0).gr_name))
+            root = rdzvnode.Node("unix:" + sock, name="root-node")
+            root.join("root-job", min_nodes=2, max_nodes=2)
+            r = subprocess.run(NOBODY + [
+                "/usr/bin/python3", os.path.join(os.path.dirname(
+                    os.path.abspath(__file__)), "uidclient.py"),
+                rt.build_path("tests", "py"), sock, "root-job", "own-job"],
+                capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout)
+            print(out)
+            assert out["identity"] == "uid:65534"
+            for action in ("close_other", "abort_other"):
+                code, details = out[action]
+                assert code == "PERMISSION_DENIED", out
+                assert "belongs to uid:0" in details, out
+            assert out["join_own"] == "accepted", out
+            assert out["abort_own"] == ["OK", ""], out
+            with rdzvnode.Control("unix:" + sock) as ctl:
+                assert ctl.get_job("root-job").state == \
+                    pb.types.JOB_STATE_WAITING
+                own = ctl.get_job("own-job")
+                assert own.state == pb.types.JOB_STATE_FAILED
+                assert own.owner == "uid:65534"
+            root.close()
+            assert d.stop() == 0, d.output()
+    finally:
+        shutil.rmtree(scratch)
+
+
 def test_systemd_readiness_and_stopping(tmp_path):
     """As a Type=notify service: READY=1 once it serves, STOPPING=1 on
     SIGTERM, on the datagram socket systemd names in NOTIFY_SOCKET."""
@@ -185,6 +261,12 @@ def test_config_file_and_flag_precedence(tmp_path):
     assert "listen = unix:/tmp/x.sock" in r.stdout
     assert "127.0.0.1:4000" not in r.stdout
     assert "log-level = warn" in r.stdout
+    r = run("--config", str(conf), "--unix-mode", "660", "--unix-group", "0",
+            "--preface-timeout", "5s", "--idle-timeout", "1h", "--check-config")
+    assert r.returncode == 0, r.stderr
+    for line in ("unix-mode = 0660", "unix-group = 0",
+                 "preface-timeout = 5000ms", "idle-timeout = 3600000ms"):
+        assert line in r.stdout.splitlines(), r.stdout
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -198,6 +280,12 @@ def test_config_file_and_flag_precedence(tmp_path):
     ("max-message = 5G\n", "max-message: 5G is above the maximum of 2147483647 bytes"),
     ("max-join-timeout = 49d\n", "max-join-timeout: 49d is above the maximum"),
     ("max-jobs-per-identity = 0\n", "max-jobs-per-identity: invalid value '0'"),
+    ("preface-timeout = 100ms\n", "preface-timeout: 100ms is below the minimum of 1s"),
+    ("idle-timeout = 30d\n", "idle-timeout: 30d is above the maximum of 604800s"),
+    ("unix-mode = 0500\n", "unix-mode: 0500 is below the minimum of 0600"),
+    ("unix-mode = 01777\n", "unix-mode: 01777 is above the maximum of 0777"),
+    ("unix-mode = rw\n", "unix-mode: invalid value 'rw'"),
+    ("unix-group = no-such-group\n", "unix-group: no group 'no-such-group'"),
 ])
 def test_bad_config_file_names_the_problem(tmp_path, text, needle):
     conf = tmp_path / "rdzvd.conf"

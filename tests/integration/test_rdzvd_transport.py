@@ -1,23 +1,32 @@
 """rdzvd's side of the transport, through raw HTTP/2 (h2raw.py) and grpcio:
-why it closes a connection (its debug log says), how it accepts again after
-running out of descriptors, and what a stream that is not read costs it.
+why it closes a connection (its debug log says), failed TLS handshakes in
+its log, connections that never begin HTTP/2 or hold no stream, how it
+accepts again after running out of descriptors or connection slots, rapid
+reset, and what a stream that is not read costs it.
 
 Every wait is bounded; nothing sleeps and hopes.
 """
 
+import datetime
+import math
 import os
 import re
+import resource
 import ssl
 import struct
 import time
 
 import pytest
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from h2raw import (PREFACE, DATA, HEADERS, SETTINGS, WINDOW_UPDATE, END_STREAM,
-                   frame, grpc_request, raw_connect, read_frames, wait_closed,
+from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
+                   WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL,
+                   ENHANCE_YOUR_CALM, frame, grpc_request, raw_connect,
+                   read_frames, read_until_closed, goaway_error, wait_closed,
                    h2_open, has_grpc_status)
 import rdzvnode
 import rdzvtest
+from test_tls_certs import issue
 
 P = rdzvtest.protos()
 R, C = P.rendezvous, P.control
@@ -66,6 +75,247 @@ def test_tls_close_reason_is_logged(tmp_path):
         raw.close()
         d.wait_line(r"connection from 127\.0\.0\.1:%d closed: TLS: peer did "
                     r"not return a certificate" % port)
+        assert d.stop() == 0, d.output()
+
+
+def tls_failures(d, start):
+    """(lines, failures): the lines rdzvd logged for failed TLS handshakes
+    since line |start|, and how many failures they count."""
+    lines = count = 0
+    for line in d.lines[start:]:
+        if re.search(r"TLS handshake with \S+ failed: ", line):
+            lines, count = lines + 1, count + 1
+        m = re.search(r"(\d+) more TLS handshakes? failed, the last with ",
+                      line)
+        if m:
+            lines, count = lines + 1, count + int(m.group(1))
+    return lines, count
+
+
+def tls_attempt(addr, ctx):
+    """A TLS handshake that rdzvd refuses; returns our port."""
+    raw = raw_connect(addr)
+    port = raw.getsockname()[1]
+    try:
+        # TLS 1.3: the client learns of the refusal at its first read.
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+        s.recv(1)
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        pass
+    raw.close()
+    return port
+
+
+def logged_failure(port):
+    """A failed handshake from |port|, on its own line or as the last of
+    those a later line counts."""
+    return (r"(TLS handshake with 127\.0\.0\.1:%d failed|the last with "
+            r"127\.0\.0\.1:%d): " % (port, port))
+
+
+def test_failed_tls_handshakes_are_logged(tmp_path):
+    """Under mTLS, a client whose certificate another CA signed and a
+    cleartext client at the TLS listener: each failed handshake is logged at
+    info with the peer and why. A burst of 50 takes a bounded number of
+    lines (one a second), which count all 50. A client that hangs up
+    without sending a byte (a port probe) is no failed handshake."""
+    c = rdzvtest.make_certs(tmp_path)
+    now = datetime.datetime.utcnow()
+    key, cert = issue(rdzvtest.read(c["other_ca"]),
+                      rdzvtest.read(c["other_ca_key"]),
+                      now - datetime.timedelta(days=1),
+                      now + datetime.timedelta(days=1),
+                      ExtendedKeyUsageOID.CLIENT_AUTH)
+    (tmp_path / "bad.key").write_bytes(key)
+    (tmp_path / "bad.pem").write_bytes(cert)
+    ctx = ssl.create_default_context(cafile=c["ca"])
+    ctx.load_cert_chain(str(tmp_path / "bad.pem"), str(tmp_path / "bad.key"))
+    ctx.set_alpn_protocols(["h2"])
+    with rdzvtest.Daemon(tmp_path, ["--tls-cert", c["server_cert"],
+                                    "--tls-key", c["server_key"],
+                                    "--tls-ca", c["ca"]]) as d:
+        port = tls_attempt(d.addr, ctx)
+        m = d.wait_line(logged_failure(port) + r"(.*)$")
+        print(m.string)
+        assert "certificate" in m.group(2), m.string
+
+        s = raw_connect(d.addr)
+        port = s.getsockname()[1]
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        assert wait_closed(s), "rdzvd kept a cleartext client at TLS"
+        s.close()
+        print(d.wait_line(logged_failure(port)).string)
+
+        mark = len(d.lines)
+        t0 = time.monotonic()
+        for _ in range(50):
+            tls_attempt(d.addr, ctx)
+        burst = time.monotonic() - t0
+        rdzvtest.wait_for(lambda: tls_failures(d, mark)[1] >= 50, 10,
+                          what="50 failed handshakes in the log")
+        lines, count = tls_failures(d, mark)
+        print("%d failures in %.2f s: %d lines" % (count, burst, lines))
+        assert count == 50
+        assert lines <= math.ceil(burst) + 2, d.lines[mark:]
+
+        # A probe: connected and gone. Then one more refused client, whose
+        # failure is the only one logged after the probe's close.
+        probe = raw_connect(d.addr)
+        port = probe.getsockname()[1]
+        probe.close()
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed" % port)
+        mark = len(d.lines)
+        d.wait_line(logged_failure(tls_attempt(d.addr, ctx)))
+        assert tls_failures(d, mark)[1] == 1, d.lines[mark:]
+        assert d.stop() == 0, d.output()
+
+
+# -------------------------------------- silent and idle connections
+
+SERVING = P.health.HealthCheckResponse.SERVING
+
+
+def health(addr, timeout=5):
+    """A Health check on a connection of its own: rdzvd serves new
+    clients."""
+    with rdzvnode.channel(addr) as ch:
+        check = ch.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=P.health.HealthCheckRequest.SerializeToString,
+            response_deserializer=P.health.HealthCheckResponse.FromString)
+        return check(P.health.HealthCheckRequest(), timeout=timeout).status
+
+
+def test_silent_and_idle_connections_are_closed(tmp_path):
+    """A connection that never sends the HTTP/2 preface is closed once
+    --preface-timeout has passed, and one that holds no stream once
+    --idle-timeout has, with GOAWAY NO_ERROR (a gRPC client reconnects for
+    its next call). A connection with an open stream is kept, and is idle
+    from the moment its stream ends. New clients are served throughout."""
+    with rdzvtest.Daemon(tmp_path, ["--preface-timeout", "1s",
+                                    "--idle-timeout", "2s"]) as d:
+        t0 = time.monotonic()
+        silent = raw_connect(d.addr)
+        idle = h2_open(d.addr)
+        busy = h2_open(d.addr)
+        busy.sendall(grpc_request("/grpc.health.v1.Health/Watch",
+                                  P.health.HealthCheckRequest()))
+        read_frames(busy, lambda fs: any(f[0] == DATA for f in fs))
+        silent_port, idle_port = (s.getsockname()[1] for s in (silent, idle))
+
+        assert health(d.addr) == SERVING
+        assert wait_closed(silent, 5), "a silent connection was kept"
+        took = time.monotonic() - t0
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: no HTTP/2 "
+                    r"preface within 1000 ms" % silent_port)
+        assert health(d.addr) == SERVING
+
+        frames = read_until_closed(idle, 5)
+        idle_took = time.monotonic() - t0
+        print("silent closed after %.2f s, idle after %.2f s" % (
+            took, idle_took))
+        assert took >= 0.95 and idle_took >= 1.95, (took, idle_took)
+        assert goaway_error(frames) == NO_ERROR, frames
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: no stream "
+                    r"for 2000 ms: sent GOAWAY" % idle_port)
+
+        # The connection with a stream is still served: a PING is answered.
+        busy.sendall(frame(PING, 0, 0, b"12345678"))
+        frames, closed = read_frames(busy, lambda fs: any(
+            f[0] == PING and f[1] & 1 and f[3] == b"12345678" for f in fs))
+        assert not closed
+        # Its stream ends: idle from now on.
+        t1 = time.monotonic()
+        busy.sendall(frame(RST_STREAM, 0, 1, struct.pack(">I", CANCEL)))
+        frames = read_until_closed(busy, 5)
+        assert time.monotonic() - t1 >= 1.95
+        assert goaway_error(frames) == NO_ERROR, frames
+        assert health(d.addr) == SERVING
+        for s in (silent, idle, busy):
+            s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
+    """--max-connections filled by connections that never speak: a new
+    client is refused at once (rdzvd warns, once, that it is full) and is
+    served once the preface deadline has closed the silent ones; rdzvd then
+    says how long it was full and how many connections it refused."""
+    with rdzvtest.Daemon(tmp_path, ["--max-connections", "5",
+                                    "--preface-timeout", "2s"]) as d:
+        silent = [raw_connect(d.addr) for _ in range(5)]
+        refused = 0
+        for _ in range(3):
+            late = raw_connect(d.addr)
+            late.sendall(PREFACE + frame(SETTINGS, 0, 0))
+            assert wait_closed(late, 5), "a connection past the limit was kept"
+            late.close()
+            refused += 1
+        d.wait_line(r"rdzvd: warning: max-connections \(5\) reached: new connections "
+                    r"are closed at once")
+        for s in silent:
+            assert wait_closed(s, 10), "a silent connection was kept"
+            s.close()
+        assert health(d.addr) == SERVING
+        m = d.wait_line(r"below max-connections again after (\d+\.\d+) s; "
+                        r"(\d+) connections were refused meanwhile")
+        assert int(m.group(2)) == refused, m.string
+        assert float(m.group(1)) < 10, m.string
+        assert sum("max-connections (5) reached" in line
+                   for line in d.lines) == 1, d.output()
+        assert d.stop() == 0, d.output()
+
+
+# --------------------------------------------------------- rapid reset
+
+def reset_pairs(first, n):
+    """|n| streams from |first| on, each opened (a request's HEADERS) and
+    reset at once."""
+    out = b""
+    for sid in range(first, first + 2 * n, 2):
+        out += grpc_request("/grpc.health.v1.Health/Check",
+                            P.health.HealthCheckRequest(), stream=sid,
+                            whole=False)
+        out += frame(RST_STREAM, 0, sid, struct.pack(">I", CANCEL))
+    return out
+
+
+def test_rapid_reset_gets_enhance_your_calm(tmp_path):
+    """A client that opens streams and resets them at once (Rapid Reset,
+    CVE-2023-44487) gets GOAWAY ENHANCE_YOUR_CALM and its connection ends,
+    long before nghttp2's own limit would answer INTERNAL_ERROR. A client
+    that resets a few dozen streams keeps its connection, and other clients
+    are served throughout."""
+    with rdzvtest.Daemon(tmp_path) as d:
+        calm = h2_open(d.addr)
+        calm.sendall(reset_pairs(1, 50) + grpc_request(
+            "/grpc.health.v1.Health/Check", P.health.HealthCheckRequest(),
+            stream=101))
+        frames, closed = read_frames(calm, lambda fs: any(
+            f[0] == HEADERS and f[2] == 101 and f[1] & END_STREAM
+            for f in fs))
+        assert not closed and goaway_error(frames) is None, frames
+
+        s = h2_open(d.addr)
+        port = s.getsockname()[1]
+        try:
+            s.sendall(reset_pairs(1, 1200))
+        except (ConnectionResetError, BrokenPipeError):
+            pass    # rdzvd closed it while we were still sending
+        frames = read_until_closed(s, 10)
+        assert goaway_error(frames) == ENHANCE_YOUR_CALM, frames
+        d.wait_line(r"connection from 127\.0\.0\.1:%d closed: the client "
+                    r"reset more than \d+ streams at once \(rapid reset\): "
+                    r"sent GOAWAY ENHANCE_YOUR_CALM" % port)
+        assert health(d.addr) == SERVING
+        calm.sendall(grpc_request("/grpc.health.v1.Health/Check",
+                                  P.health.HealthCheckRequest(), stream=103))
+        frames, closed = read_frames(calm, lambda fs: any(
+            f[0] == HEADERS and f[2] == 103 and f[1] & END_STREAM
+            for f in fs))
+        assert not closed
+        for x in (s, calm):
+            x.close()
         assert d.stop() == 0, d.output()
 
 
@@ -153,6 +403,72 @@ def test_accept_resumes_when_a_connection_closes(tmp_path):
         waiting.close()
         for s in held:
             s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_out_of_descriptors_is_warned_once_per_episode(tmp_path):
+    """RLIMIT_NOFILE at 64 and every descriptor taken by a connection that
+    never speaks: rdzvd warns once that accepting fails while a new client
+    waits in the backlog, however often it tries again. Once the preface
+    deadline has closed the silent connections the waiting client is
+    served, and rdzvd says how long that lasted and how many accepts
+    failed."""
+    argv = ["/usr/bin/env", "-u", "JOURNAL_STREAM",
+            "/bin/sh", "-c", 'ulimit -n %d && exec "$0" "$@"' % NOFILE,
+            rdzvtest.build_path("daemon", "rdzvd"),
+            "--db", os.path.join(str(tmp_path), "rdzv.db"),
+            "--log-level", "debug", "--listen", "127.0.0.1:0",
+            "--preface-timeout", "2s"]
+    with rdzvtest.Proc(argv) as d:
+        addr = rdzvtest.listening(d)
+        d.wait_line(r"rdzvd: open files: at most %d," % NOFILE)
+        held = []
+        while open_fds(d.pid) < NOFILE:
+            n = open_fds(d.pid)
+            held.append(raw_connect(addr))
+            rdzvtest.wait_for(lambda: open_fds(d.pid) > n, 5,
+                              what="rdzvd to accept")
+        mark = len(d.lines)
+        waiting = raw_connect(addr)
+        waiting.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        d.wait_line(r"rdzvd: warning: accept: Too many open files \(open files: at "
+                    r"most %d\): new clients wait in the listen backlog" %
+                    NOFILE, start=mark)
+        frames, closed = read_frames(
+            waiting, lambda fs: any(f[0] == SETTINGS and not f[1] & 1
+                                    for f in fs), timeout=10)
+        assert not closed
+        m = d.wait_line(r"rdzvd: warning: accept: serving new clients again after "
+                        r"(\d+\.\d+) s; (\d+) accepts failed meanwhile",
+                        start=mark)
+        episode = d.lines[mark:d.lines.index(m.string, mark)]
+        print("\n".join(episode[-3:]) + "\n" + m.string)
+        warned = [l for l in episode if "Too many open files (open" in l]
+        retries = [l for l in episode if PAUSED.match(l)]
+        assert len(warned) == 1, episode
+        # Every failed accept is counted, and the debug log has each.
+        assert int(m.group(2)) == len(retries) >= 2, (m.string, retries)
+        assert 0.5 <= float(m.group(1)) < 10, m.string
+        waiting.close()
+        for s in held:
+            s.close()
+        assert d.stop() == 0, d.output()
+
+
+def test_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path):
+    """Started with a soft RLIMIT_NOFILE of 256 under a higher hard limit
+    (a login shell's 1024 under 1048576, say): rdzvd raises the soft limit
+    to the hard one and logs what is in force."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard <= 256:
+        pytest.skip("the hard limit is %d: nothing to raise" % hard)
+    with rdzvtest.Daemon(tmp_path, wrapper=[
+            "/bin/sh", "-c", 'ulimit -Sn 256 && exec "$0" "$@"']) as d:
+        d.wait_line(r"rdzvd: open files: at most %d \(raised from 256\)" %
+                    hard)
+        with open("/proc/%d/limits" % d.pid) as f:
+            limits = [l.split() for l in f if l.startswith("Max open files")]
+        assert limits[0][3:5] == [str(hard), str(hard)], limits
         assert d.stop() == 0, d.output()
 
 
