@@ -235,6 +235,8 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		ev->evicted = m;
 		break;
 	}
+	case CORE_MSG_LEFT:
+		break;		/* no event: streams.c ends the stream */
 	}
 }
 

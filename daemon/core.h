@@ -263,6 +263,7 @@ enum core_msg_kind {
 	CORE_MSG_CLOSED,
 	CORE_MSG_FAILED,
 	CORE_MSG_EVICTED,
+	CORE_MSG_LEFT,		/* no event: the stream of a node that left ends */
 };
 
 struct core_assignment {

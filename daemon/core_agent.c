@@ -332,6 +332,8 @@ core_leave(struct core *c, struct core_now now, const char *identity,
 		reason = "planned leave";
 	core_event_add(n->job, "left", "node %s (node %llu) left: %s",
 	    n->hostname, (unsigned long long)n->node_id, reason);
+	/* Its Join stream ends too, once the leave is committed. */
+	core_msg_queue(n, CORE_MSG_LEFT);
 	core_node_end(n, CORE_NODE_LEFT, reason);
 	core_settle(n->job);
 	return 0;

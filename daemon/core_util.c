@@ -455,7 +455,7 @@ core_msg_kind_name(enum core_msg_kind k)
 {
 	static const char *const names[] = {
 		"none", "accepted", "waiting", "assignment", "stop", "closed",
-		"failed", "evicted",
+		"failed", "evicted", "left",
 	};
 
 	if ((unsigned)k >= sizeof(names) / sizeof(names[0]))

@@ -98,9 +98,10 @@ rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	if (req->session_id.len == 0) {
 		rc = join(call, req, &node, err, sizeof(err));
 	} else if (req->session_id.len != CORE_SESSION_LEN) {
-		snprintf(err, sizeof(err), "session_id has %zu bytes, not %d",
-		    req->session_id.len, CORE_SESSION_LEN);
-		rc = GRPC_INVALID_ARGUMENT;
+		snprintf(err, sizeof(err), "no node has this session_id (%zu "
+		    "bytes; rdzvd's have %d)", req->session_id.len,
+		    CORE_SESSION_LEN);
+		rc = GRPC_NOT_FOUND;
 	} else {
 		rc = core_resume(rdzvd.core, turn_now(),
 		    grpc_call_identity(call),

@@ -32,8 +32,9 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	char err[512];
 
 	if (req->session_id.len != CORE_SESSION_LEN) {
-		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "session_id has "
-		    "%zu bytes, not %d", req->session_id.len, CORE_SESSION_LEN);
+		grpc_call_finish(call, GRPC_NOT_FOUND, "no node has this "
+		    "session_id (%zu bytes; rdzvd's have %d)",
+		    req->session_id.len, CORE_SESSION_LEN);
 		return;
 	}
 	if (req->outcome < RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED ||

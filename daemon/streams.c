@@ -107,6 +107,10 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 
 	if (s == NULL)
 		return;
+	if (msg->kind == CORE_MSG_LEFT) {
+		stream_end(s, 1, GRPC_OK, NULL);
+		return;
+	}
 	msg_to_pb(&a, node, msg, &ev);
 	int rc = grpc_call_send(s->call, &ev.base);
 	arena_free(&a);

@@ -252,9 +252,21 @@ def test_worker_failure_report_and_stale_generation(tmp_path):
         with pytest.raises(RpcFailure) as e:
             x.resume(1)
         assert e.value.code() == NOT_FOUND
+        # A session id of the wrong length is an unknown session too.
+        for short in (b"x", b"short"):
+            code, details, _ = rpc_code(a.report, g2, "FAILED", session_id=short)
+            assert code == NOT_FOUND, (code, details)
+            code, details, _ = rpc_code(a.leave, session_id=short)
+            assert code == NOT_FOUND, (code, details)
+        x.session_id = b"short"
+        with pytest.raises(RpcFailure) as e:
+            x.resume(1)
+        assert e.value.code() == NOT_FOUND
         # A planned leave re-rounds without a restart... but here min=2,
-        # so the survivor is told to stop and wait.
+        # so the survivor is told to stop and wait. The leaver's Join
+        # stream ends (OK) once the leave is committed.
         a.leave("sigterm")
+        assert a.end(timeout=5)[0] == OK
         s = b.wait_event("stop", timeout=5)
         assert s.generation == g2
         assert c.ctl().get_job("e2e-report").restart_count == 1

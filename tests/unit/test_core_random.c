@@ -216,6 +216,7 @@ deliver(struct core_node *n, const struct core_msg *m)
 	case CORE_MSG_CLOSED:
 	case CORE_MSG_FAILED:
 	case CORE_MSG_EVICTED:
+	case CORE_MSG_LEFT:
 		agent_exit(a);
 		break;
 	}
