@@ -19,8 +19,8 @@ static const char *const list_headers[] = {
 };
 
 static const char *const node_headers[] = {
-	"NODE", "HOST", "ADDRESS", "GROUP", "RANKS", "NPROC", "STATE", "GPUS",
-	"LAST SEEN",
+	"NODE", "HOST", "ADDRESS", "HINT", "GROUP", "RANKS", "NPROC", "STATE",
+	"GPUS", "LAST SEEN",
 };
 
 static const char *const gpu_headers[] = {
@@ -250,6 +250,11 @@ print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 		table_cell(t, "%s", n->hostname);
 		table_cell(t, "%s", n->advertise_addr[0] != '\0' ?
 		    n->advertise_addr : "-");
+		/* --node-rank, SLURM_NODEID: what orders the group ranks. */
+		if (n->has_rank_hint)
+			table_cell(t, "%u", n->rank_hint);
+		else
+			table_cell(t, "-");
 		if (n->group_rank >= 0)
 			table_cell(t, "%d", n->group_rank);
 		else
