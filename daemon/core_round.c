@@ -406,6 +406,32 @@ core_settle(struct core_job *j)
 	p = j->n_state[CORE_NODE_PARTICIPANT];
 	w = j->n_state[CORE_NODE_WAITING];
 
+	/* Rule 13: no waiting for nobody. A job whose nodes have all gone
+	 * (scancel, a requeue) ends now, not at its join timeout. */
+	if ((j->state == CORE_JOB_WAITING || j->state == CORE_JOB_RUNNING) &&
+	    p + w + j->n_state[CORE_NODE_SPARE] == 0) {
+		uint32_t lost = j->n_state[CORE_NODE_LOST];
+		uint32_t evicted = j->n_state[CORE_NODE_EVICTED];
+		const struct core_node *last = TAILQ_LAST(&j->ended, core_nodes);
+
+		if (j->held_failure)
+			held_set(j, NULL);	/* nobody is away any more */
+		if (lost == 0 && evicted == 0)
+			core_job_fail(j, "cancelled: every node left");
+		else {
+			textf(why, sizeof(why), "every node has gone (%u left, "
+			    "%u lost, %u evicted); last, node %s (node %llu) "
+			    "was %s: %s", j->n_state[CORE_NODE_LEFT], lost,
+			    evicted, last != NULL ? last->hostname : "?",
+			    last != NULL ? (unsigned long long)last->node_id : 0,
+			    last != NULL ? core_node_state_name(last->state) : "?",
+			    last != NULL && last->reason != NULL ? last->reason :
+			    "no reason recorded");
+			core_job_fail(j, why);
+		}
+		return;
+	}
+
 	switch (j->state) {
 	case CORE_JOB_WAITING:
 		round_open_settle(j, lc_due, join_due);

@@ -124,6 +124,41 @@ test_rule8_leave(void)
 	CHECK_RC(core_leave(C, NOW, "alice", b->session_id, NULL, err,
 	    sizeof(err)), 0);
 	CHECK_RC(report(b, 2, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	/* The last one leaving too ends the job at once (rule 13), and its
+	 * reason no longer speaks of an open round. */
+	CHECK_RC(core_leave(C, NOW, "alice", a->session_id, NULL, err,
+	    sizeof(err)), 0);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED && j->restart_count == 0);
+	CHECK_STR(j->reason, "cancelled: every node left");
+	CHECK(core_job_join_timeout_in(j, NOW) < 0);
+	teardown();
+}
+
+/* Rule 13: a job whose nodes have all gone ends now, however they went. */
+static void
+test_rule13_nobody_left(void)
+{
+	struct core_node	*a, *b;
+	struct core_job		*j;
+
+	setup(NULL);
+	a = join("r13", "a", 1, 2, 2);
+	b = join("r13", "b", 1, 2, 2);
+	j = a->job;
+	CHECK(j->state == CORE_JOB_RUNNING);
+	CHECK_RC(core_leave(C, NOW, "alice", b->session_id, "scancel", err,
+	    sizeof(err)), 0);
+	turn();
+	CHECK(j->state == CORE_JOB_WAITING);
+	core_lease_lost(C, NOW, a);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED && j->restart_count == 0);
+	CHECK_HAS(j->reason, "every node has gone (1 left, 1 lost, 0 evicted)");
+	CHECK_HAS(j->reason, "last, node a (node 1) was lost: ");
+	/* A requeued run's join reopens it (rule 12). */
+	a = join("r13", "a2", 1, 2, 2);
+	CHECK(j->state == CORE_JOB_WAITING && j->attempt == 2);
 	teardown();
 }
 
@@ -546,6 +581,7 @@ static const struct test tests[] = {
 	{ "update_offer", test_update_offer },
 	{ "rule6_worker_failure", test_rule6_worker_failure },
 	{ "rule7_closing_and_closed", test_rule7_closing_and_closed },
+	{ "rule13_nobody_left", test_rule13_nobody_left },
 	{ "rule8_leave", test_rule8_leave },
 	{ "rule9_operator", test_rule9_operator },
 	{ "rule10_fencing", test_rule10_fencing },
