@@ -273,12 +273,15 @@ node_unlink(struct core_node *n)
 }
 
 /*
- * Rule 12: a failed job is reopened by a new join (a scheduler requeue).
- * The generation keeps counting; the old attempt's nodes go.
+ * Rule 12: a failed job is reopened by a new join, and any ended or ending
+ * job by a join of a later attempt (a scheduler requeue). The generation
+ * keeps counting; the old attempt's nodes go.
  */
 static void
-job_reopen(struct core_job *j)
+job_reopen(struct core_job *j, uint32_t attempt)
 {
+	const char		*after = j->state == CORE_JOB_FAILED ?
+				    "the failure" : "a requeue";
 	struct core		*c = j->core;
 	struct core_node	*n;
 
@@ -294,14 +297,14 @@ job_reopen(struct core_job *j)
 	core_timer_clear(c, &j->retention);
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
-	j->attempt++;
+	j->attempt = attempt > j->attempt ? attempt : j->attempt + 1;
 	j->restart_count = 0;
 	j->state = CORE_JOB_WAITING;
 	j->ended_ms = 0;
 	textf(j->reason, sizeof(j->reason), "attempt %u: round %llu is "
 	    "open", j->attempt, (unsigned long long)j->generation + 1);
-	core_event_add(j, "reopened", "attempt %u starts after the failure; "
-	    "generations continue after %llu", j->attempt,
+	core_event_add(j, "reopened", "attempt %u starts after %s; "
+	    "generations continue after %llu", j->attempt, after,
 	    (unsigned long long)j->generation);
 }
 
@@ -450,11 +453,20 @@ owner_has_room(const struct core *c, const char *identity, char *err,
 	return GRPC_RESOURCE_EXHAUSTED;
 }
 
+/* A join of a later run of the job than the one that ended or is ending:
+ * the scheduler requeued it (rule 12). */
+static bool
+requeued(const struct core_job *j, uint32_t attempt)
+{
+	return attempt > j->attempt && (j->state == CORE_JOB_CLOSED ||
+	    j->state == CORE_JOB_CLOSING);
+}
+
 /* The checks a join into an existing job must pass (SPEC §3, §11, §12). */
 static int
 join_existing(const struct core *c, const struct core_job *j,
-    const char *identity, const struct core_settings *s, char *err,
-    size_t errlen)
+    const char *identity, const struct core_settings *s, uint32_t attempt,
+    char *err, size_t errlen)
 {
 	char	t[64];
 	int	rc;
@@ -462,13 +474,14 @@ join_existing(const struct core *c, const struct core_job *j,
 
 	if ((rc = core_owner_check(j, identity, "join", err, errlen)) != 0)
 		return rc;
-	if (j->state == CORE_JOB_CLOSED) {
+	/* A later run of the job reopens it instead (core_join). */
+	if (j->state == CORE_JOB_CLOSED && !requeued(j, attempt)) {
 		core_fmt_wall(t, sizeof(t), j->ended_ms);
 		textf(err, errlen, "job %s closed at %s; use a new --id",
 		    j->rdzv_id, t);
 		return GRPC_FAILED_PRECONDITION;
 	}
-	if (j->state == CORE_JOB_CLOSING) {
+	if (j->state == CORE_JOB_CLOSING && !requeued(j, attempt)) {
 		textf(err, errlen, "job %s is closing (%s) and takes no "
 		    "new nodes; use a new --id", j->rdzv_id, j->reason);
 		return GRPC_FAILED_PRECONDITION;
@@ -514,7 +527,8 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 		return rc;
 	j = core_job_find(c, req->rdzv_id);
 	if (j != NULL &&
-	    (rc = join_existing(c, j, identity, &s, err, errlen)) != 0)
+	    (rc = join_existing(c, j, identity, &s, req->attempt, err,
+	    errlen)) != 0)
 		return rc;
 	if (j == NULL && (rc = owner_has_room(c, identity, err, errlen)) != 0)
 		return rc;
@@ -533,8 +547,8 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 		core_event_add(j, "created", "created by %s: nodes %u:%u, "
 		    "max_restarts %u", identity, s.min_nodes, s.max_nodes,
 		    s.max_restarts);
-	} else if (j->state == CORE_JOB_FAILED)
-		job_reopen(j);
+	} else if (j->state == CORE_JOB_FAILED || requeued(j, req->attempt))
+		job_reopen(j, req->attempt);
 
 	/* Rule 1 and rule 3: an open round takes it in; else wait or spare. */
 	if (j->state == CORE_JOB_WAITING &&

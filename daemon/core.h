@@ -363,6 +363,7 @@ struct core_join {
 	uint32_t		 gpus_total;
 	const struct core_gpu	*gpus;		/* n_gpus results, or none */
 	uint32_t		 n_gpus;
+	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	uint8_t			 session_id[CORE_SESSION_LEN];
 };
 

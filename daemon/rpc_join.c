@@ -63,6 +63,7 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		.nproc = req->nproc,
 		.has_rank_hint = req->has_rank_hint,
 		.rank_hint = req->rank_hint,
+		.attempt = req->attempt,
 	};
 
 	if (req->hostname[0] == '\0') {

@@ -70,6 +70,7 @@ struct agent_opts {
 	uint32_t		 nproc;		/* NPROC_FIXED, NPROC_SLURM */
 	bool			 has_node_rank;
 	uint32_t		 node_rank;
+	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	uint32_t		 max_restarts;
 	uint32_t		 last_call_ms;	/* 0: the job's default */
 	uint32_t		 join_timeout_ms;

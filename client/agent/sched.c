@@ -1,9 +1,10 @@
 /*
  * Defaults from the batch scheduler (SPEC §6), for what neither a flag nor
  * an RDZV_* variable set: Slurm's SLURM_JOB_ID, SLURM_JOB_NUM_NODES,
- * SLURM_NODEID and SLURM_GPUS_ON_NODE, then PBS's PBS_JOBID and
- * PBS_NODEFILE (one line per slot: the node count is the number of distinct
- * hosts, this node's index the position of its first line among them).
+ * SLURM_NODEID, SLURM_GPUS_ON_NODE and SLURM_RESTART_COUNT (the attempt a
+ * requeued job joins with), then PBS's PBS_JOBID and PBS_NODEFILE (one line
+ * per slot: the node count is the number of distinct hosts, this node's
+ * index the position of its first line among them).
  * A value that does not parse is skipped with a warning: the user did not
  * write it and can override it.
  */
@@ -75,6 +76,10 @@ slurm(struct agent_opts *o)
 		o->has_node_rank = true;
 		o->node_rank = n;
 	}
+	/* A requeued job keeps its id; its run is told apart by this. */
+	if (o->attempt == 0 && env_u32("SLURM_RESTART_COUNT", 0, &n) == 0 &&
+	    n < UINT32_MAX)
+		o->attempt = n + 1;
 	if (!o->nproc_set && env_u32("SLURM_GPUS_ON_NODE", 0, &n) == 0 &&
 	    n > 0) {
 		o->nproc_set = true;

@@ -352,6 +352,7 @@ send_join(struct session *s)
 		req.nproc = of->nproc;
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
+		req.attempt = o->attempt;
 		req.role = (char *)o->role;
 		req.agent_version = (char *)RDZV_VERSION;
 		if (gpucheck_pb_new(of->gpus, &gpb) != 0)

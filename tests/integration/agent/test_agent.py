@@ -424,3 +424,29 @@ def test_slurm_and_pbs_defaults(job, tmp_path):
     finally:
         s.kill()
         p2.kill()
+
+
+def test_slurm_requeue_reopens_a_closed_job(job, tmp_path):
+    """scontrol requeue of a job that finished runs it again under the same
+    id with SLURM_RESTART_COUNT set: that run reopens the closed job as
+    its next attempt, where a plain second run is refused (rule 12)."""
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--", "/usr/bin/python3",
+            WORKER]
+    env = {"W_OUT": job.out, "TMPDIR": str(tmp_path), "SLURM_JOB_ID": "4712",
+           "SLURM_JOB_NUM_NODES": "1"}
+
+    def run(extra):
+        with rt.Proc(argv, env=dict(env, **extra)) as p:
+            return p.wait(30), p.output()
+
+    rc, out = run({})
+    assert rc == 0, out
+    assert job.ctl.get_job("4712").state == rdzvnode.pb.types.JOB_STATE_CLOSED
+    rc, out = run({})
+    assert rc == 4 and "use a new --id" in out, out
+    rc, out = run({"SLURM_RESTART_COUNT": "1"})
+    assert rc == 0, out
+    j = job.ctl.get_job("4712", events=50)
+    assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 2, j
+    assert any(e.kind == "reopened" and "after a requeue" in e.message
+               for e in j.events), j
