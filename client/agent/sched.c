@@ -48,6 +48,26 @@ env_u32(const char *name, uint32_t min, uint32_t *out)
 	return 0;
 }
 
+/*
+ * A PBS array job's id has its index in brackets ("4243[1].server"), which
+ * an rdzv_id cannot: "4243-1.server" stands for it. Returns |v| itself when
+ * it has none.
+ */
+static const char *
+array_id(const char *v)
+{
+	static char	 buf[RDZV_ID_MAX + 1];
+	const char	*open = strchr(v, '['), *close;
+
+	if (open == NULL || (close = strchr(open, ']')) == NULL ||
+	    (size_t)snprintf(buf, sizeof(buf), "%.*s-%.*s%s", (int)(open - v),
+	    v, (int)(close - open - 1), open + 1, close + 1) >= sizeof(buf))
+		return v;
+	log_info("PBS_JOBID %s: job id %s (the array index after '-')", v,
+	    buf);
+	return buf;
+}
+
 static void
 job_id(struct agent_opts *o, const char *name)
 {
@@ -56,6 +76,8 @@ job_id(struct agent_opts *o, const char *name)
 
 	if (o->id != NULL || v == NULL)
 		return;
+	if (strcmp(name, "PBS_JOBID") == 0)
+		v = array_id(v);
 	if (rdzv_id_check(v, err, sizeof(err)) != 0) {
 		log_warnx("%s=%s cannot be a job id (%s); ignored", name, v,
 		    err);

@@ -50,6 +50,48 @@ def test_demo_script_parses():
     assert r.returncode == 0, r.stderr
 
 
+# OpenPBS's pbsdsh as it parses its command line (OpenPBS is not in Debian):
+# -c, -n, -s, -v and -o only, then "--" before the program. It records each
+# call and runs nothing.
+PBSDSH = r"""#!/bin/sh
+while [ $# -gt 0 ]; do
+	case $1 in
+	-c|-n) [ $# -ge 2 ] || exit 2; echo "$1 $2" >> "$PBSDSH_LOG"; shift 2 ;;
+	-s|-v|-o) shift ;;
+	--) shift; break ;;
+	*) echo "pbsdsh: invalid option $1" >&2; exit 2 ;;
+	esac
+done
+[ $# -gt 0 ] || exit 2
+echo "cmd $*" >> "$PBSDSH_LOG"
+"""
+
+
+def test_pbs_script_starts_one_agent_per_host(tmp_path):
+    """deploy/pbs/train.pbs starts one agent per distinct host of
+    $PBS_NODEFILE, by its line index, in the form OpenPBS and PBS Pro
+    accept (pbsdsh -n INDEX -- PROGRAM; -h is Torque's alone)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "pbsdsh").write_text(PBSDSH)
+    (bindir / "pbsdsh").chmod(0o755)
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("gpu1\ngpu1\ngpu2\ngpu2\ngpu3\n")
+    log = tmp_path / "log"
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]),
+               PBS_NODEFILE=str(nodefile), PBS_JOBID="4243[1].pbs01",
+               PBS_O_WORKDIR=str(tmp_path), PBSDSH_LOG=str(log),
+               RDZV_SERVER="127.0.0.1:1")
+    r = subprocess.run(["bash", os.path.join(DEPLOY, "pbs", "train.pbs")],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = log.read_text().splitlines()
+    assert sorted(l for l in lines if l.startswith("-n ")) == \
+        ["-n 0", "-n 2", "-n 4"], lines
+    cmds = [l for l in lines if l.startswith("cmd ")]
+    assert len(cmds) == 3 and all("rdzv-agent join" in c for c in cmds), cmds
+
+
 def _free_port():
     import socket
     with socket.socket() as s:

@@ -450,3 +450,18 @@ def test_slurm_requeue_reopens_a_closed_job(job, tmp_path):
     assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 2, j
     assert any(e.kind == "reopened" and "after a requeue" in e.message
                for e in j.events), j
+
+
+def test_pbs_array_job_id(job, tmp_path):
+    """A PBS array job's id, 4243[1].pbs01, cannot be an rdzv_id as it is:
+    the agent joins as 4243-1.pbs01."""
+    nodefile = os.path.join(str(tmp_path), "nodes")
+    with open(nodefile, "w") as f:
+        f.write("%s\n" % socket.gethostname())
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--", "/usr/bin/python3",
+            WORKER]
+    with rt.Proc(argv, env={"W_OUT": job.out, "TMPDIR": str(tmp_path),
+                            "PBS_JOBID": "4243[1].pbs01",
+                            "PBS_NODEFILE": nodefile}) as p:
+        assert p.wait(30) == 0, p.output()
+    assert job.ctl.get_job("4243-1.pbs01").state == rdzvnode.pb.types.JOB_STATE_CLOSED
