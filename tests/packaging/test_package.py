@@ -213,6 +213,15 @@ def test_packages_hold_exactly_the_expected_files(built):
                            % (sorted(want - files), sorted(files - want)))
 
 
+def dpkg_excludes_man():
+    for f in glob.glob("/etc/dpkg/dpkg.cfg.d/*"):
+        with open(f, errors="replace") as h:
+            if re.search(r"^path-exclude=?\s*/usr/share/man", h.read(),
+                         re.M):
+                return True
+    return False
+
+
 def host_has(path):
     return os.path.lexists(path)
 
@@ -304,11 +313,14 @@ def test_install_run_purge(built, tmp_path):
         r = sb.run("rdzvctl --server %s status --all" % addr)
         assert re.search(r"^pkg-test\s+closed\s", r.stdout, re.M), r.stdout
 
-        # The man pages and the completions where their tools look.
+        # The man pages and the completions where their tools look (unless
+        # this machine's dpkg leaves man pages out, as slim images do).
         for args, page in (("rdzvctl", "man1/rdzvctl.1.gz"),
                            ("rdzv-agent", "man1/rdzv-agent.1.gz"),
                            ("8 rdzvd", "man8/rdzvd.8.gz"),
                            ("5 rdzvd.conf", "man5/rdzvd.conf.5.gz")):
+            if dpkg_excludes_man():
+                break
             assert sb.run("man -w " + args).stdout.strip() == \
                 "/usr/share/man/" + page
         assert sb.exists("/usr/share/bash-completion/completions/rdzvctl")
