@@ -198,6 +198,10 @@ void rpc_health_watch(struct grpc_call *, const ProtobufCMessage *, void *);
 /* Tells every Watch caller the new status and, when |final|, ends them. */
 void health_set_serving(int serving, int final);
 
+/* rpc_reflection.c: ServerReflectionInfo, v1 and v1alpha alike (a
+ * client-streaming method). */
+void rpc_reflection_info(struct grpc_call *, const ProtobufCMessage *, void *);
+
 /* rpc_*.c: one handler per file. */
 void rpc_server_info(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_join(struct grpc_call *, const ProtobufCMessage *, void *);

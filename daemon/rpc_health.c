@@ -11,6 +11,8 @@
 
 static const char *const known[] = {
 	"", "rdzv.v1.Rendezvous", "rdzv.v1.Control", "grpc.health.v1.Health",
+	"grpc.reflection.v1.ServerReflection",
+	"grpc.reflection.v1alpha.ServerReflection",
 };
 
 struct watcher {

@@ -5,11 +5,15 @@
  * goes. main.c and the HTTP/2 fuzz target both start them here.
  */
 #include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rdzvd.h"
 
 #define HEALTH "/grpc.health.v1.Health/"
 #define RDZV "/rdzv.v1.Rendezvous/"
 #define CONTROL "/rdzv.v1.Control/"
+#define REFLECTION(v) "/grpc.reflection." v ".ServerReflection/"
+#define REFLECTION_REQ \
+	&grpc__reflection__v1__server_reflection_request__descriptor
 #define REQ(name) &rdzv__v1__##name##__descriptor
 
 const struct grpc_method rdzvd_methods[] = {
@@ -33,6 +37,13 @@ const struct grpc_method rdzvd_methods[] = {
 	    NULL },
 	{ CONTROL "ServerInfo", REQ(server_info_request), 0, rpc_server_info,
 	    NULL },
+
+	/* Bidirectional: each request message is a question (v1alpha's
+	 * messages are v1's on the wire). */
+	{ REFLECTION("v1") "ServerReflectionInfo", REFLECTION_REQ, 1,
+	    rpc_reflection_info, NULL, 1 },
+	{ REFLECTION("v1alpha") "ServerReflectionInfo", REFLECTION_REQ, 1,
+	    rpc_reflection_info, NULL, 1 },
 };
 
 const size_t rdzvd_n_methods = sizeof(rdzvd_methods) /

@@ -71,6 +71,10 @@ struct grpc_call;
  * answers with grpc_call_reply() or grpc_call_finish(), now or later; a
  * streaming handler sends with grpc_call_send() and ends with
  * grpc_call_finish().
+ *
+ * A client-streaming method's handler runs as soon as the request's headers
+ * have arrived, with |req| NULL; it takes the request messages with
+ * grpc_call_on_message().
  */
 typedef void (*grpc_handler_fn)(struct grpc_call *call,
     const ProtobufCMessage *req, void *arg);
@@ -81,6 +85,9 @@ struct grpc_method {
 	int server_streaming;
 	grpc_handler_fn handler;
 	void *arg;
+	int client_streaming;	/* the client sends any number of
+				   messages (bidi when server_streaming
+				   too) */
 };
 
 struct grpc_server_opts {
@@ -205,6 +212,17 @@ void grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
  * after |cb| returns. Replaces an earlier callback. */
 void grpc_call_on_close(struct grpc_call *call,
     void (*cb)(struct grpc_call *call, int cancelled, void *arg), void *arg);
+
+/*
+ * A client-streaming call: |cb| runs with each request message as it
+ * arrives (decoded with the method's descriptor, freed when |cb| returns),
+ * then once with |msg| NULL when the client has ended its side of the
+ * stream. Messages arriving while no callback is set are dropped. A message
+ * that cannot be decoded, or one over max_message, ends the call (the
+ * on-close callback runs with |cancelled| 1).
+ */
+void grpc_call_on_message(struct grpc_call *call, grpc_handler_fn cb,
+    void *arg);
 
 /* |cb| runs when the connection's queued output falls below half of out_cap
  * after a grpc_call_send returned -ENOBUFS. */

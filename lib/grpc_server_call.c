@@ -77,6 +77,7 @@ scall_notify_close(struct grpc_call *call, int cancelled)
 	call->want_writable = 0;
 	call->on_close = NULL;
 	call->on_writable = NULL;
+	call->on_message = NULL;
 	if (call->state != CALL_DONE) {
 		call->state = CALL_DONE;
 		call->discard = 1;
@@ -239,37 +240,85 @@ scall_arm_deadline(struct grpc_call *call)
 		evtimer_add(call->deadline, &tv);
 }
 
+/*
+ * Decodes a request message and checks its strings. NULL when it is not a
+ * valid request: the call has been ended with the reason.
+ */
+static ProtobufCMessage *
+scall_unpack(struct grpc_call *call, const uint8_t *buf, size_t len)
+{
+	const ProtobufCMessageDescriptor *d = call->method->request;
+	ProtobufCMessage *msg;
+	char path[128], err[256];
+
+	msg = protobuf_c_message_unpack(d, NULL, len, buf);
+	if (msg == NULL) {
+		snprintf(err, sizeof(err), "cannot decode the request as %s",
+		    d->name);
+		scall_end(call, GRPC_INTERNAL, err);
+		return NULL;
+	}
+	if (pb_utf8_check(msg, path, sizeof(path)) != 0) {
+		snprintf(err, sizeof(err), "%s.%s is not valid UTF-8",
+		    d->short_name, path);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		scall_end(call, GRPC_INVALID_ARGUMENT, err);
+		return NULL;
+	}
+	return msg;
+}
+
 /* The request is whole: decode it and hand it to the handler. */
 void
 scall_dispatch(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
 	ProtobufCMessage *msg;
-	char path[128];
 
-	msg = protobuf_c_message_unpack(m->request, NULL, call->req_len,
-	    call->req);
+	msg = scall_unpack(call, call->req, call->req_len);
 	free(call->req);
 	call->req = NULL;
-	if (msg == NULL) {
-		char err[256];
-		snprintf(err, sizeof(err), "cannot decode the request as %s",
-		    m->request->name);
-		scall_end(call, GRPC_INTERNAL, err);
+	if (msg == NULL)
 		return;
-	}
-	if (pb_utf8_check(msg, path, sizeof(path)) != 0) {
-		char err[256];
-		snprintf(err, sizeof(err), "%s.%s is not valid UTF-8",
-		    m->request->short_name, path);
-		protobuf_c_message_free_unpacked(msg, NULL);
-		scall_end(call, GRPC_INVALID_ARGUMENT, err);
-		return;
-	}
 	call->state = CALL_ACTIVE;
 	call->user_done = 0;
 	m->handler(call, msg, m->arg);
 	protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+/*
+ * A client-streaming call starts before any message: the handler learns of
+ * the call and takes its messages through grpc_call_on_message().
+ */
+void
+scall_start(struct grpc_call *call)
+{
+	const struct grpc_method *m = call->method;
+
+	call->state = CALL_ACTIVE;
+	call->user_done = 0;
+	m->handler(call, NULL, m->arg);
+}
+
+/*
+ * One message of a client stream (|buf| NULL: the client's end of it) to
+ * the user's callback. Whatever follows the end of the call is dropped.
+ */
+void
+scall_deliver(struct grpc_call *call, const uint8_t *buf, size_t len)
+{
+	ProtobufCMessage *msg = NULL;
+
+	if (call->state != CALL_ACTIVE || call->user_done)
+		return;
+	if (buf != NULL && (msg = scall_unpack(call, buf, len)) == NULL) {
+		scall_notify_close(call, 1);
+		return;
+	}
+	if (call->on_message != NULL)
+		call->on_message(call, msg, call->on_message_arg);
+	if (msg != NULL)
+		protobuf_c_message_free_unpacked(msg, NULL);
 }
 
 /* Queues a packed message and makes sure nghttp2 will pull it. */
@@ -368,6 +417,13 @@ grpc_call_on_close(struct grpc_call *call,
 {
 	call->on_close = cb;
 	call->on_close_arg = arg;
+}
+
+void
+grpc_call_on_message(struct grpc_call *call, grpc_handler_fn cb, void *arg)
+{
+	call->on_message = cb;
+	call->on_message_arg = arg;
 }
 
 void

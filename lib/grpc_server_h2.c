@@ -164,17 +164,26 @@ request_headers(struct grpc_call *call)
 	}
 	if (call->has_timeout)
 		scall_arm_deadline(call);
+	if (call->method->client_streaming)
+		scall_start(call);
 }
 
 /* The client's END_STREAM: the request is whole, or it never will be. */
 static void
 request_end(struct grpc_call *call)
 {
+	int streaming = call->method != NULL && call->method->client_streaming;
+
 	call->remote_closed = 1;
-	if (call->state != CALL_RECV)
+	if (call->state != (streaming ? CALL_ACTIVE : CALL_RECV))
 		return;
 	if (grpc_reader_partial(&call->reader)) {
 		scall_end(call, GRPC_INTERNAL, "request ended inside a message");
+		scall_notify_close(call, 1);
+		return;
+	}
+	if (streaming) {
+		scall_deliver(call, NULL, 0);
 		return;
 	}
 	if (call->nreq != 1) {
@@ -285,6 +294,10 @@ message_cb(void *arg, const uint8_t *msg, size_t len)
 {
 	struct grpc_call *call = arg;
 
+	if (call->method->client_streaming) {
+		scall_deliver(call, msg, len);
+		return 0;
+	}
 	/* Unary and server-streaming requests carry one message. */
 	if (call->nreq++ > 0)
 		return -RDZV_EMSGCOUNT;
@@ -299,7 +312,8 @@ message_cb(void *arg, const uint8_t *msg, size_t len)
 /*
  * DATA is fed to the call's reader; nghttp2 counts it as consumed when we
  * return (automatic WINDOW_UPDATE), so data dropped after an early answer
- * keeps the connection's flow control going.
+ * keeps the connection's flow control going. A client-streaming call reads
+ * while its handler holds it; the others until their one message is whole.
  */
 static int
 data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
@@ -308,7 +322,9 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 	struct grpc_call *call;
 
 	call = nghttp2_session_get_stream_user_data(h2, stream_id);
-	if (call == NULL || call->discard || call->state != CALL_RECV)
+	if (call == NULL || call->discard || call->method == NULL ||
+	    call->state != (call->method->client_streaming ? CALL_ACTIVE :
+	    CALL_RECV))
 		return 0;
 	int rc = grpc_reader_feed(&call->reader, data, len, message_cb, call);
 	switch (rc) {
@@ -330,6 +346,9 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 		scall_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		break;
 	}
+	/* A client-streaming call's handler holds it: tell it. */
+	if (rc != 0)
+		scall_notify_close(call, 1);
 	return 0;
 }
 

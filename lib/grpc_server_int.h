@@ -107,6 +107,8 @@ struct grpc_call {
 	void *on_close_arg;
 	void (*on_writable)(struct grpc_call *, void *);
 	void *on_writable_arg;
+	grpc_handler_fn on_message;	/* client streaming */
+	void *on_message_arg;
 	int want_writable;
 };
 
@@ -225,6 +227,10 @@ void	scall_end(struct grpc_call *, int, const char *);
 void	scall_respond_http(struct grpc_call *, const char *);
 void	scall_notify_close(struct grpc_call *, int);
 void	scall_dispatch(struct grpc_call *);
+/* Client streaming: the handler, at the request's headers. */
+void	scall_start(struct grpc_call *);
+/* Client streaming: one request message, or the end (NULL). */
+void	scall_deliver(struct grpc_call *, const uint8_t *, size_t);
 void	scall_arm_deadline(struct grpc_call *);
 
 #endif

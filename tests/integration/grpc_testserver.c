@@ -13,6 +13,10 @@
  *   /rdzv.test.Test/Stream  streams seq Events numbered 1..seq, then OK
  *   /rdzv.test.Test/Later   replies the request after seq milliseconds,
  *                           from a timer
+ *   /rdzv.test.Test/Chat    bidirectional: answers each Event with itself
+ *                           (kind "fail": finishes with status seq), and
+ *                           the end of the client's stream with an Event
+ *                           of kind "end" whose seq counts the messages
  *
  * plus grpc.health.v1.Health/Check. Prints "listening on HOST:PORT" per
  * listener and shuts down gracefully on SIGTERM (exit 0).
@@ -215,6 +219,48 @@ later(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	grpc_call_on_close(call, later_close, l);
 }
 
+/* Chat: how many messages the call has seen. */
+static void
+chat_close(struct grpc_call *call, int cancelled, void *arg)
+{
+	free(arg);
+}
+
+static void
+chat_message(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__Event *req = (const Rdzv__V1__Event *)msg;
+	Rdzv__V1__Event end = RDZV__V1__EVENT__INIT;
+	uint64_t *count = arg;
+
+	if (req == NULL) {
+		end.kind = "end";
+		end.seq = *count;
+		grpc_call_reply(call, &end.base);
+		return;
+	}
+	++*count;
+	if (strcmp(req->kind, "fail") == 0) {
+		grpc_call_finish(call, (int)req->seq, "%s", req->message);
+		return;
+	}
+	if (grpc_call_send(call, msg) != 0)
+		grpc_call_finish(call, GRPC_INTERNAL, "send failed");
+}
+
+static void
+chat(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
+{
+	uint64_t *count = calloc(1, sizeof(*count));
+
+	if (count == NULL) {
+		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	grpc_call_on_close(call, chat_close, count);
+	grpc_call_on_message(call, chat_message, count);
+}
+
 static void
 health_check(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
@@ -238,6 +284,8 @@ static const struct grpc_method methods[] = {
 	    NULL },
 	{ "/rdzv.test.Test/Later", &rdzv__v1__event__descriptor, 0, later,
 	    NULL },
+	{ "/rdzv.test.Test/Chat", &rdzv__v1__event__descriptor, 1, chat,
+	    NULL, 1 },
 	{ "/grpc.health.v1.Health/Check",
 	    &grpc__health__v1__health_check_request__descriptor, 0,
 	    health_check, NULL },

@@ -589,3 +589,98 @@ def test_goaway_on_shutdown(tmp_path):
         assert goaway, "no GOAWAY before close"
         assert wait_closed(s, 10)
         assert p.wait(10) == 0
+
+
+# ------------------------------------------- client and bidi streaming
+
+def chat(ch):
+    return ch.stream_stream("/rdzv.test.Test/Chat",
+                            request_serializer=Event.SerializeToString,
+                            response_deserializer=Event.FromString)
+
+
+def test_bidi_answers_each_message_as_it_arrives(srv):
+    """Each request message of a bidirectional call reaches the handler
+    while the client's side is still open: the client waits for the answer
+    to one message before it sends the next."""
+    import queue
+    q = queue.Queue()
+
+    def requests():
+        while True:
+            ev = q.get(timeout=10)
+            if ev is None:
+                return
+            yield ev
+
+    with grpc.insecure_channel(srv.addr) as ch:
+        call = chat(ch)(requests(), timeout=10)
+        for i in range(1, 6):
+            q.put(Event(seq=i, message="m%d" % i))
+            rep = next(call)
+            assert (rep.seq, rep.message) == (i, "m%d" % i)
+        q.put(None)
+        end = next(call)
+        assert (end.kind, end.seq) == ("end", 5)
+        assert list(call) == []
+        assert call.code() == grpc.StatusCode.OK
+        # No message at all is a request stream too.
+        assert [(m.kind, m.seq) for m in chat(ch)(iter([]), timeout=5)] == \
+            [("end", 0)]
+
+
+def test_bidi_errors_end_the_call_not_the_connection(srv):
+    with grpc.insecure_channel(srv.addr) as ch:
+        echo = method(ch, "Echo")
+        conn = echo(Event(kind="whoami"), timeout=5).generation
+        # The handler ends the call while the client still sends.
+        call = chat(ch)(iter([Event(seq=1), Event(kind="fail", seq=9,
+                                                     message="stop"),
+                             Event(seq=3)]), timeout=5)
+        with pytest.raises(grpc.RpcError) as ei:
+            list(call)
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert ei.value.details() == "stop"
+        # An undecodable message ends it with INTERNAL.
+        raw = ch.stream_stream("/rdzv.test.Test/Chat")
+        with pytest.raises(grpc.RpcError) as ei:
+            list(raw(iter([Event(seq=1).SerializeToString(),
+                           b"\xff\xff\xff\xff"]), timeout=5))
+        assert ei.value.code() == grpc.StatusCode.INTERNAL
+        assert "decode" in ei.value.details()
+        # Too big for the limit: RESOURCE_EXHAUSTED.
+        call = chat(ch)(iter([Event(message="x" * (6 << 20))]), timeout=20)
+        with pytest.raises(grpc.RpcError) as ei:
+            list(call)
+        assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert echo(Event(kind="whoami"), timeout=5).generation == conn
+
+
+def test_two_messages_in_one_data_frame(srv):
+    """Several messages in one DATA frame: each answered on a bidi call;
+    a unary call still refuses a second message with INTERNAL."""
+    def body(*evs):
+        out = b""
+        for ev in evs:
+            b = ev.SerializeToString()
+            out += struct.pack(">BI", 0, len(b)) + b
+        return out
+
+    for path, want in (("/rdzv.test.Test/Chat", 0), ("/rdzv.test.Test/Echo", 13)):
+        s = h2_open(srv.addr)
+        req = grpc_request(path, Event(), whole=False)
+        s.sendall(req + frame(DATA, END_STREAM, 1,
+                              body(Event(seq=1), Event(seq=2))))
+        frames, _ = read_frames(
+            s, lambda fs: any(f[0] == HEADERS and f[2] == 1 and
+                              f[1] & END_STREAM for f in fs))
+        s.close()
+        mine = [f for f in frames if f[2] == 1]
+        assert has_grpc_status(mine[-1][3], want), mine
+        data = b"".join(f[3] for f in mine if f[0] == DATA)
+        seqs = []
+        while data:
+            n = struct.unpack(">I", data[1:5])[0]
+            seqs.append(Event.FromString(data[5:5 + n]).seq)
+            data = data[5 + n:]
+        assert seqs == ([1, 2, 2] if want == 0 else []), seqs
