@@ -11,7 +11,8 @@ libevent-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev
 libinih-dev libsystemd-dev openssl"
 case $what in
 test) pkgs="$pkgs python3-grpcio python3-grpc-tools python3-protobuf
-python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang libclang-rt-14-dev valgrind" ;;
+python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang libclang-rt-14-dev valgrind
+prometheus chromium" ;;
 demo) pkgs="$pkgs python3-torch" ;;
 esac
 
