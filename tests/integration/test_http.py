@@ -182,8 +182,14 @@ def test_event_stream_follows_changes(daemon):
     es = EventStream(daemon.http, "/events?job=nope")
     try:
         assert es.next()[0] == "missing"
+        assert metric(get(daemon.http, "/metrics")[2],
+                      "rdzvd_http_event_streams") == 1
     finally:
         es.close()
+    # A page that closes is forgotten at once.
+    rt.wait_for(lambda: metric(get(daemon.http, "/metrics")[2],
+                               "rdzvd_http_event_streams") == 0, 10,
+                what="the closed event streams to be forgotten")
 
 
 def run(*args):
