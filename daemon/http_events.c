@@ -221,6 +221,11 @@ http_events_request(struct evhttp_request *req, void *arg)
 	struct follower *f;
 	char err[512];
 
+	/* A HEAD would hold a stream open with nothing to send it. */
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+		evhttp_send_error(req, 405, "Use GET");
+		return;
+	}
 	TAILQ_INIT(&q);
 	query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	if (query != NULL && evhttp_parse_query_str(query, &q) == 0)
