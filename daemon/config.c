@@ -483,15 +483,15 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	/* The HTTP listener has no TLS of its own: --tls-cert protects gRPC
-	 * only, so off loopback it takes --insecure either way. */
-	if (!cfg->http_off && !endpoint_is_loopback(&cfg->http_listen) &&
-	    !cfg->insecure) {
+	/* The HTTP listener follows the gRPC listeners' rule: TLS with
+	 * rdzvd's certificate, or cleartext on loopback or with --insecure. */
+	if (!cfg->http_off && cfg->tls_cert == NULL &&
+	    !endpoint_is_loopback(&cfg->http_listen) && !cfg->insecure) {
 		endpoint_format(&cfg->http_listen, addr, sizeof(addr));
 		snprintf(err, errlen, "--http-listen %s would serve the status "
-		    "page and metrics in cleartext to the network (it has no "
-		    "TLS): keep it on loopback, or give --insecure if that "
-		    "network is trusted", addr);
+		    "page and metrics in cleartext to the network: give "
+		    "--tls-cert and --tls-key, or --insecure if that network "
+		    "is trusted", addr);
 		return -1;
 	}
 	if (cfg->max_message < 1024) {

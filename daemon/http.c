@@ -2,7 +2,8 @@
  * rdzvd's HTTP listener (SPEC §15): /metrics for Prometheus, /healthz and
  * /readyz for probes, and the read-only status page at / with its event
  * stream (http_events.c). libevent's evhttp parses HTTP; nothing here
- * does. It only reads: no request changes a job.
+ * does. It only reads: no request changes a job. With tls-cert it speaks
+ * TLS with rdzvd's certificate, as the gRPC listeners do.
  */
 #include <sys/socket.h>
 
@@ -13,11 +14,13 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "log.h"
 #include "rdzvd.h"
+#include "tls.h"
 
 /* Generated from daemon/page/index.html at build time. */
 extern const char http_page_index[];
@@ -30,6 +33,9 @@ extern const char http_page_index[];
 
 static struct evhttp		*http;
 static struct evhttp_bound_socket *bound;
+/* With tls-cert: the same certificate, HTTP/1.1 by ALPN, and no client
+ * certificate asked for (a browser has none; tls-ca is for gRPC). */
+static struct tls_ctx		*tls;
 
 static void
 reply(struct evhttp_request *req, int code, const char *reason,
@@ -121,6 +127,34 @@ on_other(struct evhttp_request *req, void *arg)
 	    "has /, /metrics, /healthz, /readyz and /events");
 }
 
+/* evhttp's bufferevent for each new connection: TLS, accepting. */
+static struct bufferevent *
+tls_bev(struct event_base *base, void *arg)
+{
+	SSL *ssl = SSL_new(tls_ssl_ctx(tls));
+
+	/* evhttp would serve cleartext on NULL: never on this port. */
+	if (ssl == NULL)
+		fatalx("HTTP listener: out of memory for a TLS connection");
+	return bufferevent_openssl_socket_new(base, -1, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+}
+
+static void
+setup_tls(void)
+{
+	struct tls_opts o = {
+		.cert = rdzvd.cfg.tls_cert,
+		.key = rdzvd.cfg.tls_key,
+		.http1 = 1,
+	};
+	char err[512];
+
+	if (tls_server_new(&o, &tls, err, sizeof(err)) != 0)
+		fatalx("HTTP listener: %s", err);
+	evhttp_set_bevcb(http, tls_bev, NULL);
+}
+
 static uint16_t
 bound_port(void)
 {
@@ -156,6 +190,8 @@ http_start(void)
 	evhttp_set_cb(http, "/readyz", on_readyz, NULL);
 	evhttp_set_cb(http, "/events", http_events_request, NULL);
 	evhttp_set_gencb(http, on_other, NULL);
+	if (cfg->tls_cert != NULL)
+		setup_tls();
 
 	bound = evhttp_bind_socket_with_handle(http, ep.host, ep.port);
 	endpoint_format(&ep, addr, sizeof(addr));
@@ -163,6 +199,8 @@ http_start(void)
 		int err = errno;
 		evhttp_free(http);
 		http = NULL;
+		tls_free(tls);
+		tls = NULL;
 		/* Only a listener someone asked for is worth stopping for:
 		 * the default port may be another rdzvd's on this host. */
 		if (cfg->http_given)
@@ -177,8 +215,10 @@ http_start(void)
 	endpoint_format(&ep, addr, sizeof(addr));
 	http_events_init();
 	/* Not "listening on": that line names the gRPC listeners. */
-	log_info("serving HTTP on %s: status page http://%s/, metrics "
-	    "http://%s/metrics", addr, addr, addr);
+	const char *scheme = tls != NULL ? "https" : "http";
+	log_info("serving HTTP on %s%s: status page %s://%s/, metrics "
+	    "%s://%s/metrics", addr, tls != NULL ? " (TLS)" : "", scheme, addr,
+	    scheme, addr);
 	return 0;
 }
 
@@ -190,4 +230,6 @@ http_stop(void)
 		evhttp_free(http);
 	http = NULL;
 	bound = NULL;
+	tls_free(tls);
+	tls = NULL;
 }

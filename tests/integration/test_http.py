@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 
 import pytest
@@ -207,6 +208,9 @@ def test_settings(tmp_path):
     assert r.returncode == 2 and "--insecure" in r.stderr
     r = run("--check-config", "--http-listen", "0.0.0.0:29401", "--insecure")
     assert r.returncode == 0
+    r = run("--check-config", "--http-listen", "0.0.0.0:29401",
+            "--tls-cert", "c.pem", "--tls-key", "k.pem")
+    assert r.returncode == 0, r.stderr
     r = run("--check-config", "--http-listen", "unix:/tmp/x")
     assert r.returncode == 2 and "http-listen" in r.stderr
     conf = tmp_path / "rdzvd.conf"
@@ -234,3 +238,33 @@ def test_none_and_taken(tmp_path):
         assert "cannot listen for HTTP on 127.0.0.1:%d" % port in r.stderr
     finally:
         s.close()
+
+
+def test_tls(tmp_path):
+    """With tls-cert the listener speaks TLS with rdzvd's certificate and
+    asks for no client certificate, even when tls-ca makes gRPC mTLS."""
+    c = rt.make_certs(tmp_path)
+    d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0",
+                             "--tls-cert", c["server_cert"],
+                             "--tls-key", c["server_key"],
+                             "--tls-ca", c["ca"]])
+    try:
+        m = d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+) \(TLS\): "
+                        r"status page https://")
+        port = int(m.group(1))
+        ctx = ssl.create_default_context(cafile=c["ca"])
+        ctx.set_alpn_protocols(["http/1.1"])
+        conn = http.client.HTTPSConnection("localhost", port, timeout=10,
+                                           context=ctx)
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        assert r.status == 200 and b"rdzvd_jobs" in r.read()
+        assert conn.sock.selected_alpn_protocol() == "http/1.1"
+        conn.close()
+        # Nothing in cleartext on that port.
+        with pytest.raises((http.client.HTTPException, OSError)):
+            st = get(port, "/metrics")[0]
+            assert st != 200
+            raise OSError("answered %d in cleartext" % st)
+    finally:
+        d.stop()
