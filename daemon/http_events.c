@@ -53,11 +53,20 @@ follower_free(struct follower *f)
 	free(f);
 }
 
-/* The connection closed; evhttp frees the request with it. */
+/*
+ * The connection closed. When the client went away, evhttp has already
+ * detached the unfinished request from its connection and leaves it to us
+ * (libevent 2.1's evhttp_connection_incoming_fail); otherwise the request
+ * is still the connection's, and goes with it.
+ */
 static void
 follower_closed(struct evhttp_connection *conn, void *arg)
 {
-	follower_free(arg);
+	struct follower *f = arg;
+
+	if (evhttp_request_get_connection(f->req) == NULL)
+		evhttp_request_free(f->req);
+	follower_free(f);
 }
 
 /* Ends a follower's stream on our side. */

@@ -107,6 +107,8 @@ def test_prometheus_scrapes_rdzvd(tmp_path):
             # The rules loaded (and none is broken).
             assert value(port, 'count(ALERTS{alertname="RdzvdDown"})') \
                 is None
+        prom.stop()
+        assert d.stop() == 0, d.output()[-3000:]
     finally:
         prom.stop()
         d.stop()
