@@ -127,33 +127,39 @@ round_restart(const struct core_event *e)
 	return p != NULL ? strtol(p + 10, NULL, 10) : -1;
 }
 
-/* Events after which a new round is being sought. */
+/* Events that make a running job seek a new round at once. */
 static int
-opens_round(const char *kind)
+ends_round(const char *kind)
 {
-	static const char *kinds[] = { "created", "reopened", "waiting",
-	    "failure", "lost", "left", "evicted", "join", "nproc" };
+	return strcmp(kind, "failure") == 0 || strcmp(kind, "lost") == 0 ||
+	    strcmp(kind, "left") == 0 || strcmp(kind, "evicted") == 0 ||
+	    strcmp(kind, "nproc") == 0;
+}
 
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (strcmp(kind, kinds[i]) == 0)
-			return 1;
-	return 0;
+/* Events of a round that gathers nodes. */
+static int
+gathers(const char *kind)
+{
+	return strcmp(kind, "created") == 0 || strcmp(kind, "reopened") == 0 ||
+	    strcmp(kind, "waiting") == 0 || strcmp(kind, "join") == 0;
 }
 
 /*
- * A round formed in this turn: its assignments go out now. The round was
- * being sought since the first event after the job's previous round that
- * asks for one (a join, a failure, a lost node; "created" for the first),
- * which the job's kept events tell without the core keeping more. A rise
- * of the restart count since that previous round is a restart, caused by
- * the last failure or lost node before it.
+ * A round formed in this turn: its assignments go out now. The job's kept
+ * events since its previous round tell since when it was sought, without
+ * the core keeping more: since the last failure, lost, left or evicted
+ * node when there is one (a spare that joined long before does not
+ * count), else since the first event of gathering nodes ("created" for
+ * the first round, a join for nodes taken into a running job). A rise of
+ * the restart count since that previous round is a restart, caused by the
+ * last failure or lost node before it.
  */
 static void
 round_formed(const struct core_event *e, const struct core_job *j,
     int64_t now_ms)
 {
 	const struct core_event *x, *prev = NULL;
-	int64_t opened = e->wall_ms;
+	int64_t opened = 0, broke = 0;
 	const char *cause = NULL;
 	uint32_t i;
 
@@ -165,7 +171,9 @@ round_formed(const struct core_event *e, const struct core_job *j,
 			prev = x;
 			break;
 		}
-		if (opens_round(x->kind))
+		if (broke == 0 && ends_round(x->kind))
+			broke = x->wall_ms;
+		if (gathers(x->kind))
 			opened = x->wall_ms;
 		if (cause == NULL && (strcmp(x->kind, "failure") == 0 ||
 		    strcmp(x->kind, "lost") == 0))
@@ -174,6 +182,10 @@ round_formed(const struct core_event *e, const struct core_job *j,
 		    strcmp(x->kind, "reopened") == 0)
 			break;
 	}
+	if (broke != 0)
+		opened = broke;
+	if (opened == 0)
+		opened = e->wall_ms;
 	observe(&m.rendezvous, now_ms > opened ?
 	    (double)(now_ms - opened) / 1000 : 0);
 	if (prev != NULL && round_restart(e) > round_restart(prev)) {

@@ -91,6 +91,10 @@ def test_metrics_follow_a_job(daemon):
         assert metric(text, "rdzvd_restarts_total", '{cause="lost"}') == 0
         assert metric(text, "rdzvd_rounds_total") == 2
         assert metric(text, "rdzvd_rendezvous_seconds_count") == 2
+        # Both were quick: the restart's is counted from the failure, not
+        # from when the job began.
+        assert metric(text, "rdzvd_rendezvous_seconds_bucket",
+                      '{le="2.5"}') == 2
         assert metric(text, "rdzvd_grpc_calls_total",
                       '{method="rdzv.v1.Rendezvous/Report",code="OK"}') == 1
         if shutil.which("promtool"):
