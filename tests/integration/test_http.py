@@ -103,6 +103,25 @@ def test_metrics_follow_a_job(daemon):
             assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_lost_node_restart(daemon):
+    with Node(daemon.addr, name="a") as a, Node(daemon.addr, name="b") as b:
+        for n in (a, b):
+            n.join("l1", min_nodes=1, max_nodes=2, max_restarts=3,
+                   last_call_ms=100, lease_ttl_ms=1000,
+                   reconnect_grace_ms=500)
+        a.wait_assignment()
+        rt.wait_for(lambda: metric(get(daemon.http, "/metrics")[2],
+                                   "rdzvd_nodes", '{state="participant"}')
+                    == 2, 10, what="two participants")
+        b.close()      # what a crashed agent looks like
+        a.wait_assignment(after=a.assignments()[-1].generation,
+                          timeout=15)
+        text = get(daemon.http, "/metrics")[2]
+        assert metric(text, "rdzvd_leases_ended_total") == 1
+        assert metric(text, "rdzvd_restarts_total", '{cause="lost"}') == 1
+        assert metric(text, "rdzvd_restarts_total", '{cause="failure"}') == 0
+
+
 def test_gauges_right_after_a_restart(tmp_path):
     d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0"])
     with Node(d.addr, name="a") as a:
