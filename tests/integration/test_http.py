@@ -122,6 +122,26 @@ def test_lost_node_restart(daemon):
         assert metric(text, "rdzvd_restarts_total", '{cause="failure"}') == 0
 
 
+def test_gpu_check_failures(daemon):
+    bad = {"device": 1, "ok": False, "failed_step": "memtest",
+           "error": "ECC uncorrectable"}
+    with Node(daemon.addr, name="g") as g:
+        g.join("gpu1", min_nodes=1, max_nodes=1,
+               gpus=[{"device": 0}, bad])
+        g.wait_assignment()
+        text = get(daemon.http, "/metrics")[2]
+        assert metric(text, "rdzvd_gpu_check_failures_total") == 1
+        # The page's data names the device and the failed step.
+        es = EventStream(daemon.http, "/events?job=gpu1")
+        try:
+            node = es.next()[1]["node_list"][0]
+            assert node["gpus_healthy"] == 1 and node["gpus_total"] == 2
+            assert [x["failed_step"] for x in node["gpus"]
+                    if not x["ok"]] == ["memtest"]
+        finally:
+            es.close()
+
+
 def test_gauges_right_after_a_restart(tmp_path):
     d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0"])
     with Node(d.addr, name="a") as a:
