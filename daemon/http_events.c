@@ -183,17 +183,22 @@ job_json(const struct core_job *j, struct core_now now, int detail,
 	return o;
 }
 
-/* Queues one job as an event; 0, or -1 after dropping the follower. */
+/*
+ * Queues one job as an event; 0, or -1 after dropping the follower. The
+ * first answer (|limit| 0) is every job at once, bounded by what rdzvd
+ * holds; only later changes are held to EVENTS_MAX_QUEUED, and that
+ * outside evhttp's callbacks, where freeing the connection is safe.
+ */
 static int
 send_job(struct follower *f, const struct core_job *j, struct core_now now,
-    int removed)
+    int removed, int limit)
 {
 	struct bufferevent *bev = evhttp_connection_get_bufferevent(f->conn);
 	struct evbuffer *b;
 	json_t *o;
 	char *s;
 
-	if (bev != NULL &&
+	if (limit && bev != NULL &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) >
 	    EVENTS_MAX_QUEUED) {
 		log_debug("status page does not keep up with the changes: "
@@ -274,8 +279,8 @@ http_events_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	TAILQ_FOREACH(j, &rdzvd.core->jobs, entry)
-		if (matches(f, j) && send_job(f, j, now, 0) != 0)
-			return;
+		if (matches(f, j))
+			send_job(f, j, now, 0, 0);
 }
 
 void
@@ -289,10 +294,10 @@ http_events_jobs_changed(const struct core *c, struct core_now now)
 		int gone = 0;
 		TAILQ_FOREACH(j, &c->changed_jobs, changed_entry)
 			if (!gone && matches(f, j) && !j->removed)
-				gone = send_job(f, j, now, 0) != 0;
+				gone = send_job(f, j, now, 0, 1) != 0;
 		TAILQ_FOREACH(j, &c->removed_jobs, entry)
 			if (!gone && matches(f, j))
-				gone = send_job(f, j, now, 1) != 0;
+				gone = send_job(f, j, now, 1, 1) != 0;
 	}
 }
 
