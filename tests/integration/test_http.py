@@ -237,6 +237,32 @@ def test_event_stream_follows_changes(daemon):
                 what="the closed event streams to be forgotten")
 
 
+def test_page_that_does_not_read_is_dropped(daemon):
+    """A page that stops reading is dropped once 1 MiB waits for it,
+    rather than buffered without limit; rdzvd serves on."""
+    s = socket.socket()
+    # A small window: rdzvd's side fills instead of the kernel's.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", daemon.http))
+    s.sendall(b"GET /events?job=slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    with Node(daemon.addr, name="s" * 200) as a:
+        a.join("slow", min_nodes=1, max_nodes=1)
+        gen = a.wait_assignment().generation
+        streams = lambda: metric(get(daemon.http, "/metrics")[2],
+                                 "rdzvd_http_event_streams")
+        # Each UPDATE of the worker count is a new round: a change of the
+        # job, its nodes and events sent to the page that does not read.
+        for i in range(2000):
+            if streams() == 0:
+                break
+            a.report(gen, "UPDATE", nproc=2 - i % 2)
+            gen = a.wait_assignment(after=gen).generation
+        assert streams() == 0
+        daemon.wait_line(r"status page does not keep up")
+        assert get(daemon.http, "/healthz")[0] == 200
+    s.close()
+
+
 def run(*args):
     return subprocess.run([RDZVD] + list(args), capture_output=True,
                           text=True, timeout=30)
