@@ -22,7 +22,7 @@
 #define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
 
 enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
-    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP };
+    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP, K_HTTP };
 
 /*
  * A number's bounds are in its unit (bytes, a count, milliseconds, a file
@@ -45,6 +45,8 @@ struct setting {
 #define DAY	(86400 * SEC)
 static const struct setting settings[] = {
 	{ "listen", K_LISTEN, 0, "ADDR:PORT or unix:PATH (repeatable)" },
+	{ "http-listen", K_HTTP, 0, "ADDR:PORT for /metrics, probes and "
+	    "the status page, or none" },
 	{ "db", K_STR, OFF(db), "SQLite database path" },
 	{ "tls-cert", K_STR, OFF(tls_cert), "server certificate (PEM)" },
 	{ "tls-key", K_STR, OFF(tls_key), "server private key (PEM)" },
@@ -92,7 +94,8 @@ usage(FILE *f)
 	    "unix:PATH]... [--db PATH]\n"
 	    "             [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] "
 	    "[--insecure]\n"
-	    "             [--log-level LEVEL] [--check-config]\n\nsettings "
+	    "             [--http-listen ADDR:PORT | none] [--log-level LEVEL]\n"
+	    "             [--check-config]\n\nsettings "
 	    "(also as `key = value` lines in the config file):\n");
 	for (size_t i = 0; i < N_SETTINGS; i++)
 		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
@@ -250,6 +253,22 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 	}
 	case K_GROUP:
 		return set_group(cfg, val, err, errlen);
+	case K_HTTP:
+		cfg->http_given = 1;
+		if (strcasecmp(val, "none") == 0) {
+			cfg->http_off = 1;
+			return 0;
+		}
+		if (endpoint_parse(val, RDZVD_HTTP_PORT, &cfg->http_listen,
+		    err, errlen) != 0)
+			return -1;
+		if (cfg->http_listen.kind != ENDPOINT_TCP) {
+			snprintf(err, errlen, "http-listen: %s is not ADDR:PORT "
+			    "(or none)", val);
+			return -1;
+		}
+		cfg->http_off = 0;
+		return 0;
 	}
 	snprintf(err, errlen, "%s: invalid value '%s'", st->name,
 	    val != NULL ? val : "");
@@ -349,6 +368,8 @@ defaults(struct config *cfg)
 	cfg->preface_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 600 * 1000;
 	cfg->shutdown_timeout_ms = 5000;
+	endpoint_parse("127.0.0.1", RDZVD_HTTP_PORT, &cfg->http_listen, NULL,
+	    0);
 }
 
 void
@@ -462,6 +483,17 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	/* The HTTP listener follows the gRPC listeners' rule: TLS with
+	 * rdzvd's certificate, or cleartext on loopback or with --insecure. */
+	if (!cfg->http_off && cfg->tls_cert == NULL &&
+	    !endpoint_is_loopback(&cfg->http_listen) && !cfg->insecure) {
+		endpoint_format(&cfg->http_listen, addr, sizeof(addr));
+		snprintf(err, errlen, "--http-listen %s would serve the status "
+		    "page and metrics in cleartext to the network: give "
+		    "--tls-cert and --tls-key, or --insecure if that network "
+		    "is trusted", addr);
+		return -1;
+	}
 	if (cfg->max_message < 1024) {
 		snprintf(err, errlen, "--max-message %zu is below 1 KiB",
 		    cfg->max_message);
@@ -479,6 +511,12 @@ config_print(const struct config *cfg, FILE *f)
 	for (size_t i = 0; i < cfg->n_listen; i++) {
 		endpoint_format(&cfg->listen[i], addr, sizeof(addr));
 		fprintf(f, "listen = %s\n", addr);
+	}
+	if (cfg->http_off)
+		fprintf(f, "http-listen = none\n");
+	else {
+		endpoint_format(&cfg->http_listen, addr, sizeof(addr));
+		fprintf(f, "http-listen = %s\n", addr);
 	}
 	fprintf(f, "db = %s\n", cfg->db);
 	fprintf(f, "tls-cert = %s\n", cfg->tls_cert ? cfg->tls_cert : "");

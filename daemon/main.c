@@ -243,6 +243,7 @@ open_state(void)
 		fatalx("database %s: %s", rdzvd.cfg.db, err);
 	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
 	services_start();
+	turn_also_changed(http_events_jobs_changed);
 }
 
 /* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
@@ -325,6 +326,7 @@ main(int argc, char **argv)
 	if (rdzvd.base == NULL || event_base_priority_init(rdzvd.base, 3) != 0)
 		fatalx("cannot create the event loop");
 	setup_tls();
+	metrics_init();
 	open_state();
 
 	struct grpc_server_opts so;
@@ -338,6 +340,7 @@ main(int argc, char **argv)
 	    rdzvd.cfg.log_level >= LOG_LEVEL_INFO ? tls_failed : NULL;
 	so.accept_paused = accept_paused;
 	so.accept_blocked = accept_blocked;
+	so.call_ended = metrics_call_ended;
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);
 	if (rdzvd.srv == NULL)
@@ -350,6 +353,7 @@ main(int argc, char **argv)
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 	listen_all();
+	http_start();
 
 	rdzvd.serving = 1;
 	notify("READY=1");
@@ -362,6 +366,7 @@ main(int argc, char **argv)
 		tls_failed_flush(-1, 0, NULL);
 		event_free(tlsfail.ev);
 	}
+	http_stop();
 	services_stop();
 	grpc_server_free(rdzvd.srv);
 	store_close(rdzvd.store);
@@ -369,6 +374,7 @@ main(int argc, char **argv)
 	tls_free(rdzvd.tls);
 	event_base_free(rdzvd.base);
 	config_free(&rdzvd.cfg);
+	metrics_free();
 	log_info("stopped");
 	return 0;
 }

@@ -17,12 +17,16 @@
 
 #define RDZVD_MAX_LISTEN 16
 #define RDZVD_MAX_ADMINS 64
+#define RDZVD_HTTP_PORT	29401
 
 /* config.c */
 struct config {
 	char		*file;		/* the config file read, or NULL */
 	struct endpoint	 listen[RDZVD_MAX_LISTEN];
 	size_t		 n_listen;
+	struct endpoint	 http_listen;	/* the HTTP listener (SPEC §15) */
+	int		 http_off;	/* http-listen = none */
+	int		 http_given;	/* set by the file or a flag */
 	char		*db;
 	char		*tls_cert;
 	char		*tls_key;
@@ -98,6 +102,10 @@ struct turn_out {
 	void	(*node_removed)(uint64_t node_id);
 };
 void		 turn_init(const struct turn_out *);
+/* One more consumer of the changed jobs, after the Watch streams: the
+ * status page's event streams, which only rdzvd itself has. */
+void		 turn_also_changed(void (*)(const struct core *,
+		    struct core_now));
 void		 turn_free(void);
 /* The time to give the core now. */
 struct core_now	 turn_now(void);
@@ -136,6 +144,35 @@ int64_t		 streams_last_seen_ms(const struct core_node *,
 		    struct core_now);
 /* Ends every stream without counting it as a disconnect (shutdown). */
 void		 streams_shutdown(void);
+
+/* metrics.c: the counters and histograms of /metrics (SPEC §15). */
+struct evbuffer;
+void		 metrics_init(void);
+void		 metrics_free(void);
+/* grpc_server_opts.call_ended: a call by method and status code. */
+void		 metrics_call_ended(const char *path, int status, void *arg);
+/* A store commit that took |usec|. */
+void		 metrics_commit(uint64_t usec);
+/* The turn's rounds, restarts, lost leases, GPU results (after the
+ * commit, before the core clears its changes). */
+void		 metrics_turn(const struct core *, struct core_now);
+void		 metrics_http_request(void);
+/* The exposition in Prometheus' text format. */
+void		 metrics_write(struct evbuffer *, size_t sse_clients);
+
+/* http.c: the HTTP listener: /metrics, /healthz, /readyz, the page. */
+/* Listens on http-listen unless it is none; 0, or -1 when the default
+ * address is taken (logged; an address asked for is fatal). */
+int		 http_start(void);
+void		 http_stop(void);
+
+/* http_events.c: the status page's server-sent events. */
+struct evhttp_request;
+void		 http_events_init(void);
+void		 http_events_free(void);
+void		 http_events_request(struct evhttp_request *, void *);
+void		 http_events_jobs_changed(const struct core *, struct core_now);
+size_t		 http_events_count(void);
 
 /* rpc_watch.c */
 /* Tells the watchers of the jobs on the core's changed and removed lists. */

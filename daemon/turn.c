@@ -10,12 +10,15 @@
  * disagree.
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
- * reaches the streams and the watchers only through struct turn_out, so
- * that no two of these files call each other in a loop.
+ * reaches the streams and the watchers only through struct turn_out (and
+ * the status page through turn_also_changed), so that no two of these
+ * files call each other in a loop. It also times the commit and hands the
+ * turn's changes to the metrics.
  */
 #include <stdlib.h>
 #include <sys/queue.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -43,6 +46,7 @@ struct answer {
 TAILQ_HEAD(answers, answer);
 
 static struct turn_out	 out;
+static void		(*also_changed)(const struct core *, struct core_now);
 static struct event	*flush_ev;
 static struct event	*timer_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
@@ -116,14 +120,28 @@ turn_flush(void)
 	struct answer *a;
 	char err[512];
 
+	uint64_t txns = store_transactions(rdzvd.store);
+	struct timespec t0, t1;
+	struct core_now now;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0)
 		fatalx("database %s: commit failed, exiting so that memory "
 		    "and disk cannot disagree: %s", store_path(rdzvd.store),
 		    err);
+	if (store_transactions(rdzvd.store) != txns) {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		metrics_commit((uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) *
+		    1000000000 + (t1.tv_nsec - t0.tv_nsec)) / 1000));
+	}
 
 	while (core_outbox_pop(c, &node, &msg))
 		out.send(node, &msg);
-	out.jobs_changed(c, turn_now());
+	now = turn_now();
+	out.jobs_changed(c, now);
+	if (also_changed != NULL)
+		also_changed(c, now);
+	metrics_turn(c, now);
 
 	/* Nodes the core dropped lose their streams. */
 	TAILQ_FOREACH(node, &c->removed_nodes, entry)
@@ -172,6 +190,12 @@ turn_init(const struct turn_out *o)
 }
 
 void
+turn_also_changed(void (*fn)(const struct core *, struct core_now))
+{
+	also_changed = fn;
+}
+
+void
 turn_free(void)
 {
 	struct answer *a;
@@ -188,4 +212,5 @@ turn_free(void)
 		event_free(timer_ev);
 	flush_ev = timer_ev = NULL;
 	timer_at = UINT64_MAX;
+	also_changed = NULL;
 }

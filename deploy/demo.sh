@@ -4,12 +4,15 @@
 # database), then three rdzv-agent processes on this machine, as if on three
 # nodes, with 2, 1 and 1 workers: one PyTorch DDP job (gloo on CPU,
 # deploy/demo/train.py) in a world of 4. While it trains it shows
-# `rdzvctl status` (when rdzvctl is built); it waits for the job to close,
+# the address of rdzvd's status page and `rdzvctl status` (when rdzvctl is
+# built); it waits for the job to close,
 # stops rdzvd, and removes what it made. It gives up after two minutes.
 #
 # Settings for tests (environment): RDZV_BUILD, the build directory (default
 # build); RDZV_DEMO_NO_BUILD=1, use that build as it is; RDZV_DEMO_LISTEN and
-# RDZV_DEMO_DB, another address and database than rdzvd's defaults.
+# RDZV_DEMO_DB, another address and database than rdzvd's defaults;
+# RDZV_DEMO_HTTP_LISTEN, another address for the status page than
+# 127.0.0.1:29401.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -36,6 +39,8 @@ server=${RDZV_DEMO_LISTEN:-127.0.0.1:29400}
 dargs=()
 [ -n "${RDZV_DEMO_LISTEN:-}" ] && dargs+=(--listen "$RDZV_DEMO_LISTEN")
 [ -n "${RDZV_DEMO_DB:-}" ] && dargs+=(--db "$RDZV_DEMO_DB")
+[ -n "${RDZV_DEMO_HTTP_LISTEN:-}" ] &&
+    dargs+=(--http-listen "$RDZV_DEMO_HTTP_LISTEN")
 db=$("$rdzvd" "${dargs[@]}" --check-config | sed -n 's/^db = //p')
 job=demo-$(date +%Y%m%d-%H%M%S)
 work=$(mktemp -d /tmp/rdzv-demo.XXXXXX)
@@ -120,8 +125,17 @@ for nproc in 2 1 1; do
 	node=$((node + 1))
 done
 
-# Once the job trains, the operator's view.
+# Once the job trains, the operator's view: the status page (live in a
+# browser while the job trains) and rdzvctl.
 if wait_line "$work/agents.log" "epoch  3/"; then
+	page=$(sed -n 's/.*serving HTTP on [^ ]*: status page \([^,]*\),.*/\1/p' \
+	    "$work/rdzvd.log" | head -n 1)
+	if [ -n "$page" ]; then
+		say "status page: ${page}#job=$job (open it while the job trains;" \
+		    "metrics at ${page}metrics)"
+	else
+		say "(rdzvd serves no status page: see its log above)"
+	fi
 	if [ -x "$ctl" ]; then
 		say "rdzvctl status (while it trains)"
 		"$ctl" --server "$server" status || true

@@ -154,6 +154,13 @@ struct grpc_server_opts {
 	void (*accept_paused)(int err, uint32_t pause_ms, void *arg);
 	void (*accept_blocked)(int why, int ended, uint64_t ms,
 	    uint64_t count, void *arg);
+	/*
+	 * call_ended runs once per call that reached a method, when its
+	 * status is decided, with the method's path (NULL: none matched)
+	 * and the status (CANCELLED when the client or the connection went
+	 * away first): for counting calls by method and code.
+	 */
+	void (*call_ended)(const char *path, int status, void *arg);
 	void *cb_arg;			/* for all of them */
 };
 

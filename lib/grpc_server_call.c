@@ -65,6 +65,17 @@ scall_free(struct grpc_call *call)
 	free(call);
 }
 
+/* Tells the program how a call ended (grpc_server_opts.call_ended). */
+static void
+scall_ended(struct grpc_call *call, int status)
+{
+	const struct grpc_server_opts *o = &call->conn->srv->opts;
+
+	if (o->call_ended != NULL)
+		o->call_ended(call->method != NULL ? call->method->path : NULL,
+		    status, o->cb_arg);
+}
+
 /* Runs the user's on-close callback once; the user lets go of the call. */
 void
 scall_notify_close(struct grpc_call *call, int cancelled)
@@ -81,6 +92,7 @@ scall_notify_close(struct grpc_call *call, int cancelled)
 	if (call->state != CALL_DONE) {
 		call->state = CALL_DONE;
 		call->discard = 1;
+		scall_ended(call, GRPC_CANCELLED);
 	}
 	if (cb != NULL)
 		cb(call, cancelled, call->on_close_arg);
@@ -189,6 +201,7 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 	call->discard = 1;
 	if (call->deadline != NULL)
 		evtimer_del(call->deadline);
+	scall_ended(call, c->closed ? GRPC_CANCELLED : status);
 	if (c->closed)
 		return;
 	call->status = status;

@@ -169,6 +169,24 @@ alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 	return SSL_TLSEXT_ERR_OK;
 }
 
+/* An HTTP/1.1 server: "http/1.1" when the client offers it; a client that
+ * offers no ALPN at all (curl without it, old tools) is served too. */
+static int
+alpn_select_http1(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+    const unsigned char *in, unsigned int inlen, void *arg)
+{
+	static const unsigned char http1[] = { 8, 'h', 't', 't', 'p', '/', '1',
+	    '.', '1' };
+	unsigned char *sel;
+
+	(void)ssl; (void)arg;
+	if (SSL_select_next_proto(&sel, outlen, http1, sizeof(http1), in,
+	    inlen) != OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
 static struct tls_ctx *
 ctx_alloc(const SSL_METHOD *method, int server, char *err, size_t errlen)
 {
@@ -206,7 +224,8 @@ tls_server_new(const struct tls_opts *opts, struct tls_ctx **out, char *err,
 	if ((rc = load_cert_key(ctx->ssl, opts->cert, opts->key, err,
 	    errlen)) != 0)
 		goto bad;
-	SSL_CTX_set_alpn_select_cb(ctx->ssl, alpn_select, NULL);
+	SSL_CTX_set_alpn_select_cb(ctx->ssl, opts->http1 ? alpn_select_http1 :
+	    alpn_select, NULL);
 	/* Session resumption with client verification needs an id context. */
 	SSL_CTX_set_session_id_context(ctx->ssl, sid_ctx, sizeof(sid_ctx) - 1);
 

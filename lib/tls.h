@@ -16,6 +16,9 @@ struct tls_opts {
 				   certificates against this CA; client:
 				   verify the server against it (NULL: the
 				   system's trust store) */
+	int http1;		/* server: ALPN "http/1.1" (or none)
+				   instead of "h2", for an HTTP/1.1
+				   listener such as rdzvd's status page */
 };
 
 struct tls_ctx;
