@@ -366,6 +366,7 @@ void	session_start(struct session *);
 void	session_quit(struct session *);
 void	session_free(struct session *);
 bool	session_connected(const struct session *);
+void	session_event(struct session *, const Rdzv__V1__JoinEvent *);
 
 /* report.c */
 int	report_init(struct report *, struct event_base *,
