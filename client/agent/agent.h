@@ -347,6 +347,8 @@ struct agent {
 };
 
 /* agent.c */
+int	agent_init(struct agent *, struct agent_opts *);
+void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 uint16_t agent_free_port(uint16_t avoid);
 
