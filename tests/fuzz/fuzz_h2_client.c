@@ -23,10 +23,10 @@
  *            all; 3 the first call to end frees the client); bit 5:
  *            replies are limited to 1 KiB rather than 4 MiB; bit 6: the
  *            server closes as soon as the client has read its last byte,
- *            without waiting for the client to be done; bit 7: the calls of 2 start at the next
- *            turn, before the loop reads again, as the agent's decisions
- *            start theirs (from an event of their own), rather than
- *            inside the callback
+ *            without waiting for the client to be done; bit 7: the calls
+ *            of 2 start at the next turn, before the loop reads again, as
+ *            the agent's decisions start theirs (from an event of their
+ *            own), rather than inside the callback
  *   byte 1   the chunking: 0 writes the bytes at once, otherwise in chunks
  *            of 1 to 4 * that many bytes, with a loop turn after each
  *   then     each call's method, an index into methods[] (modulo): the
@@ -34,9 +34,10 @@
  *   rest     what the server sends, from its SETTINGS frame on
  *
  * Invariants checked (a violation aborts): every call started ends
- * exactly once (its done callback), with a message unless it ended OK,
- * and no message arrives after its end; by the time the client is freed
- * every call has ended. Leaks and memory errors show under ASan.
+ * exactly once (its done callback), never before grpc_client_call() has
+ * returned it, with a message unless it ended OK, and no message arrives
+ * after its end; by the time the client is freed every call has ended.
+ * Leaks and memory errors show under ASan.
  */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
