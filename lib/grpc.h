@@ -303,7 +303,9 @@ typedef void (*grpc_done_fn)(struct grpc_ccall *cc, int status,
  * the end. |timeout_ms| (0: none) is sent as grpc-timeout and enforced
  * locally. Returns the call, or NULL with errno set; a call that cannot be
  * started because the connection failed still returns a call and completes
- * with UNAVAILABLE from the event loop.
+ * with UNAVAILABLE from the event loop. |done| never runs before this
+ * returns: called outside the client's callbacks, the request is sent
+ * from the event loop too.
  */
 struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,

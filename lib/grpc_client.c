@@ -37,14 +37,35 @@ cli_destroy(struct grpc_client *cli)
 		TAILQ_REMOVE(&cli->conns, conn, entry);
 		conn_free(conn);
 	}
+	if (cli->flush_ev != NULL)
+		event_free(cli->flush_ev);
 	free(cli->server_name);
 	free(cli);
 }
 
+/* Sends what the callbacks queued; a send may itself run user callbacks
+ * that queue more, hence the passes. */
+static void
+cli_flush(struct grpc_client *cli)
+{
+	struct cconn *conn;
+
+	for (int pass = 0; pass < 64 && !cli->dead; pass++) {
+		unsigned int gen = cli->cb_gen;
+		TAILQ_FOREACH(conn, &cli->conns, entry) {
+			conn_flush(conn);
+			if (cli->cb_gen != gen)
+				break;
+		}
+		if (cli->cb_gen == gen)
+			break;
+	}
+}
+
 /*
- * The outermost leave sends what the callbacks queued (a send may itself run
- * user callbacks that queue more, hence the passes), then releases what
- * ended while the client was busy. The caller must not touch |cli| after.
+ * The outermost leave sends (or, for grpc_client_call, has flush_ev send
+ * from the loop), then releases what ended while the client was busy. The
+ * caller must not touch |cli| after.
  */
 void
 cli_leave(struct grpc_client *cli)
@@ -56,16 +77,11 @@ cli_leave(struct grpc_client *cli)
 		cli->busy--;
 		return;
 	}
-	for (int pass = 0; pass < 64 && !cli->dead; pass++) {
-		unsigned int gen = cli->cb_gen;
-		TAILQ_FOREACH(conn, &cli->conns, entry) {
-			conn_flush(conn);
-			if (cli->cb_gen != gen)
-				break;
-		}
-		if (cli->cb_gen == gen)
-			break;
-	}
+	if (cli->flush_later) {
+		cli->flush_later = 0;
+		event_active(cli->flush_ev, EV_WRITE, 0);
+	} else
+		cli_flush(cli);
 	cli->busy = 0;
 	while ((cc = TAILQ_FIRST(&cli->dead_calls)) != NULL) {
 		TAILQ_REMOVE(&cli->dead_calls, cc, entry);
@@ -77,6 +93,16 @@ cli_leave(struct grpc_client *cli)
 	}
 	if (cli->dead)
 		cli_destroy(cli);
+}
+
+/* What grpc_client_call queued goes out from the loop. */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_client *cli = arg;
+
+	cli_enter(cli);
+	cli_leave(cli);
 }
 
 struct grpc_client *
@@ -98,8 +124,13 @@ grpc_client_new(struct event_base *base, const struct grpc_client_opts *opts,
 	TAILQ_INIT(&cli->conns);
 	TAILQ_INIT(&cli->dead_conns);
 	TAILQ_INIT(&cli->dead_calls);
+	if ((cli->flush_ev = event_new(base, -1, 0, flush_cb, cli)) == NULL) {
+		free(cli);
+		return NULL;
+	}
 	if (opts->server_name != NULL && *opts->server_name != '\0') {
 		if ((cli->server_name = strdup(opts->server_name)) == NULL) {
+			event_free(cli->flush_ev);
 			free(cli);
 			return NULL;
 		}
@@ -231,6 +262,11 @@ grpc_client_call(struct grpc_client *cli, const char *path,
 		cc->conn->goaway = 1;
 		call_fail_later(cc);
 	}
+	/* Sending here could fail, close the connection and end this call
+	 * before the caller has it: when this is the outermost frame, the
+	 * loop sends (lib/grpc.h). */
+	if (cli->busy == 1)
+		cli->flush_later = 1;
 	cli_leave(cli);
 	return cc;
 }

@@ -9,7 +9,10 @@
  * with cli_enter()/cli_leave(): objects that end while the client is busy
  * are only marked and queued, nghttp2_session_send runs only in the
  * outermost cli_leave(), and finished calls, closed connections and a freed
- * client are released there, after every frame above has returned.
+ * client are released there, after every frame above has returned. The
+ * outermost leave of grpc_client_call() leaves the sending to the loop
+ * (flush_ev): a write that fails closes the connection and ends its calls,
+ * and the new call must not end before its caller holds it.
  */
 #ifndef RDZV_GRPC_CLIENT_INT_H
 #define RDZV_GRPC_CLIENT_INT_H
@@ -115,6 +118,8 @@ struct grpc_client {
 	struct ccall_list dead_calls;
 
 	int busy;			/* cli_enter depth */
+	int flush_later;		/* this leave: flush_ev sends */
+	struct event *flush_ev;		/* sends from the loop */
 	int dead;			/* grpc_client_free was called */
 	unsigned int cb_gen;		/* bumped before each user callback */
 };

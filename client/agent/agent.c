@@ -8,8 +8,8 @@
  * everything has stopped. What the workers, their GPU checks and the
  * reports tell (the *_events callbacks below) is decided here too: what
  * to report, when to stop a set at once (a GPU failed under exclude), when
- * to exit (agent_quit). agent_run() owns the struct agent and has the one
- * teardown path.
+ * to exit (agent_quit). agent_run() owns the struct agent: agent_init()
+ * sets it up, agent_free() is the one teardown path.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -576,8 +576,8 @@ setup(struct agent *a, char *err, size_t len)
 }
 
 /* The one teardown path: accepts a half-built agent. */
-static void
-teardown(struct agent *a)
+void
+agent_free(struct agent *a)
 {
 	a->quitting = true;
 	report_quit(&a->report);
@@ -601,34 +601,50 @@ teardown(struct agent *a)
 		event_base_free(a->base);
 }
 
+/*
+ * A run up to its event loop: the GPUs checked, the offer made, the loop,
+ * the session, the reports, the workers and the logs set up, nothing
+ * started. 0, or the exit status of a run that cannot start (then nothing
+ * is left to free). tests/fuzz/fuzz_agent.c starts its agents here.
+ */
+int
+agent_init(struct agent *a, struct agent_opts *o)
+{
+	char err[512];
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	a->opts = o;
+	if (gethostname(a->offer.hostname, sizeof(a->offer.hostname)) != 0)
+		snprintf(a->offer.hostname, sizeof(a->offer.hostname),
+		    "localhost");
+	a->offer.hostname[sizeof(a->offer.hostname) - 1] = '\0';
+	a->offer.gpus = &a->gpucheck;
+	/* The GPUs are checked before anything else: the node joins with
+	 * the workers it can run (SPEC §7). */
+	if ((rc = gpucheck_node_plan(o, &a->gpucheck, &a->offer.nproc)) != 0) {
+		gpucheck_node_free(&a->gpucheck);
+		return rc;
+	}
+	a->nproc_joined = a->offer.nproc;
+	if (setup(a, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzv-agent: %s\n", err);
+		agent_free(a);
+		return AGENT_EXIT_USAGE;
+	}
+	a->offer.master_port = o->master_port != 0 ? o->master_port :
+	    agent_free_port(0);
+	return 0;
+}
+
 int
 agent_run(struct agent_opts *o)
 {
 	struct agent a;
-	char err[512];
 	int rc;
 
-	memset(&a, 0, sizeof(a));
-	a.opts = o;
-	if (gethostname(a.offer.hostname, sizeof(a.offer.hostname)) != 0)
-		snprintf(a.offer.hostname, sizeof(a.offer.hostname),
-		    "localhost");
-	a.offer.hostname[sizeof(a.offer.hostname) - 1] = '\0';
-	a.offer.gpus = &a.gpucheck;
-	/* The GPUs are checked before anything else: the node joins with
-	 * the workers it can run (SPEC §7). */
-	if ((rc = gpucheck_node_plan(o, &a.gpucheck, &a.offer.nproc)) != 0) {
-		gpucheck_node_free(&a.gpucheck);
+	if ((rc = agent_init(&a, o)) != 0)
 		return rc;
-	}
-	a.nproc_joined = a.offer.nproc;
-	if (setup(&a, err, sizeof(err)) != 0) {
-		fprintf(stderr, "rdzv-agent: %s\n", err);
-		teardown(&a);
-		return AGENT_EXIT_USAGE;
-	}
-	a.offer.master_port = o->master_port != 0 ? o->master_port :
-	    agent_free_port(0);
 	log_info("job %s: joining through %s as %s with %u worker%s: %s%s",
 	    o->id, o->client.server, a.offer.hostname, a.offer.nproc,
 	    a.offer.nproc == 1 ? "" : "s", o->argv[0],
@@ -637,6 +653,6 @@ agent_run(struct agent_opts *o)
 	event_active(a.prepare_ev, EV_TIMEOUT, 0);
 	event_base_dispatch(a.base);
 	rc = a.exit_status;
-	teardown(&a);
+	agent_free(&a);
 	return rc;
 }

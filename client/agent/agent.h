@@ -348,6 +348,8 @@ struct agent {
 };
 
 /* agent.c */
+int	agent_init(struct agent *, struct agent_opts *);
+void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 uint16_t agent_free_port(uint16_t avoid);
 
@@ -367,6 +369,7 @@ void	session_start(struct session *);
 void	session_quit(struct session *);
 void	session_free(struct session *);
 bool	session_connected(const struct session *);
+void	session_event(struct session *, const Rdzv__V1__JoinEvent *);
 
 /* report.c */
 int	report_init(struct report *, struct event_base *,

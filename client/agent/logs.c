@@ -29,6 +29,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 #define TEE_LINE_MAX	(64 * 1024)	/* a longer line is cut */
 
@@ -451,9 +452,15 @@ logs_error_message(const char *path, char *buf, size_t len)
 		json_decref(root);
 		return 0;
 	}
-	snprintf(buf, len, "%s", s);
-	if (strlen(s) >= len && len > 4)
-		memcpy(buf + len - 4, "...", 4);
+	if (strlen(s) < len) {
+		snprintf(buf, len, "%s", s);
+	} else {
+		/* Cut between characters (jansson's strings are UTF-8, and
+		 * rdzvd refuses a Report whose message is not), and say so. */
+		size_t n = utf8_prefix(s, len > 4 ? len - 4 : len - 1);
+		memcpy(buf, s, n);
+		snprintf(buf + n, len - n, "%s", len > 4 ? "..." : "");
+	}
 	for (char *p = buf; *p != '\0'; p++)
 		if (*p == '\n' || *p == '\r' || *p == '\t')
 			*p = ' ';

@@ -238,11 +238,11 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 	s->ev.joined(s->ev.arg);
 }
 
-static void
-join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+/* What one event of the Join stream means. The stream's callback below
+ * is its caller; tests/fuzz/fuzz_agent.c hands it events directly. */
+void
+session_event(struct session *s, const Rdzv__V1__JoinEvent *ev)
 {
-	const Rdzv__V1__JoinEvent *ev = (const Rdzv__V1__JoinEvent *)msg;
-	struct session *s = arg;
 	const char *id = s->opts->id;
 
 	if (s->state == SESSION_ENDED)
@@ -281,6 +281,12 @@ join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		    (int)ev->event_case);
 		break;
 	}
+}
+
+static void
+join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+{
+	session_event(arg, (const Rdzv__V1__JoinEvent *)msg);
 }
 
 static void

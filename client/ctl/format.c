@@ -53,11 +53,18 @@ fmt_duration(char *buf, size_t len, int64_t ms)
 char *
 fmt_age(char *buf, size_t len, int64_t now_ms, int64_t t_ms)
 {
+	int64_t	age;
+
 	if (t_ms == 0) {
 		snprintf(buf, len, "-");
 		return buf;
 	}
-	return fmt_duration(buf, len, now_ms - t_ms);
+	/* Any instant may come from rdzvd: one from before the range of a
+	 * difference is as old as can be, one from after it in the future
+	 * ("0s", as any instant ahead of our clock). */
+	if (__builtin_sub_overflow(now_ms, t_ms, &age))
+		age = t_ms < 0 ? INT64_MAX : INT64_MIN;
+	return fmt_duration(buf, len, age);
 }
 
 /* Local time of |t_ms|; the date too when |date|. */

@@ -33,16 +33,24 @@ static const char *const event_headers[] = {
 
 #define NCOLS(h) (sizeof(h) / sizeof(h[0]))
 
-static int
+static uint32_t
 min_nodes(const Rdzv__V1__Job *j)
 {
-	return j->settings != NULL ? (int)j->settings->min_nodes : 0;
+	return j->settings != NULL ? j->settings->min_nodes : 0;
 }
 
-static int
+static uint32_t
 max_nodes(const Rdzv__V1__Job *j)
 {
-	return j->settings != NULL ? (int)j->settings->max_nodes : 0;
+	return j->settings != NULL ? j->settings->max_nodes : 0;
+}
+
+/* Nodes a waiting job lacks; rdzvd's counts may be anything, so the
+ * difference is taken where it cannot overflow. */
+static int64_t
+nodes_needed(const Rdzv__V1__Job *j)
+{
+	return (int64_t)min_nodes(j) - j->participants;
 }
 
 /*
@@ -54,18 +62,19 @@ static void
 job_note(char *buf, size_t len, const Rdzv__V1__Job *j)
 {
 	char	d[32];
-	int	need = min_nodes(j) - (int)j->participants;
+	int64_t	need = nodes_needed(j);
 
 	buf[0] = '\0';
 	switch (j->state) {
 	case RDZV__V1__JOB_STATE__JOB_STATE_WAITING:
 		if (need > 0 && j->join_timeout_in_ms >= 0)
-			snprintf(buf, len, "needs %d more node%s; fails in %s "
-			    "(join timeout)", need, need == 1 ? "" : "s",
+			snprintf(buf, len, "needs %" PRId64 " more node%s; "
+			    "fails in %s (join timeout)", need,
+			    need == 1 ? "" : "s",
 			    fmt_duration(d, sizeof(d), j->join_timeout_in_ms));
 		else if (need > 0)
-			snprintf(buf, len, "needs %d more node%s", need,
-			    need == 1 ? "" : "s");
+			snprintf(buf, len, "needs %" PRId64 " more node%s",
+			    need, need == 1 ? "" : "s");
 		else if (j->last_call_in_ms >= 0)
 			snprintf(buf, len, "round completes in %s (last call)",
 			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
@@ -102,7 +111,7 @@ jobtext_list(struct ctl *ctl, FILE *f, Rdzv__V1__Job *const *jobs,
 		table_cell(t, "%s", j->rdzv_id);
 		table_cell(t, "%s", job_state_name(j->state));
 		table_cell(t, "%" PRIu64, j->generation);
-		table_cell(t, "%u of %d:%d", j->participants, min_nodes(j),
+		table_cell(t, "%u of %u:%u", j->participants, min_nodes(j),
 		    max_nodes(j));
 		table_cell(t, "%u", j->world_size);
 		table_cell(t, "%u/%u", j->restart_count, j->settings != NULL ?
@@ -128,17 +137,17 @@ static void
 print_waiting(FILE *f, const Rdzv__V1__Job *j)
 {
 	char	d[32];
-	int	need = min_nodes(j) - (int)j->participants;
+	int64_t	need = nodes_needed(j);
 
 	key(f, "waiting");
-	fprintf(f, "%u of min %d nodes joined", j->participants, min_nodes(j));
+	fprintf(f, "%u of min %u nodes joined", j->participants, min_nodes(j));
 	if (j->last_call_in_ms >= 0)
 		fprintf(f, "; the round completes in %s (last call) or when "
-		    "%d have joined", fmt_duration(d, sizeof(d),
+		    "%u have joined", fmt_duration(d, sizeof(d),
 		    j->last_call_in_ms), max_nodes(j));
 	if (j->join_timeout_in_ms >= 0 && need > 0)
-		fprintf(f, "; the job fails in %s unless %d more join%s "
-		    "(join timeout)", fmt_duration(d, sizeof(d),
+		fprintf(f, "; the job fails in %s unless %" PRId64 " more "
+		    "join%s (join timeout)", fmt_duration(d, sizeof(d),
 		    j->join_timeout_in_ms), need, need == 1 ? "s" : "");
 	fputc('\n', f);
 }
@@ -224,8 +233,8 @@ print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 	if (j->held_failure[0] != '\0')
 		print_held(f, j);
 	key(f, "nodes");
-	fprintf(f, "%u participant%s, %u waiting, %u spare%s (min %d, max "
-	    "%d)\n", j->participants, j->participants == 1 ? "" : "s",
+	fprintf(f, "%u participant%s, %u waiting, %u spare%s (min %u, max "
+	    "%u)\n", j->participants, j->participants == 1 ? "" : "s",
 	    j->waiting, j->spares, j->spares == 1 ? "" : "s", min_nodes(j),
 	    max_nodes(j));
 	print_settings(f, j->settings);

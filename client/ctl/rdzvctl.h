@@ -168,5 +168,10 @@ int	action_run(struct ctl *, const char *method,
 /* watch.c */
 /* Follows rdzv.v1.Control/Watch for one job (|rdzv_id|) or all (NULL). */
 int	watch_run(struct ctl *, const char *rdzv_id);
+/* What a piped --watch prints of one message, on stdout: a line for each
+ * thing of |job| that differs from |old| (NULL: not seen before), or that
+ * it was removed. */
+void	watch_print_changes(struct ctl *, const Rdzv__V1__Job *old,
+	    const Rdzv__V1__Job *job, bool removed);
 
 #endif

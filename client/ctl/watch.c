@@ -145,15 +145,16 @@ node_find(const Rdzv__V1__Job *j, uint64_t node_id)
 	return NULL;
 }
 
-/* One line for each thing that differs between |old| and |job|. */
-static void
-print_changes(struct watch *w, const Rdzv__V1__Job *old,
+/* One line for each thing that differs between |old| and |job|: the
+ * watch's callback below prints with it, and tests/fuzz/fuzz_ctl.c. */
+void
+watch_print_changes(struct ctl *ctl, const Rdzv__V1__Job *old,
     const Rdzv__V1__Job *job, bool removed)
 {
 	char	 t[32], a[1024], b[1024];
 	int64_t	 now;
 
-	now = w->ctl->fixed_times ? w->ctl->now_ms : fmt_now_ms();
+	now = ctl->fixed_times ? ctl->now_ms : fmt_now_ms();
 	fmt_clock_short(t, sizeof(t), now);
 	if (removed) {
 		printf("%s %s removed\n", t, job->rdzv_id);
@@ -265,7 +266,8 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		if (json_emit(o, true) != CTL_EXIT_OK)
 			stop(w, CTL_EXIT_OK);
 	} else if (!w->tty) {
-		print_changes(w, i >= 0 ? w->jobs[i] : NULL, job, ev->removed);
+		watch_print_changes(w->ctl, i >= 0 ? w->jobs[i] : NULL, job,
+		    ev->removed);
 		/* A reader that went away (| head) ends the watch quietly. */
 		if (fflush(stdout) != 0 || ferror(stdout))
 			stop(w, CTL_EXIT_OK);

@@ -38,10 +38,13 @@ CHUNKS_63 = 0x3f << 2      # chunks of 1 to 252 bytes
 
 class Relay:
     """Accepts connections on 127.0.0.1 and forwards each to |upstream|,
-    keeping what each client sent, in the order the connections came."""
+    keeping what each client sent (or, with record="server", what the
+    server answered: make_corpus_client.py), in the order the connections
+    came."""
 
-    def __init__(self, upstream):
+    def __init__(self, upstream, record="client"):
         host, port = upstream.rsplit(":", 1)
+        self.record = record
         self.upstream = (host, int(port))
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -63,9 +66,12 @@ class Relay:
             with self.cv:
                 self.recordings.append(rec)
                 self.open += 1
-            threading.Thread(target=self._pump, args=(c, u, rec),
+            server = self.record == "server"
+            threading.Thread(target=self._pump,
+                             args=(c, u, None if server else rec),
                              daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c, None),
+            threading.Thread(target=self._pump,
+                             args=(u, c, rec if server else None),
                              daemon=True).start()
 
     def _pump(self, src, dst, rec):
