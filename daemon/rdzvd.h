@@ -100,6 +100,10 @@ struct turn_out {
 	void	(*jobs_changed)(const struct core *, struct core_now);
 	/* A node the core removed, alone or with its job. */
 	void	(*node_removed)(uint64_t node_id);
+	/* The turn's transaction took |usec| (none: no transaction). */
+	void	(*committed)(uint64_t usec);
+	/* The turn's output is out: what it changed, for counting. */
+	void	(*turn_done)(const struct core *, struct core_now);
 };
 void		 turn_init(const struct turn_out *);
 /* One more consumer of the changed jobs, after the Watch streams: the

@@ -82,6 +82,8 @@ services_start(void)
 		.send = streams_send,
 		.jobs_changed = watch_jobs_changed,
 		.node_removed = streams_forget,
+		.committed = metrics_commit,
+		.turn_done = metrics_turn,
 	};
 
 	stall_init();

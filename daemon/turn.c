@@ -10,10 +10,9 @@
  * disagree.
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
- * reaches the streams and the watchers only through struct turn_out (and
- * the status page through turn_also_changed), so that no two of these
- * files call each other in a loop. It also times the commit and hands the
- * turn's changes to the metrics.
+ * reaches the streams, the watchers and the metrics only through struct
+ * turn_out (and the status page through turn_also_changed), so that no
+ * two of these files call each other in a loop. It also times the commit.
  */
 #include <stdlib.h>
 #include <sys/queue.h>
@@ -120,20 +119,15 @@ turn_flush(void)
 	struct answer *a;
 	char err[512];
 
-	uint64_t txns = store_transactions(rdzvd.store);
-	struct timespec t0, t1;
+	uint64_t txns = store_transactions(rdzvd.store), t0 = mono_us();
 	struct core_now now;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0)
 		fatalx("database %s: commit failed, exiting so that memory "
 		    "and disk cannot disagree: %s", store_path(rdzvd.store),
 		    err);
-	if (store_transactions(rdzvd.store) != txns) {
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		metrics_commit((uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) *
-		    1000000000 + (t1.tv_nsec - t0.tv_nsec)) / 1000));
-	}
+	if (store_transactions(rdzvd.store) != txns && out.committed != NULL)
+		out.committed(mono_us() - t0);
 
 	while (core_outbox_pop(c, &node, &msg))
 		out.send(node, &msg);
@@ -141,7 +135,8 @@ turn_flush(void)
 	out.jobs_changed(c, now);
 	if (also_changed != NULL)
 		also_changed(c, now);
-	metrics_turn(c, now);
+	if (out.turn_done != NULL)
+		out.turn_done(c, now);
 
 	/* Nodes the core dropped lose their streams. */
 	TAILQ_FOREACH(node, &c->removed_nodes, entry)
