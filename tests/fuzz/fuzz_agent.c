@@ -45,7 +45,6 @@
  * is valid UTF-8 (rdzvd refuses a Report otherwise); after SIGTERM and
  * its workers' end the agent ends its loop.
  */
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -57,6 +56,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_peer.h"
 #include "agent.h"
 #include "log.h"
 #include "pb_strings.h"
@@ -259,8 +259,6 @@ cleanup(void)
 static void
 setup_once(void)
 {
-	struct stat st;
-	const char *tmp = getenv("TMPDIR");
 
 	if (dir[0] != '\0')
 		return;
@@ -268,16 +266,7 @@ setup_once(void)
 	/* Errors only: RDZV_FUZZ_DEBUG=1 logs what the agent decides. */
 	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
 	log_init("rdzv-agent-fuzz", debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
-	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
-	    access("/dev/shm", W_OK) == 0)
-		tmp = "/dev/shm";
-	else if (tmp == NULL || *tmp == '\0' || strlen(tmp) > 20)
-		tmp = "/tmp";
-	snprintf(dir, sizeof(dir), "%s/rdzv-fuzz-XXXXXX", tmp);
-	if (mkdtemp(dir) == NULL) {
-		perror(dir);
-		abort();
-	}
+	fuzz_scratch_dir(dir, sizeof(dir));
 	snprintf(log_dir, sizeof(log_dir), "%s/logs", dir);
 	snprintf(sock, sizeof(sock), "unix:%s/rdzvd.sock", dir);
 	atexit(cleanup);

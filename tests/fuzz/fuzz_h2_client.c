@@ -39,13 +39,10 @@
  * after its end; by the time the client is freed every call has ended.
  * Leaks and memory errors show under ASan.
  */
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
-#include <linux/sockios.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +52,7 @@
 
 #include <event2/event.h>
 
+#include "fuzz_peer.h"
 #include "grpc.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
@@ -149,24 +147,13 @@ static void
 setup_once(void)
 {
 	struct sockaddr_un sun;
-	struct stat st;
-	const char *tmp = getenv("TMPDIR");
 
 	if (dir[0] != '\0')
 		return;
 	/* lib/grpc.h: a program using the client ignores SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
-	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
-	    access("/dev/shm", W_OK) == 0)
-		tmp = "/dev/shm";
-	else if (tmp == NULL || *tmp == '\0' || strlen(tmp) > 40)
-		tmp = "/tmp";
-	snprintf(dir, sizeof(dir), "%s/rdzv-fuzz-XXXXXX", tmp);
-	if (mkdtemp(dir) == NULL) {
-		perror(dir);
-		abort();
-	}
+	fuzz_scratch_dir(dir, sizeof(dir));
 	snprintf(sock_path, sizeof(sock_path), "%s/sock", dir);
 	atexit(cleanup);
 
@@ -272,32 +259,6 @@ start_call(struct fuzz *fz, const struct method *m)
 
 /* ------------------------------------------------------------ the server */
 
-/* Reads and drops what the client sent. Bytes read, or -1 at its EOF. */
-static ssize_t
-server_drain(int fd)
-{
-	uint8_t buf[16384];
-	ssize_t n, total = 0;
-
-	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
-		total += n;
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR))
-		return -1;
-	return total;
-}
-
-/* Bytes written to fd that the client has not read yet. */
-static int
-server_unread(int fd)
-{
-	int n = 0;
-
-	if (ioctl(fd, SIOCOUTQ, &n) != 0)
-		return 0;
-	return n;
-}
-
 /* Connections the client made and the target has not served: a second
  * one after GOAWAY, or one the client gave up. */
 static void
@@ -384,17 +345,17 @@ serve(struct fuzz *fz, const uint8_t *in, size_t len, uint8_t chunking,
 				gone = 1;
 		}
 		if (pos == len && close_early && !gone &&
-		    server_unread(fd) == 0) {
+		    fuzz_unread(fd) == 0) {
 			close(fd);
 			fd = -1;
 			gone = 1;
 			continue;
 		}
-		ssize_t got = gone ? 0 : server_drain(fd);
+		ssize_t got = gone ? 0 : fuzz_drain(fd);
 		if (got < 0)
 			gone = 1;
 		if ((pos == len || gone) && got <= 0 &&
-		    (gone || server_unread(fd) == 0) && !loop_active(fz))
+		    (gone || fuzz_unread(fd) == 0) && !loop_active(fz))
 			quiet++;
 		else
 			quiet = 0;

@@ -25,14 +25,11 @@
  *            bytes, with an event-loop turn after each chunk
  *   rest     what the client sends
  */
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 
 #include <errno.h>
-#include <linux/sockios.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +40,7 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
+#include "fuzz_peer.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -90,8 +88,6 @@ cleanup(void)
 static void
 setup_once(void)
 {
-	struct stat st;
-	const char *tmp = getenv("TMPDIR");
 
 	if (dir[0] != '\0')
 		return;
@@ -100,18 +96,7 @@ setup_once(void)
 	 * what a seed does, RDZV_FUZZ_DEBUG=1 logs everything. */
 	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
 	log_init("rdzvd-fuzz", debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
-	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
-	    access("/dev/shm", W_OK) == 0)
-		tmp = "/dev/shm";
-	else if (tmp == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	if (strlen(tmp) > sizeof(dir) - 20)
-		tmp = "/tmp";
-	snprintf(dir, sizeof(dir), "%s/rdzv-fuzz-XXXXXX", tmp);
-	if (mkdtemp(dir) == NULL) {
-		perror(dir);
-		abort();
-	}
+	fuzz_scratch_dir(dir, sizeof(dir));
 	snprintf(sock_path, sizeof(sock_path), "%s/sock", dir);
 	snprintf(db_path, sizeof(db_path), "%s/rdzv.db", dir);
 	atexit(cleanup);
@@ -232,32 +217,6 @@ client_connect(void)
 	return fd;
 }
 
-/* Reads and drops what the server sent. Bytes read, or -1 at its EOF. */
-static ssize_t
-client_drain(int fd)
-{
-	uint8_t buf[16384];
-	ssize_t n, total = 0;
-
-	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
-		total += n;
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR))
-		return -1;
-	return total;
-}
-
-/* Bytes written to fd that the server has not read yet. */
-static int
-client_unread(int fd)
-{
-	int n = 0;
-
-	if (ioctl(fd, SIOCOUTQ, &n) != 0)
-		return 0;
-	return n;
-}
-
 static int
 loop_active(void)
 {
@@ -311,14 +270,14 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 			half_closed = 1;
 		}
 		event_base_loop(rdzvd.base, EVLOOP_NONBLOCK);
-		ssize_t got = client_drain(fd);
+		ssize_t got = fuzz_drain(fd);
 		if (got < 0)
 			server_gone = 1;
 		else
 			received += (size_t)got;
 		turns_used = turn + 1;
 		if ((pos == len || server_gone) && got <= 0 &&
-		    client_unread(fd) == 0 && !loop_active())
+		    fuzz_unread(fd) == 0 && !loop_active())
 			quiet++;
 		else
 			quiet = 0;

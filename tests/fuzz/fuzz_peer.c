@@ -1,0 +1,55 @@
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <linux/sockios.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fuzz_peer.h"
+
+void
+fuzz_scratch_dir(char *dir, size_t len)
+{
+	const char	*tmp = getenv("TMPDIR");
+	struct stat	 st;
+
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
+	    access("/dev/shm", W_OK) == 0)
+		tmp = "/dev/shm";
+	else if (tmp == NULL || *tmp == '\0' || strlen(tmp) > 20)
+		tmp = "/tmp";	/* a socket path has 108 bytes */
+	snprintf(dir, len, "%s/rdzv-fuzz-XXXXXX", tmp);
+	if (mkdtemp(dir) == NULL) {
+		perror(dir);
+		abort();
+	}
+}
+
+ssize_t
+fuzz_drain(int fd)
+{
+	uint8_t	buf[16384];
+	ssize_t	n, total = 0;
+
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		total += n;
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR))
+		return -1;
+	return total;
+}
+
+int
+fuzz_unread(int fd)
+{
+	int	n = 0;
+
+	if (ioctl(fd, SIOCOUTQ, &n) != 0)
+		return 0;
+	return n;
+}

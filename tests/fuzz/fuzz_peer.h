@@ -1,0 +1,25 @@
+/*
+ * What the fuzz targets that play a peer over a unix socket share (the
+ * HTTP/2 server's, the client's and the agent's): a private scratch
+ * directory, on /dev/shm where there is one, and the peer's end of a
+ * connection read and measured without blocking.
+ */
+#ifndef RDZV_FUZZ_PEER_H
+#define RDZV_FUZZ_PEER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Makes a new private directory into |dir| (|len| bytes), short enough
+ * for a socket path under it; aborts when it cannot (a broken setup, not a
+ * finding). */
+void	fuzz_scratch_dir(char *dir, size_t len);
+
+/* Reads and drops what is waiting on |fd|: the bytes read, or -1 at the
+ * other side's end. */
+ssize_t	fuzz_drain(int fd);
+
+/* Bytes written to |fd| that the other side has not read yet. */
+int	fuzz_unread(int fd);
+
+#endif
