@@ -47,6 +47,7 @@ settings_to_pb(struct arena *a, const struct core_settings *s)
 	m->max_restarts = s->max_restarts;
 	m->lease_ttl_ms = s->lease_ttl_ms;
 	m->reconnect_grace_ms = s->reconnect_grace_ms;
+	m->rejoin_timeout_ms = s->rejoin_timeout_ms;
 	return m;
 }
 

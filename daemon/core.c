@@ -23,7 +23,10 @@
  *   others are not re-told each arrival (that would be O(n^2) messages).
  * - An open round that falls below min_nodes again (a participant leaves or
  *   is lost) drops its last call and counts join_timeout afresh from then:
- *   it has become short of nodes again.
+ *   it has become short of nodes again. When a loss made it short (rule
+ *   13), it counts rejoin_timeout instead, or the deadline already armed
+ *   if that comes sooner; rejoin_timeout 0 fails the job at once. The
+ *   failure names the lost node.
  * - Losses handled in one core_advance() (leases that end together) and one
  *   input count as one failure: restart_count grows once per job per input.
  * - Any failure of the running round (a FAILED report, a lost participant)
@@ -297,6 +300,7 @@ job_reopen(struct core_job *j, uint32_t attempt)
 	core_timer_clear(c, &j->retention);
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
+	j->rejoin_lost[0] = '\0';
 	j->attempt = attempt > j->attempt ? attempt : j->attempt + 1;
 	j->restart_count = 0;
 	j->state = CORE_JOB_WAITING;
@@ -351,6 +355,12 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 #undef FILL
 	if (s->max_restarts == 0)
 		s->max_restarts = d->max_restarts;
+	/* Rule 13: by default a lost node may be replaced for as long as a
+	 * missing one may join. */
+	if (!s->has_rejoin_timeout) {
+		s->has_rejoin_timeout = true;
+		s->rejoin_timeout_ms = s->join_timeout_ms;
+	}
 }
 
 /*
@@ -429,6 +439,16 @@ join_validate(const struct core *c, const struct core_join *req,
 		textf(err, errlen, "job %s: join timeout %s is over this "
 		    "rdzvd's limit of %s (max-join-timeout); ask for less "
 		    "(--join-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->has_rejoin_timeout &&
+	    s->rejoin_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->rejoin_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: rejoin timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--rejoin-timeout)", req->rdzv_id, t, max);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	return 0;

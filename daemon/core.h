@@ -59,6 +59,13 @@ struct core_settings {
 	uint32_t	max_restarts;
 	uint32_t	lease_ttl_ms;
 	uint32_t	reconnect_grace_ms;
+	/*
+	 * Rule 13: how long a job short of min_nodes after a loss waits for
+	 * a replacement. 0 is a real value (fail at once), so a join says
+	 * whether it set one; a job's is always set (default join_timeout).
+	 */
+	bool		has_rejoin_timeout;
+	uint32_t	rejoin_timeout_ms;
 };
 
 struct core_config {
@@ -252,6 +259,13 @@ struct core_job {
 	char			 held_reason[CORE_REASON_MAX];
 	bool			 fired_last_call, fired_join;
 	char			 pend_reason[CORE_REASON_MAX];
+	/*
+	 * Rule 13: the loss the open round waits to replace ("node X (node
+	 * N) was lost (...)"); empty when its deadline is a plain join
+	 * timeout. The store keeps it, so the failure names the node after a
+	 * daemon restart too.
+	 */
+	char			 rejoin_lost[CORE_REASON_MAX];
 };
 TAILQ_HEAD(core_jobs, core_job);
 

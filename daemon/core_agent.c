@@ -28,8 +28,8 @@ core_node_end(struct core_node *n, enum core_node_state st,
 
 	core_node_set_state(n, st);
 	core_node_set_reason(n, reason);
-	if (!was_participant ||
-	    (j->state != CORE_JOB_RUNNING && j->state != CORE_JOB_CLOSING))
+	if (!was_participant || (j->state != CORE_JOB_RUNNING &&
+	    j->state != CORE_JOB_CLOSING && j->state != CORE_JOB_WAITING))
 		return;
 	if (st == CORE_NODE_LOST) {
 		/* A loss names the failure, even after a report. */
@@ -39,7 +39,11 @@ core_node_end(struct core_node *n, enum core_node_state st,
 			    (int)utf8_prefix(n->hostname, 64), n->hostname,
 			    (unsigned long long)n->node_id,
 			    (int)utf8_prefix(reason, 140), reason);
-		j->pend_failure = j->pend_loss = true;
+		/* In an open round a loss fails nothing; it only starts the
+		 * wait for a replacement (rule 13). */
+		j->pend_loss = true;
+		if (j->state != CORE_JOB_WAITING)
+			j->pend_failure = true;
 	} else if (j->state == CORE_JOB_RUNNING) {
 		if (!j->pend_failure && !j->pend_change)
 			textf(j->pend_reason, sizeof(j->pend_reason),

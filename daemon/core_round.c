@@ -192,6 +192,7 @@ round_complete(struct core_job *j, uint32_t k)
 	j->master_port = j->round[0]->master_port;
 	j->state = CORE_JOB_RUNNING;
 	j->reason[0] = '\0';
+	j->rejoin_lost[0] = '\0';
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
 	core_event_add(j, "round", "generation %llu: %u node%s, world size "
@@ -212,16 +213,68 @@ fail_join_timeout(struct core_job *j)
 {
 	char	t[32], why[CORE_REASON_MAX];
 
-	core_fmt_secs(t, sizeof(t), j->settings.join_timeout_ms);
-	textf(why, sizeof(why), "join timeout: %u of %u required nodes "
-	    "joined within %s", j->n_state[CORE_NODE_PARTICIPANT],
-	    j->settings.min_nodes, t);
+	if (j->rejoin_lost[0] != '\0') {
+		/* Rule 13: name the node that was not replaced. */
+		core_fmt_secs(t, sizeof(t), j->settings.rejoin_timeout_ms);
+		textf(why, sizeof(why), "rejoin timeout: %s, and no node "
+		    "replaced it within %s (%u of min %u nodes)",
+		    j->rejoin_lost, t, j->n_state[CORE_NODE_PARTICIPANT],
+		    j->settings.min_nodes);
+	} else {
+		core_fmt_secs(t, sizeof(t), j->settings.join_timeout_ms);
+		textf(why, sizeof(why), "join timeout: %u of %u required "
+		    "nodes joined within %s",
+		    j->n_state[CORE_NODE_PARTICIPANT], j->settings.min_nodes, t);
+	}
 	core_job_fail(j, why);
 }
 
-/* Rule 1 for an open round. */
+/*
+ * Rule 13: k of min_nodes remain after the loss in |lost|, and with
+ * rejoin_timeout 0 no replacement can come (a fixed allocation), so the
+ * job fails now, naming the lost node, instead of idling the survivors.
+ */
 static void
-round_open_settle(struct core_job *j, bool lc_due, bool join_due)
+fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
+{
+	char	why[CORE_REASON_MAX];
+
+	textf(why, sizeof(why), "%.*s; %u of min %u nodes remain and "
+	    "rejoin_timeout is 0, so no node can replace it",
+	    (int)utf8_prefix(lost, 180), lost, k, j->settings.min_nodes);
+	core_job_fail(j, why);
+}
+
+/*
+ * Rule 13 for a round short of nodes after the loss in |lost|: wait
+ * rejoin_timeout for a replacement, or less if a deadline that comes
+ * sooner is armed already. False when the job failed instead.
+ */
+static bool
+rejoin_arm(struct core_job *j, const char *lost)
+{
+	struct core	*c = j->core;
+	uint64_t	 at = c->now.mono_ms + j->settings.rejoin_timeout_ms;
+
+	if (j->settings.rejoin_timeout_ms == 0) {
+		fail_rejoin_now(j, lost, j->n_state[CORE_NODE_PARTICIPANT]);
+		return false;
+	}
+	if (j->rejoin_lost[0] == '\0')
+		textf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", lost);
+	if (!core_timer_armed(&j->join_deadline) || j->join_deadline.at > at)
+		core_timer_set(c, &j->join_deadline, at);
+	core_job_dirty(j);
+	return true;
+}
+
+/*
+ * Rule 1 for an open round. |lost| names a participant lost in this input
+ * (rule 13), or is NULL.
+ */
+static void
+round_open_settle(struct core_job *j, bool lc_due, bool join_due,
+    const char *lost)
 {
 	struct core	*c = j->core;
 	uint32_t	 p = j->n_state[CORE_NODE_PARTICIPANT];
@@ -237,6 +290,7 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due)
 		    !core_timer_armed(&j->join_deadline))
 			return;
 		core_timer_clear(c, &j->join_deadline);
+		j->rejoin_lost[0] = '\0';
 		if (!core_timer_armed(&j->last_call))
 			core_timer_set(c, &j->last_call, c->now.mono_ms +
 			    j->settings.last_call_timeout_ms);
@@ -249,6 +303,8 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due)
 	}
 	if (join_due)
 		fail_join_timeout(j);
+	else if (lost != NULL)
+		(void)rejoin_arm(j, lost);
 	else if (!core_timer_armed(&j->join_deadline)) {
 		core_timer_set(c, &j->join_deadline, c->now.mono_ms +
 		    j->settings.join_timeout_ms);
@@ -259,10 +315,12 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due)
 /*
  * Rules 4 and 5: a new round from whoever is there. With enough nodes it
  * completes at once (a higher generation, no rejoin); else the round stays
- * open and the members of the stopped round are told to stop and wait.
+ * open and the members of the stopped round are told to stop and wait, or,
+ * after a loss no node may replace (rule 13), the job fails. |loss|: why
+ * is a lost node.
  */
 static void
-reround(struct core_job *j, const char *why)
+reround(struct core_job *j, const char *why, bool loss)
 {
 	struct core		*c = j->core;
 	struct core_node	*n;
@@ -277,6 +335,10 @@ reround(struct core_job *j, const char *why)
 	if (k >= j->settings.min_nodes && k > 0) {
 		core_round_clear(j);
 		round_complete(j, round_collect(j));
+		return;
+	}
+	if (loss && j->settings.rejoin_timeout_ms == 0) {
+		fail_rejoin_now(j, why, k);
 		return;
 	}
 
@@ -298,7 +360,7 @@ reround(struct core_job *j, const char *why)
 	core_event_add(j, "waiting", "%s", j->reason);
 	for (i = 0; i < k; i++)
 		core_msg_waiting(j->round[i], NULL);
-	round_open_settle(j, false, false);
+	round_open_settle(j, false, false, loss ? why : NULL);
 }
 
 /*
@@ -434,7 +496,7 @@ core_settle(struct core_job *j)
 
 	switch (j->state) {
 	case CORE_JOB_WAITING:
-		round_open_settle(j, lc_due, join_due);
+		round_open_settle(j, lc_due, join_due, loss ? reason : NULL);
 		break;
 	case CORE_JOB_RUNNING:
 		if (hold_failure(j, &failure, loss, change, reason))
@@ -449,15 +511,15 @@ core_settle(struct core_job *j)
 				    j->restart_count, j->settings.max_restarts);
 				core_job_fail(j, why);
 			} else
-				reround(j, reason);
+				reround(j, reason, loss);
 		} else if (change)
-			reround(j, reason);
+			reround(j, reason, false);
 		else if (w > 0) {
 			/* Rule 3: one new round for the waiting nodes. */
 			if (p + w >= j->settings.max_nodes || lc_due) {
 				textf(why, sizeof(why), "%u waiting node%s "
 				    "taken in", w, w == 1 ? "" : "s");
-				reround(j, why);
+				reround(j, why, false);
 			} else if (!core_timer_armed(&j->last_call)) {
 				core_timer_set(c, &j->last_call,
 				    c->now.mono_ms +
@@ -492,6 +554,7 @@ job_end(struct core_job *j, enum core_job_state st, const char *reason)
 	j->state = st;
 	textf(j->reason, sizeof(j->reason), "%s", reason);
 	j->ended_ms = c->now.wall_ms;
+	j->rejoin_lost[0] = '\0';
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
 	core_timer_set(c, &j->retention, c->now.mono_ms + c->cfg.retention_ms);

@@ -156,6 +156,7 @@ job_json(const struct core_job *j, struct core_now now, int detail,
 	set_int(st, "join_timeout_ms", s->join_timeout_ms);
 	set_int(st, "lease_ttl_ms", s->lease_ttl_ms);
 	set_int(st, "reconnect_grace_ms", s->reconnect_grace_ms);
+	set_int(st, "rejoin_timeout_ms", s->rejoin_timeout_ms);
 	json_object_set_new(o, "settings", st);
 	set_str(o, "master", j->master_addr);
 	set_int(o, "master_port", j->master_port);

@@ -53,6 +53,8 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 			.max_restarts = req->max_restarts,
 			.lease_ttl_ms = req->lease_ttl_ms,
 			.reconnect_grace_ms = req->reconnect_grace_ms,
+			.has_rejoin_timeout = req->has_rejoin_timeout,
+			.rejoin_timeout_ms = req->rejoin_timeout_ms,
 		},
 		.hostname = req->hostname,
 		/* By default a node is reached where its connection to us

@@ -155,6 +155,11 @@ put_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
 		bind_text(&b, j->held_reason);
 	else
 		bind_null(&b);
+	bind_i64(&b, j->settings.rejoin_timeout_ms);
+	if (j->rejoin_lost[0] != '\0')
+		bind_text(&b, j->rejoin_lost);
+	else
+		bind_null(&b);
 	snprintf(what, sizeof(what), "writing job %s", j->rdzv_id);
 	return run(s, &b, err, errlen, what);
 }

@@ -107,6 +107,16 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 		snprintf(j->held_reason, sizeof(j->held_reason), "%s",
 		    col_text(st, 20));
 	}
+	/* Rows from before rule 13 had no rejoin_timeout: their default. */
+	set->has_rejoin_timeout = true;
+	if (sqlite3_column_type(st, 21) == SQLITE_NULL)
+		set->rejoin_timeout_ms = set->join_timeout_ms;
+	else if (!col_u32(st, 21, &set->rejoin_timeout_ms))
+		return errf(-1, err, errlen, "job %s: rejoin_timeout_ms is out "
+		    "of range", id);
+	if (sqlite3_column_type(st, 22) != SQLITE_NULL)
+		snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s",
+		    col_text(st, 22));
 	return 0;
 }
 

@@ -96,6 +96,8 @@ fs_commit(struct fakestore *fs, struct core *c)
 		fj->held = j->held_failure;
 		memcpy(fj->held_reason, j->held_reason,
 		    sizeof(fj->held_reason));
+		memcpy(fj->rejoin_lost, j->rejoin_lost,
+		    sizeof(fj->rejoin_lost));
 		fj->generation = j->generation;
 		fj->restart_count = j->restart_count;
 		fj->attempt = j->attempt;
@@ -166,6 +168,8 @@ fs_restore(struct fakestore *fs, const struct core_config *cfg,
 		j->held_failure = fj->held;
 		memcpy(j->held_reason, fj->held_reason,
 		    sizeof(j->held_reason));
+		memcpy(j->rejoin_lost, fj->rejoin_lost,
+		    sizeof(j->rejoin_lost));
 		j->generation = fj->generation;
 		j->restart_count = fj->restart_count;
 		j->attempt = fj->attempt;

@@ -22,6 +22,7 @@ struct fs_job {
 	char			reason[CORE_REASON_MAX];
 	bool			held;
 	char			held_reason[CORE_REASON_MAX];
+	char			rejoin_lost[CORE_REASON_MAX];
 	uint64_t		generation, event_seq;
 	uint32_t		restart_count, attempt;
 	int64_t			created, updated, ended, lc_left, join_left;

@@ -247,7 +247,20 @@ compare_job(const struct core_job *a, const struct core_job *b)
 	uint32_t		 i;
 
 	CHECK_STR(a->owner, b->owner);
-	CHECK_MEM(&a->settings, &b->settings, sizeof(a->settings));
+	/* Field by field: the struct has padding. */
+	CHECK_INT(a->settings.min_nodes, b->settings.min_nodes);
+	CHECK_INT(a->settings.max_nodes, b->settings.max_nodes);
+	CHECK_INT(a->settings.last_call_timeout_ms,
+	    b->settings.last_call_timeout_ms);
+	CHECK_INT(a->settings.join_timeout_ms, b->settings.join_timeout_ms);
+	CHECK_INT(a->settings.max_restarts, b->settings.max_restarts);
+	CHECK_INT(a->settings.lease_ttl_ms, b->settings.lease_ttl_ms);
+	CHECK_INT(a->settings.reconnect_grace_ms,
+	    b->settings.reconnect_grace_ms);
+	CHECK_INT(a->settings.has_rejoin_timeout,
+	    b->settings.has_rejoin_timeout);
+	CHECK_INT(a->settings.rejoin_timeout_ms, b->settings.rejoin_timeout_ms);
+	CHECK_STR(a->rejoin_lost, b->rejoin_lost);
 	CHECK_INT(a->state, b->state);
 	CHECK_STR(a->reason, b->reason);
 	CHECK_INT(a->held_failure, b->held_failure);

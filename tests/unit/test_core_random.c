@@ -326,6 +326,12 @@ do_join(void)
 		jobs[ji].s.join_timeout_ms = 5000 + rndn(30000);
 		jobs[ji].s.lease_ttl_ms = 2000 + rndn(5000);
 		jobs[ji].s.reconnect_grace_ms = 500 + rndn(3000);
+		/* Rule 13: unset, 0 (a fixed allocation) or a wait. */
+		if (chance(60)) {
+			jobs[ji].s.has_rejoin_timeout = true;
+			jobs[ji].s.rejoin_timeout_ms = chance(50) ? 0 :
+			    rndn(20000);
+		}
 		jobs[ji].owner = chance(90) ? "alice" : "bob";
 	}
 	memset(&r, 0, sizeof(r));

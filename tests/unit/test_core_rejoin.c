@@ -1,0 +1,305 @@
+/*
+ * Unit tests of the rendezvous core, part three: SPEC §4 rule 13's
+ * rejoin_timeout. A job short of min_nodes after a loss waits that long for
+ * a replacement and then fails naming the lost node; 0 (what rdzv-agent
+ * asks for in a fixed Slurm or PBS allocation) fails it at once; spares
+ * still replace a lost node at once.
+ */
+#include <inttypes.h>
+
+#include "core_harness.h"
+
+/* Integers, with both values in the report. */
+#define CHECK_INT(a, b) do {						\
+	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
+	if (a_ != b_) {							\
+		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
+		    __FILE__, __LINE__, #a, #b, a_, b_);		\
+		failed = 1;						\
+	}								\
+} while (0)
+
+/* Three nodes of a job that waits rejoin_ms (-1: unset) after a loss. */
+static struct core_job *
+three(const char *id, int64_t rejoin_ms, uint32_t min, uint32_t max,
+    struct core_node *n[3])
+{
+	static const char *const hosts[] = { "a", "b", "c" };
+	struct core_join	 r;
+	int			 i;
+
+	for (i = 0; i < 3; i++) {
+		r = req(id, hosts[i], 1, min, max);
+		r.settings.max_restarts = 3;
+		if (rejoin_ms >= 0) {
+			r.settings.has_rejoin_timeout = true;
+			r.settings.rejoin_timeout_ms = (uint32_t)rejoin_ms;
+		}
+		n[i] = join_req(&r, 0);
+	}
+	return n[0]->job;
+}
+
+/* Unset, it is the join timeout; set, the job keeps it. */
+static void
+test_default_is_join_timeout(void)
+{
+	struct core_node	*n[3];
+	struct core_join	 r;
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("dflt", -1, 3, 3, n);
+	CHECK(j->settings.has_rejoin_timeout);
+	CHECK_INT(j->settings.rejoin_timeout_ms, 600000);
+	r = req("jt", "a", 1, 3, 3);
+	r.settings.join_timeout_ms = 42000;
+	CHECK_INT(join_req(&r, 0)->job->settings.rejoin_timeout_ms, 42000);
+	j = three("zero", 0, 3, 3, n);
+	CHECK(j->settings.has_rejoin_timeout);
+	CHECK_INT(j->settings.rejoin_timeout_ms, 0);
+	/* The job's settings win: a later joiner's are ignored. */
+	r = req("zero", "d", 1, 3, 3);
+	r.settings.has_rejoin_timeout = true;
+	r.settings.rejoin_timeout_ms = 5000;
+	CHECK_INT(join_req(&r, 0)->job->settings.rejoin_timeout_ms, 0);
+	CHECK(last_msg(n[0])->kind == CORE_MSG_ASSIGNMENT);
+	teardown();
+}
+
+/* Over max-join-timeout: refused like a join timeout, naming the option. */
+static void
+test_bounded(void)
+{
+	struct core_join	 r;
+
+	setup(NULL);
+	r = req("big", "a", 1, 1, 1);
+	r.settings.has_rejoin_timeout = true;
+	r.settings.rejoin_timeout_ms = 25U * 3600 * 1000;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "rejoin timeout 90000 s is over this rdzvd's limit");
+	CHECK_HAS(err, "--rejoin-timeout");
+	teardown();
+}
+
+/* The survivors wait rejoin_timeout, not join_timeout, then fail. */
+static void
+test_waits_then_fails_naming_the_node(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("wait", 20000, 3, 3, n);
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 1);
+	core_lease_lost(C, NOW, n[2]);
+	turn();
+	CHECK(j->state == CORE_JOB_WAITING && j->restart_count == 1);
+	CHECK(last_is(n[0], CORE_MSG_WAITING));
+	CHECK_INT(core_job_join_timeout_in(j, NOW), 20000);
+	CHECK_HAS(j->rejoin_lost, "node c (node 3) was lost");
+	tick(10000);
+	CHECK_INT(core_job_join_timeout_in(j, NOW), 10000);
+	tick(9999);
+	CHECK(j->state == CORE_JOB_WAITING);
+	tick(1);
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "rejoin timeout: node c (node 3) was lost");
+	CHECK_HAS(j->reason, "no node replaced it within 20 s (2 of min 3 "
+	    "nodes)");
+	CHECK(last_is(n[0], CORE_MSG_FAILED) && last_is(n[1], CORE_MSG_FAILED));
+	CHECK(j->rejoin_lost[0] == '\0');
+	teardown();
+}
+
+/* A replacement in time: the round completes; the wait is over. */
+static void
+test_replacement_in_time(void)
+{
+	struct core_node	*n[3], *d;
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("repl", 20000, 3, 3, n);
+	core_lease_lost(C, NOW, n[1]);
+	turn();
+	tick(15000);
+	d = join("repl", "d", 1, 3, 3);
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
+	CHECK(last_msg(d)->u.assignment.generation == 2);
+	CHECK(j->rejoin_lost[0] == '\0');
+	/* A planned leave later waits the join timeout, not the rejoin. */
+	CHECK_RC(core_leave(C, NOW, "alice", d->session_id, "sigterm", err,
+	    sizeof(err)), 0);
+	turn();
+	CHECK(j->state == CORE_JOB_WAITING);
+	CHECK_INT(core_job_join_timeout_in(j, NOW), 600000);
+	CHECK(j->rejoin_lost[0] == '\0');
+	tick(600000);
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "join timeout: 2 of 3 required nodes");
+	teardown();
+}
+
+/* 0: a fixed allocation. The job fails now; no STOP-and-wait first. */
+static void
+test_zero_fails_at_once(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("fixed", 0, 3, 3, n);
+	core_lease_lost(C, NOW, n[2]);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED && j->restart_count == 1);
+	CHECK_HAS(j->reason, "node c (node 3) was lost");
+	CHECK_HAS(j->reason, "2 of min 3 nodes remain and rejoin_timeout is "
+	    "0, so no node can replace it");
+	CHECK(count_msgs(n[0], CORE_MSG_STOP) == 0);
+	CHECK(last_is(n[0], CORE_MSG_FAILED) && last_is(n[1], CORE_MSG_FAILED));
+	CHECK(n[0]->state == CORE_NODE_FAILED);
+	/* A requeue's join reopens it (rule 12). */
+	n[0] = join("fixed", "a", 1, 3, 3);
+	CHECK(j->state == CORE_JOB_WAITING && j->attempt == 2);
+	teardown();
+}
+
+/* Spares replace a lost node at once, whatever rejoin_timeout is. */
+static void
+test_spare_replaces_at_once(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("spare", 0, 2, 2, n);
+	CHECK(n[2]->state == CORE_NODE_SPARE);
+	core_lease_lost(C, NOW, n[0]);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
+	CHECK(j->restart_count == 1);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT && n[2]->group_rank >= 0);
+	CHECK(last_is(n[1], CORE_MSG_ASSIGNMENT));
+	/* Another loss with no spare left: rejoin_timeout 0 fails it. */
+	core_lease_lost(C, NOW, n[1]);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "node b (node 2) was lost");
+	teardown();
+}
+
+/* Elastic: a loss that leaves min_nodes re-rounds; rejoin has no say. */
+static void
+test_elastic_rerounds(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = three("elastic", 0, 2, 3, n);
+	CHECK(j->state == CORE_JOB_RUNNING && j->round_n == 3);
+	core_lease_lost(C, NOW, n[1]);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING && j->round_n == 2);
+	CHECK(j->generation == 2);
+	teardown();
+}
+
+/* A loss in the round still forming counts too: nobody can replace it. */
+static void
+test_open_round_loss(void)
+{
+	struct core_join	 r;
+	struct core_node	*a, *b;
+	struct core_job		*j;
+
+	setup(NULL);
+	r = req("open0", "a", 1, 3, 3);
+	r.settings.has_rejoin_timeout = true;
+	a = join_req(&r, 0);
+	b = join("open0", "b", 1, 3, 3);
+	j = a->job;
+	CHECK(j->state == CORE_JOB_WAITING);
+	core_lease_lost(C, NOW, b);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "node b (node 2) was lost");
+	CHECK_HAS(j->reason, "rejoin_timeout is 0");
+
+	/* With time to wait, the sooner deadline wins: the join timeout
+	 * already counting (600 s) or the rejoin timeout from now. */
+	r = req("open5", "a", 1, 3, 3);
+	r.settings.has_rejoin_timeout = true;
+	r.settings.rejoin_timeout_ms = 5000;
+	a = join_req(&r, 0);
+	b = join("open5", "b", 1, 3, 3);
+	j = a->job;
+	tick(1000);
+	core_lease_lost(C, NOW, b);
+	turn();
+	CHECK(j->state == CORE_JOB_WAITING);
+	CHECK_INT(core_job_join_timeout_in(j, NOW), 5000);
+	tick(5000);
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "rejoin timeout: node b (node ");
+	teardown();
+}
+
+/* Rule 11: after a daemon restart the wait resumes and still names it. */
+static void
+test_restart_keeps_the_lost_node(void)
+{
+	struct core_config	 cfg;
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint64_t		 a_id, b_id;
+
+	core_config_defaults(&cfg);
+	setup(&cfg);
+	j = three("rst", 20000, 3, 3, n);
+	a_id = n[0]->node_id;
+	b_id = n[1]->node_id;
+	core_lease_lost(C, NOW, n[2]);
+	turn();
+	tick(5000);
+	core_checkpoint(C, NOW);
+	turn();
+	if (!restart(&cfg, 1000, 30000)) {
+		fs_free(&FS);
+		return;
+	}
+	j = core_job_find(C, "rst");
+	/* The survivors resume, holding no workers. */
+	CHECK_RC(resume(core_node_find(C, a_id), 0), 0);
+	CHECK_RC(resume(core_node_find(C, b_id), 0), 0);
+	CHECK(j->state == CORE_JOB_WAITING);
+	CHECK_INT(j->settings.rejoin_timeout_ms, 20000);
+	CHECK_HAS(j->rejoin_lost, "node c (node 3) was lost");
+	CHECK_INT(core_job_join_timeout_in(j, NOW), 15000);
+	tick(15000);
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "rejoin timeout: node c (node 3) was lost");
+	teardown();
+}
+
+static const struct test tests[] = {
+	{ "default_is_join_timeout", test_default_is_join_timeout },
+	{ "bounded", test_bounded },
+	{ "waits_then_fails_naming_the_node",
+	    test_waits_then_fails_naming_the_node },
+	{ "replacement_in_time", test_replacement_in_time },
+	{ "zero_fails_at_once", test_zero_fails_at_once },
+	{ "spare_replaces_at_once", test_spare_replaces_at_once },
+	{ "elastic_rerounds", test_elastic_rerounds },
+	{ "open_round_loss", test_open_round_loss },
+	{ "restart_keeps_the_lost_node", test_restart_keeps_the_lost_node },
+};
+
+int
+main(int argc, char **argv)
+{
+	return run_tests(tests, sizeof(tests) / sizeof(tests[0]), argc,
+	    argv);
+}
