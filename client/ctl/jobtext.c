@@ -172,15 +172,17 @@ print_held(FILE *f, const Rdzv__V1__Job *j)
 static void
 print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
 {
-	char	lc[32], jt[32], lt[32], rg[32];
+	char	lc[32], jt[32], rj[32], lt[32], rg[32];
 
 	if (s == NULL)
 		return;
 	key(f, "settings");
-	fprintf(f, "nodes %u:%u, last call %s, join timeout %s, max restarts "
-	    "%u, lease %s, reconnect grace %s\n", s->min_nodes, s->max_nodes,
+	fprintf(f, "nodes %u:%u, last call %s, join timeout %s, rejoin "
+	    "timeout %s, max restarts %u, lease %s, reconnect grace %s\n",
+	    s->min_nodes, s->max_nodes,
 	    fmt_duration(lc, sizeof(lc), s->last_call_timeout_ms),
-	    fmt_duration(jt, sizeof(jt), s->join_timeout_ms), s->max_restarts,
+	    fmt_duration(jt, sizeof(jt), s->join_timeout_ms),
+	    fmt_duration(rj, sizeof(rj), s->rejoin_timeout_ms), s->max_restarts,
 	    fmt_duration(lt, sizeof(lt), s->lease_ttl_ms),
 	    fmt_duration(rg, sizeof(rg), s->reconnect_grace_ms));
 }

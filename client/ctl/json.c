@@ -58,6 +58,7 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "max_nodes", integer(s->max_nodes));
 	set(o, "last_call_timeout_ms", integer(s->last_call_timeout_ms));
 	set(o, "join_timeout_ms", integer(s->join_timeout_ms));
+	set(o, "rejoin_timeout_ms", integer(s->rejoin_timeout_ms));
 	set(o, "max_restarts", integer(s->max_restarts));
 	set(o, "lease_ttl_ms", integer(s->lease_ttl_ms));
 	set(o, "reconnect_grace_ms", integer(s->reconnect_grace_ms));

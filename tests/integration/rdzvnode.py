@@ -108,7 +108,7 @@ class Node:
              reconnect_grace_ms=0, hostname=None, nproc=1, rank_hint=None,
              advertise_addr="127.0.0.1", master_port=29500, role="",
              wait=True, timeout=10.0, stream_timeout=None, extra=None,
-             gpus=None):
+             gpus=None, rejoin_timeout_ms=None):
         """Starts a Join stream. With |wait|, waits for `accepted` and
         returns it, or raises grpc.RpcError-like RpcFailure when the stream
         ends first. |gpus|: GPU check results the node joins with, as
@@ -125,6 +125,9 @@ class Node:
         if rank_hint is not None:
             req.has_rank_hint = True
             req.rank_hint = rank_hint
+        if rejoin_timeout_ms is not None:
+            req.has_rejoin_timeout = True
+            req.rejoin_timeout_ms = rejoin_timeout_ms
         for g in gpus or ():
             req.gpus.append(gpu(**g) if isinstance(g, dict) else g)
         if extra:

@@ -225,6 +225,92 @@ def test_lost_node_fails_the_job_without_restarts(tmp_path):
         assert acc.attempt == 2
 
 
+def fixed_three(c, rdzv_id, rejoin_timeout_ms, nodes=3):
+    """Three nodes of a fixed allocation (min = max = 3) and, with nodes=4,
+    a hot spare; a lost node counts after 300 ms away."""
+    ns = [c.node("slot-%d" % i) for i in range(nodes)]
+    for i, n in enumerate(ns):
+        n.join(rdzv_id, min_nodes=3, max_nodes=3, max_restarts=3,
+               reconnect_grace_ms=300, lease_ttl_ms=5000, rank_hint=i,
+               rejoin_timeout_ms=rejoin_timeout_ms)
+    g = [n.wait_assignment(timeout=10) for n in ns[:3]][0].generation
+    return ns, g
+
+
+def test_rejoin_timeout_zero_fails_at_once_naming_the_node(tmp_path):
+    """Rule 13 in a fixed allocation (what rdzv-agent asks for under Slurm
+    and PBS): a lost node fails the job at once, naming it, and both
+    survivors are told; the settings show rejoin_timeout 0."""
+    with Cluster(tmp_path) as c:
+        ns, g = fixed_three(c, "e2e-rejoin0", 0)
+        ctl = c.ctl()
+        assert ctl.get_job("e2e-rejoin0").settings.rejoin_timeout_ms == 0
+        lost_id = ns[1].node_id
+        t0 = time.monotonic()
+        ns[1].close()
+        for n in (ns[0], ns[2]):
+            f = n.wait_event("failed", timeout=5)
+            assert "slot-1 (node %d) was lost" % lost_id in f.reason, f.reason
+            assert "rejoin_timeout is 0" in f.reason, f.reason
+            assert n.end(timeout=5)[0] == OK
+        assert time.monotonic() - t0 < 3
+        job = ctl.get_job("e2e-rejoin0")
+        assert job.state == T.JOB_STATE_FAILED and "slot-1" in job.reason, job
+
+
+def test_rejoin_timeout_waits_then_names_the_node(tmp_path):
+    """With a rejoin timeout the survivors wait that long (not the join
+    timeout) and the failure names the lost node; GetJob counts the wait
+    down meanwhile."""
+    with Cluster(tmp_path) as c:
+        ns, g = fixed_three(c, "e2e-rejoin", 1500)
+        ctl = c.ctl()
+        ns[2].close()
+        s = ns[0].wait_event("stop", timeout=5)
+        assert s.generation == g
+        job = ctl.get_job("e2e-rejoin")
+        assert job.state == T.JOB_STATE_WAITING, job
+        assert 0 <= job.join_timeout_in_ms <= 1500, job
+        assert job.settings.join_timeout_ms == 600000, job
+        f = ns[0].wait_event("failed", timeout=5)
+        assert f.reason.startswith("rejoin timeout: node slot-2"), f.reason
+        assert "within 1.5 s" in f.reason, f.reason
+
+
+def test_hot_spare_replaces_a_lost_node_at_once(tmp_path):
+    """A fourth node of a 3-node job is a spare; with rejoin_timeout 0 it
+    still takes the lost node's place at once (a new generation)."""
+    with Cluster(tmp_path) as c:
+        ns, g = fixed_three(c, "e2e-spare", 0, nodes=4)
+        ns[3].wait_event("waiting", timeout=5)
+        ns[0].close()
+        new = [n.wait_assignment(after=g, timeout=5) for n in ns[1:]]
+        check_round(new, [1, 1, 1])
+        assert c.ctl().get_job("e2e-spare").state == T.JOB_STATE_RUNNING
+
+
+def test_scancel_ends_the_job_at_once_with_a_current_reason(tmp_path):
+    """Rule 13: every node leaves (scancel sends SIGTERM to every agent)
+    and the job fails at once, 'cancelled: every node left', instead of
+    waiting with a stale 'round 2 is open' reason beside 0 participants;
+    each leaver's Join stream ends with OK."""
+    with Cluster(tmp_path) as c:
+        ns, g = fixed_three(c, "e2e-scancel", None)
+        ctl = c.ctl()
+        ns[0].leave("sigterm")
+        assert ns[0].end(timeout=5)[0] == OK
+        job = ctl.get_job("e2e-scancel")
+        assert job.state == T.JOB_STATE_WAITING, job
+        assert "2 of min 3 nodes" in job.reason and "slot-0" in job.reason, job
+        for n in ns[1:]:
+            n.leave("sigterm")
+            assert n.end(timeout=5)[0] == OK
+        job = ctl.get_job("e2e-scancel")
+        assert job.state == T.JOB_STATE_FAILED, job
+        assert job.reason == "cancelled: every node left", job
+        assert job.join_timeout_in_ms == -1, job
+
+
 def test_worker_failure_report_and_stale_generation(tmp_path):
     with Cluster(tmp_path) as c:
         a, b = c.node("a"), c.node("b")
