@@ -76,6 +76,9 @@ struct agent_opts {
 	uint32_t		 join_timeout_ms;
 	uint32_t		 lease_ttl_ms;
 	uint32_t		 reconnect_grace_ms;
+	bool			 has_rejoin_timeout;	/* by a flag, RDZV_* or
+							 * sched.c */
+	uint32_t		 rejoin_timeout_ms;
 	const char		*role;
 	const char		*advertise_addr;	/* NULL: our address */
 	uint16_t		 master_port;	/* 0: a free port each round */

@@ -38,6 +38,9 @@
 "  --max-restarts N              failures the job survives (default 0)\n" \
 "  --last-call DURATION          wait for more nodes once MIN joined (30s)\n" \
 "  --join-timeout DURATION       fail if MIN nodes do not join (600s)\n" \
+"  --rejoin-timeout DURATION     wait this long for a lost node's\n"	\
+"                                replacement (default the join timeout;\n" \
+"                                0 in a fixed Slurm or PBS allocation)\n" \
 "  --lease-ttl DURATION          silent connection ends a node (15s)\n" \
 "  --reconnect-grace DURATION    closed connection ends a node (3s)\n" \
 "  --role NAME                   ROLE_NAME of the workers (default)\n"	\
@@ -200,6 +203,16 @@ DURATION_SETTER(set_reconnect_grace, reconnect_grace_ms)
 DURATION_SETTER(set_gpucheck_timeout, gpucheck.timeout_ms)
 DURATION_SETTER(set_reconnect_timeout, reconnect_timeout_ms)
 
+/* A rejoin timeout of 0 fails the job as soon as a node is lost (rule 13). */
+static int
+set_rejoin_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (duration(v, &o->rejoin_timeout_ms, true, err, len) != 0)
+		return -1;
+	o->has_rejoin_timeout = true;
+	return 0;
+}
+
 /* A stop timeout of 0 sends SIGKILL at once. */
 static int
 set_stop_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
@@ -312,6 +325,8 @@ static const struct setting settings[] = {
 	{ "last-call", "RDZV_LAST_CALL", required_argument, set_last_call },
 	{ "join-timeout", "RDZV_JOIN_TIMEOUT", required_argument,
 	    set_join_timeout },
+	{ "rejoin-timeout", "RDZV_REJOIN_TIMEOUT", required_argument,
+	    set_rejoin_timeout },
 	{ "lease-ttl", "RDZV_LEASE_TTL", required_argument, set_lease_ttl },
 	{ "reconnect-grace", "RDZV_RECONNECT_GRACE", required_argument,
 	    set_reconnect_grace },

@@ -225,9 +225,10 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		    (unsigned long long)acc->node_id, acc->attempt);
 	if (js != NULL)
 		log_debug("job %s: nodes %u:%u, last call %u ms, join timeout "
-		    "%u ms, max restarts %u, lease %u ms, reconnect grace %u "
-		    "ms", id, js->min_nodes, js->max_nodes,
-		    js->last_call_timeout_ms, js->join_timeout_ms,
+		    "%u ms, rejoin timeout %u ms, max restarts %u, lease %u "
+		    "ms, reconnect grace %u ms", id, js->min_nodes,
+		    js->max_nodes, js->last_call_timeout_ms,
+		    js->join_timeout_ms, js->rejoin_timeout_ms,
 		    js->max_restarts, js->lease_ttl_ms,
 		    js->reconnect_grace_ms);
 	s->node_id = acc->node_id;
@@ -346,6 +347,8 @@ send_join(struct session *s)
 		req.max_restarts = o->max_restarts;
 		req.lease_ttl_ms = o->lease_ttl_ms;
 		req.reconnect_grace_ms = o->reconnect_grace_ms;
+		req.has_rejoin_timeout = o->has_rejoin_timeout;
+		req.rejoin_timeout_ms = o->rejoin_timeout_ms;
 		req.hostname = (char *)of->hostname;
 		/* Where rdzvd sees us from is the interface that reaches
 		 * the cluster; over a unix socket, our host name. */

@@ -173,7 +173,8 @@ def test_env_tee_logs(job):
     the job closes."""
     mr = ["--max-restarts", "2"]
     job.agent("a", 2, "3", args=["--node-rank", "0"] + mr)
-    job.agent("b", 1, "3", args=["--node-rank", "1", "--role", "trainer"] + mr)
+    job.agent("b", 1, "3", args=["--node-rank", "1", "--role", "trainer"] + mr,
+              env={"NCCL_ASYNC_ERROR_HANDLING": "0"})
     job.agent("c", 1, "3", args=["--node-rank", "2"] + mr, log_dir=False)
     assert job.wait_exits() == {"a": 0, "b": 0, "c": 0}, job.outputs()
     j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10, "job closed")
@@ -207,6 +208,10 @@ def test_env_tee_logs(job):
             want["OMP_NUM_THREADS"] = "1"
         got = {k: v for k, v in e.items() if k in SPEC5 and k != "MASTER_PORT"}
         assert got == want, "rank %d" % rank
+        # As torchrun: NCCL's async error handling on, unless already set
+        # (b's agent has NCCL_ASYNC_ERROR_HANDLING=0).
+        assert e["NCCL_ASYNC_ERROR_HANDLING"] == ("0" if tag == "b" else "1"), e
+        assert e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1", e
         ports.add(e["MASTER_PORT"])
         assert e["W_TAG"] == tag        # the agent's environment is inherited
         assert d["stdin"] == "/dev/null"
@@ -329,6 +334,59 @@ def test_agent_killed(job):
     assert sorted(d["tag"] for d in s2.values()) == ["a", "b"]
     for d in s2.values():
         assert d["env"]["TORCHELASTIC_RESTART_COUNT"] == "1", d
+
+
+def slurm_env(job, i, nodes=3):
+    return {"SLURM_JOB_ID": job.id, "SLURM_JOB_NUM_NODES": str(nodes),
+            "SLURM_NODEID": str(i)}
+
+
+def test_fixed_allocation_lost_node_fails_at_once(job):
+    """Rule 13 under Slurm: three agents of a fixed 3-node allocation (no
+    elastic --nnodes) ask for rejoin_timeout 0. kill -9 of one fails the
+    job within seconds, naming the lost node, and the other agents exit 1
+    with that reason; srun would never send a replacement."""
+    for i, t in enumerate("abc"):
+        job.agent(t, 1, "3", args=["--max-restarts", "3"], mode="sleep",
+                  env=slurm_env(job, i))
+    g1, s1 = job.wait_world(3)
+    assert job.job().settings.rejoin_timeout_ms == 0
+    assert "rejoin timeout 0" in job.agents["a"].output(), job.outputs()
+    c_node = [n.node_id for n in job.job().nodes if n.rank_hint == 2][0]
+    t0 = time.monotonic()
+    job.agents["c"].kill()
+    assert job.wait_exits(["a", "b"], timeout=GRACE_S + 5) == {"a": 1, "b": 1}
+    assert time.monotonic() - t0 < GRACE_S + 5
+    j = job.job()
+    assert j.state == PB.types.JOB_STATE_FAILED, j
+    assert "(node %d) was lost" % c_node in j.reason, j.reason
+    assert "rejoin_timeout is 0" in j.reason, j.reason
+    for t in "ab":
+        out = job.agents[t].output()
+        assert "(node %d) was lost" % c_node in out, out
+    for d in s1.values():
+        rt.wait_for(lambda: not alive(d["pid"]), 5, 0.02, "workers gone")
+
+
+def test_rejoin_timeout_option_and_elastic_nnodes(job, tmp_path):
+    """--rejoin-timeout overrides the fixed allocation's 0; an elastic
+    --nnodes MIN:MAX keeps the job's default, the join timeout."""
+    job.agent("a", 1, "2", args=["--rejoin-timeout", "45s"], mode="sleep",
+              env=slurm_env(job, 0, 2))
+    j = job.wait_job(lambda x: True, 10, "job created")
+    assert j.settings.rejoin_timeout_ms == 45000, j
+    job.agents["a"].kill()
+    argv = [AGENT, "join", "--id", "elastic", "--server", job.daemon.addr,
+            "--nnodes", "1:2", "--join-timeout", "2m", "--last-call", "1s",
+            "--", "/usr/bin/python3",
+            WORKER]
+    env = dict(slurm_env(job, 0, 2), W_OUT=job.out, TMPDIR=str(tmp_path))
+    with rt.Proc(argv, env=env) as p:
+        assert p.wait(30) == 0, p.output()
+    assert job.ctl.get_job("elastic").settings.rejoin_timeout_ms == 120000
+    rc, out = run(["join", "--id", "x", "--rejoin-timeout", "soon", "--",
+                   "true"])
+    assert rc == 2 and "--rejoin-timeout" in out, out
 
 
 def test_refused_resume(tmp_path):
