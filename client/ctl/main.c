@@ -21,6 +21,7 @@ static const struct ctl_cmd *const commands[] = {
 	&cmd_evict_entry,
 	&cmd_events_entry,
 	&cmd_server_entry,
+	&cmd_wait_entry,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -220,7 +221,8 @@ main(int argc, char **argv)
 	}
 	if ((cmd = find_command(argv[optind])) == NULL) {
 		ctl_usage_error("unknown command '%s' (commands: status, "
-		    "close, abort, evict, events, server; rdzvctl --help)",
+		    "close, abort, evict, events, server, wait; rdzvctl "
+		    "--help)",
 		    argv[optind]);
 		return CTL_EXIT_USAGE;
 	}

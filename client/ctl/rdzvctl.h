@@ -47,6 +47,7 @@ struct ctl {
 	const char		*reason;
 	uint32_t		 limit;
 	uint64_t		 after;
+	uint64_t		 timeout_ms;	/* wait --timeout; 0 none */
 };
 
 /* One command. Its options come on top of the shared ones. */
@@ -71,6 +72,7 @@ extern const struct ctl_cmd cmd_abort_entry;
 extern const struct ctl_cmd cmd_evict_entry;
 extern const struct ctl_cmd cmd_events_entry;
 extern const struct ctl_cmd cmd_server_entry;
+extern const struct ctl_cmd cmd_wait_entry;
 
 /* main.c */
 int	ctl_usage_error(const char *fmt, ...)

@@ -1,0 +1,382 @@
+/*
+ * rdzvctl wait ID [--timeout D]: blocks until the job ends and exits with
+ * its outcome (SPEC §8): 0 closed, 1 failed (the reason on stderr), 3 not
+ * found, 5 rdzvd unavailable. Batch scripts end with it, so the scheduler
+ * records what became of the job, not the exit status of the worst task
+ * (srun returns 137 after a kill -9 even when the job recovered).
+ *
+ * It follows the job on rdzv.v1.Control/Watch, which sends its state at
+ * once and again on every change: no polling. A lost stream (rdzvd
+ * restarting, a failover) is followed again after a backoff for up to
+ * RECONNECT_MS; a wait that has seen its job once does not give up on the
+ * first refused connection, since the job goes on without rdzvd. Past
+ * --timeout it exits 1, saying the job had not ended.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "log.h"
+#include "parse.h"
+#include "rdzvctl.h"
+
+#define KEEPALIVE_MS	10000
+#define RECONNECT_MS	60000	/* rdzvd away this long: unavailable */
+#define BACKOFF_MIN_MS	100
+#define BACKOFF_MAX_MS	5000
+
+static const struct option wait_longopts[] = {
+	{ "timeout", required_argument, NULL, 'T' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* What one Watch call ended with. */
+enum watch_end {
+	END_ENDED,		/* the job closed or failed: w->job */
+	END_REMOVED,		/* the job was deleted */
+	END_TIMEOUT,		/* --timeout passed */
+	END_LOST,		/* the stream ended; watch again */
+};
+
+struct waiter {
+	struct ctl		*ctl;
+	const char		*rdzv_id;
+	struct event_base	*base;
+	struct grpc_ccall	*cc;
+	enum watch_end		 end;
+	int			 status;	/* the stream's, for END_LOST */
+	char			 message[512];
+	Rdzv__V1__Job		*job;		/* the last state seen */
+};
+
+static int
+wait_option(struct ctl *ctl, int ch, const char *arg)
+{
+	uint64_t	ms;
+
+	if (ch != 'T')
+		return -1;
+	if (parse_duration(arg, 1000, &ms) != 0 || ms == 0)
+		return ctl_usage_error("wait: --timeout %s: give a duration "
+		    "such as 30s, 90m or 2h", arg);
+	ctl->timeout_ms = ms;
+	return 0;
+}
+
+static bool
+job_ended(const Rdzv__V1__Job *j)
+{
+	return j->state == RDZV__V1__JOB_STATE__JOB_STATE_CLOSED ||
+	    j->state == RDZV__V1__JOB_STATE__JOB_STATE_FAILED;
+}
+
+/* Our own copy: a stream's message is freed after its callback. */
+static Rdzv__V1__Job *
+job_copy(const Rdzv__V1__Job *j)
+{
+	size_t		 len = rdzv__v1__job__get_packed_size(j);
+	uint8_t		*buf = malloc(len ? len : 1);
+	Rdzv__V1__Job	*copy;
+
+	if (buf == NULL)
+		fatal("wait");
+	rdzv__v1__job__pack(j, buf);
+	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
+		fatalx("wait: cannot copy job %s", j->rdzv_id);
+	free(buf);
+	return copy;
+}
+
+static void
+job_keep(struct waiter *w, Rdzv__V1__Job *job)
+{
+	if (w->job != NULL)
+		protobuf_c_message_free_unpacked(&w->job->base, NULL);
+	w->job = job;
+}
+
+static void
+finish(struct waiter *w, enum watch_end end)
+{
+	struct grpc_ccall	*cc = w->cc;
+
+	w->end = end;
+	if (cc != NULL) {
+		w->cc = NULL;
+		grpc_ccall_cancel(cc);
+	}
+	event_base_loopbreak(w->base);
+}
+
+static void
+on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+{
+	struct waiter			*w = arg;
+	const Rdzv__V1__WatchEvent	*ev =
+	    (const Rdzv__V1__WatchEvent *)msg;
+
+	if (ev->job == NULL || w->cc == NULL)
+		return;
+	if (ev->removed) {
+		finish(w, END_REMOVED);
+		return;
+	}
+	job_keep(w, job_copy(ev->job));
+	ctl_received(w->ctl, &w->job->base);
+	if (job_ended(w->job))
+		finish(w, END_ENDED);
+}
+
+static void
+on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
+{
+	struct waiter	*w = arg;
+
+	if (w->cc == NULL)
+		return;		/* finish() cancelled it */
+	w->cc = NULL;
+	w->status = status;
+	snprintf(w->message, sizeof(w->message), "%s", message != NULL ?
+	    message : grpc_status_name(status));
+	w->end = END_LOST;
+	event_base_loopbreak(w->base);
+}
+
+static void
+on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	finish(arg, END_TIMEOUT);
+}
+
+/* One Watch of the job until it ends, the stream ends, or |left_ms| (0:
+ * no limit) passes. */
+static enum watch_end
+watch_once(struct waiter *w, uint64_t left_ms)
+{
+	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
+	struct grpc_client_opts	 o;
+	struct tls_ctx		*tls = NULL;
+	struct grpc_client	*cli;
+	struct event		*timer = NULL;
+	struct timeval		 tv;
+
+	if (ctl_client_opts(w->ctl, &o, &tls) != CTL_EXIT_OK)
+		fatalx("wait: the client options changed");
+	o.keepalive_ms = KEEPALIVE_MS;
+	if ((w->base = event_base_new()) == NULL ||
+	    (cli = grpc_client_new(w->base, &o, NULL, NULL)) == NULL)
+		fatalx("wait: cannot create the event loop");
+	if (left_ms > 0) {
+		tv.tv_sec = (time_t)(left_ms / 1000);
+		tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
+		if ((timer = evtimer_new(w->base, on_timeout, w)) == NULL ||
+		    evtimer_add(timer, &tv) != 0)
+			fatalx("wait: cannot set the timeout");
+	}
+	req.rdzv_id = (char *)w->rdzv_id;
+	w->status = GRPC_OK;
+	w->end = END_LOST;
+	w->cc = grpc_client_call(cli, "/rdzv.v1.Control/Watch", &req.base,
+	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, w);
+	if (w->cc == NULL)
+		fatal("wait: cannot start the call");
+	event_base_dispatch(w->base);
+	if (w->cc != NULL) {
+		struct grpc_ccall *cc = w->cc;
+		w->cc = NULL;
+		grpc_ccall_cancel(cc);
+	}
+	grpc_client_free(cli);
+	tls_free(tls);
+	if (timer != NULL)
+		event_free(timer);
+	event_base_free(w->base);
+	w->base = NULL;
+	return w->end;
+}
+
+/*
+ * GetJob without a word on stderr: the gRPC status, with the job in *job
+ * on OK. A wait that retries says what went wrong only when it gives up.
+ */
+static int
+get_job_quiet(struct waiter *w, Rdzv__V1__Job **job)
+{
+	Rdzv__V1__GetJobRequest	 req = RDZV__V1__GET_JOB_REQUEST__INIT;
+	struct grpc_client_opts	 o;
+	struct tls_ctx		*tls = NULL;
+	char			*msg = NULL;
+	int			 status;
+
+	*job = NULL;
+	if (ctl_client_opts(w->ctl, &o, &tls) != CTL_EXIT_OK)
+		fatalx("wait: the client options changed");
+	req.rdzv_id = (char *)w->rdzv_id;
+	status = grpc_unary_sync(&o, "/rdzv.v1.Control/GetJob", &req.base,
+	    &rdzv__v1__job__descriptor, o.connect_timeout_ms + 10000,
+	    (ProtobufCMessage **)job, &msg);
+	tls_free(tls);
+	w->status = status;
+	snprintf(w->message, sizeof(w->message), "%s", msg != NULL ? msg :
+	    grpc_status_name(status));
+	free(msg);
+	if (status == GRPC_OK)
+		ctl_received(w->ctl, &(*job)->base);
+	return status;
+}
+
+/* The job's outcome: printed, and as the exit status. */
+static int
+outcome(struct waiter *w)
+{
+	const Rdzv__V1__Job	*j = w->job;
+	bool			 closed =
+	    j->state == RDZV__V1__JOB_STATE__JOB_STATE_CLOSED;
+
+	if (w->ctl->output == CTL_OUTPUT_JSON) {
+		int rc = json_emit(json_job(j, true), false);
+		if (rc != CTL_EXIT_OK)
+			return rc;
+	} else if (closed)
+		printf("job %s closed: %s\n", j->rdzv_id, j->reason);
+	if (!closed)
+		fprintf(stderr, "rdzvctl: job %s failed: %s\n", j->rdzv_id,
+		    j->reason);
+	fflush(stdout);
+	return closed ? CTL_EXIT_OK : CTL_EXIT_ERROR;
+}
+
+static int
+timed_out(struct waiter *w)
+{
+	char	d[32];
+
+	fmt_duration(d, sizeof(d), (int64_t)w->ctl->timeout_ms);
+	if (w->job != NULL)
+		fprintf(stderr, "rdzvctl: job %s has not ended within %s (it "
+		    "is %s%s%s)\n", w->rdzv_id, d, job_state_name(w->job->state),
+		    w->job->reason[0] != '\0' ? ": " : "", w->job->reason);
+	else
+		fprintf(stderr, "rdzvctl: job %s has not ended within %s\n",
+		    w->rdzv_id, d);
+	return CTL_EXIT_ERROR;
+}
+
+static void
+sleep_ms(uint64_t ms)
+{
+	struct timespec	ts = { (time_t)(ms / 1000),
+			    (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static int
+wait_exec(struct ctl *ctl, int argc, char **argv)
+{
+	struct waiter	 w;
+	Rdzv__V1__Job	*job;
+	uint64_t	 start = mono_ms(), deadline = 0, away_since = 0;
+	uint64_t	 backoff = BACKOFF_MIN_MS, now, left = 0;
+	int		 rc, status;
+
+	memset(&w, 0, sizeof(w));
+	w.ctl = ctl;
+	w.rdzv_id = argv[0];
+	if (ctl->timeout_ms > 0)
+		deadline = start + ctl->timeout_ms;
+
+	/* The job must exist (Watch alone would wait in silence), and a
+	 * first answer that is an error is the answer. */
+	if ((rc = ctl_get_job(ctl, w.rdzv_id, 0, &job)) != CTL_EXIT_OK)
+		return rc;
+	job_keep(&w, job);
+	for (;;) {
+		if (job_ended(w.job)) {
+			rc = outcome(&w);
+			break;
+		}
+		now = mono_ms();
+		if (deadline != 0 && now >= deadline) {
+			rc = timed_out(&w);
+			break;
+		}
+		left = deadline != 0 ? deadline - now : 0;
+		switch (watch_once(&w, left)) {
+		case END_ENDED:
+			continue;
+		case END_REMOVED:
+			fprintf(stderr, "rdzvctl: job %s was deleted before "
+			    "it ended\n", w.rdzv_id);
+			rc = CTL_EXIT_NOT_FOUND;
+			goto out;
+		case END_TIMEOUT:
+			rc = timed_out(&w);
+			goto out;
+		case END_LOST:
+			break;
+		}
+
+		/* The stream ended: rdzvd restarted or went away. Watch
+		 * again once it answers; the job goes on meanwhile. */
+		now = mono_ms();
+		if (away_since == 0)
+			away_since = now;
+		if (w.status != GRPC_UNAVAILABLE &&
+		    w.status != GRPC_DEADLINE_EXCEEDED &&
+		    w.status != GRPC_RESOURCE_EXHAUSTED &&
+		    w.status != GRPC_OK && w.status != GRPC_CANCELLED) {
+			rc = ctl_fail(ctl, w.status, w.message);
+			goto out;
+		}
+		if (now - away_since >= RECONNECT_MS) {
+			fprintf(stderr, "rdzvctl: %s: lost for %d s while "
+			    "waiting for job %s: %s\n", ctl->server,
+			    RECONNECT_MS / 1000, w.rdzv_id, w.message);
+			rc = CTL_EXIT_UNAVAILABLE;
+			goto out;
+		}
+		sleep_ms(deadline != 0 && deadline - now < backoff ?
+		    deadline - now : backoff);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+		    backoff * 2;
+		status = get_job_quiet(&w, &job);
+		if (status == GRPC_OK) {
+			job_keep(&w, job);
+			away_since = 0;
+		} else if (status == GRPC_NOT_FOUND) {
+			fprintf(stderr, "rdzvctl: job %s was deleted before "
+			    "it ended\n", w.rdzv_id);
+			rc = CTL_EXIT_NOT_FOUND;
+			goto out;
+		} else if (status != GRPC_UNAVAILABLE &&
+		    status != GRPC_DEADLINE_EXCEEDED) {
+			rc = ctl_fail(ctl, status, w.message);
+			goto out;
+		}
+	}
+out:
+	if (w.job != NULL)
+		protobuf_c_message_free_unpacked(&w.job->base, NULL);
+	return rc;
+}
+
+const struct ctl_cmd cmd_wait_entry = {
+	.name = "wait",
+	.args = "ID",
+	.summary = "block until the job ends: exit 0 closed, 1 failed",
+	.help = "  --timeout DURATION            give up after this (exit 1; "
+	    "default never)\n",
+	.longopts = wait_longopts,
+	.min_args = 1,
+	.max_args = 1,
+	.option = wait_option,
+	.exec = wait_exec,
+};

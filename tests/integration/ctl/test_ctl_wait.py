@@ -1,0 +1,151 @@
+"""rdzvctl wait ID [--timeout D] (SPEC §8): blocks until the job ends on
+the Watch stream; exit 0 when it closed, 1 when it failed (the reason on
+stderr) or --timeout passed, 3 not found, 5 rdzvd unavailable. It keeps
+waiting across a restart of rdzvd. Simulated agents (rdzvnode.Node) drive
+the job; every wait is bounded."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import rdzvtest as rt
+from rdzvnode import Control, Node
+
+import ctlharness as h
+
+T = rt.protos().types
+
+
+def start_wait(server, *args):
+    """rdzvctl --server SERVER wait ARGS, running in the background."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RDZV_SERVER", "RDZVCTL_TEST_NOW_MS")}
+    return subprocess.Popen([h.RDZVCTL, "--server", server, "wait"] +
+                            [str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+
+
+def finish(p, timeout):
+    """(exit status, stdout, stderr) of a background wait, which must end
+    within |timeout| seconds."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError("rdzvctl wait still running after %g s:\n%s%s"
+                             % (timeout, out, err))
+    return p.returncode, out, err
+
+
+class Two:
+    """rdzvd and a job of two simulated nodes, running generation 1."""
+
+    def __init__(self, tmp, rdzv_id, daemon=None):
+        self.d = daemon or rt.Daemon(tmp)
+        self.id = rdzv_id
+        self.nodes = [Node(self.d.addr, name="host-%d" % i) for i in range(2)]
+        for i, n in enumerate(self.nodes):
+            n.join(rdzv_id, min_nodes=2, max_nodes=2, rank_hint=i,
+                   lease_ttl_ms=60000, reconnect_grace_ms=60000)
+        self.gen = self.nodes[0].wait_assignment(timeout=10).generation
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+        if self.d.p.poll() is None:
+            self.d.stop()
+
+
+@pytest.fixture
+def two(tmp_path, request):
+    t = Two(tmp_path, request.node.name.replace("_", "-")[:40])
+    yield t
+    t.close()
+
+
+def blocked(p, what, secs=0.3):
+    """The wait is still running |secs| after it started: it blocks rather
+    than answering at once (a bounded look, not a sleep the test relies on
+    for correctness: the outcome below is what is checked)."""
+    try:
+        p.wait(secs)
+    except subprocess.TimeoutExpired:
+        return
+    raise AssertionError("rdzvctl wait ended early (%s): %s %s" % (
+        what, p.returncode, p.communicate()))
+
+
+def test_closed_job_exits_0(two):
+    p = start_wait(two.d.addr, two.id)
+    blocked(p, "the job is running")
+    t0 = time.monotonic()
+    for n in two.nodes:
+        n.report(two.gen, "SUCCEEDED")
+    rc, out, err = finish(p, 10)
+    assert rc == 0, (rc, out, err)
+    assert time.monotonic() - t0 < 5
+    assert out == "job %s closed: every participant finished\n" % two.id, out
+    # An ended job answers at once; -o json gives the job.
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "-o", "json"))
+    assert '"state": "closed"' in cp.stdout, cp.stdout
+
+
+def test_failed_job_exits_1_with_the_reason(two):
+    p = start_wait(two.d.addr, two.id)
+    blocked(p, "the job is running")
+    with Control(two.d.addr) as c:
+        c.abort_job(two.id, reason="bad data")
+    rc, out, err = finish(p, 10)
+    assert rc == 1, (rc, out, err)
+    assert out == ""
+    assert err.startswith("rdzvctl: job %s failed: aborted by " % two.id), err
+    assert "bad data" in err, err
+
+
+def test_timeout_exits_1_saying_the_job_runs(two):
+    t0 = time.monotonic()
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--timeout", "700ms",
+                       fixed=False), 1)
+    assert 0.6 < time.monotonic() - t0 < 5
+    assert "job %s has not ended within 700ms (it is running" % two.id in \
+        cp.stderr, cp.stderr
+
+
+def test_not_found_unavailable_and_usage(two):
+    cp = h.check(h.ctl(two.d.addr, "wait", "nope"), 3)
+    assert "job nope not found" in cp.stderr, cp.stderr
+    cp = h.check(h.ctl("127.0.0.1:1", "--connect-timeout", "2", "wait", "x"), 5)
+    assert "is rdzvd running?" in cp.stderr, cp.stderr
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--timeout", "soon"), 2)
+    assert "--timeout soon" in cp.stderr, cp.stderr
+    cp = h.check(h.ctl(two.d.addr, "wait"), 2)
+    assert "missing arguments" in cp.stderr, cp.stderr
+
+
+def test_waits_across_a_restart_of_rdzvd(tmp_path):
+    """rdzvd is killed and started again on the same port and database while
+    a wait runs: the wait follows the job again and ends with it."""
+    d = rt.Daemon(tmp_path)
+    t = Two(tmp_path, "restart", daemon=d)
+    try:
+        p = start_wait(d.addr, t.id)
+        blocked(p, "the job is running")
+        d.kill()
+        d.wait()
+        d2 = rt.Daemon(tmp_path, listen=d.addr, db=d.db)
+        t.d = d2
+        blocked(p, "rdzvd is back, the job still runs", 0.5)
+        # The agents resume with their generation and succeed.
+        for n in t.nodes:
+            n.resume(t.gen)
+            n.report(t.gen, "SUCCEEDED")
+        rc, out, err = finish(p, 15)
+        assert rc == 0, (rc, out, err)
+        assert "closed" in out, out
+    finally:
+        t.close()
