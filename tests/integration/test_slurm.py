@@ -7,7 +7,8 @@ agent/worker.py (no torch): each leaves its environment in a file and, in
 
 What must hold (issue 15): ranks follow SLURM_NODEID and Slurm records
 COMPLETED; kill -9 of one agent with a hot spare is survived (COMPLETED),
-without one the job fails within seconds (FAILED); scancel ends the rdzv
+without one the job fails within seconds (FAILED), with elastic --nnodes
+it goes on with fewer nodes (COMPLETED); scancel ends the rdzv
 job within seconds; a requeue of a completed job runs it again and it
 closes. There is no slurmdbd: the outcome is read with `scontrol show job`
 (MinJobAge keeps finished jobs an hour).
@@ -271,6 +272,29 @@ def test_kill_9_without_a_spare_fails_within_seconds(cluster, runs, tmp_path):
     assert sj["JobState"] == "FAILED" and sj["ExitCode"] == "1:0", \
         (sj, r.output())
     assert "failed: node" in r.output(), r.output()
+
+
+def test_kill_9_in_the_elastic_template_goes_on_with_fewer(cluster, runs,
+                                                          tmp_path):
+    """train-elastic.sbatch on three nodes (--nnodes 1:3): kill -9 of one
+    agent; the other two restart their workers at once with world size 2,
+    training finishes, Slurm records COMPLETED."""
+    r = runs(tmp_path, "train-elastic.sbatch", 3)
+    gen, w = r.wait_world(3)
+    j = r.job()
+    assert (j.settings.min_nodes, j.settings.max_nodes) == (1, 3), j
+    pid = r.agent_pid(2)
+    assert pid is not None
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    gen2, w2 = r.wait_world(2, after=gen, timeout=30)
+    assert time.monotonic() - t0 < 20
+    assert sorted(e["SLURM_NODEID"] for e in w2.values()) == ["0", "1"], w2
+    assert all(e["WORLD_SIZE"] == "2" for e in w2.values()), w2
+    r.stop_workers()
+    sj = r.wait_slurm()
+    assert sj["JobState"] == "COMPLETED" and sj["ExitCode"] == "0:0", \
+        (sj, r.output())
 
 
 def test_scancel_ends_the_rdzv_job_within_seconds(cluster, runs, tmp_path):
