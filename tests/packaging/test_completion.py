@@ -72,8 +72,10 @@ def complete(*words, timeout=10):
 
 def test_rdzvctl_commands_and_options():
     assert complete("rdzvctl", "") == sorted(
-        ["status", "close", "abort", "evict", "events", "server", "help"])
+        ["status", "close", "abort", "evict", "events", "server", "wait",
+         "help"])
     assert complete("rdzvctl", "st") == ["status"]
+    assert complete("rdzvctl", "wait", "--ti") == ["--timeout"]
     assert complete("rdzvctl", "help", "ev") == ["events", "evict"]
     assert complete("rdzvctl", "status", "--w") == ["--watch"]
     assert complete("rdzvctl", "abort", "x", "--r") == ["--reason"]
@@ -94,6 +96,7 @@ def test_rdzv_agent_commands_options_and_the_workers_command():
     assert complete("rdzv-agent", "") == ["gpucheck", "help", "join"]
     assert complete("rdzv-agent", "--v") == ["--version"]
     assert complete("rdzv-agent", "join", "--nproc") == ["--nproc-per-node"]
+    assert complete("rdzv-agent", "join", "--rej") == ["--rejoin-timeout"]
     assert complete("rdzv-agent", "join", "--nproc-per-node", "") == \
         ["auto", "gpu"]
     assert complete("rdzv-agent", "join", "--gpucheck", "ex") == ["exclude"]

@@ -56,7 +56,7 @@ def test_usage_errors_exit_2(args, needle):
 
 def test_help_and_version_exit_0():
     cp = h.check(h.ctl(None, "--help"))
-    for cmd in ("status", "close", "abort", "evict", "events", "server"):
+    for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
         assert "\n  %s " % cmd in cp.stdout
     assert "5 rdzvd unavailable" in cp.stdout
     cp = h.check(h.ctl(None, "abort", "--help"))
