@@ -248,9 +248,9 @@ fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
 /*
  * Rule 13 for a round short of nodes after the loss in |lost|: wait
  * rejoin_timeout for a replacement, or less if a deadline that comes
- * sooner is armed already. False when the job failed instead.
+ * sooner is armed already; with rejoin_timeout 0, fail now.
  */
-static bool
+static void
 rejoin_arm(struct core_job *j, const char *lost)
 {
 	struct core	*c = j->core;
@@ -258,14 +258,13 @@ rejoin_arm(struct core_job *j, const char *lost)
 
 	if (j->settings.rejoin_timeout_ms == 0) {
 		fail_rejoin_now(j, lost, j->n_state[CORE_NODE_PARTICIPANT]);
-		return false;
+		return;
 	}
 	if (j->rejoin_lost[0] == '\0')
 		textf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", lost);
 	if (!core_timer_armed(&j->join_deadline) || j->join_deadline.at > at)
 		core_timer_set(c, &j->join_deadline, at);
 	core_job_dirty(j);
-	return true;
 }
 
 /*
@@ -304,7 +303,7 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
 	if (join_due)
 		fail_join_timeout(j);
 	else if (lost != NULL)
-		(void)rejoin_arm(j, lost);
+		rejoin_arm(j, lost);
 	else if (!core_timer_armed(&j->join_deadline)) {
 		core_timer_set(c, &j->join_deadline, c->now.mono_ms +
 		    j->settings.join_timeout_ms);
