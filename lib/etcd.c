@@ -186,8 +186,12 @@ etcd_free(struct etcd *ec)
 		grpc_client_free(ec->members[i].cli);
 	free(ec->members);
 	tls_free(ec->tls);
-	if (ec->own_base && ec->base != NULL)
+	if (ec->own_base && ec->base != NULL) {
+		/* A TLS bufferevent is released from the loop (its deferred
+		 * callbacks hold it): one pass lets it go. */
+		event_base_loop(ec->base, EVLOOP_NONBLOCK);
 		event_base_free(ec->base);
+	}
 	free(ec->endpoints);
 	free(ec);
 }

@@ -109,7 +109,9 @@ int etcd_new(struct event_base *base, const struct etcd_opts *opts,
     struct etcd **out, char *err, size_t errlen);
 
 /* Cancels everything in flight (see Lifetimes) and closes the connections.
- * Accepts NULL. */
+ * On a client made on the caller's base, TLS connections finish going away
+ * on the loop's next pass: run it once (EVLOOP_NONBLOCK) before freeing
+ * the base. Accepts NULL. */
 void etcd_free(struct etcd *ec);
 
 /* The endpoints as given, and the member in use now ("127.0.0.1:2379"). */

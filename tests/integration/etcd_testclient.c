@@ -480,6 +480,8 @@ main(int argc, char **argv)
 	evbuffer_free(in);
 	etcd_free(async_ec);
 	etcd_free(sync_ec);
+	/* What the async client closed goes away from the loop (lib/etcd.h). */
+	event_base_loop(base, EVLOOP_NONBLOCK);
 	event_base_free(base);
 	return 0;
 }

@@ -98,6 +98,8 @@ class Client:
         return dict(kv.split("=", 1) for kv in ans.split()[1:] if "=" in kv)
 
     def close(self):
+        """Quits (SIGKILL when that does not work); returns the exit
+        status, which the sanitizer builds make non-zero for a leak."""
         if self.p.poll() is None:
             try:
                 self.send("quit")
@@ -108,12 +110,15 @@ class Client:
             os.killpg(self.p.pid, signal.SIGKILL)
             self.p.wait(10)
         self._t.join(5)
+        return self.p.returncode
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        rc = self.close()
+        if exc_type is None:
+            assert rc == 0, "etcd-testclient exit %s:\n%s" % (rc, "\n".join(self.lines[-60:]))
 
 
 @pytest.fixture(scope="module")
