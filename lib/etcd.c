@@ -220,6 +220,10 @@ etcd_member_client(struct etcd *ec, size_t *idx)
 		o.tls = ec->tls;
 		o.connect_timeout_ms = ec->connect_timeout_ms;
 		o.keepalive_ms = ec->keepalive_ms;
+		/* A member that stops answering (a hung host) must be left
+		 * well within a lease's TTL: a PING unanswered for as long
+		 * as the interval closes the connection. */
+		o.keepalive_timeout_ms = ec->keepalive_ms;
 		o.max_message = ec->max_message;
 		if ((m->cli = grpc_client_new(ec->base, &o, NULL, NULL)) ==
 		    NULL)

@@ -20,8 +20,9 @@
  * lost connection may already have been applied by the member that went
  * away: write Txns so that applying them twice is harmless (compare-guarded,
  * or puts of the same values). The connection to the member in use is
- * PINGed so that a member that stops answering (a hung host) is noticed and
- * left within about keepalive_ms * 3.
+ * PINGed every keepalive_ms, and closed when a PING is not answered within
+ * keepalive_ms, so that a member that stops answering (a hung host) is
+ * left within about 2 * keepalive_ms.
  *
  * Errors. Every call ends with a gRPC status (enum grpc_status) and, unless
  * OK, a message: etcd's own ("etcdserver: requested lease not found" is
@@ -287,7 +288,13 @@ void etcd_delete_init(Etcdserverpb__DeleteRangeRequest *d, const char *key);
  * is gone (a keepalive answered with TTL 0: expired or revoked behind our
  * back), when no keepalive has been answered for a whole TTL (etcd may have
  * expired it by then: its holder must assume it did), or when it could not
- * be granted. Async client only.
+ * be granted. A renewal not answered within a second moves the stream to
+ * the next member at once. The TTL is counted from the sending of the last
+ * renewal answered, so the holder never believes in a lease etcd has
+ * expired. Async client only: the renewals run from the caller's loop, so
+ * a loop blocked for long (in a sync call on a hung member: up to
+ * 2 * keepalive_ms) eats into the TTL; choose it well above that and
+ * etcd's leader election (1-2 s with its defaults).
  */
 struct etcd_lease;
 

@@ -321,7 +321,31 @@ def test_failover_when_the_member_in_use_is_killed(tmp_path):
         events = [l for l in c.lines if l.startswith("watch 1 PUT")]
         assert len(events) == len(set(events)), events
         assert not [l for l in c.lines if l.startswith("lease lost")]
-        assert c.ok("member")["async"] != e.members[0].endpoint
+
+
+def test_failover_when_the_member_in_use_hangs(tmp_path):
+    """A member that stops answering without closing its connections
+    (SIGSTOP: a hung host) is left once the connection's PINGs go
+    unanswered (1 s, then 2 s for the answer): the call in flight moves on
+    within its timeout, and the lease survives."""
+    with etcdtest.Etcd(tmp_path, members=3) as e, \
+            Client(e.endpoints, "--timeout", "8000") as c:
+        c.ok("lease 5")
+        c.wait_line(r"^lease granted id=([0-9a-f]+)")
+        c.ok("put /hang/leased x lease")
+        assert c.ok("member")["member"] == e.members[0].endpoint
+        e.members[0].proc.signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            c.ok("put /hang/k 1")
+            assert time.monotonic() - t0 < 8
+            assert c.ok("member")["member"] != e.members[0].endpoint
+            while time.monotonic() - t0 < 5 + 1:
+                assert c.ok("get /hang/leased").get("value") == "x", "\n".join(c.lines)
+                time.sleep(0.25)
+            assert not [l for l in c.lines if l.startswith("lease lost")]
+        finally:
+            e.members[0].proc.signal(signal.SIGCONT)
 
 
 def test_every_member_down_is_unavailable_quickly(tmp_path):
