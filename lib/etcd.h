@@ -72,7 +72,13 @@
 #define ETCD_PATH_LEASE_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
 #define ETCD_PATH_WATCH		"/etcdserverpb.Watch/Watch"
 
-/* etcd's default limits (etcd --max-txn-ops, --max-request-bytes). */
+/*
+ * etcd's default limits (etcd --max-txn-ops, --max-request-bytes). etcd
+ * measures a request inside its raft entry, which adds a few bytes to what
+ * we send: a put whose request packs to 1,572,840 bytes went through
+ * etcd 3.4, one of 1,572,850 did not. Keep a margin (1 KiB is ample) below
+ * ETCD_MAX_REQUEST_BYTES when sizing a Txn with etcd_txn_size().
+ */
 #define ETCD_MAX_TXN_OPS	128
 #define ETCD_MAX_REQUEST_BYTES	(1536 * 1024)
 
@@ -131,7 +137,8 @@ typedef void (*etcd_done_fn)(struct etcd_call *call, int status,
 
 /*
  * Starts a unary call: |path| one of the ETCD_PATH_ unary paths, |req| its
- * request (packed now; the caller keeps ownership), |reply| the response's
+ * request (copied now, to be sent again on another member; the caller
+ * keeps ownership), |reply| the response's
  * descriptor, |timeout_ms| 0 for the client's default. |done| runs exactly
  * once, never before this returns. Returns the call, or NULL with errno
  * (EINVAL, ENOMEM); the call pointer is valid until |done| returns.
