@@ -364,8 +364,9 @@ typedef void (*etcd_watch_event_fn)(struct etcd_watch *w,
 /*
  * The end of a watch: etcd cancelled it (|status| OUT_OF_RANGE when the
  * start revision was compacted, with the compact revision in |message|),
- * or no member could carry it (UNAVAILABLE), or another failure. Final;
- * free the watch afterwards (also allowed inside).
+ * or no member could carry it (UNAVAILABLE: every member tried and none
+ * for 5 s), or another failure. Final; free the watch afterwards (also
+ * allowed inside).
  */
 typedef void (*etcd_watch_end_fn)(struct etcd_watch *w, int status,
     const char *message, void *arg);
