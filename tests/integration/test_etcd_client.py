@@ -358,6 +358,23 @@ def test_every_member_down_is_unavailable_quickly(tmp_path):
         assert time.monotonic() - t0 < 4.5
 
 
+def test_lease_and_watch_end_when_etcd_is_gone(tmp_path):
+    """With no member left, a watch ends with UNAVAILABLE once none could
+    carry it for 5 s, and a lease cannot be granted: both say so instead
+    of waiting forever."""
+    with etcdtest.Etcd(tmp_path) as e, Client(e.endpoints, "--timeout", "2000") as c:
+        c.ok("watch 1 /gone/ prefix 0")
+        c.wait_line(r"^watch 1 created")
+        e.kill(0)
+        t0 = time.monotonic()
+        c.ok("lease 5")
+        m = c.wait_line(r"^lease lost why=(.*)", timeout=6)
+        assert m.group(1).startswith("etcd: LeaseGrant: UNAVAILABLE"), m.group(1)
+        m = c.wait_line(r"^watch 1 end status=(\w+) message=(.*)", timeout=12)
+        assert m.group(1) == "UNAVAILABLE" and "no member could carry it" in m.group(2)
+        assert 5 <= time.monotonic() - t0 < 10
+
+
 # ---------------------------------------------------------------- TLS
 
 @pytest.fixture(scope="module")
