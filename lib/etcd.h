@@ -204,7 +204,7 @@ int etcd_range_prefix_sync(struct etcd *ec, const char *prefix, int64_t rev,
  * clientv3.GetPrefixRangeEnd): the prefix with its last byte below 0xff
  * incremented and what follows dropped; "\0" (every key) when the prefix
  * is empty or all 0xff. Writes at most |len| bytes (|len| >= 1) to |end|
- * and returns the length.
+ * and returns the length (an empty prefix needs room for 1 byte).
  */
 size_t etcd_prefix_end(const void *prefix, size_t len, uint8_t *end);
 
