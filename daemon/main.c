@@ -254,8 +254,8 @@ open_state(void)
 	if (store_load(rdzvd.store, rdzvd.core, turn_now(), err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);
-	log_info("store %s: %u jobs", store_path(rdzvd.store),
-	    rdzvd.core->n_jobs);
+	log_info("%s %s: %u jobs", store_kind_etcd(rdzvd.store) ? "store" :
+	    "database", store_path(rdzvd.store), rdzvd.core->n_jobs);
 	services_start();
 	turn_also_changed(http_events_jobs_changed);
 }
