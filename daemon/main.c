@@ -410,6 +410,10 @@ main(int argc, char **argv)
 	http_stop();
 	services_stop();
 	grpc_server_free(rdzvd.srv);
+	log_info("store %s: %llu transactions, %llu bytes written",
+	    store_path(rdzvd.store),
+	    (unsigned long long)store_transactions(rdzvd.store),
+	    (unsigned long long)store_bytes_written(rdzvd.store));
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);
