@@ -335,7 +335,8 @@ collect(struct turn *t)
 	for (i = 0; i < c->n_new_rounds; i++)
 		if (touch_job(t, c->new_rounds[i].job) != 0)
 			goto out;
-	qsort(tb, ntb, sizeof(*tb), touch_cmp);
+	if (ntb > 0)
+		qsort(tb, ntb, sizeof(*tb), touch_cmp);
 	for (i = 0, k = 0; i < t->njobs; i++) {
 		size_t first, m;
 

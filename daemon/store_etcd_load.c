@@ -316,7 +316,8 @@ load_jobs(struct ld *l, struct core *c, char *err, size_t errlen)
 	struct ejob	*ej;
 	size_t		 i, k;
 
-	qsort(l->jobs, l->nj, sizeof(*l->jobs), job_cmp);
+	if (l->nj > 0)
+		qsort(l->jobs, l->nj, sizeof(*l->jobs), job_cmp);
 	for (i = 0; i < l->nj; i++) {
 		const Rdzv__Store__V1__Job *m = l->jobs[i];
 
