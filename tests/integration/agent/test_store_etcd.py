@@ -8,7 +8,9 @@ real rdzvd and real rdzv-agents with sleeping workers.
 - ended jobs are deleted after `retention`, keys and all;
 - `rdzvd --migrate-store` copies an SQLite database into an empty etcd
   prefix, and refuses a prefix that holds keys;
-- the store settings are checked and printed like every other.
+- the store settings are checked and printed like every other;
+- TLS to etcd with a client certificate;
+- a three-member etcd loses the member rdzvd talks to: commits go on.
 
 Skipped, with the reason, when etcd is not installed.
 """
@@ -201,3 +203,60 @@ def test_store_settings(tmp_path):
                  "--store", "etcd://127.0.0.1:1/rdzv"])
     assert p.wait(30) != 0
     assert "etcd://127.0.0.1:1/rdzv" in p.output(), p.output()
+
+
+def test_etcd_tls(tmp_path):
+    """rdzvd on an etcd that wants TLS and client certificates: with
+    --etcd-ca, --etcd-cert and --etcd-key it serves; without the client
+    certificate it does not start, and says why."""
+    etcdtest.skip_unless_etcd()
+    os.makedirs(str(tmp_path / "certs"))
+    certs = rt.make_certs(tmp_path / "certs")
+    with etcdtest.Etcd(tmp_path / "etcd", tls=certs, client_cert_auth=True) as e:
+        store = "etcd://%s/tls" % e.endpoints
+        d = rt.Daemon(tmp_path, store=store, args=[
+            "--etcd-ca", certs["ca"], "--etcd-cert", certs["client_cert"],
+            "--etcd-key", certs["client_key"]])
+        try:
+            n = rdzvnode.Node(d.addr, name="t")
+            n.join("over-tls", min_nodes=1, max_nodes=1)
+            n.wait_assignment()
+            n.close()
+            assert keys(e, "/tls/job/") == ["/tls/job/over-tls"]
+        finally:
+            d.stop()
+        p = rt.Proc([RDZVD, "--config", "/dev/null", "--listen", "127.0.0.1:0",
+                     "--store", store, "--etcd-ca", certs["ca"]])
+        assert p.wait(30) != 0
+        assert store in p.output(), p.output()
+
+
+def test_etcd_member_killed(tmp_path):
+    """rdzvd on a three-member etcd: the member it talks to is killed, and
+    the next commit goes to another member; nothing is lost."""
+    etcdtest.skip_unless_etcd()
+    with etcdtest.Etcd(tmp_path / "etcd", members=3) as e:
+        store = "etcd://%s/three" % e.endpoints
+        d = rt.Daemon(tmp_path, store=store)
+        try:
+            a = rdzvnode.Node(d.addr, name="a")
+            a.join("before", min_nodes=1, max_nodes=1)
+            a.wait_assignment()
+            e.kill(0)
+            b = rdzvnode.Node(d.addr, name="b")
+            b.join("after", min_nodes=1, max_nodes=1)
+            b.wait_assignment(timeout=20)
+            assert sorted(keys(e, "/three/job/")) == ["/three/job/after",
+                                                       "/three/job/before"]
+            a.close()
+            b.close()
+        finally:
+            d.stop()
+        # A restart on the two members left finds both jobs.
+        d = rt.Daemon(tmp_path, store=store)
+        try:
+            ctl = rdzvnode.Control(d.addr)
+            assert sorted(j.rdzv_id for j in ctl.list_jobs()) == ["after", "before"]
+            ctl.close()
+        finally:
+            d.stop()
