@@ -427,6 +427,17 @@ send_all(struct turn *t, const struct plan_txn *pt, size_t npt,
 	for (i = 0; i < t->n; i++)
 		if (txn_add(tx[t->p[i].txn], &t->w[i]) != 0)
 			goto nomem;
+	/* The planner's estimate of a Txn is an upper bound; should it ever
+	 * not be, etcd would refuse the Txn with less of a message. */
+	for (i = 0; i < npt; i++) {
+		if (etcd_txn_ops(tx[i]) > s->limits.max_ops ||
+		    etcd_txn_size(tx[i]) > s->limits.max_bytes) {
+			errf(-1, err, errlen, "committing: a planned Txn of %zu "
+			    "operations and %zu bytes is over etcd's limits",
+			    etcd_txn_ops(tx[i]), etcd_txn_size(tx[i]));
+			goto out;
+		}
+	}
 	for (first = 0; first < npt; first = last) {
 		for (last = first; last < npt &&
 		    pt[last].phase == pt[first].phase; last++) {

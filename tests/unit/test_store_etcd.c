@@ -259,6 +259,46 @@ test_leftovers(void)
 	teardown();
 }
 
+/*
+ * A 10,000-node job whose round forms again (a worker failed): every
+ * bucket is rewritten, more than one Txn holds, the job's record names
+ * only the new versions, and the old ones are gone.
+ */
+static void
+test_big_rewrite(void)
+{
+	struct core_join	 r;
+	struct core_node	*first = NULL, *n;
+	struct core		*L;
+	char			 host[32];
+	uint64_t		 t0;
+	int			 i;
+
+	etcd_setup("big");
+	for (i = 0; i < 10000; i++) {
+		snprintf(host, sizeof(host), "gpu%05d.cluster", i);
+		r = req("big", host, 8, 10000, 10000);
+		r.settings.max_restarts = 3;
+		n = join_only(&r);
+		if (first == NULL)
+			first = n;
+	}
+	turn();
+	CHECK_INT(core_job_find(C, "big")->generation, 1);
+	CHECK_INT(count("node/big/"), (10000 + 127) / 128);
+	t0 = store_transactions(S);
+	report(first, CORE_OUTCOME_FAILED);
+	CHECK_INT(core_job_find(C, "big")->restart_count, 1);
+	CHECK_INT(core_job_find(C, "big")->generation, 2);
+	/* Buckets and log, the record, then the old versions' deletions. */
+	CHECK(store_transactions(S) - t0 >= 3);
+	CHECK_INT(count("node/big/"), (10000 + 127) / 128);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	teardown();
+}
+
 /* Retention: the record, the buckets and the log of the job go. */
 static void
 test_retention_keys(void)
@@ -325,6 +365,7 @@ main(int argc, char **argv)
 		{ "load_again", test_load_again },
 		{ "leftovers", test_leftovers },
 		{ "retention_keys", test_retention_keys },
+		{ "big_rewrite", test_big_rewrite },
 		{ "refused", test_refused },
 	};
 	struct etcd_opts	 o = { 0 };
