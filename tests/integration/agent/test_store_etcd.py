@@ -141,6 +141,10 @@ def test_migrate_sqlite_to_etcd(tmp_path, etcd):
     assert r.returncode == 1 and "is not empty" in r.stderr, r.stderr
     r = migrate(db, "etcd://%s" % etcd.endpoints)
     assert r.returncode == 2 and "no key prefix" in r.stderr, r.stderr
+    none = os.path.join(str(tmp_path), "none.db")
+    r = migrate(none, "etcd://%s/other" % etcd.endpoints)
+    assert r.returncode == 1 and "no database at " + none in r.stderr, r.stderr
+    assert not os.path.exists(none)
 
     d = rt.Daemon(tmp_path, store=store)
     try:
