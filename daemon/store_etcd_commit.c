@@ -305,7 +305,7 @@ collect(struct turn *t)
 	}
 	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry)
 		if (touch_job(t, j) != 0)
-			return -1;
+			goto out;
 	for (int pass = 0; pass < 2; pass++) {
 		struct core_nodes *l = pass == 0 ? &c->dirty_nodes :
 		    &c->removed_nodes;
@@ -347,7 +347,8 @@ collect(struct turn *t)
 		for (m = k; k < ntb && tb[k].ord == i; k++)
 			if (m == first || tb[k].index != tb[m - 1].index)
 				tb[m++] = tb[k];
-		if (job_writes(t, t->jobs[i], &tb[first], m - first) != 0)
+		if (job_writes(t, t->jobs[i], tb != NULL ? &tb[first] : NULL,
+		    m - first) != 0)
 			goto out;
 		t->job++;
 	}
