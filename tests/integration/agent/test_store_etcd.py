@@ -198,6 +198,22 @@ def test_store_settings(tmp_path):
              "No such file")]:
         r = check_config(*args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    # A flag for one of db and store overrides the file's other; both in
+    # the file must agree.
+    conf = tmp_path / "rdzvd.conf"
+    conf.write_text("db = /tmp/in-file.db\n")
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf),
+                        "--store", "etcd://a:1/x"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0 and "store = etcd://a:1/x\n" in r.stdout, r.stderr
+    conf.write_text("db = /tmp/in-file.db\nstore = etcd://a:1/x\n")
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "give one of them" in r.stderr, r.stderr
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf),
+                        "--db", "/tmp/flag.db"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0 and "store = sqlite:/tmp/flag.db\n" in r.stdout, r.stderr
     r = check_config("--store", "etcd://a:1/x", "--etcd-ca", str(ca),
                      "--etcd-cert", str(ca), "--etcd-key", str(ca))
     assert r.returncode == 0, r.stderr
