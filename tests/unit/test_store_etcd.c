@@ -299,6 +299,59 @@ test_big_rewrite(void)
 	teardown();
 }
 
+/*
+ * A small job keeps its nodes in one bucket, whatever their ids (many jobs
+ * joining at once interleave them); past 128 nodes a job keeps them by id
+ * range, and the one bucket goes.
+ */
+static void
+test_bucket_ways(void)
+{
+	struct core_join	 r;
+	struct core		*L;
+	char			 id[32], host[32];
+	uint64_t		 t0;
+	int			 i, k;
+
+	etcd_setup("ways");
+	/* 50 jobs of 4, their joins interleaved: ids 1, 51, 101, 151 are
+	 * one job's. */
+	for (k = 0; k < 4; k++)
+		for (i = 0; i < 50; i++) {
+			snprintf(id, sizeof(id), "small-%d", i);
+			snprintf(host, sizeof(host), "h%d-%d", i, k);
+			r = req(id, host, 1, 4, 4);
+			join_only(&r);
+		}
+	t0 = store_transactions(S);
+	turn();
+	/* Record, bucket, log: 3 ops a job, 42 jobs a Txn. */
+	CHECK_INT(store_transactions(S) - t0, 2);
+	CHECK_INT(count("node/small-7/"), 1);
+	CHECK_INT(count("node/"), 50);
+
+	/* One job grows past 128 nodes: by id range from then on. */
+	for (i = 0; i < 100; i++) {
+		snprintf(host, sizeof(host), "g%d", i);
+		r = req("grows", host, 1, 300, 300);
+		join_only(&r);
+	}
+	turn();
+	CHECK_INT(count("node/grows/"), 1);
+	for (i = 100; i < 200; i++) {
+		snprintf(host, sizeof(host), "g%d", i);
+		r = req("grows", host, 1, 300, 300);
+		join_only(&r);
+	}
+	turn();
+	/* Ids 201 to 400: buckets 1, 2 and 3 of 128 ids each. */
+	CHECK_INT(count("node/grows/"), 3);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	teardown();
+}
+
 /* Retention: the record, the buckets and the log of the job go. */
 static void
 test_retention_keys(void)
@@ -366,6 +419,7 @@ main(int argc, char **argv)
 		{ "leftovers", test_leftovers },
 		{ "retention_keys", test_retention_keys },
 		{ "big_rewrite", test_big_rewrite },
+		{ "bucket_ways", test_bucket_ways },
 		{ "refused", test_refused },
 	};
 	struct etcd_opts	 o = { 0 };
