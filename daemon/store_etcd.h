@@ -61,6 +61,7 @@ struct estore {
 	char		*fence_key;	/* NULL: no fence */
 	int64_t		 fence_rev;
 	bool		 broken;
+	bool		 read_only;	/* store_opts.read_only */
 	uint64_t	 next_node_id;	/* as saved in meta */
 	uint64_t	 transactions;
 	uint64_t	 bytes;

@@ -606,6 +606,9 @@ estore_commit(void *v, struct core *c, char *err, size_t errlen)
 	if (s->broken)
 		return errf(-1, err, errlen, "an earlier commit failed; etcd "
 		    "holds the state before it: load the store again");
+	if (s->read_only && !turn_empty(s, c))
+		return errf(-1, err, errlen, "the store was opened to be read "
+		    "only");
 	if (turn_empty(s, c))
 		return 0;
 	if (collect(&t) != 0) {

@@ -245,6 +245,24 @@ test_leftovers(void)
 	CHECK_INT(put(key, "", 0), GRPC_OK);
 	CHECK_INT(count("node/lo/"), 3);
 	CHECK_INT(count("log/lo/"), (long)wver + 1);
+	/* A reader (--migrate-store's FROM) leaves them to the writer. */
+	{
+		struct store_opts	 ro = { .read_only = 1 };
+		struct store		*r = NULL;
+		struct core		*R = core_new(NULL);
+		struct core_join	 q = req("ro", "h9", 1, 1, 1);
+
+		CHECK_INT(store_open_opts(spec, &ro, &r, err, sizeof(err)), 0);
+		CHECK_INT(store_load(r, R, NOW, err, sizeof(err)), 0);
+		compare_cores(C, R);
+		CHECK_INT(count("node/lo/"), 3);
+		CHECK_INT(count("log/lo/"), (long)wver + 1);
+		CHECK_INT(core_join(R, NOW, &q, NULL, err, sizeof(err)), 0);
+		CHECK_INT(store_commit(r, R, err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "read only");
+		store_close(r);
+		core_free(R);
+	}
 	L = reload();
 	compare_cores(C, L);
 	CHECK_INT(count("node/lo/"), 1);
