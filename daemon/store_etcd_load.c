@@ -14,7 +14,15 @@
 #include "errf.h"
 #include "store_etcd.h"
 
-#define SCAN_PAGE	1000
+/*
+ * Keys per Range of a scan. Job records are small; a node bucket may hold
+ * 128 nodes with their GPUs' results (about 150 KiB), and a log chunk up to
+ * 256 KiB, so their pages are short enough to stay far below the client's
+ * 64 MiB limit on a reply.
+ */
+#define SCAN_PAGE_JOBS		1000
+#define SCAN_PAGE_BUCKETS	64
+#define SCAN_PAGE_LOGS		32
 
 /*
  * A Range of [key, end) in key order (end NULL: every key under key), at
@@ -63,7 +71,7 @@ range(struct estore *s, const uint8_t *key, size_t klen, const uint8_t *end,
  * wrote into err.
  */
 static int
-scan(struct estore *s, const char *prefix, bool keys_only,
+scan(struct estore *s, const char *prefix, int64_t page, bool keys_only,
     int (*each)(const Mvccpb__KeyValue *, void *, char *, size_t), void *arg,
     char *err, size_t errlen)
 {
@@ -78,7 +86,7 @@ scan(struct estore *s, const char *prefix, bool keys_only,
 	elen = etcd_prefix_end(prefix, slen, end);
 	/* Bounded: every page moves the start past a key that exists. */
 	while (more) {
-		if (range(s, start, slen, end, elen, false, SCAN_PAGE,
+		if (range(s, start, slen, end, elen, false, page,
 		    keys_only, rev, &r, err, errlen) != 0)
 			return -1;
 		if (rev == 0 && r->header != NULL)
@@ -372,10 +380,15 @@ load_nodes(struct ld *l, struct core *c, char *err, size_t errlen)
  * Each job's latest CORE_EVENTS_KEPT events: its newest log chunks, read
  * newest first until there are enough. Chunks above the job's version are
  * what a cut-short turn left, to be collected. The reads go out as Txns of
- * EVENTS_BATCH Ranges, all at once: a thousand jobs are ten requests, not
- * a thousand round trips, when a standby takes over.
+ * up to EVENTS_BATCH Ranges, all at once: a thousand jobs are ten requests,
+ * not a thousand round trips, when a standby takes over. A chunk may be as
+ * big as STORE_ETCD_CHUNK, so a Txn asks for at most EVENTS_CHUNKS chunks
+ * in all (50 MiB at worst, below the client's 64 MiB for a reply): two per
+ * job at first, then as many as its chunks so far say it still needs.
  */
 #define EVENTS_BATCH	100
+#define EVENTS_CHUNKS	200
+#define EVENTS_FIRST	2
 
 struct evload {
 	struct ld		*l;
@@ -387,6 +400,7 @@ struct evload {
 	Rdzv__Store__V1__Log	*logs[CORE_EVENTS_KEPT];
 	size_t			 nlog, nev;
 	bool			 more;		/* another Range is needed */
+	int64_t			 ask;		/* chunks in the next one */
 	int			 rc;
 	char			 err[256];
 };
@@ -395,6 +409,7 @@ struct evload {
 struct evbatch {
 	struct evload	*x[EVENTS_BATCH];
 	size_t		 n;
+	int64_t		 chunks;	/* asked for in all */
 };
 
 /* One job's Range answered: its chunks, and whether to read on. */
@@ -431,10 +446,20 @@ events_take(struct evload *x, const Etcdserverpb__RangeResponse *r)
 	    x->nev < CORE_EVENTS_KEPT && x->nlog < CORE_EVENTS_KEPT) {
 		const ProtobufCBinaryData *lk = &r->kvs[r->n_kvs - 1]->key;
 
-		/* Next: the keys below the last one read. */
+		size_t avg = x->nlog > 0 && x->nev > 0 ? x->nev / x->nlog : 1;
+		int64_t need;
+
+		/* Next: the keys below the last one read, as many as the
+		 * chunks so far say are missing, and one more. */
 		memcpy(x->end, lk->data, lk->len);
 		x->elen = lk->len;
 		x->more = true;
+		need = (int64_t)((CORE_EVENTS_KEPT - x->nev + avg - 1) / avg) + 1;
+		x->ask = need;
+		if (x->ask > CORE_EVENTS_KEPT - (int64_t)x->nlog)
+			x->ask = CORE_EVENTS_KEPT - (int64_t)x->nlog;
+		if (x->ask > EVENTS_CHUNKS)
+			x->ask = EVENTS_CHUNKS;
 	}
 }
 
@@ -480,7 +505,7 @@ events_ask(struct estore *s, struct evbatch *b)
 		r[i].key.len = strlen(x->key);
 		r[i].range_end.data = x->end;
 		r[i].range_end.len = x->elen;
-		r[i].limit = CORE_EVENTS_KEPT - (int64_t)x->nlog;
+		r[i].limit = x->ask;
 		r[i].sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY;
 		r[i].sort_order =
 		    ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
@@ -529,7 +554,7 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 	int		 rc = 0;
 
 	v = calloc(c->n_jobs + 1, sizeof(*v));
-	b = calloc(c->n_jobs / EVENTS_BATCH + 1, sizeof(*b));
+	b = calloc(c->n_jobs + 1, sizeof(*b));
 	if (v == NULL || b == NULL) {
 		free(v);
 		free(b);
@@ -544,6 +569,7 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 		estore_key(s, x->key, "log/%s/", j->rdzv_id);
 		x->elen = etcd_prefix_end(x->key, strlen(x->key), x->end);
 		x->more = true;
+		x->ask = EVENTS_FIRST;
 	}
 	/* Bounded: a job asks again only after a full page of chunks, and
 	 * at most until it has CORE_EVENTS_KEPT of them. */
@@ -552,9 +578,13 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 		for (i = 0; i < n; i++) {
 			if (!v[i].more || v[i].rc != 0)
 				continue;
-			if (nb == 0 || b[nb - 1].n == EVENTS_BATCH)
-				b[nb++].n = 0;
+			if (nb == 0 || b[nb - 1].n == EVENTS_BATCH ||
+			    b[nb - 1].chunks + v[i].ask > EVENTS_CHUNKS) {
+				b[nb].n = 0;
+				b[nb++].chunks = 0;
+			}
 			b[nb - 1].x[b[nb - 1].n++] = &v[i];
+			b[nb - 1].chunks += v[i].ask;
 		}
 		for (i = 0; i < nb; i++)
 			if (events_ask(s, &b[i]) != 0)
@@ -635,12 +665,14 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "job/");
-	if (scan(s, key, false, each_job, &l, e, sizeof(e)) != 0 ||
+	if (scan(s, key, SCAN_PAGE_JOBS, false, each_job, &l, e,
+	    sizeof(e)) != 0 ||
 	    load_jobs(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "node/");
 	l.plen = strlen(key);
-	if (scan(s, key, false, each_bucket, &l, e, sizeof(e)) != 0 ||
+	if (scan(s, key, SCAN_PAGE_BUCKETS, false, each_bucket, &l, e,
+	    sizeof(e)) != 0 ||
 	    load_nodes(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "log/");
@@ -714,5 +746,5 @@ estore_events(void *v, const char *rdzv_id, uint64_t after_seq,
 	 * them, and the job's version is what this store wrote last.
 	 */
 	estore_key(s, key, "log/%s/", rdzv_id);
-	return scan(s, key, false, each_log, &x, err, errlen);
+	return scan(s, key, SCAN_PAGE_LOGS, false, each_log, &x, err, errlen);
 }
