@@ -311,3 +311,30 @@ def test_leader_hint_after_a_move(job):
         assert j.generation == g1 and j.restart_count == 0, j
     finally:
         standby.stop()
+
+
+def test_watch_follows(job):
+    """rdzvctl status --watch on a list: it starts past a dead first server,
+    and goes on, on the list's next server, after rdzvd moved there."""
+    first = job.daemon.addr
+    dead, second = free_addr(), free_addr()
+    job.agent("a", "%s,%s" % (first, second), nnodes="1")
+    g1, _ = job.wait_world(1)
+    w = rt.Proc([RDZVCTL, "--server", "%s,%s,%s" % (dead, first, second),
+                 "-o", "json", "status", "--watch"])
+    with w:
+        w.wait_line(r'"state": ?"running"', 10)
+        db = job.daemon.db
+        job.daemon.kill()
+        job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db))
+        job.wait_job(lambda x: all(n.connected for n in x.nodes), 20,
+                     "the agent resumed on the second address")
+        n = len(w.lines)
+        job.stop_workers()
+        assert job.wait_exits() == {"a": 0}, job.outputs()
+        w.wait_line(r'"state": ?"closed"', 15, start=n)
+        assert w.p.poll() is None, w.output()
+        w.signal(signal.SIGTERM)
+        assert w.wait(10) == 0, w.output()
+    assert sorted({g for g, _ in job.files("env")}) == [g1]
+
