@@ -105,6 +105,7 @@ def job(tmp_path, request):
     yield j
     # Shown by pytest when the test failed (or with -s).
     print(j.outputs())
+    print("---- rdzvd at %s\n%s" % (j.daemon.addr, j.daemon.output()[-6000:]))
     j.close()
 
 
@@ -324,11 +325,14 @@ def test_watch_follows(job):
                  "-o", "json", "status", "--watch"])
     with w:
         w.wait_line(r'"state": ?"running"', 10)
+        n = len(w.lines)
         db = job.daemon.db
         job.daemon.kill()
         job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db))
         job.wait_job(lambda x: all(n.connected for n in x.nodes), 20,
                      "the agent resumed on the second address")
+        # The Watch on the second server begins with the job's state.
+        w.wait_line(r'"state": ?"running"', 15, start=n)
         n = len(w.lines)
         job.stop_workers()
         assert job.wait_exits() == {"a": 0}, job.outputs()
