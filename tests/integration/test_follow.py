@@ -342,3 +342,35 @@ def test_watch_follows(job):
         assert w.wait(10) == 0, w.output()
     assert sorted({g for g, _ in job.files("env")}) == [g1]
 
+
+
+def test_tls_list(tmp_path):
+    """TLS with a list: each server is verified by its own host name; a
+    unix socket in a TLS list is a usage error naming it."""
+    certs = rt.make_certs(tmp_path)
+    d = rt.Daemon(tmp_path, args=["--tls-cert", certs["server_cert"],
+                                  "--tls-key", certs["server_key"]])
+    job = Job(tmp_path, "tls-list", daemon=d)
+    try:
+        servers = "%s,localhost:%d" % (free_addr(), d.port)
+        tls = ["--tls-ca", certs["ca"]]
+        a = job.agent("a", servers, nnodes="1", args=tls)
+        job.wait_world(1)
+        a.wait_line(r"joined job tls-list as node \d+ \(attempt \d+\) on "
+                    r"rdzvd at localhost:%d" % d.port, 5)
+        cp = ctl(servers, "--tls-ca", certs["ca"], "status", "tls-list")
+        assert cp.returncode == 0 and "running" in cp.stdout, cp.stderr
+        # Verified against another CA: refused, on the one that answers.
+        cp = ctl(servers, "--tls-ca", certs["other_ca"], "status")
+        assert cp.returncode == 5, cp
+        assert "localhost:%d: " % d.port in cp.stderr, cp.stderr
+        assert "certificate verification failed" in cp.stderr, cp.stderr
+        cp = ctl("localhost:%d,unix:/run/x.sock" % d.port, "--tls-ca",
+                 certs["ca"], "status")
+        assert cp.returncode == 2, cp
+        assert "a unix socket (unix:/run/x.sock) is cleartext" in cp.stderr
+        job.stop_workers()
+        assert job.wait_exits() == {"a": 0}, job.outputs()
+    finally:
+        print(job.outputs())
+        job.close()
