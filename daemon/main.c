@@ -226,22 +226,36 @@ setup_tls(void)
 		fatalx("out of memory");
 }
 
-/* Opens the database and rebuilds every job from it (SPEC §9, §4 rule 11). */
+/* The etcd settings of the store, from the configuration. */
+static void
+store_opts_from(const struct config *cfg, struct store_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->etcd_ca = cfg->etcd_ca;
+	o->etcd_cert = cfg->etcd_cert;
+	o->etcd_key = cfg->etcd_key;
+}
+
+/* Opens the store and rebuilds every job from it (SPEC §9, §4 rule 11). */
 static void
 open_state(void)
 {
 	struct core_config cc;
-	char err[512];
+	struct store_opts so;
+	char err[1024];
 
 	services_core_config(&cc);
 	if ((rdzvd.core = core_new(&cc)) == NULL)
 		fatalx("out of memory");
-	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0)
+	store_opts_from(&rdzvd.cfg, &so);
+	if (store_open_opts(rdzvd.cfg.store, &so, &rdzvd.store, err,
+	    sizeof(err)) != 0)
 		fatalx("%s", err);
 	if (store_load(rdzvd.store, rdzvd.core, turn_now(), err,
 	    sizeof(err)) != 0)
-		fatalx("database %s: %s", rdzvd.cfg.db, err);
-	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
+		fatalx("%s", err);
+	log_info("%s %s: %u jobs", store_kind_etcd(rdzvd.store) ? "store" :
+	    "database", store_path(rdzvd.store), rdzvd.core->n_jobs);
 	services_start();
 	turn_also_changed(http_events_jobs_changed);
 }
@@ -299,6 +313,31 @@ listen_all(void)
 	}
 }
 
+/*
+ * rdzvd --migrate-store FROM TO: copies one store into another (SQLite
+ * into etcd, typically) and exits; rdzvd must not be running on FROM.
+ */
+static int
+migrate_store(const struct config *cfg)
+{
+	struct store_migrated m;
+	struct store_opts so;
+	struct core_now now = { mono_ms(), wall_ms() };
+	char err[1024];
+
+	store_opts_from(cfg, &so);
+	if (store_migrate(cfg->migrate_from, cfg->migrate_to, &so, now, &m,
+	    err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzvd: --migrate-store: %s\n", err);
+		return 1;
+	}
+	printf("copied %u jobs, %u nodes and %llu events from %s to %s "
+	    "(%llu transactions, %llu bytes)\n", m.jobs, m.nodes,
+	    (unsigned long long)m.events, cfg->migrate_from, cfg->migrate_to,
+	    (unsigned long long)m.transactions, (unsigned long long)m.bytes);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -315,6 +354,8 @@ main(int argc, char **argv)
 		config_print(&rdzvd.cfg, stdout);
 		return 0;
 	}
+	if (rdzvd.cfg.migrate_from != NULL)
+		return migrate_store(&rdzvd.cfg);
 
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
@@ -369,6 +410,10 @@ main(int argc, char **argv)
 	http_stop();
 	services_stop();
 	grpc_server_free(rdzvd.srv);
+	log_info("store %s: %llu transactions, %llu bytes written",
+	    store_path(rdzvd.store),
+	    (unsigned long long)store_transactions(rdzvd.store),
+	    (unsigned long long)store_bytes_written(rdzvd.store));
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);
