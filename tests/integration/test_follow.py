@@ -5,9 +5,10 @@ the real rdzv-agent, rdzvctl and rdzvd.
   the second. Every server down: rdzvctl names each, the agent gives up
   after --connect-timeout naming the list.
 - rdzvd killed and started again on the second address of the list with the
-  same database ("the same daemon, moved"): the agents resume there with the
-  same session, their workers' pids, the generation and the restart count
-  unchanged, and the job then closes normally.
+  same state ("the same daemon, moved"; an SQLite database, and an etcd
+  prefix on a real etcd when etcd-server is installed): the agents resume
+  there with the same session, their workers' pids, the generation and the
+  restart count unchanged, and the job then closes normally.
 - A standby (a grpcio stand-in that answers as SPEC §14 says: NOT_SERVING
   in Health, UNAVAILABLE with `rdzv-leader: HOST:PORT` for Rendezvous and
   Control) in front of the real rdzvd: clients given only the standby
@@ -27,6 +28,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+import etcdtest
 import rdzvagent
 import rdzvnode
 import rdzvtest as rt
@@ -206,10 +208,36 @@ def test_every_server_down(tmp_path):
     assert "trying rdzvd at %s next" % dead2 in p.output()
 
 
-def test_rdzvd_moved_to_the_second_address(job):
+@pytest.fixture(params=["sqlite", "etcd"])
+def store(request, tmp_path):
+    """Where rdzvd keeps its state: None (SQLite at the Daemon's db) or an
+    etcd URL on a real etcd the test starts."""
+    if request.param == "sqlite":
+        yield None
+        return
+    etcdtest.skip_unless_etcd()
+    e = etcdtest.Etcd(tmp_path / "etcd")
+    try:
+        yield "etcd://%s/rdzv" % e.endpoints
+    finally:
+        e.close()
+
+
+def test_rdzvd_moved_to_the_second_address(tmp_path, request, store):
     """kill -9 of rdzvd, started again on the list's second address with
-    the same database: every agent resumes there with its session; the
-    workers, the generation and the restart count are unchanged."""
+    the same state (SQLite database or etcd prefix): every agent resumes
+    there with its session; the workers, the generation and the restart
+    count are unchanged."""
+    job = Job(tmp_path, rdzvagent.job_name(request),
+              daemon=rt.Daemon(tmp_path, store=store))
+    try:
+        moved(job, store)
+    finally:
+        print(job.outputs())
+        job.close()
+
+
+def moved(job, store):
     first = job.daemon.addr
     second = free_addr()
     servers = "%s,%s" % (first, second)
@@ -226,7 +254,7 @@ def test_rdzvd_moved_to_the_second_address(job):
     job.daemon.kill()
     for t in "ab":
         job.agents[t].wait_line("lost rdzvd at %s" % re.escape(first), 10)
-    job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db))
+    job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db, store=store))
 
     j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
                      20, "both agents resumed on the second address")
