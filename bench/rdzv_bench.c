@@ -12,10 +12,7 @@
  * - the store transactions the daemon committed (ServerInfo);
  * - with --kill K, the time from closing K connections of each job until
  *   every survivor holds its new assignment, also counted from the end of
- *   the reconnect grace (--grace);
- * - with --failover, the time from killing the leader (--daemon-pid) until
- *   every node has resumed its session on the one that leads next
- *   (rdzv_bench_failover.c).
+ *   the reconnect grace (--grace).
  *
  * A --server value may list the replicas of an HA rdzvd ("a,b,c", SPEC
  * §14): the nodes then all go to the one that leads, found before the run
@@ -55,7 +52,7 @@ usage(void)
 	    "[--grace DURATION]\n"
 	    "                  [--id PREFIX] [--daemon-pid PID] "
 	    "[--timeout SECONDS]\n"
-	    "                  [--phase-times] [--failover]\n");
+	    "                  [--phase-times]\n");
 	exit(2);
 }
 
@@ -106,20 +103,22 @@ server_transactions(const struct grpc_client_opts *opts)
  * 0, or -1 with the last answer in |err|.
  */
 static int
-find_leader(struct server_list *list, struct grpc_client_opts *opts,
-    char *err, size_t errlen)
+find_leader(const char *list, struct grpc_client_opts *opts, char *err,
+    size_t errlen)
 {
 	Grpc__Health__V1__HealthCheckRequest req =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
 	Grpc__Health__V1__HealthCheckResponse *r;
-	struct server_list *sl = list;
+	struct server_list sl;
 	char *msg, *hint;
 	int status;
 
+	if (server_list_parse(&sl, list, RDZV_DEFAULT_PORT, err, errlen) != 0)
+		return -1;
 	req.service = "rdzv.v1.Rendezvous";
 	/* A round visits each server once, plus as many hints: bounded. */
 	for (;;) {
-		opts->server = server_list_current(sl)->ep;
+		opts->server = server_list_current(&sl)->ep;
 		status = grpc_unary_sync_trailer(opts, CHECK_PATH, &req.base,
 		    &grpc__health__v1__health_check_response__descriptor,
 		    10000, (ProtobufCMessage **)&r, &msg,
@@ -137,10 +136,10 @@ find_leader(struct server_list *list, struct grpc_client_opts *opts,
 			msg = strdup("not serving (a standby?)");
 		}
 		snprintf(err, errlen, "%s: %s (%s)",
-		    server_list_current(sl)->name, msg != NULL ? msg : "",
+		    server_list_current(&sl)->name, msg != NULL ? msg : "",
 		    grpc_status_name(status));
 		free(msg);
-		if (server_list_failed(sl, hint) == SERVER_MOVE_ROUND) {
+		if (server_list_failed(&sl, hint) == SERVER_MOVE_ROUND) {
 			free(hint);
 			return -1;
 		}
@@ -204,14 +203,6 @@ print_spreads(const struct bench *b)
 				t[n++] = a->t_reassigned - b->t_kill;
 		}
 	print_spread("close to new assignment p50/p90/p99/max:", t, n);
-	n = 0;
-	for (int j = 0; j < b->jobs; j++)
-		for (int i = 0; i < b->nodes; i++) {
-			const struct agent *a = &b->jobv[j].agents[i];
-			if (a->resumed)
-				t[n++] = a->t_resumed - b->t_failover;
-		}
-	print_spread("kill to resume p50/p90/p99/max:", t, n);
 	free(t);
 }
 
@@ -288,26 +279,14 @@ print_report(const struct bench *b, int ok, const struct figures *f)
 		printf("grace to last new assignment: %.1f ms\n",
 		    close_ms - (double)b->grace_ms);
 	}
-	if (ok && b->failover) {
-		printf("killed leader pid:     %ld\n", (long)b->daemon_pid);
-		printf("resumed:               %d\n", b->n_resumed);
-		printf("new leader:            %s\n",
-		    b->list.s[b->list.cur].name);
-		printf("kill to last resume:   %.1f ms\n",
-		    ms(b->t_last_resume - b->t_failover));
-	}
-	if (b->failover)
-		printf("store transactions:    unknown (the leader was "
-		    "killed)\n");
-	else if (f->tx0 >= 0 && f->tx1 >= 0)
+	if (f->tx0 >= 0 && f->tx1 >= 0)
 		printf("store transactions:    %" PRId64 "\n", f->tx1 - f->tx0);
 	else
 		printf("store transactions:    unknown (ServerInfo does not "
 		    "report them)\n");
 	print_cpu("bench cpu:", f->self0, ok ? b->self_cpu_connected : -1,
 	    f->self1);
-	/* A killed leader's figures end with it. */
-	if (b->daemon_pid == 0 || b->failover)
+	if (b->daemon_pid == 0)
 		return;
 	if (f->cpu0 < 0 || f->cpu1 < 0)
 		printf("daemon cpu:            unknown (cannot read "
@@ -345,7 +324,6 @@ main(int argc, char **argv)
 		{ "daemon-pid", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "phase-times", no_argument, NULL, 'T' },
-		{ "failover", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -403,9 +381,6 @@ main(int argc, char **argv)
 		case 'T':
 			b.phase_times = 1;
 			break;
-		case 'F':
-			b.failover = 1;
-			break;
 		case 'i':
 			b.id_prefix = optarg;
 			break;
@@ -437,30 +412,21 @@ main(int argc, char **argv)
 		    "round\n", b.min_nodes, b.nodes, b.kill);
 		return 2;
 	}
-	if (b.failover && (b.n_servers != 1 || b.daemon_pid == 0 ||
-	    b.kill > 0)) {
-		fprintf(stderr, "rdzv-bench: --failover kills the leader "
-		    "(--daemon-pid) of one --server list, without --kill\n");
-		return 2;
-	}
 	for (int i = 0; i < b.n_servers; i++) {
-		struct server_list sl;
-
 		b.opts[i].connect_timeout_ms = (uint32_t)(b.timeout_s * 1000);
-		if (server_list_parse(&sl, b.servers[i], RDZV_DEFAULT_PORT,
-		    err, sizeof(err)) != 0) {
-			fprintf(stderr, "rdzv-bench: --server %s\n", err);
-			return 2;
-		}
-		b.opts[i].server = sl.s[0].ep;
-		if (sl.n > 1 && find_leader(&sl, &b.opts[i], err,
+		if (strchr(b.servers[i], ',') == NULL) {
+			if (endpoint_parse(b.servers[i], RDZV_DEFAULT_PORT,
+			    &b.opts[i].server, err, sizeof(err)) != 0) {
+				fprintf(stderr, "rdzv-bench: --server %s\n",
+				    err);
+				return 2;
+			}
+		} else if (find_leader(b.servers[i], &b.opts[i], err,
 		    sizeof(err)) != 0) {
 			fprintf(stderr, "rdzv-bench: --server %s: no replica "
 			    "leads: %s\n", b.servers[i], err);
 			return 1;
 		}
-		if (i == 0)
-			b.list = sl;	/* current: the leader */
 	}
 	if (b.id_prefix == NULL) {
 		snprintf(idbuf, sizeof(idbuf), "bench-%ld-%lld",
@@ -503,9 +469,6 @@ main(int argc, char **argv)
 		if (b.phase == PHASE_KILL)
 			fprintf(stderr, ", %d of %d survivors reassigned",
 			    b.n_reassigned, b.n_survivors);
-		if (b.phase == PHASE_FAILOVER)
-			fprintf(stderr, ", %d of %d resumed after the leader "
-			    "was killed", b.n_resumed, b.total);
 		fprintf(stderr, "\n");
 		rc = 1;
 	}

@@ -13,8 +13,6 @@
 #include <event2/event.h>
 
 #include "grpc.h"
-#include "servers.h"
-#include "rdzv/v1/rendezvous.pb-c.h"
 
 #define BENCH_MAX_SERVERS	16
 
@@ -22,7 +20,6 @@ enum phase {
 	PHASE_CONNECT,		/* one Health/Check per node */
 	PHASE_JOIN,		/* Joins sent, waiting for the first round */
 	PHASE_KILL,		/* connections closed, waiting for survivors */
-	PHASE_FAILOVER,		/* the leader killed, waiting for resumes */
 	PHASE_DONE,
 };
 
@@ -45,16 +42,6 @@ struct agent {
 	uint64_t		 generation;	/* of the assignment it holds */
 	int			 assigned;
 	int			 reassigned;
-
-	/* --failover */
-	uint8_t			 sid[32];	/* session id, from Accepted */
-	size_t			 sid_len;
-	size_t			 srv;		/* b->list entry of its client */
-	struct event		*retry_ev;
-	uint32_t		 backoff_ms;
-	int			 lost_once;	/* its stream ended */
-	int			 resumed;
-	uint64_t		 t_resumed;
 };
 
 struct job {
@@ -88,10 +75,6 @@ struct bench {
 	pid_t			 daemon_pid;
 	double			 timeout_s;
 	int			 phase_times;	/* print the phases' clock */
-	int			 failover;	/* kill the leader, time resumes */
-	struct server_list	 list;		/* --server's replicas; the
-						   nodes' chooser under
-						   --failover */
 
 	struct job		*jobv;
 	enum phase		 phase;
@@ -106,9 +89,6 @@ struct bench {
 	uint64_t		 t_first_connect, t_connected;
 	uint64_t		 t_last_join_sent, t_last_assignment;
 	uint64_t		 t_kill, t_last_reassignment;
-	uint64_t		 t_failover, t_last_resume;
-	int			 n_resumed, n_lost;
-	struct event		*failover_ev;
 	double			 cpu_connected;	/* the daemon's, once every
 						   node is connected; -1 */
 	double			 self_cpu_connected;
@@ -118,18 +98,10 @@ struct bench {
 };
 
 /* rdzv_bench_run.c */
-void	bench_join_cb(struct grpc_ccall *, const ProtobufCMessage *, void *);
-void	bench_join_done(struct grpc_ccall *, int, const char *, void *);
 int	bench_setup(struct bench *b);
 void	bench_run(struct bench *b);
 void	bench_teardown(struct bench *b);
 void	bench_fail(struct bench *b, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
-
-/* rdzv_bench_failover.c */
-void	failover_cb(evutil_socket_t, short, void *);
-void	failover_lost(struct agent *, int status, const char *hint);
-void	failover_accepted(struct agent *, const Rdzv__V1__Accepted *);
-void	failover_assignment(struct agent *, const Rdzv__V1__Assignment *);
 
 #endif

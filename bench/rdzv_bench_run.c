@@ -12,9 +12,7 @@
  * group rank 0 among them) and the run goes on until every survivor holds
  * an assignment of a round of the survivors only. Rounds in between (the
  * leases of the closed nodes ending in more than one daemon turn) are
- * counted, not failed. With --failover the leader is killed instead and
- * every node resumes on the one that leads next (rdzv_bench_failover.c).
- * Every wait is bounded by --timeout.
+ * counted, not failed. Every wait is bounded by --timeout.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -130,8 +128,6 @@ first_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	b->t_last_assignment = a->t_assigned;
 	if (b->kill > 0)
 		event_active(b->kill_ev, EV_TIMEOUT, 0);
-	else if (b->failover)
-		event_active(b->failover_ev, EV_TIMEOUT, 0);
 	else {
 		b->phase = PHASE_DONE;
 		event_base_loopbreak(b->base);
@@ -185,8 +181,8 @@ later_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	}
 }
 
-void
-bench_join_cb(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+static void
+on_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	struct agent *a = arg;
 	struct bench *b = a->job->b;
@@ -197,24 +193,13 @@ bench_join_cb(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		return;
 	switch (ev->event_case) {
 	case RDZV__V1__JOIN_EVENT__EVENT_ACCEPTED:
-		if (b->phase == PHASE_FAILOVER) {
-			failover_accepted(a, ev->accepted);
-			return;
-		}
 		b->n_accepted++;
-		if (ev->accepted->session_id.len <= sizeof(a->sid)) {
-			memcpy(a->sid, ev->accepted->session_id.data,
-			    ev->accepted->session_id.len);
-			a->sid_len = ev->accepted->session_id.len;
-		}
 		return;
 	case RDZV__V1__JOIN_EVENT__EVENT_WAITING:
 	case RDZV__V1__JOIN_EVENT__EVENT_STOP:
 		return;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
-		if (b->phase == PHASE_FAILOVER)
-			failover_assignment(a, ev->assignment);
-		else if (b->phase == PHASE_KILL)
+		if (b->phase == PHASE_KILL)
 			later_round(a, ev->assignment);
 		else
 			first_round(a, ev->assignment);
@@ -236,8 +221,8 @@ bench_join_cb(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	    why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
-void
-bench_join_done(struct grpc_ccall *cc, int status, const char *message,
+static void
+on_join_done(struct grpc_ccall *cc, int status, const char *message,
     void *arg)
 {
 	struct agent *a = arg;
@@ -246,11 +231,6 @@ bench_join_done(struct grpc_ccall *cc, int status, const char *message,
 	a->join = NULL;
 	if (b->closing || a->killed || b->phase == PHASE_DONE)
 		return;
-	if (b->phase == PHASE_FAILOVER) {
-		failover_lost(a, status, grpc_ccall_trailer(cc,
-		    SERVER_LEADER_TRAILER));
-		return;
-	}
 	bench_fail(b, "%s node %d: Join ended: %s%s%s", a->job->rdzv_id,
 	    a->idx, grpc_status_name(status), message != NULL ? ": " : "",
 	    message != NULL ? message : "");
@@ -285,7 +265,7 @@ send_joins(struct bench *b)
 			a->t_join_sent = mono_us();
 			a->join = grpc_client_call(a->cli, JOIN_PATH,
 			    &req.base, &rdzv__v1__join_event__descriptor, 0,
-			    bench_join_cb, bench_join_done, a);
+			    on_join_msg, on_join_done, a);
 			if (a->join == NULL) {
 				bench_fail(b, "%s node %d: cannot start Join: "
 				    "%s", job->rdzv_id, i, strerror(errno));
@@ -334,9 +314,7 @@ bench_setup(struct bench *b)
 	if ((b->base = event_base_new()) == NULL ||
 	    (b->jobv = calloc((size_t)b->jobs, sizeof(*b->jobv))) == NULL ||
 	    (b->deadline_ev = evtimer_new(b->base, deadline_cb, b)) == NULL ||
-	    (b->kill_ev = event_new(b->base, -1, 0, kill_cb, b)) == NULL ||
-	    (b->failover_ev = event_new(b->base, -1, 0, failover_cb, b)) ==
-	    NULL)
+	    (b->kill_ev = event_new(b->base, -1, 0, kill_cb, b)) == NULL)
 		return -ENOMEM;
 	for (int j = 0; j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
@@ -360,7 +338,6 @@ bench_setup(struct bench *b)
 
 			a->job = job;
 			a->idx = i;
-			a->srv = b->list.cur;
 			snprintf(a->hostname, sizeof(a->hostname),
 			    "bench-%05d", i);
 			/* Spread the connections over the servers given. */
@@ -417,11 +394,8 @@ bench_teardown(struct bench *b)
 	for (int j = 0; b->jobv != NULL && j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
 
-		for (int i = 0; job->agents != NULL && i < b->nodes; i++) {
+		for (int i = 0; job->agents != NULL && i < b->nodes; i++)
 			grpc_client_free(job->agents[i].cli);
-			if (job->agents[i].retry_ev != NULL)
-				event_free(job->agents[i].retry_ev);
-		}
 		free(job->agents);
 		free(job->rank_seen);
 		free(job->final_rank_seen);
@@ -429,8 +403,6 @@ bench_teardown(struct bench *b)
 	free(b->jobv);
 	if (b->kill_ev != NULL)
 		event_free(b->kill_ev);
-	if (b->failover_ev != NULL)
-		event_free(b->failover_ev);
 	if (b->deadline_ev != NULL)
 		event_free(b->deadline_ev);
 	if (b->base != NULL)

@@ -170,36 +170,6 @@ def test_rdzv_bench_server_list(tmp_path):
     assert "connection refused" in p.stderr, p.stderr
 
 
-def test_rdzv_bench_failover(tmp_path):
-    # --failover: the leader is killed once six nodes hold their
-    # assignment; rdzvd started again on the list's second address (the
-    # same database) is the next leader: every node resumes there, in the
-    # same generation.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        second = "127.0.0.1:%d" % s.getsockname()[1]
-    d = rt.Daemon(tmp_path)
-    with d, rt.Proc([RDZV_BENCH, "--server", "%s,%s" % (d.addr, second),
-                     "--nodes", "6", "--daemon-pid", str(d.pid),
-                     "--failover", "--timeout", "60",
-                     "--id", "smoke-failover"]) as p:
-        p.wait_line(r"^killed the leader %s" % re.escape(d.addr), 30)
-        assert d.wait(10) == -9
-        with rt.Daemon(tmp_path, listen=second, db=d.db) as d2:
-            assert p.wait(60) == 0, p.output()
-            out = p.output()
-            assert figure(out, "resumed") == 6, out
-            assert re.search(r"^new leader:\s+%s$" % re.escape(second), out,
-                             re.M), out
-            assert figure(out, "kill to last resume") > 0
-            assert len(spread(out, "kill to resume")) == 4
-            assert d2.stop() == 0
-    p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1", "--failover",
-                        "--nodes", "2"], capture_output=True, text=True,
-                       timeout=30)
-    assert p.returncode == 2 and "--failover" in p.stderr, p.stderr
-
-
 def test_rdzv_bench_usage():
     p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1", "--nodes",
                         "4", "--kill", "4"], capture_output=True, text=True,
