@@ -312,6 +312,20 @@ struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
     uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg);
 
 /*
+ * The value of the trailing metadata |key| (lower case, "rdzv-leader") the
+ * server ended the call with, or NULL when it sent none. A trailers-only
+ * response (a call refused before any reply) counts: its metadata is the
+ * trailers. The reserved headers (grpc-status, grpc-message, ":...") are
+ * not metadata. Valid inside the done callback; a call that failed here
+ * (no connection, a deadline) has none. At most GRPC_MAX_TRAILERS entries
+ * of up to GRPC_MAX_TRAILER_LEN bytes each are kept; longer values and
+ * further entries are dropped.
+ */
+#define GRPC_MAX_TRAILERS	16
+#define GRPC_MAX_TRAILER_LEN	1024
+const char *grpc_ccall_trailer(const struct grpc_ccall *cc, const char *key);
+
+/*
  * Starts a call whose request side stays open: a client-streaming or bidi
  * method (etcd's Lease.KeepAlive and Watch). |req| is the first request
  * message or NULL for none; send more with grpc_ccall_send() and end the
@@ -337,20 +351,6 @@ int grpc_ccall_send(struct grpc_ccall *cc, const ProtobufCMessage *msg);
  * on until the server ends the call. Returns 0, -EINVAL or -EPIPE as
  * grpc_ccall_send. */
 int grpc_ccall_close_send(struct grpc_ccall *cc);
-
-/*
- * The value of the trailing metadata |key| (lower case, "rdzv-leader") the
- * server ended the call with, or NULL when it sent none. A trailers-only
- * response (a call refused before any reply) counts: its metadata is the
- * trailers. The reserved headers (grpc-status, grpc-message, ":...") are
- * not metadata. Valid inside the done callback; a call that failed here
- * (no connection, a deadline) has none. At most GRPC_MAX_TRAILERS entries
- * of up to GRPC_MAX_TRAILER_LEN bytes each are kept; longer values and
- * further entries are dropped.
- */
-#define GRPC_MAX_TRAILERS	16
-#define GRPC_MAX_TRAILER_LEN	1024
-const char *grpc_ccall_trailer(const struct grpc_ccall *cc, const char *key);
 
 /* Cancels a call (RST_STREAM CANCEL); its done callback runs with CANCELLED
  * before this returns. */

@@ -7,7 +7,8 @@
  *       [--server-name N] [--timeout MS] [--connect-timeout MS]
  *       [--keepalive MS] [--keepalive-timeout MS] [--max-message N]
  *       [--repeat N] [--cancel-after N] [--free-after N] [--free-on-close]
- *       [--trailer KEY] unary|stream|bidi PATH [seq=N] [kind=K] [message=M]
+ *       [--trailer KEY] unary|stream|bidi PATH [seq=N] [kind=K]
+ *       [message=M]
  *
  * Prints each reply as "seq=<n> kind=<k> message=<m>" and each call's end
  * as "status=<NAME> message=<msg>", and exits 0; only usage errors exit
@@ -19,8 +20,8 @@
  * client there, --free-on-close frees it inside on_closed: all exercise the
  * client's re-entrancy. --trailer KEY prints "trailer KEY=VALUE" (or
  * "trailer KEY absent") before each call's status: the trailing metadata
- * the call ended with, through grpc_unary_sync_trailer or, for "stream"
- * and "bidi", grpc_ccall_trailer in the done callback.
+ * the call ended with, through grpc_unary_sync_trailer or, for "stream",
+ * grpc_ccall_trailer in the done callback.
  *
  * "bidi" opens a stream call (grpc_client_stream) without a first message,
  * then sends N=seq messages (seq 1..N, the given kind and message) one at
