@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "buildconf.h"
+#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -75,11 +76,17 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	log_info("%s: shutting down", strsignal((int)sig));
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
-	watch_free_all();
-	streams_shutdown();
-	/* Save the exact time left on open deadlines (SPEC §4 rule 11). */
-	core_checkpoint(rdzvd.core, turn_now());
-	turn_flush();
+	if (!rdzvd.standby) {
+		watch_end_all("rdzvd is shutting down");
+		streams_shutdown("rdzvd is shutting down; resume when it is "
+		    "back");
+		/* Save the exact time left on open deadlines (SPEC §4 rule
+		 * 11). */
+		core_checkpoint(rdzvd.core, turn_now());
+		turn_flush();
+	}
+	/* After the last commit: a standby may take over at once. */
+	ha_shutdown();
 	grpc_server_shutdown(rdzvd.srv, rdzvd.cfg.shutdown_timeout_ms,
 	    shutdown_done, NULL);
 }
@@ -226,24 +233,33 @@ setup_tls(void)
 		fatalx("out of memory");
 }
 
-/* Opens the database and rebuilds every job from it (SPEC §9, §4 rule 11). */
+/*
+ * After a change of role (ha.c): a leader's changed jobs go to the status
+ * page's streams too; and those streams show the core they started on, so
+ * they end and the page's EventSource connects again to see the new one.
+ */
+static void
+role_changed(int leading)
+{
+	if (leading)
+		turn_also_changed(http_events_jobs_changed);
+	http_pages_reset();
+}
+
+/*
+ * Opens the store. With SQLite the replica leads at once and rebuilds every
+ * job from it (SPEC §9, §4 rule 11); on etcd it campaigns, and loads when
+ * it wins (SPEC §14).
+ */
 static void
 open_state(void)
 {
-	struct core_config cc;
 	char err[512];
 
-	services_core_config(&cc);
-	if ((rdzvd.core = core_new(&cc)) == NULL)
-		fatalx("out of memory");
 	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0)
 		fatalx("%s", err);
-	if (store_load(rdzvd.store, rdzvd.core, turn_now(), err,
-	    sizeof(err)) != 0)
-		fatalx("database %s: %s", rdzvd.cfg.db, err);
-	log_info("database %s: %u jobs", rdzvd.cfg.db, rdzvd.core->n_jobs);
-	services_start();
-	turn_also_changed(http_events_jobs_changed);
+	stall_init();
+	ha_start(role_changed);
 }
 
 /* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
@@ -299,6 +315,45 @@ listen_all(void)
 	}
 }
 
+static int
+is_wildcard(const char *host)
+{
+	return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+	    strcmp(host, "*") == 0 || host[0] == '\0';
+}
+
+/*
+ * The address other replicas send clients to (SPEC §14): --advertise, else
+ * the first TCP listener as bound, with this host's name in place of a
+ * wildcard address.
+ */
+static void
+set_advertise(void)
+{
+	char host[256];
+
+	if (rdzvd.cfg.advertise != NULL) {
+		snprintf(rdzvd.advertise, sizeof(rdzvd.advertise), "%s",
+		    rdzvd.cfg.advertise);
+		return;
+	}
+	for (size_t i = 0; i < rdzvd.cfg.n_listen; i++) {
+		struct endpoint ep = rdzvd.cfg.listen[i];
+		if (ep.kind != ENDPOINT_TCP)
+			continue;
+		ep.port = (uint16_t)grpc_server_port(rdzvd.srv, i);
+		if (is_wildcard(ep.host) && gethostname(host,
+		    sizeof(host)) == 0) {
+			host[sizeof(host) - 1] = '\0';
+			snprintf(rdzvd.advertise, sizeof(rdzvd.advertise),
+			    "%s:%u", host, (unsigned)ep.port);
+		} else
+			endpoint_format(&ep, rdzvd.advertise,
+			    sizeof(rdzvd.advertise));
+		return;
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -327,7 +382,6 @@ main(int argc, char **argv)
 		fatalx("cannot create the event loop");
 	setup_tls();
 	metrics_init();
-	open_state();
 
 	struct grpc_server_opts so;
 
@@ -353,6 +407,8 @@ main(int argc, char **argv)
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 	listen_all();
+	set_advertise();
+	open_state();
 	http_start();
 
 	rdzvd.serving = 1;
