@@ -6,7 +6,9 @@
 #define RDZVD_HA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+struct etcd_opts;
 struct grpc_call;
 
 /* ha.c */
@@ -42,16 +44,28 @@ void		 ha_refuse(struct grpc_call *call);
 void		 ha_set_leader(const char *addr);
 
 /* ha_elect.c: the campaign on etcd. */
+/* Starts campaigning (an etcd store only). */
 void		 ha_elect_start(void);
 /* Campaigns again after stepping down. */
 void		 ha_elect_again(void);
+/* Campaigns no more; revokes our lease. */
 void		 ha_elect_stop(void);
-/* The store's kind: 1 for etcd (ServerInfo lists its endpoints). */
+/* ha_elect_stop(), then frees the client (after the event loop). */
+void		 ha_elect_free(void);
+
+/* ha_etcd.c: the store's etcd settings, as the election uses them. */
+/* The store's kind: 1 for etcd. */
 int		 ha_store_is_etcd(void);
-/* The etcd endpoints in order ("" past the last). */
+/* The etcd members in order ("" past the last), for ServerInfo. */
 #define HA_MAX_ENDPOINTS	16
 const char	*ha_etcd_endpoint(size_t i);
 /* The store as configured: "sqlite:PATH" or "etcd://.../PREFIX". */
 void		 ha_store_text(char *buf, size_t len);
+/* The client options of the store's members and TLS files, and the
+ * prefix of the leader keys ("PREFIX/leader/"). 0, or -1 with a message. */
+int		 ha_etcd_conf(struct etcd_opts *o, char *prefix,
+		    size_t prefixlen, char *err, size_t errlen);
+/* Revokes lease |id| and waits for the answer (a second at most). */
+void		 ha_etcd_revoke(int64_t id);
 
 #endif

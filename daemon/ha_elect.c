@@ -42,3 +42,8 @@ ha_store_text(char *buf, size_t len)
 {
 	snprintf(buf, len, "sqlite:%s", rdzvd.cfg.db);
 }
+
+void
+ha_elect_free(void)
+{
+}

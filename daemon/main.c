@@ -424,6 +424,7 @@ main(int argc, char **argv)
 	}
 	http_stop();
 	services_stop();
+	ha_elect_free();
 	grpc_server_free(rdzvd.srv);
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
