@@ -14,6 +14,10 @@
  *   every survivor holds its new assignment, also counted from the end of
  *   the reconnect grace (--grace).
  *
+ * A --server value may list the replicas of an HA rdzvd ("a,b,c", SPEC
+ * §14): the nodes then all go to the one that leads, found before the run
+ * as rdzv-agent finds it (a standby's leader hint, else the next).
+ *
  * These are figures, not a timed test: they vary with the machine and its
  * load. The nodes run in rdzv_bench_run.c.
  */
@@ -31,14 +35,18 @@
 #include "endpoint.h"
 #include "parse.h"
 #include "rdzv_bench.h"
+#include "servers.h"
+#include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 
 #define INFO_PATH	"/rdzv.v1.Control/ServerInfo"
+#define CHECK_PATH	"/grpc.health.v1.Health/Check"
 
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: rdzv-bench --server ADDR [--server ADDR]... "
+	fprintf(stderr, "usage: rdzv-bench --server ADDR[,ADDR...] "
+	    "[--server ADDR[,ADDR...]]... "
 	    "[--nodes N] [--jobs J]\n"
 	    "                  [--nproc P] [--min-nodes M] [--kill K] "
 	    "[--grace DURATION]\n"
@@ -86,6 +94,57 @@ server_transactions(const struct grpc_client_opts *opts)
 		    f->offset);
 	protobuf_c_message_free_unpacked(reply, NULL);
 	return v;
+}
+
+/*
+ * The replica of |list| that serves rdzv.v1.Rendezvous (the leader) into
+ * |opts|->server: each is asked by Health/Check in the order of
+ * client/common/servers.h until one says SERVING, or every one failed.
+ * 0, or -1 with the last answer in |err|.
+ */
+static int
+find_leader(const char *list, struct grpc_client_opts *opts, char *err,
+    size_t errlen)
+{
+	Grpc__Health__V1__HealthCheckRequest req =
+	    GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+	Grpc__Health__V1__HealthCheckResponse *r;
+	struct server_list sl;
+	char *msg, *hint;
+	int status;
+
+	if (server_list_parse(&sl, list, RDZV_DEFAULT_PORT, err, errlen) != 0)
+		return -1;
+	req.service = "rdzv.v1.Rendezvous";
+	/* A round visits each server once, plus as many hints: bounded. */
+	for (;;) {
+		opts->server = server_list_current(&sl)->ep;
+		status = grpc_unary_sync_trailer(opts, CHECK_PATH, &req.base,
+		    &grpc__health__v1__health_check_response__descriptor,
+		    10000, (ProtobufCMessage **)&r, &msg,
+		    SERVER_LEADER_TRAILER, &hint);
+		if (status == GRPC_OK) {
+			int serving = r->status ==
+			    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+			protobuf_c_message_free_unpacked(&r->base, NULL);
+			if (serving) {
+				free(hint);
+				return 0;
+			}
+			status = GRPC_UNAVAILABLE;
+			free(msg);
+			msg = strdup("not serving (a standby?)");
+		}
+		snprintf(err, errlen, "%s: %s (%s)",
+		    server_list_current(&sl)->name, msg != NULL ? msg : "",
+		    grpc_status_name(status));
+		free(msg);
+		if (server_list_failed(&sl, hint) == SERVER_MOVE_ROUND) {
+			free(hint);
+			return -1;
+		}
+		free(hint);
+	}
 }
 
 static double
@@ -169,9 +228,15 @@ print_cpu(const char *name, double t0, double mid, double t1)
 static void
 print_report(const struct bench *b, int ok, const struct figures *f)
 {
-	printf("server:                %s", b->servers[0]);
-	for (int i = 1; i < b->n_servers; i++)
-		printf(" %s", b->servers[i]);
+	char addr[300];
+
+	printf("server:               ");
+	for (int i = 0; i < b->n_servers; i++) {
+		endpoint_format(&b->opts[i].server, addr, sizeof(addr));
+		printf(" %s", addr);
+		if (strchr(b->servers[i], ',') != NULL)
+			printf(" (leader of %s)", b->servers[i]);
+	}
 	printf("\n");
 	printf("jobs:                  %d\n", b->jobs);
 	printf("nodes per job:         %d\n", b->nodes);
@@ -263,7 +328,7 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b;
-	char err[256], idbuf[64], *end;
+	char err[1024], idbuf[64], *end;
 	struct figures f = { .cpu0 = -1, .cpu1 = -1 };
 	uint64_t grace = 0, nofile;
 	int ch, pid, rc = 0;
@@ -348,12 +413,20 @@ main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 0; i < b.n_servers; i++) {
-		if (endpoint_parse(b.servers[i], RDZV_DEFAULT_PORT,
-		    &b.opts[i].server, err, sizeof(err)) != 0) {
-			fprintf(stderr, "rdzv-bench: --server %s\n", err);
-			return 2;
-		}
 		b.opts[i].connect_timeout_ms = (uint32_t)(b.timeout_s * 1000);
+		if (strchr(b.servers[i], ',') == NULL) {
+			if (endpoint_parse(b.servers[i], RDZV_DEFAULT_PORT,
+			    &b.opts[i].server, err, sizeof(err)) != 0) {
+				fprintf(stderr, "rdzv-bench: --server %s\n",
+				    err);
+				return 2;
+			}
+		} else if (find_leader(b.servers[i], &b.opts[i], err,
+		    sizeof(err)) != 0) {
+			fprintf(stderr, "rdzv-bench: --server %s: no replica "
+			    "leads: %s\n", b.servers[i], err);
+			return 1;
+		}
 	}
 	if (b.id_prefix == NULL) {
 		snprintf(idbuf, sizeof(idbuf), "bench-%ld-%lld",

@@ -325,6 +325,20 @@ struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,
     uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg);
 
+/*
+ * The value of the trailing metadata |key| (lower case, "rdzv-leader") the
+ * server ended the call with, or NULL when it sent none. A trailers-only
+ * response (a call refused before any reply) counts: its metadata is the
+ * trailers. The reserved headers (grpc-status, grpc-message, ":...") are
+ * not metadata. Valid inside the done callback; a call that failed here
+ * (no connection, a deadline) has none. At most GRPC_MAX_TRAILERS entries
+ * of up to GRPC_MAX_TRAILER_LEN bytes each are kept; longer values and
+ * further entries are dropped.
+ */
+#define GRPC_MAX_TRAILERS	16
+#define GRPC_MAX_TRAILER_LEN	1024
+const char *grpc_ccall_trailer(const struct grpc_ccall *cc, const char *key);
+
 /* Cancels a call (RST_STREAM CANCEL); its done callback runs with CANCELLED
  * before this returns. */
 void grpc_ccall_cancel(struct grpc_ccall *cc);
@@ -345,5 +359,17 @@ int grpc_client_connected(const struct grpc_client *cli);
 int grpc_unary_sync(const struct grpc_client_opts *opts, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply_desc,
     uint32_t timeout_ms, ProtobufCMessage **reply, char **errmsg);
+
+/*
+ * grpc_unary_sync that also brings back the trailing metadata |key|:
+ * *trailer (may be NULL) gets a malloc'd copy of its value, or NULL when
+ * the server sent none (see grpc_ccall_trailer). A standby rdzvd names its
+ * leader this way ("rdzv-leader") when it refuses a call.
+ */
+int grpc_unary_sync_trailer(const struct grpc_client_opts *opts,
+    const char *path, const ProtobufCMessage *req,
+    const ProtobufCMessageDescriptor *reply_desc, uint32_t timeout_ms,
+    ProtobufCMessage **reply, char **errmsg, const char *key,
+    char **trailer);
 
 #endif

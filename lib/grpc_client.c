@@ -290,6 +290,11 @@ call_free(struct grpc_ccall *cc)
 	if (cc->deadline != NULL)
 		event_free(cc->deadline);
 	grpc_reader_reset(&cc->reader);
+	for (size_t i = 0; i < cc->n_trailers; i++) {
+		free(cc->trailers[i].key);
+		free(cc->trailers[i].value);
+	}
+	free(cc->trailers);
 	free(cc->grpc_message);
 	free(cc->req);
 	free(cc->path);
@@ -413,6 +418,53 @@ call_header(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
 		    valuelen);
 	}
 #undef IS
+}
+
+/*
+ * Keeps one entry of the header block that ended the stream, unless it is
+ * one of the reserved headers that say how the call ended. Bounded: what
+ * does not fit is dropped, as the call's outcome does not depend on it.
+ */
+void
+call_trailer(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
+    const uint8_t *value, size_t valuelen)
+{
+	struct ccall_trailer *t;
+
+	if (namelen == 0 || name[0] == ':' || valuelen > GRPC_MAX_TRAILER_LEN ||
+	    cc->n_trailers >= GRPC_MAX_TRAILERS)
+		return;
+#define IS(s) (namelen == sizeof(s) - 1 && memcmp(name, s, namelen) == 0)
+	if (IS("grpc-status") || IS("grpc-message") || IS("content-type"))
+		return;
+#undef IS
+	if (cc->n_trailers % 4 == 0) {
+		t = reallocarray(cc->trailers, cc->n_trailers + 4,
+		    sizeof(*t));
+		if (t == NULL)
+			return;
+		cc->trailers = t;
+	}
+	t = &cc->trailers[cc->n_trailers];
+	if ((t->key = strndup((const char *)name, namelen)) == NULL)
+		return;
+	if ((t->value = strndup((const char *)value, valuelen)) == NULL) {
+		free(t->key);
+		return;
+	}
+	cc->n_trailers++;
+}
+
+const char *
+grpc_ccall_trailer(const struct grpc_ccall *cc, const char *key)
+{
+	if (cc == NULL || key == NULL)
+		return NULL;
+	for (size_t i = 0; i < cc->n_trailers; i++) {
+		if (strcmp(cc->trailers[i].key, key) == 0)
+			return cc->trailers[i].value;
+	}
+	return NULL;
 }
 
 /* gRPC's mapping of HTTP statuses (doc/http-grpc-status-mapping.md). */
@@ -561,17 +613,22 @@ struct sync_state {
 	int done;
 	int status;
 	char *message;
+	const char *key;	/* the trailer to keep, or NULL */
+	char *trailer;
 };
 
 static void
 sync_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 {
 	struct sync_state *st = arg;
+	const char *t;
 
 	st->done = 1;
 	st->status = status;
 	if (message != NULL)
 		st->message = strdup(message);
+	if (st->key != NULL && (t = grpc_ccall_trailer(cc, st->key)) != NULL)
+		st->trailer = strdup(t);
 }
 
 int
@@ -579,7 +636,18 @@ grpc_unary_sync(const struct grpc_client_opts *opts, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply_desc,
     uint32_t timeout_ms, ProtobufCMessage **reply, char **errmsg)
 {
-	struct sync_state st = { 0, GRPC_UNKNOWN, NULL };
+	return grpc_unary_sync_trailer(opts, path, req, reply_desc, timeout_ms,
+	    reply, errmsg, NULL, NULL);
+}
+
+int
+grpc_unary_sync_trailer(const struct grpc_client_opts *opts,
+    const char *path, const ProtobufCMessage *req,
+    const ProtobufCMessageDescriptor *reply_desc, uint32_t timeout_ms,
+    ProtobufCMessage **reply, char **errmsg, const char *key,
+    char **trailer)
+{
+	struct sync_state st = { 0, GRPC_UNKNOWN, NULL, NULL, NULL };
 	struct event_base *base;
 	struct grpc_client *cli = NULL;
 	struct grpc_ccall *cc;
@@ -589,6 +657,10 @@ grpc_unary_sync(const struct grpc_client_opts *opts, const char *path,
 		*reply = NULL;
 	if (errmsg != NULL)
 		*errmsg = NULL;
+	if (trailer != NULL) {
+		*trailer = NULL;
+		st.key = key;
+	}
 	if ((base = event_base_new()) == NULL ||
 	    (cli = grpc_client_new(base, opts, NULL, NULL)) == NULL) {
 		st.status = GRPC_INTERNAL;
@@ -631,5 +703,9 @@ out:
 		*errmsg = st.message;
 	else
 		free(st.message);
+	if (trailer != NULL)
+		*trailer = st.trailer;
+	else
+		free(st.trailer);
 	return st.status;
 }

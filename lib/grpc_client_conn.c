@@ -170,8 +170,13 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame,
 	if (conn->state != CCONN_READY)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (frame->hd.type == NGHTTP2_HEADERS &&
-	    (cc = call_find(conn, frame->hd.stream_id)) != NULL)
+	    (cc = call_find(conn, frame->hd.stream_id)) != NULL) {
 		call_header(cc, name, namelen, value, valuelen);
+		/* The block that ends the stream holds the trailers (or is
+		 * a trailers-only response). */
+		if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+			call_trailer(cc, name, namelen, value, valuelen);
+	}
 	return 0;
 }
 

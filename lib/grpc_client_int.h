@@ -35,6 +35,12 @@ enum cconn_state {
 
 struct cconn;
 
+/* One entry of the metadata a call ended with (grpc_ccall_trailer). */
+struct ccall_trailer {
+	char *key;
+	char *value;
+};
+
 struct grpc_ccall {
 	struct grpc_client *cli;
 	struct cconn *conn;
@@ -59,6 +65,8 @@ struct grpc_ccall {
 	int content_type;		/* 0 unseen, 1 gRPC, -1 other */
 	int grpc_status;		/* -1 until grpc-status arrives */
 	char *grpc_message;
+	struct ccall_trailer *trailers;	/* custom metadata of the end */
+	size_t n_trailers;
 	int stream_closed;		/* nghttp2 closed the stream */
 	int fail_later;			/* the timer reports UNAVAILABLE */
 	int finished;			/* done has run or is running */
@@ -131,6 +139,8 @@ void	call_complete(struct grpc_ccall *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
 void	call_fail_later(struct grpc_ccall *);
 void	call_header(struct grpc_ccall *, const uint8_t *, size_t,
+	    const uint8_t *, size_t);
+void	call_trailer(struct grpc_ccall *, const uint8_t *, size_t,
 	    const uint8_t *, size_t);
 void	call_finish_stream(struct grpc_ccall *, uint32_t);
 int	call_feed(struct grpc_ccall *, const uint8_t *, size_t);

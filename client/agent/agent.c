@@ -246,7 +246,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;
 	if (assignment_check(a, pb, why, sizeof(why)) != 0) {
 		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", a->opts->client.server, why);
+		    "%s: %s", session_server(&a->session), why);
 		return;
 	}
 	a->gen_seen = pb->generation;

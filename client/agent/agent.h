@@ -4,7 +4,8 @@
  * each own a struct of their own and do one job:
  *
  *   session.c        the session on rdzvd: Health/Check, the Join stream,
- *                    reconnecting and resuming;
+ *                    reconnecting and resuming, on whichever server of
+ *                    --server's list leads (client/common/servers.h);
  *   report.c         what the node tells rdzvd after its Join (Report,
  *                    Leave), kept until it arrives;
  *   workers.c        the set of workers of one generation;
@@ -257,7 +258,11 @@ struct session {
 	struct session_events	 ev;
 	struct grpc_client_opts	 gopts;
 	struct tls_ctx		*tls;
-	struct grpc_client	*cli;
+	struct grpc_client	*cli;		/* to the current server */
+	struct server_list	 servers;	/* --server's, and leaders */
+	bool			 moved;		/* cli is not to the current
+						   server: a new one before
+						   the next attempt */
 	enum session_state	 state;
 	bool			 quitting;	/* no more attempts */
 	struct grpc_ccall	*call;		/* Health/Check or Join */
@@ -369,6 +374,7 @@ void	session_start(struct session *);
 void	session_quit(struct session *);
 void	session_free(struct session *);
 bool	session_connected(const struct session *);
+const char *session_server(const struct session *);
 void	session_event(struct session *, const Rdzv__V1__JoinEvent *);
 
 /* report.c */

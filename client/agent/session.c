@@ -8,6 +8,13 @@
  * node. Before it ever joined, it gives up after --connect-timeout (exit 3);
  * after, after --reconnect-timeout. What the stream brings and how the
  * session ends go to the agent (session_events), which decides.
+ *
+ * With several servers (the replicas of an HA rdzvd, SPEC §14) a failed
+ * attempt moves by the rule of client/common/servers.h: to the leader a
+ * standby named in its rdzv-leader trailer, else to the next server, each
+ * after a short jitter; the exponential backoff grows only once every
+ * server has failed. Reaching another server is a resume like any other:
+ * the same session, the same generation, the workers untouched.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,11 +33,21 @@
 
 static void	connect_check(struct session *);
 static void	send_join(struct session *);
+static void	failed_attempt(struct session *, int, const char *,
+		    const char *);
+static void	on_closed(struct grpc_client *, int, void *);
 
 bool
 session_connected(const struct session *s)
 {
 	return s->state == SESSION_JOINED && s->id_len > 0;
+}
+
+/* The server the session is on, or tries next. */
+const char *
+session_server(const struct session *s)
+{
+	return server_list_current(&s->servers)->name;
 }
 
 /* The end: the agent exits with |status| and |fmt|'s message. */
@@ -61,6 +78,28 @@ jitter(uint32_t ms)
 	return ms / 2 + r % (ms / 2 + 1);
 }
 
+/*
+ * The next attempt goes to another server: a client for it. The old one's
+ * calls end CANCELLED as it goes, so reports in flight wait for the resume
+ * (report.c); s->cli already names the new client when their callbacks
+ * run.
+ */
+static int
+switch_client(struct session *s)
+{
+	struct grpc_client *old = s->cli, *cli;
+
+	s->gopts.server = server_list_current(&s->servers)->ep;
+	cli = grpc_client_new(event_get_base(s->retry_ev), &s->gopts,
+	    on_closed, s);
+	if (cli == NULL)
+		return -1;
+	s->cli = cli;
+	s->moved = false;
+	grpc_client_free(old);
+	return 0;
+}
+
 static void
 retry_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -68,21 +107,59 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (s->quitting)
 		return;
+	if (s->moved && switch_client(s) != 0) {
+		failed_attempt(s, GRPC_INTERNAL, "out of memory for a client",
+		    NULL);
+		return;
+	}
 	if (s->id_len > 0)
 		send_join(s);
 	else
 		connect_check(s);
 }
 
+/*
+ * Where the next attempt goes after a failure with |status| and the
+ * leader hint |hint| (NULL: none), logged when it is another server.
+ * Returns the move; ROUND when the list is one server.
+ */
+static enum server_move
+choose_server(struct session *s, int status, const char *hint)
+{
+	enum server_move move;
+	char from[sizeof(s->servers.s[0].name)];
+
+	if (!server_list_should_move(status))
+		return SERVER_MOVE_ROUND;
+	snprintf(from, sizeof(from), "%s", session_server(s));
+	move = server_list_failed(&s->servers, hint);
+	if (hint != NULL && move != SERVER_MOVE_HINT)
+		log_debug("rdzvd at %s names %s as its leader; not followed "
+		    "(bad, or followed enough this round)", from, hint);
+	if (strcmp(from, session_server(s)) == 0)
+		return move;
+	s->moved = true;
+	if (move == SERVER_MOVE_HINT)
+		log_info("following leader hint %s from rdzvd at %s",
+		    session_server(s), from);
+	else if (s->backoff_ms == 0)
+		log_info("trying rdzvd at %s next", session_server(s));
+	else
+		log_debug("trying rdzvd at %s next", session_server(s));
+	return move;
+}
+
 /* A connection attempt or the stream failed: try again after a backoff,
  * or give up once the bound has passed. */
 static void
-failed_attempt(struct session *s, int status, const char *msg)
+failed_attempt(struct session *s, int status, const char *msg,
+    const char *hint)
 {
 	const struct agent_opts *o = s->opts;
 	uint64_t now = mono_ms(), limit;
 	struct timeval tv;
 	uint32_t ms;
+	char list[1024];
 
 	snprintf(s->last_error, sizeof(s->last_error), "%s (%s)",
 	    msg != NULL && *msg != '\0' ? msg : "no message",
@@ -96,27 +173,34 @@ failed_attempt(struct session *s, int status, const char *msg)
 		if (s->ever_joined)
 			log_warnx("lost rdzvd at %s: %s; the workers keep "
 			    "running while the agent reconnects",
-			    o->client.server, s->last_error);
+			    session_server(s), s->last_error);
 		else
 			log_info("rdzvd at %s: %s; retrying for %.0f s",
-			    o->client.server, s->last_error,
+			    session_server(s), s->last_error,
 			    limit / 1000.0);
 	} else {
-		log_debug("rdzvd at %s: %s", o->client.server,
+		log_debug("rdzvd at %s: %s", session_server(s),
 		    s->last_error);
 	}
 	if (now - s->trying_since >= limit) {
 		end(s, AGENT_EXIT_UNREACHABLE, "cannot reach rdzvd at %s for "
 		    "%.0f s: %s; is it running there? (--server, "
-		    "RDZV_SERVER)", o->client.server,
-		    (now - s->trying_since) / 1000.0, s->last_error);
+		    "RDZV_SERVER)", server_list_format(&s->servers, list,
+		    sizeof(list)), (now - s->trying_since) / 1000.0,
+		    s->last_error);
 		return;
 	}
-	s->backoff_ms = s->backoff_ms == 0 ? BACKOFF_MIN_MS :
-	    s->backoff_ms * 2;
-	if (s->backoff_ms > BACKOFF_MAX_MS)
-		s->backoff_ms = BACKOFF_MAX_MS;
-	ms = jitter(s->backoff_ms);
+	if (choose_server(s, status, hint) != SERVER_MOVE_ROUND) {
+		/* Another server may answer at once; the jitter spreads
+		 * the nodes of a failover over a moment. */
+		ms = jitter(BACKOFF_MIN_MS);
+	} else {
+		s->backoff_ms = s->backoff_ms == 0 ? BACKOFF_MIN_MS :
+		    s->backoff_ms * 2;
+		if (s->backoff_ms > BACKOFF_MAX_MS)
+			s->backoff_ms = BACKOFF_MAX_MS;
+		ms = jitter(s->backoff_ms);
+	}
 	if (now + ms > s->trying_since + limit)
 		ms = (uint32_t)(s->trying_since + limit - now);
 	tv.tv_sec = ms / 1000;
@@ -164,13 +248,16 @@ static void
 check_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
 	struct session *s = arg;
+	const char *hint = grpc_ccall_trailer(cc, SERVER_LEADER_TRAILER);
 
 	s->call = NULL;
 	if (s->quitting || s->state == SESSION_ENDED)
 		return;
 	if (status == GRPC_OK && !s->check_serving) {
+		/* A standby says NOT_SERVING; the Join it refuses, or
+		 * this answer's trailer, names the leader. */
 		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd is not serving "
-		    "(shutting down?)");
+		    "(a standby, or shutting down?)", hint);
 		return;
 	}
 	if (status == GRPC_UNIMPLEMENTED || status == GRPC_NOT_FOUND) {
@@ -178,7 +265,7 @@ check_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		return;
 	}
 	if (status != GRPC_OK) {
-		failed_attempt(s, status, msg);
+		failed_attempt(s, status, msg, hint);
 		return;
 	}
 	send_join(s);
@@ -198,7 +285,7 @@ connect_check(struct session *s)
 	    s->opts->client.connect_timeout_ms + CHECK_TIMEOUT_MS, check_msg,
 	    check_done, s);
 	if (s->call == NULL)
-		failed_attempt(s, GRPC_INTERNAL, "cannot start a call");
+		failed_attempt(s, GRPC_INTERNAL, "cannot start a call", NULL);
 }
 
 /* ------------------------------------------------------------- Join */
@@ -218,11 +305,12 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		s->id_len = acc->session_id.len;
 	}
 	if (acc->resumed)
-		log_info("resumed as node %llu of job %s",
-		    (unsigned long long)acc->node_id, id);
+		log_info("resumed as node %llu of job %s on rdzvd at %s",
+		    (unsigned long long)acc->node_id, id, session_server(s));
 	else
-		log_info("joined job %s as node %llu (attempt %u)", id,
-		    (unsigned long long)acc->node_id, acc->attempt);
+		log_info("joined job %s as node %llu (attempt %u) on rdzvd "
+		    "at %s", id, (unsigned long long)acc->node_id,
+		    acc->attempt, session_server(s));
 	if (js != NULL)
 		log_debug("job %s: nodes %u:%u, last call %u ms, join timeout "
 		    "%u ms, max restarts %u, lease %u ms, reconnect grace %u "
@@ -233,6 +321,7 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;
 	s->ever_joined = true;
+	server_list_ok(&s->servers);
 	s->trying_since = 0;
 	s->backoff_ms = 0;
 	s->ev.joined(s->ev.arg);
@@ -296,13 +385,15 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 	bool joined = s->state == SESSION_JOINED;
 	bool resuming = s->id_len > 0;
 	uint64_t node_id = s->node_id;
+	const char *hint = grpc_ccall_trailer(cc, SERVER_LEADER_TRAILER);
 
 	s->call = NULL;
 	if (s->quitting || s->state == SESSION_ENDED)
 		return;
 	if (status == GRPC_OK) {
 		/* Ended without closed/failed/evicted: resume. */
-		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd ended the stream");
+		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd ended the stream",
+		    hint);
 		return;
 	}
 	if (resuming && (status == GRPC_NOT_FOUND ||
@@ -318,7 +409,7 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		refused(s, status, msg);
 		return;
 	}
-	failed_attempt(s, status, msg);
+	failed_attempt(s, status, msg, hint);
 }
 
 static void
@@ -375,7 +466,8 @@ send_join(struct session *s)
 	    join_done, s);
 	gpucheck_pb_free(&gpb);
 	if (s->call == NULL)
-		failed_attempt(s, GRPC_INTERNAL, "cannot start the Join call");
+		failed_attempt(s, GRPC_INTERNAL, "cannot start the Join call",
+		    NULL);
 }
 
 /* ----------------------------------------------------------- lifetime */
@@ -396,7 +488,8 @@ session_init(struct session *s, struct event_base *base,
 	s->opts = opts;
 	s->offer = offer;
 	s->ev = *ev;
-	if (client_opts_grpc(&opts->client, &s->gopts, &s->tls, err,
+	if (client_opts_servers(&opts->client, &s->servers, err, errlen) != 0 ||
+	    client_opts_grpc(&opts->client, &s->gopts, &s->tls, err,
 	    errlen) != 0)
 		return -1;
 	/* Our PINGs find a dead rdzvd or network even while nothing is

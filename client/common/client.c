@@ -75,19 +75,41 @@ client_opts_take(struct client_opts *o, int ch, const char *arg, char *err,
 }
 
 int
-client_opts_grpc(const struct client_opts *o, struct grpc_client_opts *out,
-    struct tls_ctx **tls, char *err, size_t errlen)
+client_opts_servers(const struct client_opts *o, struct server_list *sl,
+    char *err, size_t errlen)
 {
-	struct tls_opts	 t;
-	char		 e[256];
+	char	 e[512];
 
-	memset(out, 0, sizeof(*out));
-	*tls = NULL;
-	if (endpoint_parse(o->server, RDZV_DEFAULT_PORT, &out->server, e,
+	if (server_list_parse(sl, o->server, RDZV_DEFAULT_PORT, e,
 	    sizeof(e)) != 0) {
 		snprintf(err, errlen, "--server %s: %s", o->server, e);
 		return -1;
 	}
+	if (o->tls_ca == NULL && o->tls_cert == NULL)
+		return 0;
+	for (size_t i = 0; i < sl->n; i++) {
+		if (sl->s[i].ep.kind == ENDPOINT_UNIX) {
+			snprintf(err, errlen, "--server %s: TLS is for TCP "
+			    "servers; a unix socket (%s) is cleartext",
+			    o->server, sl->s[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+client_opts_grpc(const struct client_opts *o, struct grpc_client_opts *out,
+    struct tls_ctx **tls, char *err, size_t errlen)
+{
+	struct server_list sl;
+	struct tls_opts	 t;
+
+	memset(out, 0, sizeof(*out));
+	*tls = NULL;
+	if (client_opts_servers(o, &sl, err, errlen) != 0)
+		return -1;
+	out->server = sl.s[0].ep;
 	if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
 		snprintf(err, errlen, "--tls-cert and --tls-key go together: "
 		    "only %s was given", o->tls_cert != NULL ? "--tls-cert" :
@@ -95,11 +117,6 @@ client_opts_grpc(const struct client_opts *o, struct grpc_client_opts *out,
 		return -1;
 	}
 	if (o->tls_ca != NULL || o->tls_cert != NULL) {
-		if (out->server.kind == ENDPOINT_UNIX) {
-			snprintf(err, errlen, "--server %s: TLS is for TCP "
-			    "servers; a unix socket is cleartext", o->server);
-			return -1;
-		}
 		memset(&t, 0, sizeof(t));
 		t.ca = o->tls_ca;
 		t.cert = o->tls_cert;

@@ -1,10 +1,12 @@
 /*
  * What rdzv-agent and rdzvctl share: how they find and reach rdzvd.
  *
- * --server HOST:PORT | unix:PATH and the TLS files, each also taken from the
- * environment (RDZV_SERVER, RDZV_TLS_CA, RDZV_TLS_CERT, RDZV_TLS_KEY,
- * RDZV_TLS_SERVER_NAME; flags win). Giving any TLS file turns TLS on; a
- * client without TLS files talks cleartext HTTP/2 (SPEC §6, §10, §13).
+ * --server HOST:PORT | unix:PATH, or a comma-separated list of them (the
+ * replicas of an HA rdzvd, SPEC §14; servers.h says which one is used),
+ * and the TLS files, each also taken from the environment (RDZV_SERVER,
+ * RDZV_TLS_CA, RDZV_TLS_CERT, RDZV_TLS_KEY, RDZV_TLS_SERVER_NAME; flags
+ * win). Giving any TLS file turns TLS on; a client without TLS files talks
+ * cleartext HTTP/2 (SPEC §6, §10, §13).
  */
 #ifndef RDZV_CLIENT_H
 #define RDZV_CLIENT_H
@@ -16,6 +18,7 @@
 
 #include "grpc.h"
 #include "parse.h"
+#include "servers.h"
 
 #define CLIENT_DEFAULT_SERVER	"127.0.0.1:29400"
 
@@ -42,8 +45,9 @@ enum {
 
 /* One line each, for a program's --help. */
 #define CLIENT_OPTIONS_HELP						\
-	"  --server HOST:PORT|unix:PATH  rdzvd to use (RDZV_SERVER,\n"	\
-	"                                default " CLIENT_DEFAULT_SERVER ")\n" \
+	"  --server HOST:PORT|unix:PATH[,...]  rdzvd to use, or its\n"	\
+	"                                replicas (RDZV_SERVER, default\n" \
+	"                                " CLIENT_DEFAULT_SERVER ")\n"	\
 	"  --tls-ca FILE                 verify rdzvd against this CA\n"	\
 	"  --tls-cert FILE --tls-key FILE  client certificate (mTLS)\n"	\
 	"  --tls-server-name NAME        name to verify (default: host)\n" \
@@ -70,12 +74,21 @@ int	client_opts_take(struct client_opts *, int ch, const char *arg,
 	    char *err, size_t errlen);
 
 /*
- * Fills |out| for grpc_client_new()/grpc_unary_sync(): the endpoint parsed,
- * a TLS context created when asked for (*tls, to tls_free() after the
- * client). 0, or -1 with a message naming the bad value or file.
+ * Fills |out| for grpc_client_new()/grpc_unary_sync(): the first server of
+ * the list (set out->server to another entry to use that one), a TLS
+ * context created when asked for (*tls, to tls_free() after the client).
+ * 0, or -1 with a message naming the bad value or file.
  */
 int	client_opts_grpc(const struct client_opts *,
 	    struct grpc_client_opts *out, struct tls_ctx **tls,
+	    char *err, size_t errlen);
+
+/*
+ * The server list of --server (RDZV_SERVER), each entry checked against
+ * the TLS options (a unix socket is cleartext). 0, or -1 with a message
+ * naming the bad entry.
+ */
+int	client_opts_servers(const struct client_opts *, struct server_list *,
 	    char *err, size_t errlen);
 
 #endif

@@ -88,15 +88,29 @@ int
 ctl_client_opts(struct ctl *ctl, struct grpc_client_opts *o,
     struct tls_ctx **tls)
 {
+	const struct server_entry *cur;
 	char	err[512];
 
-	if (client_opts_grpc(&ctl->client, o, tls, err, sizeof(err)) != 0) {
+	if (client_opts_grpc(&ctl->client, o, tls, err, sizeof(err)) != 0 ||
+	    (ctl->servers.n == 0 && client_opts_servers(&ctl->client,
+	    &ctl->servers, err, sizeof(err)) != 0)) {
+		tls_free(*tls);
+		*tls = NULL;
 		fprintf(stderr, "rdzvctl: %s\n", err);
 		return CTL_EXIT_USAGE;
 	}
-	endpoint_format(&o->server, ctl->server, sizeof(ctl->server));
+	cur = server_list_current(&ctl->servers);
+	o->server = cur->ep;
+	snprintf(ctl->server, sizeof(ctl->server), "%s", cur->name);
 	return CTL_EXIT_OK;
 }
+
+/* A server's failure, kept to be told if every server fails. */
+struct failure {
+	int	 status;
+	char	 server[300];
+	char	*msg;
+};
 
 int
 ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
@@ -104,24 +118,63 @@ ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
 {
 	struct grpc_client_opts	 o;
 	struct tls_ctx		*tls = NULL;
-	char			 path[128], *msg = NULL;
+	struct failure		 failed[2 * SERVER_LIST_MAX];
+	enum server_move	 move = SERVER_MOVE_ROUND;
+	char			 path[128], *msg = NULL, *hint = NULL;
 	int			 rc, status;
+	size_t			 n_failed = 0;
 
 	*reply = NULL;
 	if ((rc = ctl_client_opts(ctl, &o, &tls)) != CTL_EXIT_OK)
 		return rc;
 	snprintf(path, sizeof(path), "/rdzv.v1.Control/%s", method);
-	status = grpc_unary_sync(&o, path, req, reply_desc,
-	    o.connect_timeout_ms + CALL_TIMEOUT_MS, reply, &msg);
-	tls_free(tls);
-	if (status != GRPC_OK) {
-		rc = ctl_fail(ctl, status, msg);
-		free(msg);
-		return rc;
+	server_list_ok(&ctl->servers);
+	/* Each server fails at most twice a round (once with a hint): the
+	 * round's end stops the loop before |failed| is full. */
+	for (;;) {
+		o.server = server_list_current(&ctl->servers)->ep;
+		snprintf(ctl->server, sizeof(ctl->server), "%s",
+		    server_list_current(&ctl->servers)->name);
+		status = grpc_unary_sync_trailer(&o, path, req, reply_desc,
+		    o.connect_timeout_ms + CALL_TIMEOUT_MS, reply, &msg,
+		    SERVER_LEADER_TRAILER, &hint);
+		if (status == GRPC_OK || !server_list_should_move(status) ||
+		    n_failed == sizeof(failed) / sizeof(failed[0]))
+			break;
+		failed[n_failed].status = status;
+		snprintf(failed[n_failed].server, sizeof(failed[0].server),
+		    "%s", ctl->server);
+		failed[n_failed++].msg = msg;
+		msg = NULL;
+		move = server_list_failed(&ctl->servers, hint);
+		if (move == SERVER_MOVE_HINT)
+			log_info("following leader hint %s from %s",
+			    server_list_current(&ctl->servers)->name,
+			    ctl->server);
+		free(hint);
+		hint = NULL;
+		if (move == SERVER_MOVE_ROUND)
+			break;
 	}
+	tls_free(tls);
+	free(hint);
+	if (status == GRPC_OK) {
+		server_list_ok(&ctl->servers);
+		rc = CTL_EXIT_OK;
+		ctl_received(ctl, *reply);
+	} else if (move == SERVER_MOVE_ROUND && n_failed > 0) {
+		/* Every server failed: each says why. */
+		for (size_t i = 0; i < n_failed; i++) {
+			snprintf(ctl->server, sizeof(ctl->server), "%s",
+			    failed[i].server);
+			rc = ctl_fail(ctl, failed[i].status, failed[i].msg);
+		}
+	} else
+		rc = ctl_fail(ctl, status, msg);
+	for (size_t i = 0; i < n_failed; i++)
+		free(failed[i].msg);
 	free(msg);
-	ctl_received(ctl, *reply);
-	return CTL_EXIT_OK;
+	return rc;
 }
 
 int

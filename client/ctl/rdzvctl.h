@@ -36,7 +36,10 @@ enum ctl_output {
 /* Everything a command needs: the options given and the clock. */
 struct ctl {
 	struct client_opts	 client;
-	char			 server[300];	/* as errors name it */
+	struct server_list	 servers;	/* --server's; n 0 until the
+						   first call parses it */
+	char			 server[300];	/* the one called, as errors
+						   name it */
 	enum ctl_output		 output;
 	int64_t			 now_ms;	/* wall clock, unix ms */
 	bool			 fixed_times;	/* ctl_received() */
@@ -81,6 +84,9 @@ int	ctl_usage_error(const char *fmt, ...)
  * One unary call of rdzv.v1.Control/|method|. Returns CTL_EXIT_OK with
  * *reply set (free with protobuf_c_message_free_unpacked), or prints what
  * went wrong on stderr, naming the server, and returns the exit status.
+ * With several servers the call follows client/common/servers.h: a
+ * standby's leader hint, else the next server, until each has failed once;
+ * ctl->server then names the one that answered.
  */
 int	ctl_call(struct ctl *, const char *method,
 	    const ProtobufCMessage *req,
@@ -93,7 +99,9 @@ int	ctl_get_job(struct ctl *, const char *rdzv_id, uint32_t events,
 int	ctl_exit_for(int grpc_status);
 /* Prints "rdzvctl: SERVER: MESSAGE[ (hint)]"; returns the exit status. */
 int	ctl_fail(struct ctl *, int grpc_status, const char *message);
-/* Options for a long-lived client of our own (--watch). 0 or exit status. */
+/* Options for a long-lived client of our own (--watch), to the server the
+ * last call reached (the first of the list before any). 0 or exit
+ * status. */
 int	ctl_client_opts(struct ctl *, struct grpc_client_opts *,
 	    struct tls_ctx **);
 /*

@@ -7,7 +7,7 @@
  *       [--server-name N] [--timeout MS] [--connect-timeout MS]
  *       [--keepalive MS] [--keepalive-timeout MS] [--max-message N]
  *       [--repeat N] [--cancel-after N] [--free-after N] [--free-on-close]
- *       unary|stream PATH [seq=N] [kind=K] [message=M]
+ *       [--trailer KEY] unary|stream PATH [seq=N] [kind=K] [message=M]
  *
  * Prints each reply as "seq=<n> kind=<k> message=<m>" and each call's end
  * as "status=<NAME> message=<msg>", and exits 0; only usage errors exit
@@ -17,7 +17,10 @@
  * it starts on an established connection). --cancel-after N cancels the
  * call from inside the Nth message callback, --free-after N frees the
  * client there, --free-on-close frees it inside on_closed: all exercise the
- * client's re-entrancy.
+ * client's re-entrancy. --trailer KEY prints "trailer KEY=VALUE" (or
+ * "trailer KEY absent") before each call's status: the trailing metadata
+ * the call ended with, through grpc_unary_sync_trailer or, for "stream",
+ * grpc_ccall_trailer in the done callback.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,6 +43,7 @@ struct run {
 	int cancel_after;
 	int free_after;
 	int free_on_close;
+	const char *trailer;	/* --trailer KEY */
 };
 
 static void
@@ -49,8 +53,8 @@ usage(void)
 	    "[--tls-cert F --tls-key F] [--server-name N] [--timeout MS] "
 	    "[--connect-timeout MS] [--keepalive MS] [--keepalive-timeout MS] "
 	    "[--max-message N] [--repeat N] [--cancel-after N] "
-	    "[--free-after N] [--free-on-close] unary|stream PATH [seq=N] [kind=K] "
-	    "[message=M]\n");
+	    "[--free-after N] [--free-on-close] [--trailer KEY] unary|stream "
+	    "PATH [seq=N] [kind=K] [message=M]\n");
 	exit(2);
 }
 
@@ -67,6 +71,15 @@ print_status(int status, const char *message)
 {
 	printf("status=%s message=%s\n", grpc_status_name(status),
 	    message != NULL ? message : "");
+}
+
+static void
+print_trailer(const char *key, const char *value)
+{
+	if (value != NULL)
+		printf("trailer %s=%s\n", key, value);
+	else
+		printf("trailer %s absent\n", key);
 }
 
 static void
@@ -91,6 +104,8 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 {
 	struct run *r = arg;
 
+	if (r->trailer != NULL)
+		print_trailer(r->trailer, grpc_ccall_trailer(cc, r->trailer));
 	print_status(status, message);
 	grpc_ccall_cancel(cc);	/* inside done: must be a no-op */
 	r->done = 1;
@@ -113,7 +128,8 @@ int
 main(int argc, char **argv)
 {
 	enum { O_CA = 256, O_CERT, O_KEY, O_NAME, O_TIMEOUT, O_CTIMEOUT,
-	    O_KA, O_KATIMEOUT, O_MAXMSG, O_REPEAT, O_CANCEL, O_FREE, O_FREECLOSE };
+	    O_KA, O_KATIMEOUT, O_MAXMSG, O_REPEAT, O_CANCEL, O_FREE, O_FREECLOSE,
+	    O_TRAILER };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, 's' },
 		{ "tls-ca", required_argument, NULL, O_CA },
@@ -129,6 +145,7 @@ main(int argc, char **argv)
 		{ "cancel-after", required_argument, NULL, O_CANCEL },
 		{ "free-after", required_argument, NULL, O_FREE },
 		{ "free-on-close", no_argument, NULL, O_FREECLOSE },
+		{ "trailer", required_argument, NULL, O_TRAILER },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct grpc_client_opts opts;
@@ -165,6 +182,7 @@ main(int argc, char **argv)
 		case O_CANCEL: r.cancel_after = atoi(optarg); break;
 		case O_FREE: r.free_after = atoi(optarg); break;
 		case O_FREECLOSE: r.free_on_close = 1; break;
+		case O_TRAILER: r.trailer = optarg; break;
 		default: usage();
 		}
 	}
@@ -200,16 +218,20 @@ main(int argc, char **argv)
 	if (strcmp(mode, "unary") == 0) {
 		for (int i = 0; i < repeat; i++) {
 			ProtobufCMessage *reply = NULL;
-			char *msg = NULL;
-			int st = grpc_unary_sync(&opts, path, &req.base,
-			    &rdzv__v1__event__descriptor, timeout, &reply,
-			    &msg);
+			char *msg = NULL, *trailer = NULL;
+			int st = grpc_unary_sync_trailer(&opts, path,
+			    &req.base, &rdzv__v1__event__descriptor, timeout,
+			    &reply, &msg, r.trailer,
+			    r.trailer != NULL ? &trailer : NULL);
 			if (reply != NULL) {
 				print_event(reply);
 				protobuf_c_message_free_unpacked(reply, NULL);
 			}
+			if (r.trailer != NULL)
+				print_trailer(r.trailer, trailer);
 			print_status(st, msg);
 			free(msg);
+			free(trailer);
 		}
 		tls_free(opts.tls);
 		return 0;

@@ -70,6 +70,22 @@ def _fail(req, ctx):
     ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, FAIL_MESSAGE)
 
 
+def _refuse(req, ctx):
+    # What a standby rdzvd does: UNAVAILABLE, the leader in the trailers
+    # (a trailers-only response, as no reply was sent).
+    ctx.set_trailing_metadata((("rdzv-leader", req.message or "10.0.0.7:29400"),
+                               ("x-other", "yes")))
+    ctx.abort(grpc.StatusCode.UNAVAILABLE, "not the leader")
+
+
+def _trailer(req, ctx):
+    # A reply, then trailers with metadata: the trailers are a HEADERS
+    # frame of their own after the DATA.
+    ctx.set_trailing_metadata((("rdzv-leader", "after-reply:1"),
+                               ("x-long", "y" * req.seq)))
+    return Event(seq=1, kind="trailer")
+
+
 def _slow(req, ctx):
     done = threading.Event()
     ctx.add_callback(done.set)
@@ -89,7 +105,8 @@ def _handlers():
             response_serializer=Event.SerializeToString)
     return grpc.method_handlers_generic_handler("rdzv.test.Test", {
         "Echo": uu(_echo), "Stream": us(_stream), "Big": uu(_big),
-        "Fail": uu(_fail), "Slow": uu(_slow),
+        "Fail": uu(_fail), "Slow": uu(_slow), "Refuse": uu(_refuse),
+        "Trailer": uu(_trailer),
     })
 
 
@@ -176,6 +193,51 @@ def test_unary_sync_without_reply_is_internal(plain):
 def test_status_and_percent_decoded_message(plain, mode):
     lines, _ = run_client("--server", plain.addr, mode, "/rdzv.test.Test/Fail")
     assert statuses(lines) == ["status=FAILED_PRECONDITION message=" + FAIL_MESSAGE]
+
+
+@pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_trailer_of_a_refused_call(plain, mode):
+    lines, _ = run_client("--server", plain.addr, "--trailer", "rdzv-leader",
+                          mode, "/rdzv.test.Test/Refuse", "message=b.example:29401")
+    assert lines[-2:] == ["trailer rdzv-leader=b.example:29401",
+                          "status=UNAVAILABLE message=not the leader"], lines
+    lines, _ = run_client("--server", plain.addr, "--trailer", "x-other", mode,
+                          "/rdzv.test.Test/Refuse")
+    assert "trailer x-other=yes" in lines
+    # The reserved headers are not metadata.
+    lines, _ = run_client("--server", plain.addr, "--trailer", "grpc-status",
+                          mode, "/rdzv.test.Test/Refuse")
+    assert "trailer grpc-status absent" in lines
+
+
+@pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_trailer_after_a_reply(plain, mode):
+    lines, _ = run_client("--server", plain.addr, "--trailer", "rdzv-leader",
+                          mode, "/rdzv.test.Test/Trailer", "seq=10")
+    assert lines[-3:] == ["seq=1 kind=trailer message=",
+                          "trailer rdzv-leader=after-reply:1",
+                          "status=OK message="], lines
+    # A value over the client's bound is dropped; the call is unharmed.
+    lines, _ = run_client("--server", plain.addr, "--trailer", "x-long",
+                          mode, "/rdzv.test.Test/Trailer", "seq=5000")
+    assert lines[-2:] == ["trailer x-long absent", "status=OK message="], lines
+    lines, _ = run_client("--server", plain.addr, "--trailer", "x-long",
+                          mode, "/rdzv.test.Test/Trailer", "seq=1024")
+    assert "trailer x-long=" + "y" * 1024 in lines
+
+
+def test_no_trailer_without_a_server(plain):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for mode in ("unary", "stream"):
+        lines, _ = run_client("--server", "127.0.0.1:%d" % port, "--trailer",
+                              "rdzv-leader", mode, "/rdzv.test.Test/Refuse")
+        assert "trailer rdzv-leader absent" in lines
+    # Calls without trailers have none either.
+    lines, _ = run_client("--server", plain.addr, "--trailer", "rdzv-leader",
+                          "unary", "/rdzv.test.Test/Echo")
+    assert "trailer rdzv-leader absent" in lines
 
 
 def test_unknown_method(plain):
