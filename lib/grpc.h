@@ -220,10 +220,10 @@ void grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
  * name (a-z, 0-9, '-', '_', '.'), neither reserved ("grpc-*", ":*") nor
  * binary ("*-bin"); |value| is printable ASCII. Setting a key again
  * replaces its value. Returns 0, -EINVAL for a bad key or value, -E2BIG
- * past GRPC_MAX_TRAILERS keys, -ENOMEM, or -EPIPE when the call is
+ * past GRPC_SERVER_MAX_TRAILERS keys, -ENOMEM, or -EPIPE when the call is
  * finished.
  */
-#define GRPC_MAX_TRAILERS	4
+#define GRPC_SERVER_MAX_TRAILERS	4
 int grpc_call_set_trailer(struct grpc_call *call, const char *key,
     const char *value);
 

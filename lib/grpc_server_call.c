@@ -140,7 +140,7 @@ static void
 submit_trailers(struct grpc_call *call)
 {
 	char status[16];
-	nghttp2_nv nva[2 + GRPC_MAX_TRAILERS];
+	nghttp2_nv nva[2 + GRPC_SERVER_MAX_TRAILERS];
 	size_t n = 1;
 
 	/* The status first: NV() measures the string it is given. */
@@ -234,7 +234,7 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 
 		/* Trailers-Only. The status first: NV() measures it. */
 		snprintf(st, sizeof(st), "%d", status);
-		nghttp2_nv nva[4 + GRPC_MAX_TRAILERS] = {
+		nghttp2_nv nva[4 + GRPC_SERVER_MAX_TRAILERS] = {
 			NV(":status", "200"),
 			NV("content-type", "application/grpc"),
 			NV("grpc-status", st),
@@ -486,7 +486,7 @@ grpc_call_set_trailer(struct grpc_call *call, const char *key,
 	for (i = 0; i < call->n_trailers; i++)
 		if (strcmp(call->trailer_key[i], key) == 0)
 			break;
-	if (i == GRPC_MAX_TRAILERS)
+	if (i == GRPC_SERVER_MAX_TRAILERS)
 		return -E2BIG;
 	if ((v = strdup(value)) == NULL)
 		return -ENOMEM;
