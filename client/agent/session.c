@@ -253,18 +253,24 @@ check_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 	s->call = NULL;
 	if (s->quitting || s->state == SESSION_ENDED)
 		return;
-	if (status == GRPC_OK && !s->check_serving) {
-		/* A standby says NOT_SERVING; the Join it refuses, or
-		 * this answer's trailer, names the leader. */
-		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd is not serving "
-		    "(a standby, or shutting down?)", hint);
+	if (status == GRPC_OK && !s->check_serving && hint != NULL) {
+		failed_attempt(s, GRPC_UNAVAILABLE, "rdzvd is a standby",
+		    hint);
 		return;
 	}
-	if (status == GRPC_UNIMPLEMENTED || status == GRPC_NOT_FOUND) {
+	if (status == GRPC_OK && !s->check_serving) {
+		/*
+		 * A standby (SPEC §14) or a daemon shutting down. The Join
+		 * goes there anyway, on the connection just made: a standby
+		 * refuses it naming its leader, a daemon going away
+		 * refuses it too, and either refusal moves on.
+		 */
+		log_debug("rdzvd at %s is not serving; asking it to join "
+		    "anyway, for its leader hint", session_server(s));
+	} else if (status == GRPC_UNIMPLEMENTED || status == GRPC_NOT_FOUND) {
 		refused(s, GRPC_UNIMPLEMENTED, msg);
 		return;
-	}
-	if (status != GRPC_OK) {
+	} else if (status != GRPC_OK) {
 		failed_attempt(s, status, msg, hint);
 		return;
 	}
