@@ -93,8 +93,12 @@ ha_lead(char *err, size_t errlen)
 	health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);
-	log_info("leading: %u jobs loaded from %s", c->n_jobs,
-	    store_path(rdzvd.store));
+	if (ha_store_is_etcd())
+		log_info("leading: %u jobs loaded from %s", c->n_jobs,
+		    store_path(rdzvd.store));
+	else
+		log_info("database %s: %u jobs", store_path(rdzvd.store),
+		    c->n_jobs);
 	return 0;
 }
 
