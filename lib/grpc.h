@@ -339,6 +339,33 @@ struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
 #define GRPC_MAX_TRAILER_LEN	1024
 const char *grpc_ccall_trailer(const struct grpc_ccall *cc, const char *key);
 
+/*
+ * Starts a call whose request side stays open: a client-streaming or bidi
+ * method (etcd's Lease.KeepAlive and Watch). |req| is the first request
+ * message or NULL for none; send more with grpc_ccall_send() and end the
+ * request side with grpc_ccall_close_send(). Replies, the end and the
+ * timeout are as for grpc_client_call().
+ */
+struct grpc_ccall *grpc_client_stream(struct grpc_client *cli,
+    const char *path, const ProtobufCMessage *req,
+    const ProtobufCMessageDescriptor *reply, uint32_t timeout_ms,
+    grpc_msg_fn on_msg, grpc_done_fn done, void *arg);
+
+/*
+ * Queues one more request message on a call started with
+ * grpc_client_stream(); it goes out from the event loop, in order, as
+ * HTTP/2 flow control allows. Returns 0, -EINVAL (not such a call),
+ * -EMSGSIZE over max_message, -EPIPE when the request side is closed or the
+ * call has ended (its done callback has run or will run), -ENOMEM. The done
+ * callback never runs inside this.
+ */
+int grpc_ccall_send(struct grpc_ccall *cc, const ProtobufCMessage *msg);
+
+/* Ends the request side (END_STREAM after what is queued); the replies go
+ * on until the server ends the call. Returns 0, -EINVAL or -EPIPE as
+ * grpc_ccall_send. */
+int grpc_ccall_close_send(struct grpc_ccall *cc);
+
 /* Cancels a call (RST_STREAM CANCEL); its done callback runs with CANCELLED
  * before this returns. */
 void grpc_ccall_cancel(struct grpc_ccall *cc);

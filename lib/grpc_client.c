@@ -199,15 +199,19 @@ grpc_client_connected(const struct grpc_client *cli)
 	    cli->conn->state == CCONN_READY;
 }
 
-struct grpc_ccall *
-grpc_client_call(struct grpc_client *cli, const char *path,
+/* Starts a call; |open_send|: its request side stays open for
+ * grpc_ccall_send (|req| may then be NULL). */
+static struct grpc_ccall *
+call_start(struct grpc_client *cli, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,
-    uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg)
+    uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg,
+    int open_send)
 {
 	struct grpc_ccall *cc;
 	int rc;
 
-	if (cli == NULL || path == NULL || req == NULL || reply == NULL) {
+	if (cli == NULL || path == NULL || (req == NULL && !open_send) ||
+	    reply == NULL) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -224,9 +228,10 @@ grpc_client_call(struct grpc_client *cli, const char *path,
 	cc->arg = arg;
 	cc->grpc_status = -1;
 	cc->timeout_ms = timeout_ms;
+	cc->open_send = open_send;
 	grpc_reader_init(&cc->reader, cli->opts.max_message);
-	if ((rc = grpc_frame_pack(req, cli->opts.max_message, &cc->req,
-	    &cc->req_len)) != 0) {
+	if (req != NULL && (rc = grpc_frame_pack(req, cli->opts.max_message,
+	    &cc->req, &cc->req_len)) != 0) {
 		call_free(cc);
 		errno = -rc;
 		return NULL;
@@ -269,6 +274,24 @@ grpc_client_call(struct grpc_client *cli, const char *path,
 		cli->flush_later = 1;
 	cli_leave(cli);
 	return cc;
+}
+
+struct grpc_ccall *
+grpc_client_call(struct grpc_client *cli, const char *path,
+    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,
+    uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg)
+{
+	return call_start(cli, path, req, reply, timeout_ms, on_msg, done,
+	    arg, 0);
+}
+
+struct grpc_ccall *
+grpc_client_stream(struct grpc_client *cli, const char *path,
+    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,
+    uint32_t timeout_ms, grpc_msg_fn on_msg, grpc_done_fn done, void *arg)
+{
+	return call_start(cli, path, req, reply, timeout_ms, on_msg, done,
+	    arg, 1);
 }
 
 void

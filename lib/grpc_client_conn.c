@@ -139,8 +139,10 @@ send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
 	return (ssize_t)len;
 }
 
-/* The request body: the one framed request message, then END_STREAM. A
- * call that ended is about to be reset: wait for that. */
+/* The request body: the framed request messages queued, then END_STREAM
+ * once the request side is closed (at once for a unary or server-streaming
+ * call). A stream call with nothing queued waits for grpc_ccall_send
+ * (call_resume). A call that ended is about to be reset: wait for that. */
 static ssize_t
 data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
     size_t len, uint32_t *flags, nghttp2_data_source *src, void *arg)
@@ -150,11 +152,13 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 	if (cc == NULL)
 		return NGHTTP2_ERR_DEFERRED;
 	size_t n = cc->req_len - cc->req_off;
+	if (n == 0 && cc->open_send && !cc->send_closed)
+		return NGHTTP2_ERR_DEFERRED;
 	if (n > len)
 		n = len;
 	memcpy(buf, cc->req + cc->req_off, n);
 	cc->req_off += n;
-	if (cc->req_off == cc->req_len)
+	if (cc->req_off == cc->req_len && (!cc->open_send || cc->send_closed))
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	return (ssize_t)n;
 }

@@ -47,8 +47,10 @@ struct grpc_ccall {
 	TAILQ_ENTRY(grpc_ccall) entry;	/* conn->calls or cli->dead_calls */
 
 	int32_t stream_id;		/* 0 until submitted */
-	uint8_t *req;			/* framed request */
-	size_t req_len, req_off;
+	uint8_t *req;			/* framed request messages */
+	size_t req_len, req_off;	/* bytes queued, bytes sent */
+	int open_send;			/* grpc_client_stream: more may come */
+	int send_closed;		/* grpc_ccall_close_send was called */
 	char *path;
 	const ProtobufCMessageDescriptor *reply;
 	uint32_t timeout_ms;
@@ -145,6 +147,9 @@ void	call_trailer(struct grpc_ccall *, const uint8_t *, size_t,
 void	call_finish_stream(struct grpc_ccall *, uint32_t);
 int	call_feed(struct grpc_ccall *, const uint8_t *, size_t);
 struct grpc_ccall *call_find(struct cconn *, int32_t);
+
+/* grpc_client_send.c */
+void	call_resume(struct grpc_ccall *);
 
 /* grpc_client_connect.c */
 struct cconn *conn_new(struct grpc_client *);

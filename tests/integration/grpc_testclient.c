@@ -7,7 +7,8 @@
  *       [--server-name N] [--timeout MS] [--connect-timeout MS]
  *       [--keepalive MS] [--keepalive-timeout MS] [--max-message N]
  *       [--repeat N] [--cancel-after N] [--free-after N] [--free-on-close]
- *       [--trailer KEY] unary|stream PATH [seq=N] [kind=K] [message=M]
+ *       [--trailer KEY] unary|stream|bidi PATH [seq=N] [kind=K]
+ *       [message=M]
  *
  * Prints each reply as "seq=<n> kind=<k> message=<m>" and each call's end
  * as "status=<NAME> message=<msg>", and exits 0; only usage errors exit
@@ -21,6 +22,12 @@
  * "trailer KEY absent") before each call's status: the trailing metadata
  * the call ended with, through grpc_unary_sync_trailer or, for "stream",
  * grpc_ccall_trailer in the done callback.
+ *
+ * "bidi" opens a stream call (grpc_client_stream) without a first message,
+ * then sends N=seq messages (seq 1..N, the given kind and message) one at
+ * a time, each once the reply to the one before has arrived, and then
+ * half-closes: it shows sends on an open call, before and after the
+ * connection is up, and grpc_ccall_close_send.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,7 +51,30 @@ struct run {
 	int free_after;
 	int free_on_close;
 	const char *trailer;	/* --trailer KEY */
+	int bidi;		/* messages to send in "bidi" mode */
+	int sent;
+	Rdzv__V1__Event *req;
 };
+
+/* bidi: sends message number r->sent + 1, or half-closes after the last. */
+static void
+bidi_next(struct grpc_ccall *cc, struct run *r)
+{
+	int rc;
+
+	if (r->sent < r->bidi) {
+		r->req->seq = (uint64_t)++r->sent;
+		rc = grpc_ccall_send(cc, &r->req->base);
+	} else {
+		rc = grpc_ccall_close_send(cc);
+		if (rc == 0 && grpc_ccall_close_send(cc) != -EPIPE)
+			printf("second close_send did not say EPIPE\n");
+		if (rc == 0 && grpc_ccall_send(cc, &r->req->base) != -EPIPE)
+			printf("send after close_send did not say EPIPE\n");
+	}
+	if (rc != 0)
+		printf("send failed: %s\n", strerror(-rc));
+}
 
 static void
 usage(void)
@@ -53,8 +83,8 @@ usage(void)
 	    "[--tls-cert F --tls-key F] [--server-name N] [--timeout MS] "
 	    "[--connect-timeout MS] [--keepalive MS] [--keepalive-timeout MS] "
 	    "[--max-message N] [--repeat N] [--cancel-after N] "
-	    "[--free-after N] [--free-on-close] [--trailer KEY] unary|stream "
-	    "PATH [seq=N] [kind=K] [message=M]\n");
+	    "[--free-after N] [--free-on-close] [--trailer KEY] "
+	    "unary|stream|bidi PATH [seq=N] [kind=K] [message=M]\n");
 	exit(2);
 }
 
@@ -89,6 +119,8 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 
 	print_event(msg);
 	r->nmsgs++;
+	if (r->bidi > 0 && r->nmsgs <= r->bidi)
+		bidi_next(cc, r);
 	if (r->cancel_after > 0 && r->nmsgs == r->cancel_after) {
 		grpc_ccall_cancel(cc);
 		grpc_ccall_cancel(cc);	/* twice: must be harmless */
@@ -189,7 +221,8 @@ main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	if (server == NULL || argc < 2 || repeat < 1 ||
-	    (strcmp(argv[0], "unary") != 0 && strcmp(argv[0], "stream") != 0))
+	    (strcmp(argv[0], "unary") != 0 && strcmp(argv[0], "stream") != 0 &&
+	    strcmp(argv[0], "bidi") != 0))
 		usage();
 	if (endpoint_parse(server, RDZV_DEFAULT_PORT, &opts.server, err,
 	    sizeof(err)) != 0) {
@@ -249,9 +282,21 @@ main(int argc, char **argv)
 			printf("local=%s\n", local);
 		r.done = 0;
 		r.nmsgs = 0;
-		if (grpc_client_call(r.cli, path, &req.base,
-		    &rdzv__v1__event__descriptor, timeout, on_msg, on_done,
-		    &r) == NULL) {
+		struct grpc_ccall *cc;
+		if (strcmp(mode, "bidi") == 0) {
+			r.bidi = (int)req.seq;
+			r.sent = 0;
+			r.req = &req;
+			cc = grpc_client_stream(r.cli, path, NULL,
+			    &rdzv__v1__event__descriptor, timeout, on_msg,
+			    on_done, &r);
+			if (cc != NULL)
+				bidi_next(cc, &r);
+		} else
+			cc = grpc_client_call(r.cli, path, &req.base,
+			    &rdzv__v1__event__descriptor, timeout, on_msg,
+			    on_done, &r);
+		if (cc == NULL) {
 			printf("status=%s message=cannot start: %s\n",
 			    grpc_status_name(GRPC_INTERNAL), strerror(errno));
 			break;

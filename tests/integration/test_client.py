@@ -93,6 +93,15 @@ def _slow(req, ctx):
     return Event(seq=1, kind="slow")
 
 
+def _chat(reqs, ctx):
+    """Bidi: echoes each request as it comes, then says how many came."""
+    n = 0
+    for req in reqs:
+        n += 1
+        yield req
+    yield Event(seq=n, kind="end")
+
+
 def _handlers():
     def uu(fn):
         return grpc.unary_unary_rpc_method_handler(
@@ -103,7 +112,12 @@ def _handlers():
         return grpc.unary_stream_rpc_method_handler(
             fn, request_deserializer=Event.FromString,
             response_serializer=Event.SerializeToString)
+    def ss(fn):
+        return grpc.stream_stream_rpc_method_handler(
+            fn, request_deserializer=Event.FromString,
+            response_serializer=Event.SerializeToString)
     return grpc.method_handlers_generic_handler("rdzv.test.Test", {
+        "Chat": ss(_chat),
         "Echo": uu(_echo), "Stream": us(_stream), "Big": uu(_big),
         "Fail": uu(_fail), "Slow": uu(_slow), "Refuse": uu(_refuse),
         "Trailer": uu(_trailer),
@@ -173,6 +187,29 @@ def test_stream_in_order(plain):
     assert replies(lines) == ["seq=%d kind=stream message=m%d" % (i, i)
                               for i in range(1, 26)]
     assert lines[-1] == "status=OK message="
+
+
+@pytest.mark.parametrize("n", [0, 1, 40])
+def test_bidi_sends_on_open_call(plain, n):
+    """grpc_client_stream without a first message, then grpc_ccall_send one
+    message at a time, each after the echo of the one before (so sends
+    happen before the connection is up and on a stream long open), then
+    grpc_ccall_close_send: the server sees every message in order and the
+    end of the request side."""
+    lines, _ = run_client("--server", plain.addr, "--timeout", "10000", "bidi",
+                          "/rdzv.test.Test/Chat", "seq=%d" % n, "kind=chat",
+                          "message=hé")
+    assert replies(lines) == ["seq=%d kind=chat message=hé" % i
+                              for i in range(1, n + 1)] + ["seq=%d kind=end message=" % n]
+    assert lines[-1] == "status=OK message=", lines
+
+
+def test_bidi_server_ends_call_early(plain):
+    """A stream the server ends (here: a method that does not exist) ends
+    with its status; sends after that say EPIPE, not a crash."""
+    lines, _ = run_client("--server", plain.addr, "bidi", "/rdzv.test.Test/Nope",
+                          "seq=3")
+    assert statuses(lines) == ["status=UNIMPLEMENTED message=Method not found!"]
 
 
 def test_stream_zero_messages(plain):
