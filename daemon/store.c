@@ -1,432 +1,251 @@
 /*
- * The SQLite store (SPEC §9), its group commit: at the end of every loop
- * turn the core's changes go into one transaction, so ten thousand joins
- * cost one fsync, and with WAL and synchronous=FULL a commit is on disk
- * when COMMIT returns. Every statement is prepared once for the store's
- * life. A failed commit poisons the store: memory is ahead of the disk,
- * and only a restart (which reloads the disk) can make them agree again.
- * Opening is in store_open.c, loading in store_load.c; docs/STORE.md is
- * the operator's view of all this.
+ * The store interface (store.h): the spec names a backend, and every call
+ * goes through that backend's table (store_be.h). Parsing the spec lives
+ * here so that the configuration check, the daemon and --migrate-store read
+ * it the same way.
  */
-#include <stdbool.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
-#include "store.h"
-#include "store_int.h"
 #include "errf.h"
+#include "store.h"
+#include "store_be.h"
 
-/* An SQLite failure: what we were doing, then SQLite's own words. */
-int
-store_sqlfail(struct store *s, char *err, size_t errlen, const char *what)
-{
-	return errf(-1, err, errlen, "%s: %s (SQLite error %d)", what,
-	    sqlite3_errmsg(s->db), sqlite3_extended_errcode(s->db));
-}
-
-/*
- * Binding parameters one after another; the first failure sticks and is
- * checked once, so that every sqlite3_bind_* result is looked at without
- * a test after each line.
- */
-struct binder {
-	sqlite3_stmt	*st;
-	int		 i;
-	int		 rc;
+struct store {
+	const struct store_ops	*ops;
+	void			*be;
+	char			 desc[STORE_PATH_MAX + STORE_ENDPOINTS_MAX +
+				    STORE_PREFIX_MAX + 16];
 };
 
-static struct binder
-bind_start(sqlite3_stmt *st)
-{
-	struct binder	b = { st, 0, SQLITE_OK };
-
-	return b;
-}
-
-static void
-bind_i64(struct binder *b, int64_t v)
-{
-	b->i++;
-	if (b->rc == SQLITE_OK)
-		b->rc = sqlite3_bind_int64(b->st, b->i, (sqlite3_int64)v);
-}
-
-/* uint64_t round-trips bit for bit through SQLite's signed integer. */
-static void
-bind_u64(struct binder *b, uint64_t v)
-{
-	bind_i64(b, (int64_t)v);
-}
-
-static void
-bind_null(struct binder *b)
-{
-	b->i++;
-	if (b->rc == SQLITE_OK)
-		b->rc = sqlite3_bind_null(b->st, b->i);
-}
-
-/* The strings outlive the step: SQLITE_STATIC avoids a copy per row. */
-static void
-bind_text(struct binder *b, const char *v)
-{
-	b->i++;
-	if (b->rc == SQLITE_OK)
-		b->rc = v == NULL ? sqlite3_bind_null(b->st, b->i) :
-		    sqlite3_bind_text(b->st, b->i, v, -1, SQLITE_STATIC);
-}
-
-static void
-bind_blob(struct binder *b, const void *v, int len)
-{
-	b->i++;
-	if (b->rc == SQLITE_OK)
-		b->rc = sqlite3_bind_blob(b->st, b->i, v, len, SQLITE_STATIC);
-}
-
-/* A time left of -1 (none) is stored as NULL. */
-static void
-bind_left(struct binder *b, int64_t left)
-{
-	if (left < 0)
-		bind_null(b);
-	else
-		bind_i64(b, left);
-}
-
-/* Runs a bound statement that returns no rows, then resets it. */
-static int
-run(struct store *s, struct binder *b, char *err, size_t errlen,
-    const char *what)
-{
-	int	rc;
-
-	if (b->rc != SQLITE_OK) {
-		errf(-1, err, errlen,
-		    "%s: binding parameter %d: %s", what, b->i,
-		    sqlite3_errstr(b->rc));
-		sqlite3_reset(b->st);
-		return -1;
-	}
-	rc = sqlite3_step(b->st);
-	if (rc != SQLITE_DONE) {
-		store_sqlfail(s, err, errlen, what);
-		sqlite3_reset(b->st);
-		sqlite3_clear_bindings(b->st);
-		return -1;
-	}
-	sqlite3_reset(b->st);
-	sqlite3_clear_bindings(b->st);
-	return 0;
-}
-
-/* ----------------------------------------------------------- group commit */
-
-static int
-put_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_JOB_PUT]);
-	char		what[64 + RDZV_ID_MAX];
-
-	bind_text(&b, j->rdzv_id);
-	bind_text(&b, j->owner);
-	bind_i64(&b, j->settings.min_nodes);
-	bind_i64(&b, j->settings.max_nodes);
-	bind_i64(&b, j->settings.last_call_timeout_ms);
-	bind_i64(&b, j->settings.join_timeout_ms);
-	bind_i64(&b, j->settings.max_restarts);
-	bind_i64(&b, j->settings.lease_ttl_ms);
-	bind_i64(&b, j->settings.reconnect_grace_ms);
-	bind_text(&b, core_job_state_name(j->state));
-	bind_text(&b, j->reason);
-	bind_u64(&b, j->generation);
-	bind_i64(&b, j->restart_count);
-	bind_i64(&b, j->attempt);
-	bind_i64(&b, j->created_ms);
-	bind_i64(&b, j->updated_ms);
-	bind_i64(&b, j->ended_ms);
-	bind_u64(&b, j->event_seq);
-	bind_left(&b, j->last_call_left_ms);
-	bind_left(&b, j->join_left_ms);
-	if (j->held_failure)
-		bind_text(&b, j->held_reason);
-	else
-		bind_null(&b);
-	snprintf(what, sizeof(what), "writing job %s", j->rdzv_id);
-	return run(s, &b, err, errlen, what);
-}
-
-static int
-put_node(struct store *s, const struct core_node *n, char *err,
-    size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_NODE_PUT]);
-	char		what[64 + RDZV_ID_MAX];
-
-	bind_u64(&b, n->node_id);
-	bind_text(&b, n->job->rdzv_id);
-	bind_blob(&b, n->session_id, CORE_SESSION_LEN);
-	bind_text(&b, n->hostname);
-	bind_text(&b, n->advertise_addr);
-	bind_i64(&b, n->master_port);
-	bind_i64(&b, n->nproc);
-	if (n->has_rank_hint)
-		bind_i64(&b, n->rank_hint);
-	else
-		bind_null(&b);
-	bind_text(&b, core_node_state_name(n->state));
-	bind_i64(&b, n->group_rank);
-	bind_i64(&b, n->base_rank);
-	bind_u64(&b, n->generation);
-	bind_u64(&b, n->arrival);
-	bind_i64(&b, n->joined_ms);
-	bind_i64(&b, n->gpus_healthy);
-	bind_i64(&b, n->gpus_total);
-	bind_text(&b, n->reason);
-	bind_i64(&b, n->port_offer);
-	snprintf(what, sizeof(what), "writing node %llu of job %s",
-	    (unsigned long long)n->node_id, n->job->rdzv_id);
-	return run(s, &b, err, errlen, what);
-}
-
-/* A node's GPU results, replaced whole when they changed. */
-static int
-put_gpus(struct store *s, const struct core_node *n, char *err,
-    size_t errlen)
-{
-	struct binder		 b = bind_start(s->st[ST_GPUS_DEL]);
-	const struct core_gpu	*g;
-	char			 what[64];
-	uint32_t		 i;
-
-	snprintf(what, sizeof(what), "writing the GPUs of node %llu",
-	    (unsigned long long)n->node_id);
-	bind_u64(&b, n->node_id);
-	if (run(s, &b, err, errlen, what) != 0)
-		return -1;
-	for (i = 0; i < n->n_gpus; i++) {
-		g = &n->gpus[i];
-		b = bind_start(s->st[ST_GPU_PUT]);
-		bind_u64(&b, n->node_id);
-		bind_i64(&b, g->device);
-		bind_text(&b, g->name);
-		bind_text(&b, g->uuid);
-		bind_i64(&b, g->ok);
-		bind_text(&b, g->failed_step);
-		bind_text(&b, g->error);
-		bind_u64(&b, g->total_mem);
-		if (run(s, &b, err, errlen, what) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int
-put_event(struct store *s, const struct core_event *e, char *err,
-    size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_EVENT_PUT]);
-	char		what[64 + RDZV_ID_MAX];
-
-	bind_text(&b, e->job->rdzv_id);
-	bind_u64(&b, e->seq);
-	bind_i64(&b, e->wall_ms);
-	bind_u64(&b, e->generation);
-	bind_text(&b, e->kind);
-	bind_text(&b, e->message);
-	snprintf(what, sizeof(what), "writing event %llu of job %s",
-	    (unsigned long long)e->seq, e->job->rdzv_id);
-	return run(s, &b, err, errlen, what);
-}
-
 /*
- * Rounds. SPEC §4 rule 2: a round is written before any member is told,
- * so every assignment a node can receive has its rows. The core lists
- * every round formed in the turn, complete as formed, also one superseded
- * or missing a member lost within the same turn.
+ * An etcd prefix: what follows the endpoints, from its slash on. Printable
+ * ASCII without spaces, so that it reads the same in etcdctl, and no empty
+ * path segment: "/a//b" would be a different key space from "/a/b" that
+ * looks the same to a person.
  */
 static int
-put_round_row(struct store *s, const struct core_job *j, uint64_t gen,
-    uint32_t world_size, const char *master_addr, uint32_t master_port,
-    uint32_t restart_count, int64_t formed_ms, char *err, size_t errlen)
+prefix_parse(const char *p, struct store_spec *out, char *err, size_t errlen)
 {
-	struct binder	b = bind_start(s->st[ST_ROUND_PUT]);
-	char		what[64 + RDZV_ID_MAX];
+	size_t	len = strlen(p);
 
-	snprintf(what, sizeof(what), "recording round %llu of job %s",
-	    (unsigned long long)gen, j->rdzv_id);
-	bind_text(&b, j->rdzv_id);
-	bind_u64(&b, gen);
-	bind_i64(&b, world_size);
-	bind_text(&b, master_addr);
-	bind_i64(&b, master_port);
-	bind_i64(&b, restart_count);
-	bind_i64(&b, formed_ms);
-	return run(s, &b, err, errlen, what);
-}
-
-static int
-put_assignment(struct store *s, const struct core_job *j, uint64_t gen,
-    uint64_t node_id, uint32_t group_rank, uint32_t base_rank,
-    uint32_t nproc, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_ASSIGN_PUT]);
-	char		what[96 + RDZV_ID_MAX];
-
-	snprintf(what, sizeof(what), "recording node %llu in round %llu of "
-	    "job %s", (unsigned long long)node_id, (unsigned long long)gen,
-	    j->rdzv_id);
-	bind_text(&b, j->rdzv_id);
-	bind_u64(&b, gen);
-	bind_u64(&b, node_id);
-	bind_i64(&b, group_rank);
-	bind_i64(&b, base_rank);
-	bind_i64(&b, nproc);
-	return run(s, &b, err, errlen, what);
-}
-
-static int
-put_round(struct store *s, const struct core_round *r, int64_t formed_ms,
-    char *err, size_t errlen)
-{
-	uint32_t	i;
-
-	if (put_round_row(s, r->job, r->generation, r->world_size,
-	    r->master_addr, r->master_port, r->restart_count, formed_ms, err,
-	    errlen) != 0)
-		return -1;
-	for (i = 0; i < r->n; i++) {
-		if (put_assignment(s, r->job, r->generation,
-		    r->members[i].node_id, r->members[i].group_rank,
-		    r->members[i].base_rank, r->members[i].nproc, err,
-		    errlen) != 0)
-			return -1;
+	while (len > 1 && p[len - 1] == '/')
+		len--;
+	if (len <= 1)
+		return errf(-1, err, errlen, "store etcd://...: no key prefix "
+		    "after the endpoints (e.g. etcd://127.0.0.1:2379/rdzv)");
+	if (len >= sizeof(out->prefix))
+		return errf(-1, err, errlen, "store: the etcd key prefix is "
+		    "longer than %zu bytes", sizeof(out->prefix) - 1);
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] <= ' ' || p[i] > '~')
+			return errf(-1, err, errlen, "store: the etcd key "
+			    "prefix may hold only printable ASCII without "
+			    "spaces");
+		if (p[i] == '/' && i > 0 && p[i - 1] == '/')
+			return errf(-1, err, errlen, "store: the etcd key "
+			    "prefix has an empty segment ('//')");
 	}
+	memcpy(out->prefix, p, len);
+	out->prefix[len] = '\0';
 	return 0;
 }
 
+/* "HOST:PORT[,HOST:PORT...]": each member with its port, none empty. */
 static int
-put_meta(struct store *s, uint64_t next_node_id, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_META_PUT]);
-
-	bind_text(&b, "next_node_id");
-	bind_u64(&b, next_node_id);
-	return run(s, &b, err, errlen, "saving next_node_id");
-}
-
-static int
-del_job(struct store *s, const struct core_job *j, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_JOB_DEL]);
-	char		what[64 + RDZV_ID_MAX];
-
-	bind_text(&b, j->rdzv_id);
-	snprintf(what, sizeof(what), "deleting job %s", j->rdzv_id);
-	return run(s, &b, err, errlen, what);
-}
-
-static int
-del_node(struct store *s, const struct core_node *n, char *err,
+endpoints_parse(const char *s, size_t len, struct store_spec *out, char *err,
     size_t errlen)
 {
-	struct binder	b = bind_start(s->st[ST_NODE_DEL]);
-	char		what[64];
+	const char	*p = s, *end = s + len, *comma, *colon;
 
-	bind_u64(&b, n->node_id);
-	snprintf(what, sizeof(what), "deleting node %llu",
-	    (unsigned long long)n->node_id);
-	return run(s, &b, err, errlen, what);
+	if (len == 0)
+		return errf(-1, err, errlen, "store etcd://: no endpoints "
+		    "(etcd://HOST:PORT[,HOST:PORT...]/PREFIX)");
+	if (len >= sizeof(out->endpoints))
+		return errf(-1, err, errlen, "store: the etcd endpoints are "
+		    "longer than %zu bytes", sizeof(out->endpoints) - 1);
+	while (p < end) {
+		if ((comma = memchr(p, ',', (size_t)(end - p))) == NULL)
+			comma = end;
+		if (comma == p)
+			return errf(-1, err, errlen, "store: an empty etcd "
+			    "endpoint in '%.*s'", (int)len, s);
+		colon = NULL;
+		for (const char *q = p; q < comma; q++)
+			if (*q == ':')
+				colon = q;
+		if (colon == NULL || colon + 1 == comma ||
+		    strspn(colon + 1, "0123456789") < (size_t)(comma -
+		    colon - 1) || colon == p)
+			return errf(-1, err, errlen, "store: etcd endpoint "
+			    "'%.*s' is not HOST:PORT", (int)(comma - p), p);
+		p = comma + (comma < end);
+		if (comma < end && p == end)
+			return errf(-1, err, errlen, "store: an empty etcd "
+			    "endpoint in '%.*s'", (int)len, s);
+	}
+	memcpy(out->endpoints, s, len);
+	out->endpoints[len] = '\0';
+	return 0;
 }
 
-static bool
-turn_empty(const struct store *s, const struct core *c)
+int
+store_spec_parse(const char *spec, struct store_spec *out, char *err,
+    size_t errlen)
 {
-	return TAILQ_EMPTY(&c->removed_jobs) &&
-	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
-	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
-	    c->n_new_rounds == 0 &&
-	    c->next_node_id == s->next_node_id;
-}
+	const char	*rest, *slash;
 
-/*
- * The order matters: deletions first, so that a job removed and created
- * again under the same id in one turn starts from no rows; then jobs
- * before their nodes, events and rounds, which refer to them.
- */
-static int
-commit_rows(struct store *s, struct core *c, char *err, size_t errlen)
-{
-	struct core_job		*j;
-	struct core_node	*n;
-	size_t			 i;
-
-	TAILQ_FOREACH(j, &c->removed_jobs, entry) {
-		if (del_job(s, j, err, errlen) != 0)
-			return -1;
-	}
-	TAILQ_FOREACH(n, &c->removed_nodes, entry) {
-		if (del_node(s, n, err, errlen) != 0)
-			return -1;
-	}
-	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry) {
-		if (put_job(s, j, err, errlen) != 0)
-			return -1;
-	}
-	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (put_node(s, n, err, errlen) != 0 ||
-		    (n->gpus_dirty && put_gpus(s, n, err, errlen) != 0))
-			return -1;
-	}
-	for (i = 0; i < c->n_new_rounds; i++) {
-		if (put_round(s, &c->new_rounds[i], c->now.wall_ms, err,
+	memset(out, 0, sizeof(*out));
+	if (spec == NULL || *spec == '\0')
+		return errf(-1, err, errlen, "store: empty (sqlite:PATH or "
+		    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX)");
+	if (strncmp(spec, "etcd://", 7) == 0) {
+		out->kind = STORE_ETCD;
+		rest = spec + 7;
+		if ((slash = strchr(rest, '/')) == NULL)
+			slash = rest + strlen(rest);
+		if (endpoints_parse(rest, (size_t)(slash - rest), out, err,
 		    errlen) != 0)
 			return -1;
+		return prefix_parse(slash, out, err, errlen);
 	}
-	for (i = 0; i < c->n_new_events; i++) {
-		if (put_event(s, &c->new_events[i], err, errlen) != 0)
-			return -1;
-	}
-	if (c->next_node_id != s->next_node_id &&
-	    put_meta(s, c->next_node_id, err, errlen) != 0)
-		return -1;
+	if (strncmp(spec, "etcd:", 5) == 0 || strncmp(spec, "etcds:", 6) == 0)
+		return errf(-1, err, errlen, "store '%s': write etcd stores as "
+		    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX (TLS through "
+		    "--etcd-ca, --etcd-cert, --etcd-key)", spec);
+	out->kind = STORE_SQLITE;
+	rest = strncmp(spec, "sqlite:", 7) == 0 ? spec + 7 : spec;
+	if (*rest == '\0')
+		return errf(-1, err, errlen, "store sqlite: no database path");
+	if (strlen(rest) >= sizeof(out->path))
+		return errf(-1, err, errlen, "store: the database path is "
+		    "longer than %zu bytes", sizeof(out->path) - 1);
+	snprintf(out->path, sizeof(out->path), "%s", rest);
 	return 0;
+}
+
+int
+store_open_opts(const char *spec, const struct store_opts *opts,
+    struct store **out, char *err, size_t errlen)
+{
+	static const struct store_opts	 none;
+	struct store_spec		*sp;
+	struct store			*s;
+
+	*out = NULL;
+	if (opts == NULL)
+		opts = &none;
+	if ((sp = malloc(sizeof(*sp))) == NULL ||
+	    (s = calloc(1, sizeof(*s))) == NULL) {
+		free(sp);
+		return errf(-1, err, errlen, "out of memory");
+	}
+	if (store_spec_parse(spec, sp, err, errlen) != 0)
+		goto bad;
+	if (sp->kind == STORE_ETCD) {
+		s->ops = &store_etcd_ops;
+		snprintf(s->desc, sizeof(s->desc), "etcd://%s%s",
+		    sp->endpoints, sp->prefix);
+	} else {
+		s->ops = &store_sqlite_ops;
+		snprintf(s->desc, sizeof(s->desc), "%s", sp->path);
+	}
+	if (s->ops->open(sp, opts, &s->be, err, errlen) != 0)
+		goto bad;
+	free(sp);
+	*out = s;
+	return 0;
+
+bad:
+	free(sp);
+	free(s);
+	return -1;
+}
+
+int
+store_open(const char *spec, struct store **out, char *err, size_t errlen)
+{
+	return store_open_opts(spec, NULL, out, err, errlen);
+}
+
+int
+store_load(struct store *s, struct core *c, struct core_now now, char *err,
+    size_t errlen)
+{
+	return s->ops->load(s->be, c, now, err, errlen);
 }
 
 int
 store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 {
-	struct binder	b;
-
-	if (s->broken)
-		return errf(-1, err, errlen, "an earlier commit failed; the "
-		    "database holds the state before it: restart rdzvd");
-	if (turn_empty(s, c))
-		return 0;
-	b = bind_start(s->st[ST_BEGIN]);
-	if (run(s, &b, err, errlen, "beginning a transaction") != 0)
-		goto bad;
-	if (commit_rows(s, c, err, errlen) != 0)
-		goto bad;
-	b = bind_start(s->st[ST_COMMIT]);
-	if (run(s, &b, err, errlen, "committing") != 0)
-		goto bad;
-	s->next_node_id = c->next_node_id;
-	s->transactions++;
-	return 0;
-
-bad:
-	/*
-	 * Never retried (SPEC §9): after a failed fsync the disk's state is
-	 * unknown, and memory is ahead of it either way.
-	 */
-	s->broken = true;
-	if (!sqlite3_get_autocommit(s->db))
-		sqlite3_step(s->st[ST_ROLLBACK]);
-	sqlite3_reset(s->st[ST_ROLLBACK]);
-	return -1;
+	return s->ops->commit(s->be, c, err, errlen);
 }
 
+int
+store_fence(struct store *s, const char *leader_key, int64_t create_revision)
+{
+	if (s == NULL)
+		return -EINVAL;
+	if (s->ops->fence == NULL)
+		return -ENOTSUP;
+	return s->ops->fence(s->be, leader_key, create_revision);
+}
+
+int
+store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
+    uint32_t limit, int (*cb)(const struct core_event *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	return s->ops->events(s->be, rdzv_id, after_seq, limit, cb, arg, err,
+	    errlen);
+}
+
+enum store_kind
+store_kind(const struct store *s)
+{
+	return s->ops->kind;
+}
+
+int
+store_kind_etcd(const struct store *s)
+{
+	return s != NULL && s->ops->kind == STORE_ETCD;
+}
+
+uint64_t
+store_transactions(const struct store *s)
+{
+	return s->ops->transactions(s->be);
+}
+
+uint64_t
+store_bytes_written(const struct store *s)
+{
+	return s->ops->bytes_written != NULL ? s->ops->bytes_written(s->be) :
+	    0;
+}
+
+const char *
+store_path(const struct store *s)
+{
+	return s->desc;
+}
+
+void
+store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	if (s->be != NULL)
+		s->ops->close(s->be);
+	free(s);
+}
+
+/* The SQLite backend's handle, for the store's tests that look inside. */
+void *
+store_backend(struct store *s)
+{
+	return s->be;
+}

@@ -9,7 +9,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
-#include "store_int.h"
+#include "store_sqlite.h"
 #include "errf.h"
 
 /* ---------------------------------------------------------------- loading */
@@ -66,7 +66,7 @@ node_state(const char *name)
 }
 
 static int
-row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
     size_t errlen)
 {
 	struct core_job		*j;
@@ -111,7 +111,7 @@ row_job(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 }
 
 static int
-row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
     size_t errlen)
 {
 	struct core_job		*j;
@@ -162,7 +162,7 @@ row_node(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
 
 /* One GPU of a node, appended to those read before it. */
 static int
-row_gpu(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+row_gpu(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
     size_t errlen)
 {
 	uint64_t		 id = (uint64_t)sqlite3_column_int64(st, 0);
@@ -208,8 +208,8 @@ event_fill(sqlite3_stmt *st, struct core_event *e)
 
 /* Steps a prepared query, handing each row to fn; 0, or -1 + message. */
 static int
-each_row(struct store *s, sqlite3_stmt *st,
-    int (*fn)(struct store *, struct core *, sqlite3_stmt *, char *, size_t),
+each_row(struct sqlstore *s, sqlite3_stmt *st,
+    int (*fn)(struct sqlstore *, struct core *, sqlite3_stmt *, char *, size_t),
     struct core *c, char *err, size_t errlen)
 {
 	int	rc;
@@ -221,7 +221,7 @@ each_row(struct store *s, sqlite3_stmt *st,
 		}
 	}
 	if (rc != SQLITE_DONE) {
-		store_sqlfail(s, err, errlen, "reading the database");
+		sqlstore_fail(s, err, errlen, "reading the database");
 		sqlite3_reset(st);
 		return -1;
 	}
@@ -231,7 +231,7 @@ each_row(struct store *s, sqlite3_stmt *st,
 
 /* The job's latest events, oldest first, into its ring. */
 static int
-row_event(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+row_event(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
     size_t errlen)
 {
 	struct core_event	 e;
@@ -247,7 +247,7 @@ row_event(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
  * above it would be a generation that could be handed out twice.
  */
 static int
-row_round(struct store *s, struct core *c, sqlite3_stmt *st, char *err,
+row_round(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
     size_t errlen)
 {
 	struct core_job	*j = core_job_find(c, col_text(st, 0));
@@ -278,7 +278,7 @@ static const char *const load_sql[] = {
 #define LOAD_N	(sizeof(load_sql) / sizeof(load_sql[0]))
 
 static int
-load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
+load_rows(struct sqlstore *s, struct core *c, sqlite3_stmt **st, char *err,
     size_t errlen)
 {
 	struct core_job	*j;
@@ -291,7 +291,7 @@ load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
 		s->loading = j;
 		if (sqlite3_bind_text(st[3], 1, j->rdzv_id, -1,
 		    SQLITE_STATIC) != SQLITE_OK)
-			return store_sqlfail(s, err, errlen, "reading events");
+			return sqlstore_fail(s, err, errlen, "reading events");
 		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
 			return -1;
 	}
@@ -299,7 +299,7 @@ load_rows(struct store *s, struct core *c, sqlite3_stmt **st, char *err,
 }
 
 int
-store_load(struct store *s, struct core *c, struct core_now now, char *err,
+sqlstore_load(struct sqlstore *s, struct core *c, struct core_now now, char *err,
     size_t errlen)
 {
 	sqlite3_stmt	*st[LOAD_N] = { NULL };
@@ -313,7 +313,7 @@ store_load(struct store *s, struct core *c, struct core_now now, char *err,
 	for (i = 0; i < LOAD_N; i++) {
 		if (sqlite3_prepare_v2(s->db, load_sql[i], -1, &st[i],
 		    NULL) != SQLITE_OK) {
-			store_sqlfail(s, e, sizeof(e), "reading the database");
+			sqlstore_fail(s, e, sizeof(e), "reading the database");
 			goto out;
 		}
 	}
@@ -333,7 +333,7 @@ out:
 }
 
 int
-store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
+sqlstore_events(struct sqlstore *s, const char *rdzv_id, uint64_t after_seq,
     uint32_t limit, int (*cb)(const struct core_event *, void *), void *arg,
     char *err, size_t errlen)
 {
@@ -360,7 +360,7 @@ store_events(struct store *s, const char *rdzv_id, uint64_t after_seq,
 		}
 	}
 	if (rc != SQLITE_DONE)
-		store_sqlfail(s, err, errlen, "reading events");
+		sqlstore_fail(s, err, errlen, "reading events");
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return rc == SQLITE_DONE ? 0 : -1;

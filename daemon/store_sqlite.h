@@ -1,9 +1,11 @@
 /*
- * Shared by store*.c only: the store's struct, its prepared statements and
- * the helpers the opening, committing and loading parts have in common.
+ * The SQLite backend of the store (store.h), shared by store_sqlite*.c only:
+ * its struct, its prepared statements and the helpers the opening,
+ * committing and loading parts have in common. store.c reaches it through
+ * the functions at the end, which behave as store.h describes.
  */
-#ifndef RDZV_STORE_INT_H
-#define RDZV_STORE_INT_H
+#ifndef RDZV_STORE_SQLITE_H
+#define RDZV_STORE_SQLITE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,7 +48,7 @@ enum {
 	ST_COUNT
 };
 
-struct store {
+struct sqlstore {
 	char		*path;
 	sqlite3		*db;
 	int		 lock_fd;
@@ -57,7 +59,24 @@ struct store {
 	struct core_job	*loading;	/* whose events store_load reads */
 };
 
-/* store.c */
-int		 store_sqlfail(struct store *, char *, size_t, const char *);
+/* store_sqlite.c */
+int		 sqlstore_fail(struct sqlstore *, char *, size_t, const char *);
+int		 sqlstore_commit(struct sqlstore *, struct core *, char *err,
+		    size_t errlen);
+uint64_t	 sqlstore_transactions(const struct sqlstore *);
+
+/* store_sqlite_open.c */
+int		 sqlstore_open(const char *path, struct sqlstore **out,
+		    char *err, size_t errlen);
+void		 sqlstore_close(struct sqlstore *);
+const char	*sqlstore_path(const struct sqlstore *);
+
+/* store_sqlite_load.c */
+int		 sqlstore_load(struct sqlstore *, struct core *,
+		    struct core_now now, char *err, size_t errlen);
+int		 sqlstore_events(struct sqlstore *, const char *rdzv_id,
+		    uint64_t after_seq, uint32_t limit,
+		    int (*cb)(const struct core_event *, void *), void *arg,
+		    char *err, size_t errlen);
 
 #endif

@@ -16,7 +16,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
-#include "store_int.h"
+#include "store_sqlite.h"
 #include "errf.h"
 
 /*
@@ -203,7 +203,7 @@ make_parents(const char *path, char *err, size_t errlen)
  * still read it with the sqlite3 CLI while rdzvd runs.
  */
 static int
-lock_take(struct store *s, char *err, size_t errlen)
+lock_take(struct sqlstore *s, char *err, size_t errlen)
 {
 	struct flock	 fl;
 	char		*lockpath, pid[32];
@@ -262,7 +262,7 @@ lock_take(struct store *s, char *err, size_t errlen)
 
 /* A PRAGMA or query that yields one integer. */
 static int
-query_int(struct store *s, const char *sql, int64_t *out)
+query_int(struct sqlstore *s, const char *sql, int64_t *out)
 {
 	sqlite3_stmt	*st;
 	int		 rc;
@@ -283,7 +283,7 @@ query_int(struct store *s, const char *sql, int64_t *out)
 
 /* A PRAGMA that yields one text, copied into buf. */
 static int
-query_text(struct store *s, const char *sql, char *buf, size_t len)
+query_text(struct sqlstore *s, const char *sql, char *buf, size_t len)
 {
 	sqlite3_stmt		*st;
 	const unsigned char	*t;
@@ -310,7 +310,7 @@ query_text(struct store *s, const char *sql, char *buf, size_t len)
  * comes from a newer rdzvd is refused untouched.
  */
 static int
-check_file(struct store *s, int64_t *version, char *err, size_t errlen)
+check_file(struct sqlstore *s, int64_t *version, char *err, size_t errlen)
 {
 	char	ok[1024], *cut;
 	int64_t	tables = 0;
@@ -356,13 +356,13 @@ check_file(struct store *s, int64_t *version, char *err, size_t errlen)
 
 /* WAL, FULL, foreign keys: each checked, as a PRAGMA can silently no-op. */
 static int
-set_pragmas(struct store *s, char *err, size_t errlen)
+set_pragmas(struct sqlstore *s, char *err, size_t errlen)
 {
 	char	mode[32];
 	int64_t	v = 0;
 
 	if (sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK)
-		return store_sqlfail(s, err, errlen, "busy timeout");
+		return sqlstore_fail(s, err, errlen, "busy timeout");
 	if (query_text(s, "PRAGMA journal_mode = WAL", mode,
 	    sizeof(mode)) != SQLITE_OK)
 		return errf(-1, err, errlen,
@@ -389,7 +389,7 @@ set_pragmas(struct store *s, char *err, size_t errlen)
 
 /* Applies migrations[from..], each with its version bump, atomically. */
 static int
-migrate(struct store *s, int64_t from, char *err, size_t errlen)
+migrate(struct sqlstore *s, int64_t from, char *err, size_t errlen)
 {
 	char	sql[64];
 	int64_t	v = 0;
@@ -432,9 +432,9 @@ bad:
 }
 
 int
-store_open(const char *path, struct store **out, char *err, size_t errlen)
+sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 {
-	struct store	*s;
+	struct sqlstore	*s;
 	int64_t		 version, next = 1;
 	int		 fd, i;
 
@@ -503,12 +503,12 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
 	return 0;
 
 bad:
-	store_close(s);
+	sqlstore_close(s);
 	return -1;
 }
 
 void
-store_close(struct store *s)
+sqlstore_close(struct sqlstore *s)
 {
 	int	i;
 
@@ -526,13 +526,13 @@ store_close(struct store *s)
 }
 
 uint64_t
-store_transactions(const struct store *s)
+sqlstore_transactions(const struct sqlstore *s)
 {
 	return s->transactions;
 }
 
 const char *
-store_path(const struct store *s)
+sqlstore_path(const struct sqlstore *s)
 {
 	return s->path;
 }

@@ -1,0 +1,39 @@
+/*
+ * The backends behind store.h: each fills in a table of its functions, and
+ * store.c calls through it. A backend's state is its own struct, reached
+ * through the opaque pointer the table's functions take.
+ */
+#ifndef RDZV_STORE_BE_H
+#define RDZV_STORE_BE_H
+
+#include "store.h"
+
+struct store_ops {
+	enum store_kind	  kind;
+	const char	 *name;		/* "sqlite", "etcd" */
+	int		(*open)(const struct store_spec *,
+			    const struct store_opts *, void **out, char *err,
+			    size_t errlen);
+	int		(*load)(void *, struct core *, struct core_now,
+			    char *err, size_t errlen);
+	int		(*commit)(void *, struct core *, char *err,
+			    size_t errlen);
+	int		(*fence)(void *, const char *leader_key,
+			    int64_t create_revision);
+	int		(*events)(void *, const char *rdzv_id,
+			    uint64_t after_seq, uint32_t limit,
+			    int (*cb)(const struct core_event *, void *),
+			    void *arg, char *err, size_t errlen);
+	uint64_t	(*transactions)(const void *);
+	uint64_t	(*bytes_written)(const void *);
+	void		(*close)(void *);
+};
+
+/* store_sqlite.c, store_etcd.c */
+extern const struct store_ops store_sqlite_ops;
+extern const struct store_ops store_etcd_ops;
+
+/* store.c: the backend's own handle (the tests reach SQLite through it). */
+void		*store_backend(struct store *);
+
+#endif
