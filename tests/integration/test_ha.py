@@ -332,18 +332,29 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
         txns = a.info().transactions
         mark = len(a.lines)
         a.signal(signal.SIGSTOP)
+        late = rdzvnode.Node(a.addr, name="late")
         try:
+            # A join that reaches the paused leader: it has to commit the
+            # new job before it may answer, and must not be able to.
+            late.join("joined-while-paused", 1, 1, wait=False)
             # The standby leads only once the paused leader's lease ended.
             b.wait_leading(timeout=LEASE_S + 5)
             job.use(b)
         finally:
             a.signal(signal.SIGCONT)
+        code, details = late.end(timeout=15)
+        late.close()
+        assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+        assert not late.kinds(), late.describe()
         m = a.wait_line(r"stepping down: (.*)", timeout=15, start=mark)
         print("the paused leader stepped down:", m.group(1))
         info = rt.wait_for(lambda: (lambda i: i if i.leader == b.addr else None)(a.info()),
                            10, 0.05, "the old leader to know the new one")
         assert info.role == "standby", info
         assert info.transactions == txns, (txns, info)
+        with pytest.raises(grpc.RpcError) as ei:
+            job.ctl.get_job("joined-while-paused")
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
         assert not any("election: leading" in l for l in a.lines[mark:]), a.output()
         j = job.wait_job(all_connected(3), 15, "three on the new leader")
         assert j.generation == g1 and j.restart_count == 0, j
@@ -384,3 +395,47 @@ def test_etcd_member_killed_rdzvd_serves_on(tmp_path, request):
         finally:
             job.close()
             a.kill()
+
+
+def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
+    """The leader's key deleted behind its back (its lease still alive)
+    while a join waits for it: the commit of that join is fenced (its Txn
+    compares the key's create_revision) and fails, or the election's watch
+    tells first; either way the leader steps down without answering, the
+    join ends UNAVAILABLE and the new leader has no such job. (The join
+    and the deletion both wait while the leader is paused; the commit runs
+    before the election's Range returns, so mostly the fence decides.)"""
+    a, b = pair
+    keys = etcd.ctl("get", "--prefix", "/rdzv-ha/leader/").split("\n")
+    mine = [keys[i] for i in range(0, len(keys) - 1, 2) if keys[i + 1] == a.addr]
+    assert len(mine) == 1, keys
+    mark = len(a.lines)
+    late = rdzvnode.Node(a.addr, name="late")
+    # Its connection up first: grpcio sends the join at once, not after
+    # the paused server's SETTINGS.
+    info = late._open().unary_unary(
+        "/rdzv.v1.Control/ServerInfo",
+        request_serializer=PB.control.ServerInfoRequest.SerializeToString,
+        response_deserializer=PB.control.ServerInfoResponse.FromString)
+    assert info(PB.control.ServerInfoRequest(), timeout=5).role == "leader"
+    # Paused for a moment (well inside its lease), so that the join and the
+    # news of the deletion are both waiting when it runs again (etcdctl
+    # takes longer than the join's bytes to arrive).
+    a.signal(signal.SIGSTOP)
+    try:
+        late.join("joined-after-delete", 1, 1, wait=False)
+        etcd.ctl("del", mine[0])
+    finally:
+        a.signal(signal.SIGCONT)
+    code, details = late.end(timeout=15)
+    late.close()
+    assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+    assert not late.kinds(), late.describe()
+    m = a.wait_line(r"stepping down: (.*)", timeout=10, start=mark)
+    print("the deposed leader stepped down:", m.group(1))
+    assert "leader key" in m.group(1), m.group(1)
+    b.wait_leading(timeout=10)
+    with rdzvnode.Control(b.addr) as c:
+        with pytest.raises(grpc.RpcError) as ei:
+            c.get_job("joined-after-delete")
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
