@@ -19,6 +19,10 @@
 #define DEFAULT_KEEPALIVE_MS		1000
 #define DEFAULT_MAX_MESSAGE		(64u << 20)
 #define DEFAULT_PAGE			1000
+/* Pauses between rounds of the members, doubling: a leader election in
+ * the cluster takes about a second. */
+#define RETRY_FIRST_MS			100
+#define RETRY_MAX_MS			1000
 
 struct etcd_call {
 	struct etcd *ec;
@@ -34,6 +38,9 @@ struct etcd_call {
 	ProtobufCMessage *reply;	/* kept from the attempt */
 	int cancelling;
 	struct event *later;		/* a failure reported from the loop */
+	struct event *retry;		/* the next round of members */
+	uint32_t pause_ms;		/* before the next round */
+	char *retry_msg;		/* why the last round failed */
 	int later_status;
 	char *later_msg;
 	etcd_done_fn done;
@@ -179,8 +186,12 @@ etcd_free(struct etcd *ec)
 		grpc_client_free(ec->members[i].cli);
 	free(ec->members);
 	tls_free(ec->tls);
-	if (ec->own_base && ec->base != NULL)
+	if (ec->own_base && ec->base != NULL) {
+		/* A TLS bufferevent is released from the loop (its deferred
+		 * callbacks hold it): one pass lets it go. */
+		event_base_loop(ec->base, EVLOOP_NONBLOCK);
 		event_base_free(ec->base);
+	}
 	free(ec->endpoints);
 	free(ec);
 }
@@ -232,6 +243,9 @@ ecall_free(struct etcd_call *c)
 {
 	if (c->later != NULL)
 		event_free(c->later);
+	if (c->retry != NULL)
+		event_free(c->retry);
+	free(c->retry_msg);
 	if (c->req != NULL)
 		protobuf_c_message_free_unpacked(c->req, NULL);
 	if (c->reply != NULL)
@@ -301,6 +315,35 @@ ecall_fail_later(struct etcd_call *c, int status, const char *fmt, ...)
 }
 
 static void
+ecall_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_call *c = arg;
+	int rc;
+
+	if ((rc = ecall_attempt(c)) != 0)
+		ecall_finish(c, GRPC_INTERNAL, strerror(-rc));
+}
+
+/* Schedules another round of the members, when it can start before the
+ * deadline. Returns 0, or -ETIMEDOUT when there is no time for it. */
+static int
+ecall_retry_later(struct etcd_call *c, const char *msg)
+{
+	uint64_t now = mono_ms();
+
+	c->pause_ms = c->pause_ms == 0 ? RETRY_FIRST_MS :
+	    (c->pause_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->pause_ms * 2);
+	if (now + c->pause_ms >= c->deadline_at)
+		return -ETIMEDOUT;
+	free(c->retry_msg);
+	c->retry_msg = msg != NULL ? strdup(msg) : NULL;
+	struct timeval tv = { c->pause_ms / 1000,
+	    (c->pause_ms % 1000) * 1000 };
+	evtimer_add(c->retry, &tv);
+	return 0;
+}
+
+static void
 ecall_grpc_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 {
 	struct etcd_call *c = arg;
@@ -318,13 +361,20 @@ ecall_grpc_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 			protobuf_c_message_free_unpacked(c->reply, NULL);
 			c->reply = NULL;
 		}
-		if (++c->attempts < ec->n_members &&
-		    mono_ms() < c->deadline_at && ecall_attempt(c) == 0)
+		/* The next member at once; after a round of them all, the
+		 * cluster may be electing a leader ("etcdserver: no
+		 * leader"): another round after a pause, while time is
+		 * left. */
+		c->attempts++;
+		if (c->attempts % ec->n_members != 0) {
+			if (mono_ms() < c->deadline_at && ecall_attempt(c) == 0)
+				return;
+		} else if (ecall_retry_later(c, msg) == 0)
 			return;
-		if (ec->n_members > 1 && asprintf(&last, "etcd: no member "
-		    "could answer %s (tried %zu of %zu); the last: %s",
-		    c->path, c->attempts, ec->n_members,
-		    msg != NULL ? msg : "unavailable") < 0)
+		if (asprintf(&last, "etcd: no member could answer %s "
+		    "(%zu tries over %zu members); the last: %s", c->path,
+		    c->attempts, ec->n_members, msg != NULL ? msg :
+		    "unavailable") < 0)
 			last = NULL;
 		ecall_finish(c, status, last != NULL ? last : msg);
 		free(last);
@@ -402,7 +452,8 @@ etcd_call(struct etcd *ec, const char *path, const ProtobufCMessage *req,
 	if ((c->path = strdup(path)) == NULL ||
 	    (c->req = msg_copy(req)) == NULL ||
 	    (c->later = event_new(ec->base, -1, 0, ecall_later_cb, c)) ==
-	    NULL) {
+	    NULL ||
+	    (c->retry = evtimer_new(ec->base, ecall_retry_cb, c)) == NULL) {
 		ecall_free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -459,6 +510,7 @@ etcd_call_cancel(struct etcd_call *c)
 		return;
 	}
 	event_del(c->later);
+	event_del(c->retry);
 	ecall_finish(c, GRPC_CANCELLED, "etcd call cancelled");
 }
 

@@ -12,8 +12,11 @@
  * Members and failover. A client holds a list of etcd members and talks to
  * one at a time. A call that fails with UNAVAILABLE, or whose connection
  * cannot be made or is lost, moves the client to the next member and is
- * tried again there, at most once per member; the call fails with the last
- * member's error when every member failed. A mutating call retried after a
+ * tried again there at once. After a round of every member has failed
+ * (the cluster may be electing a leader: "etcdserver: no leader") the call
+ * waits a little (0.1 s, doubling up to 1 s) and tries another round,
+ * while its timeout leaves time; then it fails with UNAVAILABLE and the
+ * last member's error. A mutating call retried after a
  * lost connection may already have been applied by the member that went
  * away: write Txns so that applying them twice is harmless (compare-guarded,
  * or puts of the same values). The connection to the member in use is
@@ -106,7 +109,9 @@ int etcd_new(struct event_base *base, const struct etcd_opts *opts,
     struct etcd **out, char *err, size_t errlen);
 
 /* Cancels everything in flight (see Lifetimes) and closes the connections.
- * Accepts NULL. */
+ * On a client made on the caller's base, TLS connections finish going away
+ * on the loop's next pass: run it once (EVLOOP_NONBLOCK) before freeing
+ * the base. Accepts NULL. */
 void etcd_free(struct etcd *ec);
 
 /* The endpoints as given, and the member in use now ("127.0.0.1:2379"). */

@@ -156,8 +156,10 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 		return NGHTTP2_ERR_DEFERRED;
 	if (n > len)
 		n = len;
-	memcpy(buf, cc->req + cc->req_off, n);
-	cc->req_off += n;
+	if (n > 0) {	/* a stream half-closed with nothing queued: no req */
+		memcpy(buf, cc->req + cc->req_off, n);
+		cc->req_off += n;
+	}
 	if (cc->req_off == cc->req_len && (!cc->open_send || cc->send_closed))
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	return (ssize_t)n;
