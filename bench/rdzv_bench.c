@@ -9,7 +9,7 @@
  * - with --daemon-pid, the daemon's CPU time over the run and its resident
  *   memory (now, and the peak since it started) from /proc, and that peak
  *   per connected node;
- * - the SQLite transactions the daemon committed (ServerInfo);
+ * - the store transactions the daemon committed (ServerInfo);
  * - with --kill K, the time from closing K connections of each job until
  *   every survivor holds its new assignment, also counted from the end of
  *   the reconnect grace (--grace).
@@ -280,9 +280,9 @@ print_report(const struct bench *b, int ok, const struct figures *f)
 		    close_ms - (double)b->grace_ms);
 	}
 	if (f->tx0 >= 0 && f->tx1 >= 0)
-		printf("sqlite transactions:   %" PRId64 "\n", f->tx1 - f->tx0);
+		printf("store transactions:    %" PRId64 "\n", f->tx1 - f->tx0);
 	else
-		printf("sqlite transactions:   unknown (ServerInfo does not "
+		printf("store transactions:    unknown (ServerInfo does not "
 		    "report them)\n");
 	print_cpu("bench cpu:", f->self0, ok ? b->self_cpu_connected : -1,
 	    f->self1);

@@ -1,5 +1,6 @@
 # Sourced by the benchmark scripts: starts a private rdzvd on free loopback
-# ports and a temporary database, and stops it on exit.
+# ports and a temporary database (or a private etcd: rdzvd_store=etcd), and
+# stops it on exit.
 #
 #   start_rdzvd NAME BUILD_DIR PROGRAM...
 #
@@ -12,12 +13,58 @@
 #                 ports for tens of thousands of connections
 #   rdzvd_args    more rdzvd options
 #   nofile        the open files both processes need (default 65536)
+#   rdzvd_store   sqlite (default) or etcd: a one-member etcd (Debian's
+#                 etcd-server) on free loopback ports with its data in
+#                 $tmp, and rdzvd on --store etcd://127.0.0.1:PORT/bench
 #
+# stop_rdzvd prints rdzvd's store line ("store ...: N transactions, M bytes
+# written") into $store_line before it removes $tmp.
 # Every wait is bounded; on exit rdzvd gets SIGTERM (SIGKILL after 10 s) and
 # $tmp is removed. stop_rdzvd stops it earlier (to start a fresh one).
 
 pid=
 tmp=
+etcd_pid=
+store_line=
+stop_etcd() {
+	if [ -n "$etcd_pid" ]; then
+		kill -KILL "$etcd_pid" 2>/dev/null || true
+		wait "$etcd_pid" 2>/dev/null || true
+	fi
+	etcd_pid=
+}
+
+# A one-member etcd under $tmp on two free loopback ports; sets $etcd_addr.
+start_etcd() {
+	if [ ! -x /usr/bin/etcd ]; then
+		echo "$1: /usr/bin/etcd not found (Debian package etcd-server)" >&2
+		exit 1
+	fi
+	set -- $(/usr/bin/python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))')
+	etcd_addr=127.0.0.1:$1
+	/usr/bin/etcd --name bench --data-dir "$tmp/etcd" \
+	    --listen-client-urls "http://$etcd_addr" \
+	    --advertise-client-urls "http://$etcd_addr" \
+	    --listen-peer-urls "http://127.0.0.1:$2" \
+	    --initial-advertise-peer-urls "http://127.0.0.1:$2" \
+	    --initial-cluster "bench=http://127.0.0.1:$2" \
+	    >"$tmp/etcd.log" 2>&1 &
+	etcd_pid=$!
+	i=0
+	while ! grep -q 'ready to serve client requests' "$tmp/etcd.log"; do
+		if [ $i -ge 300 ] || ! kill -0 "$etcd_pid" 2>/dev/null; then
+			echo "etcd did not start within 30 s:" >&2
+			tail -n 20 "$tmp/etcd.log" >&2
+			exit 1
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 stop_rdzvd() {
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null || true
@@ -30,6 +77,9 @@ stop_rdzvd() {
 	fi
 	[ -z "$pid" ] || wait "$pid" 2>/dev/null || true
 	pid=
+	stop_etcd
+	[ -z "$tmp" ] || store_line=$(sed -n 's/.*rdzvd: \(store .* written\).*/\1/p' \
+	    "$tmp/rdzvd.log" | tail -n 1)
 	[ -z "$tmp" ] || rm -rf "$tmp"
 	tmp=
 }
@@ -76,8 +126,13 @@ start_rdzvd() {
 	# The log exists before the loop below reads it: the background
 	# job's redirection may open it only later.
 	: >"$tmp/rdzvd.log"
-	# shellcheck disable=SC2086 # rdzvd_args is a list of options
-	"$build/daemon/rdzvd" "$@" --db "$tmp/rdzv.db" ${rdzvd_args:-} \
+	where="--db $tmp/rdzv.db"
+	if [ "${rdzvd_store:-sqlite}" = etcd ]; then
+		start_etcd "$name"
+		where="--store etcd://$etcd_addr/bench"
+	fi
+	# shellcheck disable=SC2086 # rdzvd_args and where are lists of options
+	"$build/daemon/rdzvd" "$@" $where ${rdzvd_args:-} \
 	    2>>"$tmp/rdzvd.log" &
 	pid=$!
 

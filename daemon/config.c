@@ -18,6 +18,7 @@
 #include "log.h"
 #include "parse.h"
 #include "rdzvd.h"
+#include "store.h"
 
 #define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
 
@@ -47,7 +48,16 @@ static const struct setting settings[] = {
 	{ "listen", K_LISTEN, 0, "ADDR:PORT or unix:PATH (repeatable)" },
 	{ "http-listen", K_HTTP, 0, "ADDR:PORT for /metrics, probes and "
 	    "the status page, or none" },
-	{ "db", K_STR, OFF(db), "SQLite database path" },
+	{ "db", K_STR, OFF(db), "SQLite database path (the same as "
+	    "--store sqlite:PATH)" },
+	{ "store", K_STR, OFF(store), "sqlite:PATH or "
+	    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX" },
+	{ "etcd-ca", K_STR, OFF(etcd_ca), "CA of the etcd members' "
+	    "certificates (PEM): TLS to etcd" },
+	{ "etcd-cert", K_STR, OFF(etcd_cert), "client certificate for etcd "
+	    "(PEM)" },
+	{ "etcd-key", K_STR, OFF(etcd_key), "client private key for etcd "
+	    "(PEM)" },
 	{ "tls-cert", K_STR, OFF(tls_cert), "server certificate (PEM)" },
 	{ "tls-key", K_STR, OFF(tls_key), "server private key (PEM)" },
 	{ "tls-ca", K_STR, OFF(tls_ca), "CA for client certificates (mTLS)" },
@@ -96,11 +106,12 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: rdzvd [--config FILE] [--listen ADDR:PORT | "
-	    "unix:PATH]... [--db PATH]\n"
+	    "unix:PATH]... [--store SPEC | --db PATH]\n"
 	    "             [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] "
 	    "[--insecure]\n"
 	    "             [--http-listen ADDR:PORT | none] [--log-level LEVEL]\n"
-	    "             [--check-config]\n\nsettings "
+	    "             [--check-config]\n"
+	    "       rdzvd --migrate-store FROM TO\n\nsettings "
 	    "(also as `key = value` lines in the config file):\n");
 	for (size_t i = 0; i < N_SETTINGS; i++)
 		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
@@ -172,7 +183,17 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 	case K_STR: {
 		char **p = (char **)(base + st->off);
 		free(*p);
+		/* The store's settings print empty when unset (--check-config);
+		 * read back, empty is unset again. */
+		if (*val == '\0' && (st->off == OFF(store) ||
+		    st->off == OFF(etcd_ca) || st->off == OFF(etcd_cert) ||
+		    st->off == OFF(etcd_key))) {
+			*p = NULL;
+			return 0;
+		}
 		*p = strdup(val);
+		if (st->off == OFF(db))
+			cfg->db_given = 1;
 		return 0;
 	}
 	case K_BOOL: {
@@ -381,7 +402,7 @@ defaults(struct config *cfg)
 void
 config_load(struct config *cfg, int argc, char **argv)
 {
-	struct option longopts[N_SETTINGS + 5];
+	struct option longopts[N_SETTINGS + 6];
 	size_t n = 0;
 	char err[512];
 
@@ -394,6 +415,8 @@ config_load(struct config *cfg, int argc, char **argv)
 	longopts[n++] = (struct option){ "check-config", no_argument, NULL, 'C' };
 	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
 	longopts[n++] = (struct option){ "version", no_argument, NULL, 'V' };
+	longopts[n++] = (struct option){ "migrate-store", required_argument,
+	    NULL, 'M' };
 	longopts[n] = (struct option){ 0 };
 
 	/* First pass: only --config, --check-config, --help, --version. */
@@ -434,6 +457,11 @@ config_load(struct config *cfg, int argc, char **argv)
 			usage(stderr);
 			exit(2);
 		}
+		if (opt == 'M') {
+			free(cfg->migrate_from);
+			cfg->migrate_from = strdup(optarg);
+			continue;
+		}
 		if (opt < 1000)
 			continue;
 		const struct setting *st = &settings[opt - 1000];
@@ -449,6 +477,15 @@ config_load(struct config *cfg, int argc, char **argv)
 			exit(2);
 		}
 	}
+	/* --migrate-store FROM TO: TO is the one argument left. */
+	if (cfg->migrate_from != NULL) {
+		if (optind + 1 != argc) {
+			fprintf(stderr, "rdzvd: --migrate-store FROM TO takes "
+			    "the store to copy to after FROM\n");
+			exit(2);
+		}
+		cfg->migrate_to = strdup(argv[optind++]);
+	}
 	if (optind < argc) {
 		fprintf(stderr, "rdzvd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
@@ -463,6 +500,69 @@ config_load(struct config *cfg, int argc, char **argv)
 		config_default_db(path, sizeof(path));
 		cfg->db = strdup(path);
 	}
+	/* --db PATH is --store sqlite:PATH, unless a store was given: then
+	 * config_validate() says that only one of them may be. */
+	if (cfg->store == NULL) {
+		size_t len = strlen(cfg->db) + 8;
+		if ((cfg->store = malloc(len)) != NULL)
+			snprintf(cfg->store, len, "sqlite:%s", cfg->db);
+	}
+}
+
+/* The store settings: a spec that parses, TLS files only for etcd. */
+static int
+validate_store(const struct config *cfg, char *err, size_t errlen)
+{
+	struct store_spec *sp;
+	char e[512];
+	int rc = -1;
+
+	if (cfg->store == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((sp = malloc(sizeof(*sp))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (cfg->db_given && strncmp(cfg->store, "sqlite:", 7) == 0 &&
+	    strcmp(cfg->store + 7, cfg->db) == 0)
+		; /* the store made from --db above */
+	else if (cfg->db_given) {
+		snprintf(err, errlen, "--db %s and --store %s both name the "
+		    "store: give one of them (--db PATH is --store "
+		    "sqlite:PATH)", cfg->db, cfg->store);
+		goto out;
+	}
+	if (store_spec_parse(cfg->store, sp, e, sizeof(e)) != 0) {
+		snprintf(err, errlen, "--%s", e);
+		goto out;
+	}
+	if (sp->kind != STORE_ETCD && (cfg->etcd_ca != NULL ||
+	    cfg->etcd_cert != NULL || cfg->etcd_key != NULL)) {
+		snprintf(err, errlen, "--%s is for an etcd store, and the store "
+		    "is %s", cfg->etcd_ca != NULL ? "etcd-ca" :
+		    cfg->etcd_cert != NULL ? "etcd-cert" : "etcd-key",
+		    cfg->store);
+		goto out;
+	}
+	if ((cfg->etcd_cert == NULL) != (cfg->etcd_key == NULL)) {
+		snprintf(err, errlen, "--etcd-cert and --etcd-key go together");
+		goto out;
+	}
+	const char *files[] = { cfg->etcd_ca, cfg->etcd_cert, cfg->etcd_key };
+	const char *names[] = { "etcd-ca", "etcd-cert", "etcd-key" };
+	for (size_t i = 0; i < 3; i++) {
+		if (files[i] != NULL && access(files[i], R_OK) != 0) {
+			snprintf(err, errlen, "--%s %s: %s", names[i],
+			    files[i], strerror(errno));
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(sp);
+	return rc;
 }
 
 /* HOST:PORT, [V6]:PORT: what a client can dial. */
@@ -522,6 +622,17 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "seconds (etcd's leases are)", cfg->leader_lease_ms);
 		return -1;
 	}
+	if (validate_store(cfg, err, errlen) != 0)
+		return -1;
+	if (cfg->migrate_from != NULL) {
+		struct store_spec sp;
+		char e[512];
+		if (store_spec_parse(cfg->migrate_from, &sp, e, sizeof(e)) != 0 ||
+		    store_spec_parse(cfg->migrate_to, &sp, e, sizeof(e)) != 0) {
+			snprintf(err, errlen, "--migrate-%s", e);
+			return -1;
+		}
+	}
 	if (cfg->max_message < 1024) {
 		snprintf(err, errlen, "--max-message %zu is below 1 KiB",
 		    cfg->max_message);
@@ -547,6 +658,10 @@ config_print(const struct config *cfg, FILE *f)
 		fprintf(f, "http-listen = %s\n", addr);
 	}
 	fprintf(f, "db = %s\n", cfg->db);
+	fprintf(f, "store = %s\n", cfg->store != NULL ? cfg->store : "");
+	fprintf(f, "etcd-ca = %s\n", cfg->etcd_ca ? cfg->etcd_ca : "");
+	fprintf(f, "etcd-cert = %s\n", cfg->etcd_cert ? cfg->etcd_cert : "");
+	fprintf(f, "etcd-key = %s\n", cfg->etcd_key ? cfg->etcd_key : "");
 	fprintf(f, "tls-cert = %s\n", cfg->tls_cert ? cfg->tls_cert : "");
 	fprintf(f, "tls-key = %s\n", cfg->tls_key ? cfg->tls_key : "");
 	fprintf(f, "tls-ca = %s\n", cfg->tls_ca ? cfg->tls_ca : "");
@@ -590,6 +705,12 @@ config_free(struct config *cfg)
 {
 	free(cfg->file);
 	free(cfg->db);
+	free(cfg->store);
+	free(cfg->etcd_ca);
+	free(cfg->etcd_cert);
+	free(cfg->etcd_key);
+	free(cfg->migrate_from);
+	free(cfg->migrate_to);
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->tls_ca);

@@ -72,10 +72,9 @@ ha_etcd_conf(struct etcd_opts *o, char *prefix, size_t prefixlen, char *err,
 	split_endpoints(spec.endpoints);
 	*o = (struct etcd_opts){
 		.endpoints = spec.endpoints,
-		/* TLS: the store's settings, once config.c has them. */
-		.ca = NULL,
-		.cert = NULL,
-		.key = NULL,
+		.ca = rdzvd.cfg.etcd_ca,
+		.cert = rdzvd.cfg.etcd_cert,
+		.key = rdzvd.cfg.etcd_key,
 	};
 	snprintf(prefix, prefixlen, "%s/leader/", spec.prefix);
 	return 0;

@@ -233,6 +233,16 @@ setup_tls(void)
 		fatalx("out of memory");
 }
 
+/* The etcd settings of the store, from the configuration. */
+static void
+store_opts_from(const struct config *cfg, struct store_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->etcd_ca = cfg->etcd_ca;
+	o->etcd_cert = cfg->etcd_cert;
+	o->etcd_key = cfg->etcd_key;
+}
+
 /*
  * After a change of role (ha.c): a leader's changed jobs go to the status
  * page's streams too; and those streams show the core they started on, so
@@ -254,9 +264,12 @@ role_changed(int leading)
 static void
 open_state(void)
 {
-	char err[512];
+	struct store_opts so;
+	char err[1024];
 
-	if (store_open(rdzvd.cfg.db, &rdzvd.store, err, sizeof(err)) != 0)
+	store_opts_from(&rdzvd.cfg, &so);
+	if (store_open_opts(rdzvd.cfg.store, &so, &rdzvd.store, err,
+	    sizeof(err)) != 0)
 		fatalx("%s", err);
 	stall_init();
 	ha_start(role_changed);
@@ -354,6 +367,31 @@ set_advertise(void)
 	}
 }
 
+/*
+ * rdzvd --migrate-store FROM TO: copies one store into another (SQLite
+ * into etcd, typically) and exits; rdzvd must not be running on FROM.
+ */
+static int
+migrate_store(const struct config *cfg)
+{
+	struct store_migrated m;
+	struct store_opts so;
+	struct core_now now = { mono_ms(), wall_ms() };
+	char err[1024];
+
+	store_opts_from(cfg, &so);
+	if (store_migrate(cfg->migrate_from, cfg->migrate_to, &so, now, &m,
+	    err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzvd: --migrate-store: %s\n", err);
+		return 1;
+	}
+	printf("copied %u jobs, %u nodes and %llu events from %s to %s "
+	    "(%llu transactions, %llu bytes)\n", m.jobs, m.nodes,
+	    (unsigned long long)m.events, cfg->migrate_from, cfg->migrate_to,
+	    (unsigned long long)m.transactions, (unsigned long long)m.bytes);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -370,6 +408,8 @@ main(int argc, char **argv)
 		config_print(&rdzvd.cfg, stdout);
 		return 0;
 	}
+	if (rdzvd.cfg.migrate_from != NULL)
+		return migrate_store(&rdzvd.cfg);
 
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
@@ -426,6 +466,10 @@ main(int argc, char **argv)
 	services_stop();
 	ha_elect_free();
 	grpc_server_free(rdzvd.srv);
+	log_info("store %s: %llu transactions, %llu bytes written",
+	    store_path(rdzvd.store),
+	    (unsigned long long)store_transactions(rdzvd.store),
+	    (unsigned long long)store_bytes_written(rdzvd.store));
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);

@@ -28,6 +28,14 @@ struct config {
 	int		 http_off;	/* http-listen = none */
 	int		 http_given;	/* set by the file or a flag */
 	char		*db;
+	int		 db_given;	/* by the file or a flag */
+	char		*store;		/* the store spec (store.h); from db
+					   when not set */
+	char		*etcd_ca;	/* TLS to an etcd store */
+	char		*etcd_cert;
+	char		*etcd_key;
+	char		*migrate_from;	/* --migrate-store FROM TO */
+	char		*migrate_to;
 	char		*tls_cert;
 	char		*tls_key;
 	char		*tls_ca;

@@ -25,7 +25,7 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 
 	resp.version = (char *)RDZV_VERSION;
 	resp.uptime_ms = mono_ms() - rdzvd.started_mono_ms;
-	resp.database = rdzvd.cfg.db;
+	resp.database = (char *)store_path(rdzvd.store);
 	resp.connections = (uint32_t)grpc_server_conn_count(rdzvd.srv);
 	resp.transactions = store_transactions(rdzvd.store);
 	struct core_job *job;

@@ -119,6 +119,29 @@ int		 store_events(struct store *, const char *rdzv_id,
 		    int (*cb)(const struct core_event *, void *), void *arg,
 		    char *err, size_t errlen);
 
+/* 1 when the store holds nothing (SQLite: no job; etcd: no key under the
+ * prefix), 0 when it holds something, -1 with a message. */
+int		 store_is_empty(struct store *, char *err, size_t errlen);
+
+/*
+ * rdzvd --migrate-store FROM TO (store_migrate.c): loads every job, node
+ * and event of the store FROM and writes them to the store TO, which must
+ * be empty. |opts| are TO's (or FROM's) etcd settings. Round history is
+ * not copied: the jobs' generations and each node's assignment are, and
+ * so are the events that tell of every round. Fills in what was copied.
+ * 0, or -1 with a message; FROM is never written.
+ */
+struct store_migrated {
+	uint32_t	jobs;
+	uint32_t	nodes;
+	uint64_t	events;
+	uint64_t	transactions;
+	uint64_t	bytes;
+};
+int		 store_migrate(const char *from, const char *to,
+		    const struct store_opts *opts, struct core_now now,
+		    struct store_migrated *out, char *err, size_t errlen);
+
 enum store_kind	 store_kind(const struct store *);
 /* 1 for an etcd store (the daemon steps down on a failed commit), else 0. */
 int		 store_kind_etcd(const struct store *);

@@ -24,6 +24,8 @@ struct store_ops {
 			    uint64_t after_seq, uint32_t limit,
 			    int (*cb)(const struct core_event *, void *),
 			    void *arg, char *err, size_t errlen);
+	/* 1 when the store holds no job (and for etcd: no key at all). */
+	int		(*empty)(void *, char *err, size_t errlen);
 	uint64_t	(*transactions)(const void *);
 	uint64_t	(*bytes_written)(const void *);
 	void		(*close)(void *);

@@ -253,6 +253,7 @@ const struct store_ops store_etcd_ops = {
 	.commit = estore_commit,
 	.fence = ops_fence,
 	.events = estore_events,
+	.empty = estore_empty,
 	.transactions = ops_transactions,
 	.bytes_written = ops_bytes,
 	.close = ops_close,

@@ -113,6 +113,7 @@ int		 estore_load(void *, struct core *, struct core_now, char *err,
 int		 estore_events(void *, const char *rdzv_id, uint64_t after_seq,
 		    uint32_t limit, int (*cb)(const struct core_event *, void *),
 		    void *arg, char *err, size_t errlen);
+int		 estore_empty(void *, char *err, size_t errlen);
 int		 estore_read_meta(struct estore *, bool *exists, char *err,
 		    size_t errlen);
 

@@ -144,6 +144,23 @@ out:
 	return rc;
 }
 
+int
+estore_empty(void *v, char *err, size_t errlen)
+{
+	struct estore			*s = v;
+	Etcdserverpb__RangeResponse	*r;
+	char				 key[STORE_ETCD_KEY_MAX];
+	int				 rc;
+
+	estore_key(s, key, "%s", "");
+	if (range(s, (uint8_t *)key, strlen(key), NULL, 0, false, 1, true, 0,
+	    &r, err, errlen) != 0)
+		return -1;
+	rc = r->n_kvs == 0;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- loading */
 
 struct kept {

@@ -469,6 +469,22 @@ ops_events(void *s, const char *rdzv_id, uint64_t after_seq, uint32_t limit,
 	    errlen);
 }
 
+static int
+ops_empty(void *v, char *err, size_t errlen)
+{
+	struct sqlstore	*s = v;
+	sqlite3_stmt	*st;
+	int		 rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM jobs", -1, &st,
+	    NULL) != SQLITE_OK)
+		return sqlstore_fail(s, err, errlen, "counting jobs");
+	rc = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) == 0 :
+	    sqlstore_fail(s, err, errlen, "counting jobs");
+	sqlite3_finalize(st);
+	return rc;
+}
+
 static uint64_t
 ops_transactions(const void *s)
 {
@@ -489,6 +505,7 @@ const struct store_ops store_sqlite_ops = {
 	.load = ops_load,
 	.commit = ops_commit,
 	.events = ops_events,
+	.empty = ops_empty,
 	.transactions = ops_transactions,
 	.close = ops_close,
 };

@@ -44,7 +44,8 @@
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
-#include "store_int.h"
+#include "store_be.h"
+#include "store_sqlite.h"
 
 /* The daemon's state, which daemon/main.c defines for rdzvd. */
 struct rdzvd rdzvd;
@@ -109,25 +110,28 @@ setup_once(void)
  * one and deletes its rows between inputs, which leaves it as a new one
  * is: nodes, events, rounds, assignments and GPUs go with their job (ON
  * DELETE CASCADE), the node counter with meta. Like the store's unit
- * tests, this looks inside the store (store_int.h) only to reach its
+ * tests, this looks inside the store (store_sqlite.h) only to reach its
  * SQLite connection.
  */
 static struct store *
 store_empty(char *err, size_t errlen)
 {
+	struct sqlstore *s;
+
 	if (store == NULL) {
 		remove_db();
 		if (store_open(db_path, &store, err, errlen) != 0)
 			return NULL;
 	}
-	if (sqlite3_exec(store->db, "DELETE FROM jobs; DELETE FROM meta", NULL,
+	s = store_backend(store);
+	if (sqlite3_exec(s->db, "DELETE FROM jobs; DELETE FROM meta", NULL,
 	    NULL, NULL) != SQLITE_OK) {
 		snprintf(err, errlen, "emptying %s: %s", db_path,
-		    sqlite3_errmsg(store->db));
+		    sqlite3_errmsg(s->db));
 		return NULL;
 	}
-	store->next_node_id = 1;
-	store->transactions = 0;
+	s->next_node_id = 1;
+	s->transactions = 0;
 	return store;
 }
 

@@ -203,15 +203,18 @@ def listening(proc, timeout=10.0):
 
 
 class Daemon(Proc):
-    """rdzvd on a private port and database. Extra arguments are appended;
-    |wrapper| is a command line rdzvd runs under (it must exec rdzvd)."""
+    """rdzvd on a private port and database (or |store|, a --store spec such
+    as an etcd prefix). Extra arguments are appended; |wrapper| is a command
+    line rdzvd runs under (it must exec rdzvd)."""
 
     def __init__(self, tmpdir, args=(), listen="127.0.0.1:0", env=None, db=None,
-                 wrapper=()):
+                 wrapper=(), store=None):
         self.tmpdir = str(tmpdir)
         self.db = db or os.path.join(self.tmpdir, "rdzv.db")
-        argv = list(wrapper) + [build_path("daemon", "rdzvd"), "--db", self.db,
-                                "--log-level", "debug"]
+        self.store = store
+        where = ["--store", store] if store else ["--db", self.db]
+        argv = list(wrapper) + [build_path("daemon", "rdzvd")] + where + [
+            "--log-level", "debug"]
         if listen:
             argv += ["--listen", listen]
         argv += list(args)

@@ -106,7 +106,7 @@ def test_rdzv_bench_small_job(tmp_path):
         assert figure(out, "daemon cpu") >= 0
         assert figure(out, "daemon peak rss") >= figure(out, "daemon rss") > 0
         assert figure(out, "daemon peak rss per node") > 0
-        assert re.search(r"^sqlite transactions:\s+\S", out, re.M), out
+        assert re.search(r"^store transactions:\s+\S", out, re.M), out
         assert d.stop() == 0
 
 

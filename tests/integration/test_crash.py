@@ -14,6 +14,11 @@ durable, after every crash:
   count, their group ranks are distinct and base ranks are the prefix sums
   of nproc in group-rank order.
 
+The same runs go on an etcd store (a real etcd started by the test; skipped
+with the reason when etcd is not installed), where "the database" is what
+the etcd prefix holds: every received assignment is in a round of the
+job's log that its record names, and no generation is recorded twice.
+
 The seed is printed and may be set with RDZV_CRASH_SEED to replay a run.
 Every loop is bounded in count and time.
 """
@@ -24,8 +29,11 @@ import sqlite3
 import time
 
 import grpc
+import pytest
 
+import etcdtest
 import rdzvtest as rt
+import storeetcd
 from rdzvnode import Node, rpc_code
 
 RUNS = int(os.environ.get("RDZV_CRASH_RUNS", "5"))
@@ -123,6 +131,39 @@ def check_db(db, got, seed):
         con.close()
 
 
+def check_etcd(etcd, prefix, got, seed):
+    """What the etcd prefix holds is sound and has every received
+    assignment (check_db's checks on the etcd layout)."""
+    st = storeetcd.read(etcd, prefix)
+    for (rid, gen), rs in st.rounds.items():
+        assert len(rs) == 1, "seed %d: %s generation %d recorded %d times" % (
+            seed, rid, gen, len(rs))
+        j = st.jobs[rid]
+        assert gen <= j.generation, ("seed %d: a round above the job's "
+                                     "generation" % seed, rid, gen, j.generation)
+        ranks = sorted((m.group_rank, m.base_rank, m.nproc) for m in rs[0].members)
+        base = 0
+        for i, (gr, br, nproc) in enumerate(ranks):
+            assert (gr, br) == (i, base), ("seed %d: etcd round" % seed, rid, gen, ranks)
+            base += nproc
+        assert base == rs[0].world_size, ("seed %d: world size" % seed, rid, gen)
+    missing = []
+    for (rid, gen, nid), v in got.items():
+        gr, br, nproc, world, _gw, maddr, mport, rc = v
+        rs = st.rounds.get((rid, gen))
+        m = None
+        if rs:
+            r = rs[0]
+            m = [x for x in r.members if x.node_id == nid]
+        if not rs or not m or (r.world_size, r.master_addr, r.master_port,
+                                r.restart_count) != (world, maddr, mport, rc) or \
+                (m[0].group_rank, m[0].base_rank, m[0].nproc) != (gr, br, nproc):
+            missing.append(((rid, gen, nid), v))
+    assert missing == [], "seed %d: %d received assignments are not in etcd " \
+        "as received, e.g. %s" % (seed, len(missing), missing[:5])
+    return len(st.rounds)
+
+
 class Storm:
     """The clients of one run."""
 
@@ -176,16 +217,36 @@ class Storm:
             n.close()
 
 
-def test_sigkill_during_join_storms(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"])
+def test_sigkill_during_join_storms(tmp_path, backend):
     seed = int(os.environ.get("RDZV_CRASH_SEED", str(random.SystemRandom().randrange(1 << 31))))
     print("crash test seed %d (RDZV_CRASH_SEED=%d to replay)" % (seed, seed))
     rng = random.Random(seed)
     db = os.path.join(str(tmp_path), "rdzv.db")
+    etcd = store = None
+    if backend == "etcd":
+        etcdtest.skip_unless_etcd()
+        etcd = etcdtest.Etcd(tmp_path / "etcd")
+        store = "etcd://%s/crash" % etcd.endpoints
+    try:
+        run_storms(tmp_path, rng, seed, db, etcd, store)
+    finally:
+        if etcd is not None:
+            etcd.close()
+
+
+def check(db, etcd, got, seed):
+    if etcd is not None:
+        return check_etcd(etcd, "/crash", got, seed)
+    return check_db(db, got, seed)
+
+
+def run_storms(tmp_path, rng, seed, db, etcd, store):
     port = 0
     got = {}
     total_rounds = 0
     for run in range(RUNS):
-        d = rt.Daemon(tmp_path, listen="127.0.0.1:%d" % port, db=db)
+        d = rt.Daemon(tmp_path, listen="127.0.0.1:%d" % port, db=db, store=store)
         port = d.port
         storm = Storm(d.addr, rng, run)
         try:
@@ -214,7 +275,7 @@ def test_sigkill_during_join_storms(tmp_path):
                                             k, got[k], v)
             got.update(this)
             check_rounds_consistent(got, seed)
-            total_rounds = check_db(db, got, seed)
+            total_rounds = check(db, etcd, got, seed)
             print("run %d: killed after %.2f s, %d nodes, actions %s, %d assignments "
                   "received in all, %d rounds in the db" % (
                       run, kill_after, len(storm.nodes), storm.actions, len(got),
@@ -226,7 +287,7 @@ def test_sigkill_during_join_storms(tmp_path):
 
     # The daemon comes back once more on what the last crash left, and a
     # clean stop leaves a sound database.
-    d = rt.Daemon(tmp_path, listen="127.0.0.1:%d" % port, db=db)
+    d = rt.Daemon(tmp_path, listen="127.0.0.1:%d" % port, db=db, store=store)
     with d:
         n = Node(d.addr, name="after")
         code, details, _ = rpc_code(lambda: n.join("crash-after", min_nodes=1, max_nodes=1))
@@ -234,5 +295,5 @@ def test_sigkill_during_join_storms(tmp_path):
         n.wait_assignment(timeout=10)
         n.close()
         assert d.stop() == 0, d.output()[-4000:]
-    check_db(db, got, seed)
+    check(db, etcd, got, seed)
     assert len(got) > 0, "seed %d: no client received any assignment" % seed

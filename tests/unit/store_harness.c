@@ -9,6 +9,9 @@ char		 dbpath[128];
 struct core_now	 NOW;
 struct core	*C;
 struct store	*S;
+struct store	*S2;
+const char	*test_etcd;
+char		 spec[512];
 uint32_t		 session_ctr;
 char		 err[1024];
 
@@ -18,17 +21,37 @@ fresh_path(const char *name)
 	snprintf(dbpath, sizeof(dbpath), "%s/%s", dir, name);
 }
 
+sqlite3 *
+sqlite_db(void)
+{
+	struct sqlstore	*s = store_backend(S2 != NULL ? S2 : S);
+
+	return s->db;
+}
+
 void
 setup(const char *name)
 {
+	static unsigned	 seq;
+
 	fresh_path(name);
 	NOW.mono_ms = 5000000;
 	NOW.wall_ms = 1700000000000LL;
 	C = core_new(NULL);
 	err[0] = '\0';
-	S = NULL;
-	if (store_open(dbpath, &S, err, sizeof(err)) != 0) {
-		fprintf(stderr, "store_open %s: %s\n", dbpath, err);
+	S = S2 = NULL;
+	if (ON_ETCD) {
+		/* A prefix no other run or test has used. */
+		snprintf(spec, sizeof(spec), "etcd://%s/test/%d.%u/%s",
+		    test_etcd, (int)getpid(), ++seq, name);
+		if (store_open(dbpath, &S2, err, sizeof(err)) != 0) {
+			fprintf(stderr, "store_open %s: %s\n", dbpath, err);
+			CHECK(0);
+		}
+	} else
+		snprintf(spec, sizeof(spec), "%s", dbpath);
+	if (store_open(spec, &S, err, sizeof(err)) != 0) {
+		fprintf(stderr, "store_open %s: %s\n", spec, err);
 		CHECK(0);
 	}
 }
@@ -38,6 +61,8 @@ teardown(void)
 {
 	store_close(S);
 	S = NULL;
+	store_close(S2);
+	S2 = NULL;
 	core_free(C);
 	C = NULL;
 }
@@ -112,6 +137,10 @@ turn(void)
 	committed = store_commit(S, C, err, sizeof(err)) == 0;
 	if (!committed) {
 		fprintf(stderr, "  commit: %s\n", err);
+		CHECK(0);
+	}
+	if (S2 != NULL && store_commit(S2, C, err, sizeof(err)) != 0) {
+		fprintf(stderr, "  commit to the SQLite copy: %s\n", err);
 		CHECK(0);
 	}
 	turn_send(committed);
@@ -228,7 +257,7 @@ reload(void)
 
 	store_close(S);
 	S = NULL;
-	if (store_open(dbpath, &S, err, sizeof(err)) != 0 ||
+	if (store_open(spec, &S, err, sizeof(err)) != 0 ||
 	    store_load(S, b, NOW, err, sizeof(err)) != 0) {
 		fprintf(stderr, "  reload: %s\n", err);
 		CHECK(0);
@@ -355,6 +384,11 @@ run_tests(const char *prog, const struct test *t, size_t n, int argc,
 	size_t		 i;
 	int		 before;
 
+	test_etcd = getenv("RDZV_TEST_ETCD");
+	if (test_etcd != NULL && *test_etcd == '\0')
+		test_etcd = NULL;
+	if (test_etcd != NULL)
+		printf("# on etcd %s (and an SQLite copy)\n", test_etcd);
 	snprintf(dir, sizeof(dir), "%s/%s.XXXXXX",
 	    tmp != NULL && strlen(tmp) < 30 ? tmp : "/tmp", prog);
 	if (mkdtemp(dir) == NULL) {

@@ -4,9 +4,16 @@
  * which ends a loop turn as the daemon does: check the core's invariants,
  * commit to the store, and check that every assignment about to be sent is
  * in the database as sent. reload() is a daemon restart: a fresh core
- * loaded from the file; compare_cores() checks it field by field. The
- * tests look inside the store (store_int.h) only to reach its SQLite
+ * loaded from the store; compare_cores() checks it field by field. The
+ * tests look inside the store (store_sqlite.h) only to reach its SQLite
  * connection.
+ *
+ * One suite, two backends: with RDZV_TEST_ETCD=HOST:PORT in the
+ * environment (tests/unit/with_etcd.py starts a real etcd and sets it), S
+ * is an etcd store under a prefix of its own per test, and every turn is
+ * also committed to an SQLite store at dbpath (S2), which q(), exec_other()
+ * and check_sent() read. reload() then loads from etcd, so every
+ * compare_cores() checks what etcd holds against the core that wrote it.
  */
 #ifndef STORE_HARNESS_H
 #define STORE_HARNESS_H
@@ -29,17 +36,26 @@
 #include "core_inputs.h"
 #include "grpc.h"
 #include "store.h"
-#include "store_int.h"
+#include "store_be.h"
+#include "store_sqlite.h"
 
 extern char		 dir[64];
 extern char		 dbpath[128];
 extern struct core_now	 NOW;
 extern struct core	*C;
 extern struct store	*S;
+extern struct store	*S2;		/* the SQLite copy with etcd, or NULL */
+extern const char	*test_etcd;	/* NULL: SQLite only */
+extern char		 spec[512];	/* S's store spec */
 extern uint32_t		 session_ctr;
 extern char		 err[1024];
 
 void	fresh_path(const char *name);
+
+/* The SQLite connection of the SQLite store (S2 with etcd, else S). */
+sqlite3	*sqlite_db(void);
+/* Whether the tests run on etcd. */
+#define ON_ETCD	(test_etcd != NULL)
 
 void	setup(const char *name);
 

@@ -419,6 +419,7 @@ test_bench_10k(void)
 	struct core		*L;
 	char			host[32];
 	double			commit_s, load_s;
+	uint64_t		ntxn, nbytes;
 	int			i;
 
 	setup("bench.db");
@@ -431,15 +432,26 @@ test_bench_10k(void)
 	t0 = mono_ns();
 	CHECK_INT(store_commit(S, C, err, sizeof(err)), 0);
 	commit_s = secs_since(t0);
+	if (S2 != NULL)
+		CHECK_INT(store_commit(S2, C, err, sizeof(err)), 0);
 	turn_send(true);
-	CHECK_INT(store_transactions(S), 1);
+	/* etcd: more than 1.5 MiB, so the job's buckets and log go first in
+	 * Txns of their own and its record last (store_plan.h). */
+	if (ON_ETCD)
+		CHECK(store_transactions(S) >= 2 && store_transactions(S) <= 4);
+	else
+		CHECK_INT(store_transactions(S), 1);
 	CHECK_INT(q("SELECT count(*) FROM assignments"), 10000);
+	ntxn = store_transactions(S);
+	nbytes = store_bytes_written(S);
 	t0 = mono_ns();
 	L = reload();
 	load_s = secs_since(t0);
 	CHECK_INT(L->by_node.n, 10000);
-	printf("figure: store_commit of 10,000 joins and their round in one "
-	    "transaction: %.1f ms; store_open + store_load of them: %.1f ms\n",
+	printf("figure: %s: store_commit of 10,000 joins and their round in "
+	    "%llu transaction(s), %llu bytes: %.1f ms; store_open + store_load "
+	    "of them: %.1f ms\n", ON_ETCD ? "etcd" : "SQLite",
+	    (unsigned long long)ntxn, (unsigned long long)nbytes,
 	    commit_s * 1e3, load_s * 1e3);
 	core_free(C);
 	C = L;
@@ -452,11 +464,13 @@ test_bench_10k(void)
 		t0 = mono_ns();
 		CHECK_INT(store_commit(S, C, err, sizeof(err)), 0);
 		commit_s += secs_since(t0);
+		if (S2 != NULL)
+			CHECK_INT(store_commit(S2, C, err, sizeof(err)), 0);
 		turn_send(true);
 	}
 	CHECK_INT(store_transactions(S), 100);
-	printf("figure: store_commit of one join and its round: %.2f ms\n",
-	    commit_s * 1e3 / 100);
+	printf("figure: %s: store_commit of one join and its round: %.2f ms\n",
+	    ON_ETCD ? "etcd" : "SQLite", commit_s * 1e3 / 100);
 	teardown();
 }
 

@@ -47,7 +47,7 @@ test_commit_failure(void)
 
 	setup("full.db");
 	join("full", "h0", 1, 1, 5000);
-	CHECK_INT(sqlite3_exec(S->db, "PRAGMA max_page_count = 12", NULL,
+	CHECK_INT(sqlite3_exec(sqlite_db(), "PRAGMA max_page_count = 12", NULL,
 	    NULL, NULL), SQLITE_OK);
 	for (i = 1; i < 2000; i++) {
 		snprintf(host, sizeof(host), "a-rather-long-host-name-%05d", i);
@@ -212,14 +212,14 @@ test_open_settings(void)
 	CHECK(S != NULL);
 	if (S == NULL)
 		return;
-	CHECK_INT(sqlite3_prepare_v2(S->db, "PRAGMA journal_mode", -1, &st,
+	CHECK_INT(sqlite3_prepare_v2(sqlite_db(), "PRAGMA journal_mode", -1, &st,
 	    NULL), SQLITE_OK);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(mode, sizeof(mode), "%s",
 		    (const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	CHECK_STR(mode, "wal");
-	CHECK_INT(sqlite3_prepare_v2(S->db, "PRAGMA synchronous", -1, &st,
+	CHECK_INT(sqlite3_prepare_v2(sqlite_db(), "PRAGMA synchronous", -1, &st,
 	    NULL), SQLITE_OK);
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
@@ -229,7 +229,8 @@ test_open_settings(void)
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
 	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
 	    "'gpus')"), 7);
-	CHECK_STR(S->path, store_path(S));
+	CHECK_STR(((struct sqlstore *)store_backend(S))->path,
+	    store_path(S));
 	teardown();
 	/* An empty existing file is an empty database: it is set up. */
 	fresh_path("empty.db");

@@ -1,0 +1,203 @@
+"""rdzvd on an etcd store (SPEC §14, §9): a real etcd (Debian's etcd-server,
+started by the test on loopback ports with a temporary data directory), the
+real rdzvd and real rdzv-agents with sleeping workers.
+
+- rdzvd killed with SIGKILL and started again on the same etcd prefix: the
+  jobs come back, the agents resume, their workers keep running, and no
+  generation or restart is counted;
+- ended jobs are deleted after `retention`, keys and all;
+- `rdzvd --migrate-store` copies an SQLite database into an empty etcd
+  prefix, and refuses a prefix that holds keys;
+- the store settings are checked and printed like every other.
+
+Skipped, with the reason, when etcd is not installed.
+"""
+
+import os
+import subprocess
+
+import pytest
+
+import etcdtest
+import rdzvnode
+import rdzvtest as rt
+from test_agent import PB, Job, alive
+
+RDZVD = rt.build_path("daemon", "rdzvd")
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    etcdtest.skip_unless_etcd()
+    e = etcdtest.Etcd(tmp_path / "etcd")
+    yield e
+    e.close()
+
+
+def keys(etcd, prefix):
+    """The keys under |prefix| now."""
+    out = etcd.ctl("get", "--prefix", "--keys-only", prefix)
+    return [k for k in out.split("\n") if k]
+
+
+def test_restart_on_etcd(tmp_path, etcd):
+    """kill -9 of rdzvd on etcd, then a new rdzvd on the same prefix: the
+    same workers keep running, the agents resume, the generation holds."""
+    store = "etcd://%s/rdzv" % etcd.endpoints
+    d = rt.Daemon(tmp_path, store=store)
+    job = Job(tmp_path, "etcd-restart", daemon=d)
+    try:
+        job.agent("a", 1, "2", args=["--node-rank", "0"], mode="sleep")
+        job.agent("b", 1, "2", args=["--node-rank", "1"], mode="sleep")
+        g1, s1 = job.wait_world(2)
+        pids = sorted(x["pid"] for x in s1.values())
+        assert keys(etcd, "/rdzv/job/") == ["/rdzv/job/etcd-restart"]
+        assert keys(etcd, "/rdzv/node/etcd-restart/"), "no node bucket"
+        addr = job.daemon.addr
+        job.daemon.kill()
+        job.ctl.close()
+        for t in "ab":
+            job.agents[t].wait_line("lost rdzvd", timeout=10)
+        job.daemon = rt.Daemon(tmp_path, listen=addr, store=store)
+        job.ctl = rdzvnode.Control(job.daemon.addr)
+        j = job.wait_job(lambda x: len(x.nodes) == 2 and
+                         all(n.connected for n in x.nodes),
+                         15, "both agents resumed")
+        assert j.generation == g1 and j.restart_count == 0, j
+        assert all(alive(p) for p in pids)
+        for t in "ab":
+            job.agents[t].wait_line("resumed as node", timeout=5)
+        job.daemon.wait_line(r"store etcd://\S+/rdzv: 1 jobs", timeout=1)
+        open(job.stop_file, "w").close()
+        assert job.wait_exits() == {"a": 0, "b": 0}, job.outputs()
+        assert sorted({g for g, _ in job.files("env")}) == [g1]
+        assert job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10,
+                            "job closed").generation == g1
+        # Every event came through both daemons' commits, in order.
+        seqs = [e.seq for e in job.ctl.list_events("etcd-restart")]
+        assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 4, seqs
+    finally:
+        job.close()
+
+
+def test_retention_deletes_keys(tmp_path, etcd):
+    """An ended job goes, with its record, node buckets and log, once
+    `retention` has passed; a live job stays."""
+    d = rt.Daemon(tmp_path, store="etcd://%s/ret" % etcd.endpoints,
+                  args=["--retention", "1s"])
+    try:
+        done, live = rdzvnode.Node(d.addr, name="done"), rdzvnode.Node(d.addr, name="live")
+        done.join("old", min_nodes=1, max_nodes=1)
+        done.wait_assignment()
+        live.join("young", min_nodes=2, max_nodes=2)
+        live.wait_accepted()
+        for sub in ("job/old", "node/old/", "log/old/"):
+            assert keys(etcd, "/ret/" + sub), sub
+        done.leave("finished")
+        ctl = rdzvnode.Control(d.addr)
+        rt.wait_for(lambda: not any(keys(etcd, "/ret/" + s) for s in
+                                    ("job/old", "node/old/", "log/old/")),
+                    15, 0.1, "the ended job's keys to go")
+        assert [j.rdzv_id for j in ctl.list_jobs(all=True)] == ["young"]
+        assert keys(etcd, "/ret/job/") == ["/ret/job/young"]
+        ctl.close()
+        done.close()
+        live.close()
+    finally:
+        d.stop()
+
+
+def migrate(src, dst):
+    return subprocess.run([RDZVD, "--migrate-store", src, dst],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_migrate_sqlite_to_etcd(tmp_path, etcd):
+    """An SQLite database copied into etcd: the job, its nodes, its
+    generation and its whole event history; a second copy is refused."""
+    db = os.path.join(str(tmp_path), "rdzv.db")
+    d = rt.Daemon(tmp_path, db=db)
+    nodes = [rdzvnode.Node(d.addr, name="n%d" % i) for i in range(3)]
+    for n in nodes:
+        n.join("moving", min_nodes=3, max_nodes=3)
+    for n in nodes:
+        n.wait_assignment()
+    ctl = rdzvnode.Control(d.addr)
+    before = ctl.get_job("moving", events=100)
+    events = [(e.seq, e.kind, e.message) for e in
+              ctl.list_events("moving")]
+    ctl.close()
+    for n in nodes:
+        n.close()
+    assert d.stop() == 0
+
+    store = "etcd://%s/moved" % etcd.endpoints
+    r = migrate("sqlite:" + db, store)
+    assert r.returncode == 0, r.stderr
+    assert "copied 1 jobs, 3 nodes and %d events" % len(events) in r.stdout, r.stdout
+    r = migrate(db, store)
+    assert r.returncode == 1 and "is not empty" in r.stderr, r.stderr
+    r = migrate(db, "etcd://%s" % etcd.endpoints)
+    assert r.returncode == 2 and "no key prefix" in r.stderr, r.stderr
+
+    d = rt.Daemon(tmp_path, store=store)
+    try:
+        ctl = rdzvnode.Control(d.addr)
+        after = ctl.get_job("moving", events=100)
+        assert after.generation == before.generation == 1
+        assert after.state == before.state and after.world_size == 3
+        assert sorted(n.node_id for n in after.nodes) == \
+            sorted(n.node_id for n in before.nodes)
+        assert [(e.seq, e.kind, e.message) for e in
+                ctl.list_events("moving")] == events
+        # The nodes resume there with their sessions.
+        n = rdzvnode.Node(d.addr, name="n0")
+        n.session_id = nodes[0].session_id
+        n.rdzv_id = "moving"
+        n.resume(1)
+        ctl.close()
+        n.close()
+    finally:
+        d.stop()
+
+
+def check_config(*args):
+    return subprocess.run([RDZVD, "--check-config", "--config", "/dev/null"]
+                          + list(args), capture_output=True, text=True,
+                          timeout=10)
+
+
+def test_store_settings(tmp_path):
+    """--store, --db and the etcd TLS files: printed, and bad values
+    refused with a message naming the problem."""
+    r = check_config("--store", "etcd://127.0.0.1:2379,10.0.0.2:2379/rdzv/")
+    assert r.returncode == 0, r.stderr
+    assert "store = etcd://127.0.0.1:2379,10.0.0.2:2379/rdzv/\n" in r.stdout
+    r = check_config("--db", "/tmp/x.db")
+    assert "store = sqlite:/tmp/x.db\n" in r.stdout and "db = /tmp/x.db\n" in r.stdout
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    for args, msg in [
+            (["--store", "etcd://127.0.0.1:2379"], "no key prefix"),
+            (["--store", "etcd:///rdzv"], "no endpoints"),
+            (["--store", "etcd://host/rdzv"], "is not HOST:PORT"),
+            (["--store", "etcd://a:1,,b:2/rdzv"], "an empty etcd endpoint"),
+            (["--store", "etcd://a:1/r dzv"], "printable ASCII"),
+            (["--store", "sqlite:"], "no database path"),
+            (["--store", "etcd:a:1/x"], "etcd://HOST:PORT"),
+            (["--store", "etcd://a:1/x", "--db", "/tmp/y.db"], "give one of them"),
+            (["--db", "/tmp/y.db", "--etcd-ca", str(ca)], "for an etcd store"),
+            (["--store", "etcd://a:1/x", "--etcd-cert", str(ca)], "go together"),
+            (["--store", "etcd://a:1/x", "--etcd-ca", str(tmp_path / "none")],
+             "No such file")]:
+        r = check_config(*args)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    r = check_config("--store", "etcd://a:1/x", "--etcd-ca", str(ca),
+                     "--etcd-cert", str(ca), "--etcd-key", str(ca))
+    assert r.returncode == 0, r.stderr
+    assert "etcd-ca = %s\n" % ca in r.stdout
+    # An etcd nobody serves: a clear error at start, naming the store.
+    p = rt.Proc([RDZVD, "--config", "/dev/null", "--listen", "127.0.0.1:0",
+                 "--store", "etcd://127.0.0.1:1/rdzv"])
+    assert p.wait(30) != 0
+    assert "etcd://127.0.0.1:1/rdzv" in p.output(), p.output()
