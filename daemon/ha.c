@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
@@ -93,12 +95,8 @@ ha_lead(char *err, size_t errlen)
 	health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);
-	if (ha_store_is_etcd())
-		log_info("leading: %u jobs loaded from %s", c->n_jobs,
-		    store_path(rdzvd.store));
-	else
-		log_info("database %s: %u jobs", store_path(rdzvd.store),
-		    c->n_jobs);
+	log_info("%s %s: %u jobs", ha_store_is_etcd() ? "store" : "database",
+	    store_path(rdzvd.store), c->n_jobs);
 	return 0;
 }
 
@@ -149,6 +147,18 @@ ha_start(void (*changed)(int leading))
 	}
 	if (ha_lead(err, sizeof(err)) != 0)
 		fatalx("database %s: %s", store_path(rdzvd.store), err);
+}
+
+void
+ha_wait_settled(void)
+{
+	uint64_t deadline = mono_ms() + rdzvd.cfg.leader_lease_ms + 2000;
+
+	if (!ha_store_is_etcd())
+		return;
+	/* Bounded: the stall heartbeat wakes the loop every 100 ms. */
+	while (!ha_elect_settled() && !shutting_down && mono_ms() < deadline)
+		event_base_loop(rdzvd.base, EVLOOP_ONCE);
 }
 
 void

@@ -19,6 +19,10 @@ struct grpc_call;
  * only rdzvd itself has (the status page).
  */
 void		 ha_start(void (*role_changed)(int leading));
+/* With etcd: runs the event loop until the first campaign has an outcome
+ * (leading, or a standby that knows the leader), for leader-lease and 2 s
+ * at most. */
+void		 ha_wait_settled(void);
 /* At shutdown: campaign no more, and give up the leadership (the lease is
  * revoked, so a standby takes over at once). */
 void		 ha_shutdown(void);
@@ -48,6 +52,8 @@ void		 ha_set_leader(const char *addr);
 void		 ha_elect_start(void);
 /* Campaigns again after stepping down. */
 void		 ha_elect_again(void);
+/* 1 once the first campaign has an outcome (or failed). */
+int		 ha_elect_settled(void);
 /* Campaigns no more; revokes our lease. */
 void		 ha_elect_stop(void);
 /* ha_elect_stop(), then frees the client (after the event loop). */

@@ -50,6 +50,7 @@ static struct {
 	int			 again;		/* a change came during the
 						   Range: read once more */
 	int			 stopped;
+	int			 settled;	/* the first campaign ended */
 	char			 prefix[512];	/* PREFIX/leader/ */
 	char			 key[600];	/* ours; "" before the put */
 	int64_t			 rev;		/* its create_revision */
@@ -134,6 +135,58 @@ kv_key_is(const Mvccpb__KeyValue *kv, const char *key)
 	return kv->key.len == len && memcmp(kv->key.data, key, len) == 0;
 }
 
+static void
+revoke_done(struct etcd_call *call, int status, const char *message,
+    const ProtobufCMessage *reply, void *arg)
+{
+	/* Not found: it ended meanwhile. Else the watch tells what changed. */
+	if (status != GRPC_OK && status != GRPC_NOT_FOUND &&
+	    status != GRPC_CANCELLED)
+		elect_warn("revoking an earlier lease of this address", message);
+}
+
+/*
+ * Another key with our advertised address: an earlier rdzvd at this address
+ * (killed, then started again by systemd), since no live process can hold
+ * our listener. Its lease would keep the key, and the leadership, until it
+ * expires; revoked now, a restarted replica leads at once. (Advertised
+ * addresses are one per replica: docs/HA.md. Were two replicas given the
+ * same one they would take turns, and the fence would still keep the one
+ * that lost from writing.)
+ */
+static int
+kv_is_ours(const Mvccpb__KeyValue *kv)
+{
+	size_t len = strlen(rdzvd.advertise);
+
+	return kv->value.len == len && len > 0 &&
+	    memcmp(kv->value.data, rdzvd.advertise, len) == 0;
+}
+
+static void
+revoke_stale(const Mvccpb__KeyValue *kv)
+{
+	Etcdserverpb__LeaseRevokeRequest req =
+	    ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+	size_t plen = strlen(el.prefix);
+	char hex[32], *end;
+
+	if (kv->key.len <= plen || kv->key.len - plen >= sizeof(hex))
+		return;
+	memcpy(hex, kv->key.data + plen, kv->key.len - plen);
+	hex[kv->key.len - plen] = '\0';
+	req.id = (int64_t)strtoull(hex, &end, 16);
+	if (*end != '\0' || req.id == 0 || kv->lease != req.id)
+		return;
+	log_info("election: revoking lease %s of an earlier rdzvd at %s",
+	    hex, rdzvd.advertise);
+	if (etcd_call(el.ec, ETCD_PATH_LEASE_REVOKE, &req.base,
+	    &etcdserverpb__lease_revoke_response__descriptor, 0, revoke_done,
+	    NULL) == NULL)
+		elect_warn("revoking an earlier lease of this address",
+		    strerror(errno));
+}
+
 /* The leader keys in create_revision order: who leads, and whether we do. */
 static void
 range_done(struct etcd_call *call, int status, const char *message,
@@ -148,6 +201,7 @@ range_done(struct etcd_call *call, int status, const char *message,
 	if (status == GRPC_CANCELLED && el.key[0] == '\0')
 		return;
 	if (status != GRPC_OK) {
+		el.settled = 1;
 		elect_warn("reading the leader keys", message);
 		/* The watch's next event, or its end, reads again. */
 		if (el.again) {
@@ -156,9 +210,22 @@ range_done(struct etcd_call *call, int status, const char *message,
 		}
 		return;
 	}
-	for (size_t i = 0; i < r->n_kvs; i++)
+	for (size_t i = 0; i < r->n_kvs; i++) {
 		if (kv_key_is(r->kvs[i], el.key))
 			mine = i;
+		else if (kv_is_ours(r->kvs[i]))
+			revoke_stale(r->kvs[i]);
+	}
+	/* An earlier rdzvd at our address in front: we lead once its revoke
+	 * shows in the watch. */
+	if (mine != 0 && mine != SIZE_MAX && kv_is_ours(r->kvs[0])) {
+		if (el.again && el.key[0] != '\0') {
+			el.again = 0;
+			check();
+		}
+		return;
+	}
+	el.settled = 1;
 	if (mine == SIZE_MAX) {
 		char why[700];
 		snprintf(why, sizeof(why), "etcd: our leader key %s is gone",
@@ -266,6 +333,7 @@ put_done(struct etcd_call *call, int status, const char *message,
 	if (status == GRPC_CANCELLED && el.key[0] == '\0')
 		return;
 	if (status != GRPC_OK) {
+		el.settled = 1;
 		elect_warn("campaign", message);
 		reset();
 		retry_later(el.retry_ev, RETRY_MS);
@@ -303,6 +371,7 @@ lease_event(struct etcd_lease *l, enum etcd_lease_event ev, const char *why,
 			ha_step_down(why);	/* campaigns again */
 			return;
 		}
+		el.settled = 1;
 		elect_warn("lease", why);
 		reset();
 		retry_later(el.retry_ev, RETRY_MS);
@@ -362,6 +431,12 @@ ha_elect_start(void)
 
 /* After stepping down: at once, so that the new leader is known soon (a
  * failure on the way waits RETRY_MS). */
+int
+ha_elect_settled(void)
+{
+	return el.settled;
+}
+
 void
 ha_elect_again(void)
 {

@@ -294,6 +294,13 @@ unix_perms_text(const char *path, char *buf, size_t len)
 		    (unsigned)st.st_mode & 07777, (unsigned)st.st_gid);
 }
 
+/*
+ * The "listening on" lines, logged once the replica knows its role: whoever
+ * waits for them (a test, an operator) may call at once and be served, or
+ * told who leads (ha_wait_settled).
+ */
+static char listening[RDZVD_MAX_LISTEN][512];
+
 static void
 listen_all(void)
 {
@@ -321,11 +328,19 @@ listen_all(void)
 			unix_perms_text(ep->path, perms, sizeof(perms));
 		const char *how = tls == NULL ? "" :
 		    tls_wants_client_cert(tls) ? " (mTLS)" : " (TLS)";
-		snprintf(rdzvd.listeners[rdzvd.n_listeners++],
+		snprintf(rdzvd.listeners[rdzvd.n_listeners],
 		    sizeof(rdzvd.listeners[0]), "%.280s%s", addr, how);
-		log_info("listening on %s%s%s", addr, tls != NULL ? " (TLS)" :
+		snprintf(listening[rdzvd.n_listeners++], sizeof(listening[0]),
+		    "listening on %.300s%s%s", addr, tls != NULL ? " (TLS)" :
 		    "", ep->kind == ENDPOINT_UNIX ? perms : "");
 	}
+}
+
+static void
+log_listening(void)
+{
+	for (size_t i = 0; i < rdzvd.n_listeners; i++)
+		log_info("%s", listening[i]);
 }
 
 static int
@@ -449,6 +464,8 @@ main(int argc, char **argv)
 	listen_all();
 	set_advertise();
 	open_state();
+	ha_wait_settled();
+	log_listening();
 	http_start();
 
 	rdzvd.serving = 1;
