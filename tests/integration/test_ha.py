@@ -439,3 +439,29 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
         with pytest.raises(grpc.RpcError) as ei:
             c.get_job("joined-after-delete")
         assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_restarted_replica_leads_at_once(tmp_path, etcd):
+    """kill -9 of the only replica, then the same replica started again
+    (what systemd's Restart= does): it revokes the lease its earlier self
+    left at its address and leads at once, not when that lease would have
+    expired (leader-lease 10 s here), with the job it had."""
+    port = etcdtest.free_ports(1)[0]
+    a = Replica(tmp_path, etcd, port, lease_s=10)
+    try:
+        a.wait_leading()
+        with rdzvnode.Node(a.addr, name="n") as n:
+            n.join("before-restart", 1, 1)
+            n.wait_assignment(generation=1)
+        a.kill()
+        t0 = time.monotonic()
+        a = Replica(tmp_path, etcd, port, lease_s=10)
+        a.wait_leading(timeout=5)
+        took = time.monotonic() - t0
+        assert took < 5, took
+        a.wait_line(r"election: revoking lease [0-9a-f]+ of an earlier rdzvd at "
+                    + a.addr.replace(".", r"\."), timeout=1)
+        with rdzvnode.Control(a.addr) as c:
+            assert c.get_job("before-restart").generation == 1
+    finally:
+        a.kill()
