@@ -170,6 +170,13 @@ set_group(struct config *cfg, const char *val, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Where the setting being applied comes from: 1 the config file, 2 the
+ * command line. db and store name the same thing; a flag for one wins over
+ * the file's other, and both at one level must agree (config_validate).
+ */
+static int set_level = 1;
+
 static int
 apply(struct config *cfg, const struct setting *st, const char *val,
     char *err, size_t errlen)
@@ -185,6 +192,8 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		free(*p);
 		/* The store's settings print empty when unset (--check-config);
 		 * read back, empty is unset again. */
+		if (st->off == OFF(store))
+			cfg->store_given = 0;
 		if (*val == '\0' && (st->off == OFF(store) ||
 		    st->off == OFF(etcd_ca) || st->off == OFF(etcd_cert) ||
 		    st->off == OFF(etcd_key))) {
@@ -193,7 +202,9 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		}
 		*p = strdup(val);
 		if (st->off == OFF(db))
-			cfg->db_given = 1;
+			cfg->db_given = set_level;
+		if (st->off == OFF(store))
+			cfg->store_given = set_level;
 		return 0;
 	}
 	case K_BOOL: {
@@ -452,6 +463,7 @@ config_load(struct config *cfg, int argc, char **argv)
 	int listen_flag = 0, admin_flag = 0;
 	optind = 0;
 	opterr = 1;
+	set_level = 2;
 	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
 		if (opt == '?' || opt == ':') {
 			usage(stderr);
@@ -500,8 +512,14 @@ config_load(struct config *cfg, int argc, char **argv)
 		config_default_db(path, sizeof(path));
 		cfg->db = strdup(path);
 	}
-	/* --db PATH is --store sqlite:PATH, unless a store was given: then
-	 * config_validate() says that only one of them may be. */
+	set_level = 1;
+	/* --db PATH is --store sqlite:PATH: a flag --db wins over the file's
+	 * store; both from one level must agree (config_validate()). */
+	if (cfg->store != NULL && cfg->db_given > cfg->store_given) {
+		free(cfg->store);
+		cfg->store = NULL;
+		cfg->store_given = 0;
+	}
 	if (cfg->store == NULL) {
 		size_t len = strlen(cfg->db) + 8;
 		if ((cfg->store = malloc(len)) != NULL)
@@ -525,13 +543,13 @@ validate_store(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (cfg->db_given && strncmp(cfg->store, "sqlite:", 7) == 0 &&
-	    strcmp(cfg->store + 7, cfg->db) == 0)
-		; /* the store made from --db above */
-	else if (cfg->db_given) {
-		snprintf(err, errlen, "--db %s and --store %s both name the "
-		    "store: give one of them (--db PATH is --store "
-		    "sqlite:PATH)", cfg->db, cfg->store);
+	if (cfg->db_given != 0 && cfg->db_given == cfg->store_given &&
+	    (strncmp(cfg->store, "sqlite:", 7) != 0 ||
+	    strcmp(cfg->store + 7, cfg->db) != 0)) {
+		snprintf(err, errlen, "%s %s and %s %s both name the store: give "
+		    "one of them (db PATH is store sqlite:PATH)",
+		    cfg->db_given == 2 ? "--db" : "db =", cfg->db,
+		    cfg->db_given == 2 ? "--store" : "store =", cfg->store);
 		goto out;
 	}
 	if (store_spec_parse(cfg->store, sp, e, sizeof(e)) != 0) {

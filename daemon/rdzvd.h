@@ -28,7 +28,8 @@ struct config {
 	int		 http_off;	/* http-listen = none */
 	int		 http_given;	/* set by the file or a flag */
 	char		*db;
-	int		 db_given;	/* by the file or a flag */
+	int		 db_given;	/* 1 by the file, 2 by a flag */
+	int		 store_given;	/* likewise */
 	char		*store;		/* the store spec (store.h); from db
 					   when not set */
 	char		*etcd_ca;	/* TLS to an etcd store */

@@ -305,7 +305,7 @@ collect(struct turn *t)
 	}
 	TAILQ_FOREACH(j, &c->dirty_jobs, dirty_entry)
 		if (touch_job(t, j) != 0)
-			return -1;
+			goto out;
 	for (int pass = 0; pass < 2; pass++) {
 		struct core_nodes *l = pass == 0 ? &c->dirty_nodes :
 		    &c->removed_nodes;
@@ -335,7 +335,8 @@ collect(struct turn *t)
 	for (i = 0; i < c->n_new_rounds; i++)
 		if (touch_job(t, c->new_rounds[i].job) != 0)
 			goto out;
-	qsort(tb, ntb, sizeof(*tb), touch_cmp);
+	if (ntb > 0)
+		qsort(tb, ntb, sizeof(*tb), touch_cmp);
 	for (i = 0, k = 0; i < t->njobs; i++) {
 		size_t first, m;
 
@@ -346,7 +347,8 @@ collect(struct turn *t)
 		for (m = k; k < ntb && tb[k].ord == i; k++)
 			if (m == first || tb[k].index != tb[m - 1].index)
 				tb[m++] = tb[k];
-		if (job_writes(t, t->jobs[i], &tb[first], m - first) != 0)
+		if (job_writes(t, t->jobs[i], tb != NULL ? &tb[first] : NULL,
+		    m - first) != 0)
 			goto out;
 		t->job++;
 	}
@@ -426,6 +428,17 @@ send_all(struct turn *t, const struct plan_txn *pt, size_t npt,
 	for (i = 0; i < t->n; i++)
 		if (txn_add(tx[t->p[i].txn], &t->w[i]) != 0)
 			goto nomem;
+	/* The planner's estimate of a Txn is an upper bound; should it ever
+	 * not be, etcd would refuse the Txn with less of a message. */
+	for (i = 0; i < npt; i++) {
+		if (etcd_txn_ops(tx[i]) > s->limits.max_ops ||
+		    etcd_txn_size(tx[i]) > s->limits.max_bytes) {
+			errf(-1, err, errlen, "committing: a planned Txn of %zu "
+			    "operations and %zu bytes is over etcd's limits",
+			    etcd_txn_ops(tx[i]), etcd_txn_size(tx[i]));
+			goto out;
+		}
+	}
 	for (first = 0; first < npt; first = last) {
 		for (last = first; last < npt &&
 		    pt[last].phase == pt[first].phase; last++) {

@@ -316,7 +316,8 @@ load_jobs(struct ld *l, struct core *c, char *err, size_t errlen)
 	struct ejob	*ej;
 	size_t		 i, k;
 
-	qsort(l->jobs, l->nj, sizeof(*l->jobs), job_cmp);
+	if (l->nj > 0)
+		qsort(l->jobs, l->nj, sizeof(*l->jobs), job_cmp);
 	for (i = 0; i < l->nj; i++) {
 		const Rdzv__Store__V1__Job *m = l->jobs[i];
 
@@ -368,82 +369,166 @@ load_nodes(struct ld *l, struct core *c, char *err, size_t errlen)
 }
 
 /*
- * The job's latest CORE_EVENTS_KEPT events, newest chunks first until
- * there are enough; chunks above the job's version are what a cut-short
- * turn left, to be collected.
+ * Each job's latest CORE_EVENTS_KEPT events: its newest log chunks, read
+ * newest first until there are enough. Chunks above the job's version are
+ * what a cut-short turn left, to be collected. The reads of all jobs go out
+ * at once, EVENTS_WINDOW at a time: a thousand jobs are a thousand Ranges,
+ * and one after another they would cost a thousand round trips when a
+ * standby takes over.
  */
-static int
-load_events(struct ld *l, struct core_job *j, char *err, size_t errlen)
+#define EVENTS_WINDOW	256
+
+struct evload {
+	struct ld		*l;
+	struct core_job		*j;
+	uint64_t		 wver;
+	char			 key[STORE_ETCD_KEY_MAX];
+	uint8_t			 end[STORE_ETCD_KEY_MAX + 1];
+	size_t			 elen;
+	Rdzv__Store__V1__Log	*logs[CORE_EVENTS_KEPT];
+	size_t			 nlog, nev;
+	bool			 more;		/* another Range is needed */
+	int			 rc;
+	char			 err[256];
+};
+
+static void
+events_got(struct etcd_call *call, int status, const char *message,
+    const ProtobufCMessage *reply, void *arg)
 {
-	struct estore			*s = l->s;
-	struct ejob			*ej = estore_job(s, j->rdzv_id, false);
-	Etcdserverpb__RangeResponse	*r;
-	Rdzv__Store__V1__Log		*logs[CORE_EVENTS_KEPT];
-	char				 key[STORE_ETCD_KEY_MAX];
-	uint8_t				 end[STORE_ETCD_KEY_MAX + 1];
-	size_t				 elen, nlog = 0, nev = 0, i, k;
-	uint64_t			 wver, chunk, skip;
-	char				 id[RDZV_ID_MAX + 1];
-	bool				 more = true;
-	int				 rc = -1;
+	struct evload				*x = arg;
+	const Etcdserverpb__RangeResponse	*r = (const void *)reply;
+	char					 id[RDZV_ID_MAX + 1];
+	uint64_t				 wver, chunk;
+	size_t					 i;
 
-	estore_key(s, key, "log/%s/", j->rdzv_id);
-	elen = etcd_prefix_end(key, strlen(key), end);
-	while (more && nev < CORE_EVENTS_KEPT && nlog < CORE_EVENTS_KEPT) {
-		if (range(s, (uint8_t *)key, strlen(key), end, elen, true,
-		    CORE_EVENTS_KEPT - (int64_t)nlog, false, 0, &r, err,
-		    errlen) != 0)
-			goto out;
-		for (i = 0; i < r->n_kvs && nev < CORE_EVENTS_KEPT; i++) {
-			const Mvccpb__KeyValue *kv = r->kvs[i];
-
-			if (!key_parse(&kv->key, l->plen, id, &wver, &chunk) ||
-			    wver > ej->wver) {
-				if (gc_add(l, &kv->key) != 0)
-					goto nomem;
-				continue;
-			}
-			logs[nlog] = rdzv__store__v1__log__unpack(NULL,
-			    kv->value.len, kv->value.data);
-			if (logs[nlog] == NULL) {
-				errf(-1, err, errlen, "%.*s: not a log chunk",
-				    (int)kv->key.len,
-				    (const char *)kv->key.data);
-				protobuf_c_message_free_unpacked(&r->base, NULL);
-				goto out;
-			}
-			nev += logs[nlog++]->n_events;
-		}
-		more = r->more && r->n_kvs > 0 && i == r->n_kvs;
-		if (more) {
-			const ProtobufCBinaryData *lk = &r->kvs[r->n_kvs - 1]->key;
-
-			memcpy(end, lk->data, lk->len);
-			elen = lk->len;
-		}
-		protobuf_c_message_free_unpacked(&r->base, NULL);
+	(void)call;
+	x->more = false;
+	if (status != GRPC_OK) {
+		x->rc = errf(-1, x->err, sizeof(x->err), "reading %s: %s%s%s",
+		    x->key, grpc_status_name(status), message != NULL ? ": " :
+		    "", message != NULL ? message : "");
+		return;
 	}
-	/* Oldest first: the chunks were read newest first. */
-	skip = nev > CORE_EVENTS_KEPT ? nev - CORE_EVENTS_KEPT : 0;
-	for (i = nlog; i > 0; i--) {
-		for (k = 0; k < logs[i - 1]->n_events; k++) {
+	for (i = 0; i < r->n_kvs && x->nev < CORE_EVENTS_KEPT &&
+	    x->nlog < CORE_EVENTS_KEPT; i++) {
+		const Mvccpb__KeyValue *kv = r->kvs[i];
+
+		if (!key_parse(&kv->key, x->l->plen, id, &wver, &chunk) ||
+		    wver > x->wver) {
+			if (gc_add(x->l, &kv->key) != 0)
+				x->rc = errf(-1, x->err, sizeof(x->err),
+				    "out of memory");
+			continue;
+		}
+		x->logs[x->nlog] = rdzv__store__v1__log__unpack(NULL,
+		    kv->value.len, kv->value.data);
+		if (x->logs[x->nlog] == NULL) {
+			x->rc = errf(-1, x->err, sizeof(x->err), "%.*s: not a "
+			    "log chunk", (int)kv->key.len,
+			    (const char *)kv->key.data);
+			return;
+		}
+		x->nev += x->logs[x->nlog++]->n_events;
+	}
+	if (r->more && r->n_kvs > 0 && i == r->n_kvs &&
+	    x->nev < CORE_EVENTS_KEPT && x->nlog < CORE_EVENTS_KEPT) {
+		const ProtobufCBinaryData *lk = &r->kvs[r->n_kvs - 1]->key;
+
+		/* Next: the keys below the last one read. */
+		memcpy(x->end, lk->data, lk->len);
+		x->elen = lk->len;
+		x->more = true;
+	}
+}
+
+/* Starts the next Range of a job's newest chunks. */
+static int
+events_ask(struct estore *s, struct evload *x)
+{
+	Etcdserverpb__RangeRequest	r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+
+	r.key.data = (uint8_t *)x->key;
+	r.key.len = strlen(x->key);
+	r.range_end.data = x->end;
+	r.range_end.len = x->elen;
+	r.limit = CORE_EVENTS_KEPT - (int64_t)x->nlog;
+	r.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY;
+	r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+	if (etcd_range(s->ec, &r, s->timeout_ms, events_got, x) == NULL)
+		return errf(-1, x->err, sizeof(x->err), "reading %s: %s",
+		    x->key, strerror(errno));
+	return 0;
+}
+
+/* Oldest first into the job's ring: the chunks were read newest first. */
+static void
+events_restore(struct evload *x)
+{
+	size_t	skip, i, k;
+
+	skip = x->nev > CORE_EVENTS_KEPT ? x->nev - CORE_EVENTS_KEPT : 0;
+	for (i = x->nlog; i > 0; i--) {
+		for (k = 0; k < x->logs[i - 1]->n_events; k++) {
 			struct core_event e;
 
 			if (skip > 0) {
 				skip--;
 				continue;
 			}
-			dec_event(logs[i - 1]->events[k], &e);
-			core_restore_event(j, &e);
+			dec_event(x->logs[i - 1]->events[k], &e);
+			core_restore_event(x->j, &e);
 		}
 	}
-	rc = 0;
-	goto out;
-nomem:
-	errf(-1, err, errlen, "out of memory");
-out:
-	for (i = 0; i < nlog; i++)
-		rdzv__store__v1__log__free_unpacked(logs[i], NULL);
+}
+
+static int
+load_events(struct ld *l, struct core *c, char *err, size_t errlen)
+{
+	struct estore	*s = l->s;
+	struct evload	*v;
+	struct core_job	*j;
+	size_t		 n = 0, i, first, pending;
+	int		 rc = 0;
+
+	if ((v = calloc(c->n_jobs + 1, sizeof(*v))) == NULL)
+		return errf(-1, err, errlen, "out of memory");
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		struct evload *x = &v[n++];
+
+		x->l = l;
+		x->j = j;
+		x->wver = estore_job(s, j->rdzv_id, false)->wver;
+		estore_key(s, x->key, "log/%s/", j->rdzv_id);
+		x->elen = etcd_prefix_end(x->key, strlen(x->key), x->end);
+		x->more = true;
+	}
+	/* Bounded: every round reads at least one key of each job that asks
+	 * again, and a job asks at most CORE_EVENTS_KEPT times. */
+	do {
+		pending = 0;
+		for (first = 0; first < n && rc == 0; first += EVENTS_WINDOW) {
+			for (i = first; i < n && i < first + EVENTS_WINDOW;
+			    i++) {
+				if (!v[i].more || v[i].rc != 0)
+					continue;
+				if (events_ask(s, &v[i]) != 0)
+					v[i].rc = -1;
+				pending++;
+			}
+			etcd_wait(s->ec, 0);
+			for (i = first; i < n && i < first + EVENTS_WINDOW; i++)
+				if (v[i].rc != 0)
+					rc = errf(-1, err, errlen, "%s", v[i].err);
+		}
+	} while (pending > 0 && rc == 0);
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			events_restore(&v[i]);
+		for (size_t k = 0; k < v[i].nlog; k++)
+			rdzv__store__v1__log__free_unpacked(v[i].logs[k], NULL);
+	}
+	free(v);
 	return rc;
 }
 
@@ -492,7 +577,6 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 {
 	struct estore	*s = v;
 	struct ld	 l = { .s = s };
-	struct core_job	*j;
 	char		 key[STORE_ETCD_KEY_MAX], e[CORE_REASON_MAX * 2];
 	bool		 exists;
 	int		 rc = -1;
@@ -514,9 +598,8 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 		goto out;
 	estore_key(s, key, "log/");
 	l.plen = strlen(key);
-	TAILQ_FOREACH(j, &c->jobs, entry)
-		if (load_events(&l, j, e, sizeof(e)) != 0)
-			goto out;
+	if (load_events(&l, c, e, sizeof(e)) != 0)
+		goto out;
 	if (collect_garbage(&l, e, sizeof(e)) != 0 ||
 	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
 		goto out;

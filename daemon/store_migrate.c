@@ -7,8 +7,10 @@
  * turn's new events, and TO commits that as one turn (the etcd store packs
  * it into as many Txns as etcd's limits want).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "errf.h"
 #include "store.h"
@@ -90,6 +92,24 @@ store_migrate(const char *from, const char *to, const struct store_opts *opts,
 	int		 rc = -1, empty;
 
 	memset(out, 0, sizeof(*out));
+	/* Opening an SQLite store creates it: FROM must be there already. */
+	{
+		struct store_spec *sp = malloc(sizeof(*sp));
+
+		if (sp == NULL)
+			return errf(-1, err, errlen, "out of memory");
+		if (store_spec_parse(from, sp, e, sizeof(e)) != 0) {
+			free(sp);
+			return errf(-1, err, errlen, "%s", e);
+		}
+		if (sp->kind == STORE_SQLITE && access(sp->path, F_OK) != 0) {
+			errf(-1, err, errlen, "no database at %s: %s", sp->path,
+			    strerror(errno));
+			free(sp);
+			return -1;
+		}
+		free(sp);
+	}
 	if ((c = core_new(NULL)) == NULL)
 		return errf(-1, err, errlen, "out of memory");
 	if (store_open_opts(from, opts, &src, e, sizeof(e)) != 0 ||

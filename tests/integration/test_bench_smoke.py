@@ -195,3 +195,23 @@ def test_compare_two_nodes():
     assert len(row) == 1, p.stdout
     rdzv_ms, _, torch_ms = row[0].split()[1:4]
     assert float(rdzv_ms) > 0 and float(torch_ms) > 0
+
+
+def test_rdzv_bench_sh_both_stores():
+    # bench/rdzv-bench.sh --store both: the same bench on SQLite and on a
+    # private etcd, side by side, each with rdzvd's store line.
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        pytest.skip("/usr/bin/etcd is missing (Debian package etcd-server)")
+    script = os.path.join(rt.SOURCE_ROOT, "bench", "rdzv-bench.sh")
+    p = subprocess.run([script, rt.BUILD_ROOT, "--store", "both", "--nodes", "4",
+                        "--jobs", "2"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr + p.stdout
+    m = re.search(r"^assigned:\s+(\d+)\s+(\d+)$", p.stdout, re.M)
+    assert m and m.groups() == ("8", "8"), p.stdout
+    assert re.search(r"^store transactions:\s+\d+\s+\d+$", p.stdout, re.M), p.stdout
+    assert re.search(r"^rdzvd: store \S+rdzv\.db: \d+ transactions, 0 bytes written$",
+                     p.stdout, re.M), p.stdout
+    m = re.search(r"^rdzvd: store etcd://\S+/bench: (\d+) transactions, (\d+) bytes "
+                  r"written$", p.stdout, re.M)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, p.stdout

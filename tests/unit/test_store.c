@@ -563,6 +563,51 @@ test_events(void)
 	teardown();
 }
 
+/* A figure: 1,000 jobs of 8 nodes joining in one turn, then loaded. */
+static void
+test_bench_1000_jobs(void)
+{
+	struct core_join	r;
+	struct core		*L;
+	char			id[32], host[32];
+	uint64_t		t0, ntxn, nbytes;
+	double			commit_s, load_s;
+	int			i, k;
+
+	setup("jobs.db");
+	for (i = 0; i < 1000; i++) {
+		snprintf(id, sizeof(id), "job-%d", i);
+		for (k = 0; k < 8; k++) {
+			snprintf(host, sizeof(host), "gpu%05d.cluster", i * 8 + k);
+			r = req(id, host, 8, 8, 8);
+			join_only(&r);
+		}
+	}
+	t0 = mono_ns();
+	CHECK_INT(store_commit(S, C, err, sizeof(err)), 0);
+	commit_s = secs_since(t0);
+	if (S2 != NULL)
+		CHECK_INT(store_commit(S2, C, err, sizeof(err)), 0);
+	turn_send(true);
+	ntxn = store_transactions(S);
+	nbytes = store_bytes_written(S);
+	if (ON_ETCD)
+		CHECK(ntxn >= 20 && ntxn <= 40);
+	else
+		CHECK_INT(ntxn, 1);
+	t0 = mono_ns();
+	L = reload();
+	load_s = secs_since(t0);
+	compare_cores(C, L);
+	printf("figure: %s: store_commit of 1,000 new 8-node jobs and their "
+	    "rounds in %llu transaction(s), %llu bytes: %.1f ms; store_open + "
+	    "store_load of them: %.1f ms\n", ON_ETCD ? "etcd" : "SQLite",
+	    (unsigned long long)ntxn, (unsigned long long)nbytes,
+	    commit_s * 1e3, load_s * 1e3);
+	core_free(L);
+	teardown();
+}
+
 int
 main(int argc, char **argv)
 {
@@ -577,6 +622,7 @@ main(int argc, char **argv)
 		{ "group_commit", test_group_commit },
 		{ "events", test_events },
 		{ "bench_10k", test_bench_10k },
+		{ "bench_1000_jobs", test_bench_1000_jobs },
 	};
 
 	return run_tests("test_store", tests, sizeof(tests) / sizeof(tests[0]),

@@ -8,7 +8,9 @@ real rdzvd and real rdzv-agents with sleeping workers.
 - ended jobs are deleted after `retention`, keys and all;
 - `rdzvd --migrate-store` copies an SQLite database into an empty etcd
   prefix, and refuses a prefix that holds keys;
-- the store settings are checked and printed like every other.
+- the store settings are checked and printed like every other;
+- TLS to etcd with a client certificate;
+- a three-member etcd loses the member rdzvd talks to: commits go on.
 
 Skipped, with the reason, when etcd is not installed.
 """
@@ -139,6 +141,10 @@ def test_migrate_sqlite_to_etcd(tmp_path, etcd):
     assert r.returncode == 1 and "is not empty" in r.stderr, r.stderr
     r = migrate(db, "etcd://%s" % etcd.endpoints)
     assert r.returncode == 2 and "no key prefix" in r.stderr, r.stderr
+    none = os.path.join(str(tmp_path), "none.db")
+    r = migrate(none, "etcd://%s/other" % etcd.endpoints)
+    assert r.returncode == 1 and "no database at " + none in r.stderr, r.stderr
+    assert not os.path.exists(none)
 
     d = rt.Daemon(tmp_path, store=store)
     try:
@@ -192,6 +198,22 @@ def test_store_settings(tmp_path):
              "No such file")]:
         r = check_config(*args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    # A flag for one of db and store overrides the file's other; both in
+    # the file must agree.
+    conf = tmp_path / "rdzvd.conf"
+    conf.write_text("db = /tmp/in-file.db\n")
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf),
+                        "--store", "etcd://a:1/x"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0 and "store = etcd://a:1/x\n" in r.stdout, r.stderr
+    conf.write_text("db = /tmp/in-file.db\nstore = etcd://a:1/x\n")
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "give one of them" in r.stderr, r.stderr
+    r = subprocess.run([RDZVD, "--check-config", "--config", str(conf),
+                        "--db", "/tmp/flag.db"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0 and "store = sqlite:/tmp/flag.db\n" in r.stdout, r.stderr
     r = check_config("--store", "etcd://a:1/x", "--etcd-ca", str(ca),
                      "--etcd-cert", str(ca), "--etcd-key", str(ca))
     assert r.returncode == 0, r.stderr
@@ -201,3 +223,60 @@ def test_store_settings(tmp_path):
                  "--store", "etcd://127.0.0.1:1/rdzv"])
     assert p.wait(30) != 0
     assert "etcd://127.0.0.1:1/rdzv" in p.output(), p.output()
+
+
+def test_etcd_tls(tmp_path):
+    """rdzvd on an etcd that wants TLS and client certificates: with
+    --etcd-ca, --etcd-cert and --etcd-key it serves; without the client
+    certificate it does not start, and says why."""
+    etcdtest.skip_unless_etcd()
+    os.makedirs(str(tmp_path / "certs"))
+    certs = rt.make_certs(tmp_path / "certs")
+    with etcdtest.Etcd(tmp_path / "etcd", tls=certs, client_cert_auth=True) as e:
+        store = "etcd://%s/tls" % e.endpoints
+        d = rt.Daemon(tmp_path, store=store, args=[
+            "--etcd-ca", certs["ca"], "--etcd-cert", certs["client_cert"],
+            "--etcd-key", certs["client_key"]])
+        try:
+            n = rdzvnode.Node(d.addr, name="t")
+            n.join("over-tls", min_nodes=1, max_nodes=1)
+            n.wait_assignment()
+            n.close()
+            assert keys(e, "/tls/job/") == ["/tls/job/over-tls"]
+        finally:
+            d.stop()
+        p = rt.Proc([RDZVD, "--config", "/dev/null", "--listen", "127.0.0.1:0",
+                     "--store", store, "--etcd-ca", certs["ca"]])
+        assert p.wait(30) != 0
+        assert store in p.output(), p.output()
+
+
+def test_etcd_member_killed(tmp_path):
+    """rdzvd on a three-member etcd: the member it talks to is killed, and
+    the next commit goes to another member; nothing is lost."""
+    etcdtest.skip_unless_etcd()
+    with etcdtest.Etcd(tmp_path / "etcd", members=3) as e:
+        store = "etcd://%s/three" % e.endpoints
+        d = rt.Daemon(tmp_path, store=store)
+        try:
+            a = rdzvnode.Node(d.addr, name="a")
+            a.join("before", min_nodes=1, max_nodes=1)
+            a.wait_assignment()
+            e.kill(0)
+            b = rdzvnode.Node(d.addr, name="b")
+            b.join("after", min_nodes=1, max_nodes=1)
+            b.wait_assignment(timeout=20)
+            assert sorted(keys(e, "/three/job/")) == ["/three/job/after",
+                                                       "/three/job/before"]
+            a.close()
+            b.close()
+        finally:
+            d.stop()
+        # A restart on the two members left finds both jobs.
+        d = rt.Daemon(tmp_path, store=store)
+        try:
+            ctl = rdzvnode.Control(d.addr)
+            assert sorted(j.rdzv_id for j in ctl.list_jobs()) == ["after", "before"]
+            ctl.close()
+        finally:
+            d.stop()
