@@ -260,6 +260,9 @@ def test_standby_points_to_the_leader(pair, tmp_path):
         assert b.readyz()[0] == 200
         assert b.info().role == "leader"
         ctl.close()
+        # A clean exit of a replica that was a standby, then led (the
+        # sanitizer build checks for leaks at exit).
+        assert b.stop() == 0, b.output()
     finally:
         ch.close()
 
@@ -366,6 +369,10 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
             n.wait_assignment(generation=1)
         assert_no_generation_twice(job.ctl)
         finish(job, g1)
+        # The deposed leader exits cleanly (no leak of what it dropped),
+        # and SIGTERM of the new one revokes its lease on the way.
+        assert a.stop() == 0, a.output()
+        assert b.stop() == 0, b.output()
     finally:
         a.signal(signal.SIGCONT)
         job.close()
