@@ -92,6 +92,8 @@ reset(void)
 {
 	struct etcd_call *call = el.call;
 
+	/* First: the cancelled call's callback sees no campaign, and ends. */
+	el.key[0] = '\0';
 	el.call = NULL;
 	if (call != NULL)
 		etcd_call_cancel(call);
@@ -99,7 +101,6 @@ reset(void)
 	el.watch = NULL;
 	etcd_lease_free(el.lease);
 	el.lease = NULL;
-	el.key[0] = '\0';
 	el.rev = 0;
 	el.again = 0;
 	evtimer_del(el.rewatch_ev);
