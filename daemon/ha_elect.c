@@ -47,6 +47,7 @@ static struct {
 						   Range, one at a time */
 	struct event		*retry_ev;	/* campaign again */
 	struct event		*rewatch_ev;	/* watch again */
+	struct event		*recheck_ev;	/* read the keys again */
 	int			 again;		/* a change came during the
 						   Range: read once more */
 	int			 stopped;
@@ -104,6 +105,7 @@ reset(void)
 	el.rev = 0;
 	el.again = 0;
 	evtimer_del(el.rewatch_ev);
+	evtimer_del(el.recheck_ev);
 }
 
 /* Our key leads: fence the store with it and load. */
@@ -204,11 +206,10 @@ range_done(struct etcd_call *call, int status, const char *message,
 	if (status != GRPC_OK) {
 		el.settled = 1;
 		elect_warn("reading the leader keys", message);
-		/* The watch's next event, or its end, reads again. */
-		if (el.again) {
-			el.again = 0;
-			check();
-		}
+		/* The change that made us read may be the one that makes us
+		 * lead: read again, now if a change came meanwhile. */
+		retry_later(el.recheck_ev, el.again ? 0 : RETRY_MS);
+		el.again = 0;
 		return;
 	}
 	for (size_t i = 0; i < r->n_kvs; i++) {
@@ -313,6 +314,13 @@ start_watch(void)
 		elect_warn("watching the leader keys", strerror(errno));
 		retry_later(el.rewatch_ev, RETRY_MS);
 	}
+}
+
+static void
+recheck(evutil_socket_t fd, short what, void *arg)
+{
+	if (el.key[0] != '\0')
+		check();
 }
 
 static void
@@ -423,7 +431,9 @@ ha_elect_start(void)
 		fatalx("%s", err);
 	el.retry_ev = evtimer_new(rdzvd.base, campaign, NULL);
 	el.rewatch_ev = evtimer_new(rdzvd.base, rewatch, NULL);
-	if (el.retry_ev == NULL || el.rewatch_ev == NULL)
+	el.recheck_ev = evtimer_new(rdzvd.base, recheck, NULL);
+	if (el.retry_ev == NULL || el.rewatch_ev == NULL ||
+	    el.recheck_ev == NULL)
 		fatalx("ha_elect_start: cannot create timers");
 	log_info("election: standby on etcd %s under %s", o.endpoints,
 	    el.prefix);
@@ -476,6 +486,8 @@ ha_elect_free(void)
 		event_free(el.retry_ev);
 	if (el.rewatch_ev != NULL)
 		event_free(el.rewatch_ev);
-	el.retry_ev = el.rewatch_ev = NULL;
+	if (el.recheck_ev != NULL)
+		event_free(el.recheck_ev);
+	el.retry_ev = el.rewatch_ev = el.recheck_ev = NULL;
 }
 
