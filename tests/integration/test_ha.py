@@ -416,6 +416,13 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
     keys = etcd.ctl("get", "--prefix", "/rdzv-ha/leader/").split("\n")
     mine = [keys[i] for i in range(0, len(keys) - 1, 2) if keys[i + 1] == a.addr]
     assert len(mine) == 1, keys
+    # A job running on the leader, and an operator watching it.
+    node = rdzvnode.Node(a.addr, name="runner")
+    node.join("running", 1, 1, lease_ttl_ms=60000)
+    node.wait_assignment(generation=1)
+    ctl = rdzvnode.Control(a.addr)
+    watch = ctl.watch("running")
+    assert next(watch).job.state == PB.types.JOB_STATE_RUNNING
     mark = len(a.lines)
     late = rdzvnode.Node(a.addr, name="late")
     # Its connection up first: grpcio sends the join at once, not after
@@ -431,6 +438,12 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
     a.signal(signal.SIGSTOP)
     try:
         late.join("joined-after-delete", 1, 1, wait=False)
+        # An action answered only once committed: it must not be.
+        closing = ctl.channel.unary_unary(
+            "/rdzv.v1.Control/CloseJob",
+            request_serializer=PB.control.CloseJobRequest.SerializeToString,
+            response_deserializer=PB.types.Job.FromString).future(
+                PB.control.CloseJobRequest(rdzv_id="running"), timeout=30)
         etcd.ctl("del", mine[0])
     finally:
         a.signal(signal.SIGCONT)
@@ -438,6 +451,17 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
     late.close()
     assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
     assert not late.kinds(), late.describe()
+    with pytest.raises(grpc.RpcError) as ei:
+        closing.result(timeout=15)
+    assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
+    # The Watch and the node's Join end too.
+    with pytest.raises(grpc.RpcError) as ei:
+        for _ in watch:
+            pass
+    assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
+    assert node.end(timeout=15)[0] == grpc.StatusCode.UNAVAILABLE
+    node.close()
+    ctl.close()
     m = a.wait_line(r"stepping down: (.*)", timeout=10, start=mark)
     print("the deposed leader stepped down:", m.group(1))
     assert "leader key" in m.group(1), m.group(1)
@@ -446,6 +470,8 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
         with pytest.raises(grpc.RpcError) as ei:
             c.get_job("joined-after-delete")
         assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        # Not closed: the close was never committed.
+        assert c.get_job("running").state == PB.types.JOB_STATE_RUNNING
 
 
 def test_restarted_replica_leads_at_once(tmp_path, etcd):
