@@ -28,7 +28,8 @@ struct etcd_call {
 	struct etcd *ec;
 	TAILQ_ENTRY(etcd_call) entry;
 	char *path;
-	ProtobufCMessage *req;		/* our copy, sent on each attempt */
+	ProtobufCMessage *req;		/* sent on each attempt */
+	int req_borrowed;		/* the sync caller's, not a copy */
 	const ProtobufCMessageDescriptor *reply_desc;
 	uint32_t timeout_ms;
 	uint64_t deadline_at;		/* mono_ms */
@@ -220,6 +221,10 @@ etcd_member_client(struct etcd *ec, size_t *idx)
 		o.tls = ec->tls;
 		o.connect_timeout_ms = ec->connect_timeout_ms;
 		o.keepalive_ms = ec->keepalive_ms;
+		/* A member that stops answering (a hung host) must be left
+		 * well within a lease's TTL: a PING unanswered for as long
+		 * as the interval closes the connection. */
+		o.keepalive_timeout_ms = ec->keepalive_ms;
 		o.max_message = ec->max_message;
 		if ((m->cli = grpc_client_new(ec->base, &o, NULL, NULL)) ==
 		    NULL)
@@ -246,7 +251,7 @@ ecall_free(struct etcd_call *c)
 	if (c->retry != NULL)
 		event_free(c->retry);
 	free(c->retry_msg);
-	if (c->req != NULL)
+	if (c->req != NULL && !c->req_borrowed)
 		protobuf_c_message_free_unpacked(c->req, NULL);
 	if (c->reply != NULL)
 		protobuf_c_message_free_unpacked(c->reply, NULL);
@@ -429,10 +434,12 @@ msg_copy(const ProtobufCMessage *msg)
 	return copy;
 }
 
-struct etcd_call *
-etcd_call(struct etcd *ec, const char *path, const ProtobufCMessage *req,
+/* Starts a call; |borrow|: use |req| itself, which outlives the call (a
+ * sync call's), instead of a copy. */
+static struct etcd_call *
+ecall_start(struct etcd *ec, const char *path, const ProtobufCMessage *req,
     const ProtobufCMessageDescriptor *reply, uint32_t timeout_ms,
-    etcd_done_fn done, void *arg)
+    etcd_done_fn done, void *arg, int borrow)
 {
 	struct etcd_call *c;
 	int rc;
@@ -449,8 +456,9 @@ etcd_call(struct etcd *ec, const char *path, const ProtobufCMessage *req,
 	c->arg = arg;
 	c->timeout_ms = timeout_ms ? timeout_ms : ec->timeout_ms;
 	c->deadline_at = mono_ms() + c->timeout_ms;
-	if ((c->path = strdup(path)) == NULL ||
-	    (c->req = msg_copy(req)) == NULL ||
+	c->req_borrowed = borrow;
+	c->req = borrow ? (ProtobufCMessage *)req : msg_copy(req);
+	if ((c->path = strdup(path)) == NULL || c->req == NULL ||
 	    (c->later = event_new(ec->base, -1, 0, ecall_later_cb, c)) ==
 	    NULL ||
 	    (c->retry = evtimer_new(ec->base, ecall_retry_cb, c)) == NULL) {
@@ -464,6 +472,14 @@ etcd_call(struct etcd *ec, const char *path, const ProtobufCMessage *req,
 		ecall_fail_later(c, GRPC_INTERNAL, "etcd %s: cannot start %s: "
 		    "%s", ec->members[ec->cur].name, path, strerror(-rc));
 	return c;
+}
+
+struct etcd_call *
+etcd_call(struct etcd *ec, const char *path, const ProtobufCMessage *req,
+    const ProtobufCMessageDescriptor *reply, uint32_t timeout_ms,
+    etcd_done_fn done, void *arg)
+{
+	return ecall_start(ec, path, req, reply, timeout_ms, done, arg, 0);
 }
 
 struct etcd_call *
@@ -593,8 +609,8 @@ etcd_call_sync(struct etcd *ec, const char *path, const ProtobufCMessage *req,
 		*errmsg = NULL;
 	if (ec == NULL || !ec->own_base || ec->running)
 		return -EINVAL;
-	if ((c = etcd_call(ec, path, req, reply_desc, timeout_ms, sync_done,
-	    &st)) == NULL)
+	if ((c = ecall_start(ec, path, req, reply_desc, timeout_ms, sync_done,
+	    &st, 1)) == NULL)
 		return -errno;
 	c->keep = &got;
 	ec->running = 1;

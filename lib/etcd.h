@@ -20,8 +20,9 @@
  * lost connection may already have been applied by the member that went
  * away: write Txns so that applying them twice is harmless (compare-guarded,
  * or puts of the same values). The connection to the member in use is
- * PINGed so that a member that stops answering (a hung host) is noticed and
- * left within about keepalive_ms * 3.
+ * PINGed every keepalive_ms, and closed when a PING is not answered within
+ * keepalive_ms, so that a member that stops answering (a hung host) is
+ * left within about 2 * keepalive_ms.
  *
  * Errors. Every call ends with a gRPC status (enum grpc_status) and, unless
  * OK, a message: etcd's own ("etcdserver: requested lease not found" is
@@ -71,7 +72,13 @@
 #define ETCD_PATH_LEASE_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
 #define ETCD_PATH_WATCH		"/etcdserverpb.Watch/Watch"
 
-/* etcd's default limits (etcd --max-txn-ops, --max-request-bytes). */
+/*
+ * etcd's default limits (etcd --max-txn-ops, --max-request-bytes). etcd
+ * measures a request inside its raft entry, which adds a few bytes to what
+ * we send: a put whose request packs to 1,572,840 bytes went through
+ * etcd 3.4, one of 1,572,850 did not. Keep a margin (1 KiB is ample) below
+ * ETCD_MAX_REQUEST_BYTES when sizing a Txn with etcd_txn_size().
+ */
 #define ETCD_MAX_TXN_OPS	128
 #define ETCD_MAX_REQUEST_BYTES	(1536 * 1024)
 
@@ -130,7 +137,8 @@ typedef void (*etcd_done_fn)(struct etcd_call *call, int status,
 
 /*
  * Starts a unary call: |path| one of the ETCD_PATH_ unary paths, |req| its
- * request (packed now; the caller keeps ownership), |reply| the response's
+ * request (copied now, to be sent again on another member; the caller
+ * keeps ownership), |reply| the response's
  * descriptor, |timeout_ms| 0 for the client's default. |done| runs exactly
  * once, never before this returns. Returns the call, or NULL with errno
  * (EINVAL, ENOMEM); the call pointer is valid until |done| returns.
@@ -287,7 +295,13 @@ void etcd_delete_init(Etcdserverpb__DeleteRangeRequest *d, const char *key);
  * is gone (a keepalive answered with TTL 0: expired or revoked behind our
  * back), when no keepalive has been answered for a whole TTL (etcd may have
  * expired it by then: its holder must assume it did), or when it could not
- * be granted. Async client only.
+ * be granted. A renewal not answered within a second moves the stream to
+ * the next member at once. The TTL is counted from the sending of the last
+ * renewal answered, so the holder never believes in a lease etcd has
+ * expired. Async client only: the renewals run from the caller's loop, so
+ * a loop blocked for long (in a sync call on a hung member: up to
+ * 2 * keepalive_ms) eats into the TTL; choose it well above that and
+ * etcd's leader election (1-2 s with its defaults).
  */
 struct etcd_lease;
 
@@ -350,8 +364,9 @@ typedef void (*etcd_watch_event_fn)(struct etcd_watch *w,
 /*
  * The end of a watch: etcd cancelled it (|status| OUT_OF_RANGE when the
  * start revision was compacted, with the compact revision in |message|),
- * or no member could carry it (UNAVAILABLE), or another failure. Final;
- * free the watch afterwards (also allowed inside).
+ * or no member could carry it (UNAVAILABLE: every member tried and none
+ * for 5 s), or another failure. Final; free the watch afterwards (also
+ * allowed inside).
  */
 typedef void (*etcd_watch_end_fn)(struct etcd_watch *w, int status,
     const char *message, void *arg);

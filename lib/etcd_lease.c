@@ -19,6 +19,11 @@
 #define REOPEN_MS	200
 /* Send times of keepalives not yet answered that are remembered. */
 #define SENT_RING	16
+/* A renewal unanswered this long: its member is presumed hung or cut off
+ * from the cluster's leader, and the stream moves to the next one (a
+ * healthy etcd answers in milliseconds). */
+#define ANSWER_MS	1000
+#define ANSWER_GRACE_MS	100
 
 struct etcd_lease {
 	struct etcd *ec;
@@ -38,9 +43,11 @@ struct etcd_lease {
 	struct event *expire;		/* a TTL after the last renewal
 					   answered was sent */
 	struct event *reopen;
+	struct event *answer;		/* the oldest renewal unanswered */
+	int answer_grace;		/* its timer ran late once */
 	uint64_t sent[SENT_RING];	/* send times, oldest first */
 	size_t n_sent, sent_head;
-	char last_err[256];		/* why the stream ended last */
+	char last_err[512];		/* why the stream ended last */
 	int lost;
 };
 
@@ -75,6 +82,8 @@ lease_stop(struct etcd_lease *l)
 		event_del(l->expire);
 	if (l->reopen != NULL)
 		event_del(l->reopen);
+	if (l->answer != NULL)
+		event_del(l->answer);
 	ka_close(l);
 }
 
@@ -126,6 +135,12 @@ ka_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	uint64_t until = sent + (uint64_t)rep->ttl * 1000;
 	event_del(l->expire);
 	timer_in(l->expire, until > now ? until - now : 0);
+	event_del(l->answer);
+	l->answer_grace = 0;
+	if (l->n_sent > 0) {
+		uint64_t due = l->sent[l->sent_head] + ANSWER_MS;
+		timer_in(l->answer, due > now ? due - now : 0);
+	}
 }
 
 static void
@@ -137,6 +152,7 @@ ka_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 		return;
 	l->ka = NULL;
 	l->n_sent = 0;
+	event_del(l->answer);
 	snprintf(l->last_err, sizeof(l->last_err), "%s: %s",
 	    grpc_status_name(status), message != NULL ? message : "ended");
 	etcd_member_failed(l->ec, l->ka_member);
@@ -157,6 +173,8 @@ ka_send(struct etcd_lease *l)
 		if (cli == NULL)
 			return;
 		l->n_sent = 0;
+		l->answer_grace = 0;
+		event_del(l->answer);
 		l->ka = grpc_client_stream(cli, ETCD_PATH_LEASE_KEEPALIVE,
 		    NULL, &etcdserverpb__lease_keep_alive_response__descriptor,
 		    0, ka_msg, ka_done, l);
@@ -174,7 +192,8 @@ ka_send(struct etcd_lease *l)
 			l->n_sent--;
 		}
 		l->sent[(l->sent_head + l->n_sent) % SENT_RING] = mono_ms();
-		l->n_sent++;
+		if (l->n_sent++ == 0)
+			timer_in(l->answer, ANSWER_MS);
 	}
 }
 
@@ -188,6 +207,30 @@ static void
 reopen_cb(evutil_socket_t fd, short what, void *arg)
 {
 	ka_send(arg);
+}
+
+/* A renewal went unanswered: leave its member and renew on the next. */
+static void
+answer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_lease *l = arg;
+	uint64_t now = mono_ms(), due = l->sent[l->sent_head] + ANSWER_MS;
+
+	if (l->ka == NULL || l->n_sent == 0)
+		return;
+	/* Running late means the loop was blocked (in a sync call): the
+	 * answer may be waiting unread. Let the loop read once first. */
+	if (now > due + ANSWER_GRACE_MS && !l->answer_grace) {
+		l->answer_grace = 1;
+		timer_in(l->answer, ANSWER_GRACE_MS);
+		return;
+	}
+	snprintf(l->last_err, sizeof(l->last_err), "%s: no answer to a "
+	    "renewal within %d ms", l->ec->members[l->ka_member].name,
+	    ANSWER_MS);
+	ka_close(l);
+	etcd_member_failed(l->ec, l->ka_member);
+	ka_send(l);
 }
 
 static void
@@ -246,6 +289,8 @@ lease_free_mem(struct etcd_lease *l)
 		event_free(l->expire);
 	if (l->reopen != NULL)
 		event_free(l->reopen);
+	if (l->answer != NULL)
+		event_free(l->answer);
 	free(l);
 }
 
@@ -269,7 +314,9 @@ etcd_lease_new(struct etcd *ec, int64_t ttl_s, etcd_lease_fn cb, void *arg)
 	l->tick = event_new(ec->base, -1, EV_PERSIST, tick_cb, l);
 	l->expire = evtimer_new(ec->base, expire_cb, l);
 	l->reopen = evtimer_new(ec->base, reopen_cb, l);
-	if (l->tick == NULL || l->expire == NULL || l->reopen == NULL) {
+	l->answer = evtimer_new(ec->base, answer_cb, l);
+	if (l->tick == NULL || l->expire == NULL || l->reopen == NULL ||
+	    l->answer == NULL) {
 		lease_free_mem(l);
 		errno = ENOMEM;
 		return NULL;

@@ -10,11 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "etcd_int.h"
 
-/* A stream that ended is opened again this soon, not at once (when every
- * member refuses at once, that would spin). */
+/* A stream that ended is opened again after a pause (when every member
+ * refuses at once, no pause would spin), doubling from the first to the
+ * most; the watch ends when none could be created for GIVE_UP_MS and
+ * every member was tried (an etcd restarting takes a second or two). */
 #define REOPEN_MS	200
+#define REOPEN_MAX_MS	1000
+#define GIVE_UP_MS	5000
 
 struct etcd_watch {
 	struct etcd *ec;
@@ -32,6 +37,8 @@ struct etcd_watch {
 	int closing;			/* we are cancelling cc ourselves */
 	struct event *reopen;
 	size_t fails;			/* streams ended before created */
+	uint64_t first_fail;		/* mono_ms of the first of them */
+	uint32_t pause_ms;
 	char last_err[256];
 
 	etcd_watch_event_fn on_event;
@@ -121,6 +128,7 @@ watch_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	watch_hold(w);
 	if (r->created) {
 		w->fails = 0;
+		w->pause_ms = 0;
 		if (w->next_rev == 0)
 			w->next_rev = hrev + 1;
 		if (!w->created_once) {
@@ -176,14 +184,19 @@ watch_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 		return;
 	}
 	etcd_member_failed(ec, w->member);
-	/* Twice round the members without a watch created: give up. */
-	if (++w->fails > 2 * ec->n_members) {
+	uint64_t now = mono_ms();
+	if (w->fails++ == 0)
+		w->first_fail = now;
+	if (w->fails > ec->n_members && now - w->first_fail >= GIVE_UP_MS) {
 		watch_end(w, GRPC_UNAVAILABLE, "etcd: watch of %.*s: no member "
-		    "could carry it; the last: %s", (int)w->klen, w->key,
-		    w->last_err);
+		    "could carry it for %d s; the last: %s", (int)w->klen,
+		    w->key, GIVE_UP_MS / 1000, w->last_err);
 		return;
 	}
-	struct timeval tv = { 0, REOPEN_MS * 1000 };
+	w->pause_ms = w->pause_ms == 0 ? REOPEN_MS :
+	    (w->pause_ms * 2 > REOPEN_MAX_MS ? REOPEN_MAX_MS : w->pause_ms * 2);
+	struct timeval tv = { w->pause_ms / 1000,
+	    (w->pause_ms % 1000) * 1000 };
 	evtimer_add(w->reopen, &tv);
 }
 

@@ -204,6 +204,18 @@ def test_bidi_sends_on_open_call(plain, n):
     assert lines[-1] == "status=OK message=", lines
 
 
+def test_bidi_messages_past_the_flow_control_window(plain):
+    """Messages larger than HTTP/2's initial window (64 KiB) on an open
+    request side: sent in pieces as the server opens its window."""
+    big = "é" * 60000                      # 120,000 bytes
+    lines, _ = run_client("--server", plain.addr, "--timeout", "10000", "bidi",
+                          "/rdzv.test.Test/Chat", "seq=3", "kind=big",
+                          "message=" + big)
+    assert replies(lines) == ["seq=%d kind=big message=%s" % (i, big)
+                              for i in (1, 2, 3)] + ["seq=3 kind=end message="]
+    assert lines[-1] == "status=OK message="
+
+
 def test_bidi_server_ends_call_early(plain):
     """A stream the server ends (here: a method that does not exist) ends
     with its status; sends after that say EPIPE, not a crash."""

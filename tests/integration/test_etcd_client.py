@@ -321,7 +321,31 @@ def test_failover_when_the_member_in_use_is_killed(tmp_path):
         events = [l for l in c.lines if l.startswith("watch 1 PUT")]
         assert len(events) == len(set(events)), events
         assert not [l for l in c.lines if l.startswith("lease lost")]
-        assert c.ok("member")["async"] != e.members[0].endpoint
+
+
+def test_failover_when_the_member_in_use_hangs(tmp_path):
+    """A member that stops answering without closing its connections
+    (SIGSTOP: a hung host) is left once the connection's PINGs go
+    unanswered (1 s, then 2 s for the answer): the call in flight moves on
+    within its timeout, and the lease survives."""
+    with etcdtest.Etcd(tmp_path, members=3) as e, \
+            Client(e.endpoints, "--timeout", "8000") as c:
+        c.ok("lease 5")
+        c.wait_line(r"^lease granted id=([0-9a-f]+)")
+        c.ok("put /hang/leased x lease")
+        assert c.ok("member")["member"] == e.members[0].endpoint
+        e.members[0].proc.signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            c.ok("put /hang/k 1")
+            assert time.monotonic() - t0 < 8
+            assert c.ok("member")["member"] != e.members[0].endpoint
+            while time.monotonic() - t0 < 5 + 1:
+                assert c.ok("get /hang/leased").get("value") == "x", "\n".join(c.lines)
+                time.sleep(0.25)
+            assert not [l for l in c.lines if l.startswith("lease lost")]
+        finally:
+            e.members[0].proc.signal(signal.SIGCONT)
 
 
 def test_every_member_down_is_unavailable_quickly(tmp_path):
@@ -332,6 +356,23 @@ def test_every_member_down_is_unavailable_quickly(tmp_path):
         ans = c.cmd("put /x y")
         assert ans.startswith("err UNAVAILABLE etcd: no member could answer"), ans
         assert time.monotonic() - t0 < 4.5
+
+
+def test_lease_and_watch_end_when_etcd_is_gone(tmp_path):
+    """With no member left, a watch ends with UNAVAILABLE once none could
+    carry it for 5 s, and a lease cannot be granted: both say so instead
+    of waiting forever."""
+    with etcdtest.Etcd(tmp_path) as e, Client(e.endpoints, "--timeout", "2000") as c:
+        c.ok("watch 1 /gone/ prefix 0")
+        c.wait_line(r"^watch 1 created")
+        e.kill(0)
+        t0 = time.monotonic()
+        c.ok("lease 5")
+        m = c.wait_line(r"^lease lost why=(.*)", timeout=6)
+        assert m.group(1).startswith("etcd: LeaseGrant: UNAVAILABLE"), m.group(1)
+        m = c.wait_line(r"^watch 1 end status=(\w+) message=(.*)", timeout=12)
+        assert m.group(1) == "UNAVAILABLE" and "no member could carry it" in m.group(2)
+        assert 5 <= time.monotonic() - t0 < 10
 
 
 # ---------------------------------------------------------------- TLS
