@@ -53,6 +53,10 @@ struct store_opts {
 	const char	*etcd_cert;	/* client certificate and key */
 	const char	*etcd_key;
 	uint32_t	 etcd_timeout_ms;	/* one request; default 5000 */
+	/* etcd: only read (--migrate-store's FROM): a load leaves what an
+	 * interrupted turn left for the writer to collect, and a commit is
+	 * refused. */
+	int		 read_only;
 };
 
 /*

@@ -177,6 +177,7 @@ ops_open(const struct store_spec *spec, const struct store_opts *opts,
 	s->timeout_ms = opts->etcd_timeout_ms != 0 ? opts->etcd_timeout_ms :
 	    5000;
 	s->next_node_id = 1;
+	s->read_only = opts->read_only != 0;
 	s->limits.max_ops = ETCD_MAX_TXN_OPS;
 	s->limits.max_bytes = ETCD_MAX_REQUEST_BYTES;
 	s->limits.txn_ops = 1;			/* meta */

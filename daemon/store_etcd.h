@@ -7,7 +7,9 @@
  *                              version WVER and the node buckets it uses
  *   node/ID/WVER/INDEX         NodeBucket: the job's nodes with
  *                              node_id / STORE_ETCD_BUCKET == INDEX, as
- *                              written at the job's version WVER
+ *                              written at the job's version WVER; a job
+ *                              of at most STORE_ETCD_BUCKET nodes has
+ *                              them all in one, INDEX ffffffff
  *   log/ID/WVER/CHUNK          Log: the events and rounds the turn that
  *                              wrote version WVER added to the job
  *
@@ -32,6 +34,7 @@
 
 #define STORE_ETCD_FORMAT	1
 #define STORE_ETCD_BUCKET	128		/* node ids per bucket */
+#define STORE_ETCD_BUCKET_ALL	0xffffffffULL	/* a small job's one bucket */
 #define STORE_ETCD_CHUNK	(256 * 1024)	/* bytes per log chunk */
 #define STORE_ETCD_KEY_MAX	(STORE_PREFIX_MAX + RDZV_ID_MAX + 64)
 /* What a Txn carries besides its operations: the fence compare, the meta
@@ -58,6 +61,7 @@ struct estore {
 	char		*fence_key;	/* NULL: no fence */
 	int64_t		 fence_rev;
 	bool		 broken;
+	bool		 read_only;	/* store_opts.read_only */
 	uint64_t	 next_node_id;	/* as saved in meta */
 	uint64_t	 transactions;
 	uint64_t	 bytes;

@@ -126,6 +126,14 @@ touch_job(struct turn *t, struct core_job *j)
 }
 
 static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
 touch_cmp(const void *a, const void *b)
 {
 	const struct touch	*x = a, *y = b;
@@ -187,9 +195,74 @@ bucket_has_nodes(const struct core_job *j, uint64_t index)
 	const struct core_node	*n;
 
 	TAILQ_FOREACH(n, &j->nodes, entry)
-		if (n->node_id / STORE_ETCD_BUCKET == index)
+		if (index == STORE_ETCD_BUCKET_ALL ||
+		    n->node_id / STORE_ETCD_BUCKET == index)
 			return true;
 	return false;
+}
+
+/*
+ * Which buckets of the job this turn rewrites (or finds empty). A job of
+ * at most STORE_ETCD_BUCKET nodes keeps them all in one bucket, so that
+ * small jobs whose node ids interleave (many jobs joining at once) cost
+ * one bucket each; a bigger one keeps them by node_id / STORE_ETCD_BUCKET,
+ * so that a turn touching a few of its nodes rewrites a few buckets. When
+ * a job crosses from one way to the other, every bucket of the old way is
+ * dropped and every bucket of the new way written. *out (malloc'd) gets
+ * the indices, sorted and unique.
+ */
+static int
+job_buckets(const struct core_job *j, const struct ejob *ej,
+    const struct touch *tb, size_t ntb, uint64_t **out, size_t *nout)
+{
+	const struct core_node	*n;
+	bool			 single = j->n_nodes <= STORE_ETCD_BUCKET;
+	bool			 was_single = ej->nb == 1 &&
+				    ej->bidx[0] == STORE_ETCD_BUCKET_ALL;
+	uint64_t		*v;
+	size_t			 k = 0, cap, i;
+
+	cap = ej->nb + ntb + (single ? 1 : j->n_nodes) + 1;
+	if ((v = calloc(cap, sizeof(*v))) == NULL)
+		return -1;
+	if (single) {
+		/* Every old bucket of the other way goes. */
+		for (i = 0; i < ej->nb; i++)
+			if (ej->bidx[i] != STORE_ETCD_BUCKET_ALL)
+				v[k++] = ej->bidx[i];
+		if (ntb > 0 || k > 0 || (ej->nb == 0 && j->n_nodes > 0))
+			v[k++] = STORE_ETCD_BUCKET_ALL;
+	} else if (was_single || ej->nb == 0) {
+		v[k++] = STORE_ETCD_BUCKET_ALL;
+		TAILQ_FOREACH(n, &j->nodes, entry)
+			v[k++] = n->node_id / STORE_ETCD_BUCKET;
+		for (i = 0; i < ntb; i++)
+			v[k++] = tb[i].index;
+	} else {
+		for (i = 0; i < ntb; i++)
+			v[k++] = tb[i].index;
+	}
+	qsort(v, k, sizeof(*v), u64_cmp);
+	for (i = 0, cap = 0; i < k; i++)
+		if (cap == 0 || v[i] != v[cap - 1])
+			v[cap++] = v[i];
+	*out = v;
+	*nout = cap;
+	return 0;
+}
+
+/*
+ * Whether bucket |index| holds nodes of the job the way the job keeps them
+ * now: the one bucket of a small job, or an id range of a big one.
+ */
+static bool
+bucket_live(const struct core_job *j, uint64_t index)
+{
+	bool	single = j->n_nodes <= STORE_ETCD_BUCKET;
+
+	if (single != (index == STORE_ETCD_BUCKET_ALL))
+		return false;
+	return bucket_has_nodes(j, index);
 }
 
 /* The writes of one touched job: buckets, log, record, old buckets. */
@@ -200,26 +273,27 @@ job_writes(struct turn *t, struct core_job *j, const struct touch *tb,
 	struct estore	*s = t->s;
 	struct ejob	*ej = estore_job(s, j->rdzv_id, false);
 	char		 key[STORE_ETCD_KEY_MAX];
-	uint64_t	 ver = ej->wver + 1, *old;
+	uint64_t	 ver = ej->wver + 1, *old = NULL, *idx = NULL;
 	uint8_t		*buf, **chunks;
-	size_t		 len, *lens, nch, i;
+	size_t		 len, *lens, nch, i, nidx;
 	int64_t		 was;
 
-	if ((old = calloc(ntb + 1, sizeof(*old))) == NULL)
-		return -1;
-	for (i = 0; i < ntb; i++) {
-		if (!bucket_has_nodes(j, tb[i].index)) {
-			if ((was = bucket_set(ej, tb[i].index, 0)) < 0)
+	if (job_buckets(j, ej, tb, ntb, &idx, &nidx) != 0 ||
+	    (old = calloc(nidx + 1, sizeof(*old))) == NULL)
+		goto nomem;
+	for (i = 0; i < nidx; i++) {
+		if (!bucket_live(j, idx[i])) {
+			if ((was = bucket_set(ej, idx[i], 0)) < 0)
 				goto nomem;
 			old[i] = (uint64_t)was;
 			continue;
 		}
-		if ((buf = enc_bucket(j, tb[i].index, &len)) == NULL)
+		if ((buf = enc_bucket(j, idx[i], &len)) == NULL)
 			goto nomem;
 		estore_key(s, key, "node/%s/%016llx/%08llx", j->rdzv_id,
-		    (unsigned long long)ver, (unsigned long long)tb[i].index);
+		    (unsigned long long)ver, (unsigned long long)idx[i]);
 		if (add(t, PLAN_PRE, WOP_PUT, key, buf, len) != 0 ||
-		    (was = bucket_set(ej, tb[i].index, ver)) < 0)
+		    (was = bucket_set(ej, idx[i], ver)) < 0)
 			goto nomem;
 		old[i] = (uint64_t)was;
 	}
@@ -242,18 +316,20 @@ job_writes(struct turn *t, struct core_job *j, const struct touch *tb,
 	estore_key(s, key, "job/%s", j->rdzv_id);
 	if (add(t, PLAN_FINAL, WOP_PUT, key, buf, len) != 0)
 		goto nomem;
-	for (i = 0; i < ntb; i++) {
+	for (i = 0; i < nidx; i++) {
 		if (old[i] == 0)
 			continue;
 		estore_key(s, key, "node/%s/%016llx/%08llx", j->rdzv_id,
-		    (unsigned long long)old[i], (unsigned long long)tb[i].index);
+		    (unsigned long long)old[i], (unsigned long long)idx[i]);
 		if (add(t, PLAN_POST, WOP_DEL, key, NULL, 0) != 0)
 			goto nomem;
 	}
 	free(old);
+	free(idx);
 	return 0;
 nomem:
 	free(old);
+	free(idx);
 	return -1;
 }
 
@@ -530,6 +606,9 @@ estore_commit(void *v, struct core *c, char *err, size_t errlen)
 	if (s->broken)
 		return errf(-1, err, errlen, "an earlier commit failed; etcd "
 		    "holds the state before it: load the store again");
+	if (s->read_only && !turn_empty(s, c))
+		return errf(-1, err, errlen, "the store was opened to be read "
+		    "only");
 	if (turn_empty(s, c))
 		return 0;
 	if (collect(&t) != 0) {

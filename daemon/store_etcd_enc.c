@@ -133,7 +133,8 @@ node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__G
 	m->gpus = gp;
 }
 
-/* Every node of the job whose id falls in bucket |index|. */
+/* Every node of the job whose id falls in bucket |index| (all of them for
+ * STORE_ETCD_BUCKET_ALL). */
 uint8_t *
 enc_bucket(const struct core_job *j, uint64_t index, size_t *len)
 {
@@ -145,7 +146,8 @@ enc_bucket(const struct core_job *j, uint64_t index, size_t *len)
 	uint8_t			 *buf = NULL;
 
 	TAILQ_FOREACH(n, &j->nodes, entry) {
-		if (n->node_id / STORE_ETCD_BUCKET == index) {
+		if (index == STORE_ETCD_BUCKET_ALL ||
+		    n->node_id / STORE_ETCD_BUCKET == index) {
 			k++;
 			ng += n->n_gpus;
 		}
@@ -158,7 +160,8 @@ enc_bucket(const struct core_job *j, uint64_t index, size_t *len)
 		goto out;
 	k = 0;
 	TAILQ_FOREACH(n, &j->nodes, entry) {
-		if (n->node_id / STORE_ETCD_BUCKET != index)
+		if (index != STORE_ETCD_BUCKET_ALL &&
+		    n->node_id / STORE_ETCD_BUCKET != index)
 			continue;
 		node_fill(&nm[k], &gm[g], &gp[g], n);
 		g += n->n_gpus;

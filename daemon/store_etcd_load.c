@@ -540,6 +540,9 @@ collect_garbage(struct ld *l, char *err, size_t errlen)
 	size_t		 i = 0, k;
 	int		 rc = 0;
 
+	/* A reader must not delete what may be a writer's turn in flight. */
+	if (l->s->read_only)
+		return 0;
 	while (i < l->ngc && rc == 0) {
 		if ((tx = etcd_txn_new()) == NULL)
 			return errf(-1, err, errlen, "out of memory");

@@ -86,8 +86,9 @@ store_migrate(const char *from, const char *to, const struct store_opts *opts,
     struct core_now now, struct store_migrated *out, char *err,
     size_t errlen)
 {
-	struct store	*src = NULL, *dst = NULL;
-	struct core	*c;
+	struct store		*src = NULL, *dst = NULL;
+	struct store_opts	 ro;
+	struct core		*c;
 	char		 e[1024];
 	int		 rc = -1, empty;
 
@@ -112,7 +113,9 @@ store_migrate(const char *from, const char *to, const struct store_opts *opts,
 	}
 	if ((c = core_new(NULL)) == NULL)
 		return errf(-1, err, errlen, "out of memory");
-	if (store_open_opts(from, opts, &src, e, sizeof(e)) != 0 ||
+	ro = *opts;
+	ro.read_only = 1;
+	if (store_open_opts(from, &ro, &src, e, sizeof(e)) != 0 ||
 	    store_load(src, c, now, e, sizeof(e)) != 0) {
 		errf(-1, err, errlen, "reading %s: %s", from, e);
 		goto out;

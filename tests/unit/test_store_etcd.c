@@ -245,6 +245,24 @@ test_leftovers(void)
 	CHECK_INT(put(key, "", 0), GRPC_OK);
 	CHECK_INT(count("node/lo/"), 3);
 	CHECK_INT(count("log/lo/"), (long)wver + 1);
+	/* A reader (--migrate-store's FROM) leaves them to the writer. */
+	{
+		struct store_opts	 ro = { .read_only = 1 };
+		struct store		*r = NULL;
+		struct core		*R = core_new(NULL);
+		struct core_join	 q = req("ro", "h9", 1, 1, 1);
+
+		CHECK_INT(store_open_opts(spec, &ro, &r, err, sizeof(err)), 0);
+		CHECK_INT(store_load(r, R, NOW, err, sizeof(err)), 0);
+		compare_cores(C, R);
+		CHECK_INT(count("node/lo/"), 3);
+		CHECK_INT(count("log/lo/"), (long)wver + 1);
+		CHECK_INT(core_join(R, NOW, &q, NULL, err, sizeof(err)), 0);
+		CHECK_INT(store_commit(r, R, err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "read only");
+		store_close(r);
+		core_free(R);
+	}
 	L = reload();
 	compare_cores(C, L);
 	CHECK_INT(count("node/lo/"), 1);
@@ -293,6 +311,59 @@ test_big_rewrite(void)
 	/* Buckets and log, the record, then the old versions' deletions. */
 	CHECK(store_transactions(S) - t0 >= 3);
 	CHECK_INT(count("node/big/"), (10000 + 127) / 128);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	teardown();
+}
+
+/*
+ * A small job keeps its nodes in one bucket, whatever their ids (many jobs
+ * joining at once interleave them); past 128 nodes a job keeps them by id
+ * range, and the one bucket goes.
+ */
+static void
+test_bucket_ways(void)
+{
+	struct core_join	 r;
+	struct core		*L;
+	char			 id[32], host[32];
+	uint64_t		 t0;
+	int			 i, k;
+
+	etcd_setup("ways");
+	/* 50 jobs of 4, their joins interleaved: ids 1, 51, 101, 151 are
+	 * one job's. */
+	for (k = 0; k < 4; k++)
+		for (i = 0; i < 50; i++) {
+			snprintf(id, sizeof(id), "small-%d", i);
+			snprintf(host, sizeof(host), "h%d-%d", i, k);
+			r = req(id, host, 1, 4, 4);
+			join_only(&r);
+		}
+	t0 = store_transactions(S);
+	turn();
+	/* Record, bucket, log: 3 ops a job, 42 jobs a Txn. */
+	CHECK_INT(store_transactions(S) - t0, 2);
+	CHECK_INT(count("node/small-7/"), 1);
+	CHECK_INT(count("node/"), 50);
+
+	/* One job grows past 128 nodes: by id range from then on. */
+	for (i = 0; i < 100; i++) {
+		snprintf(host, sizeof(host), "g%d", i);
+		r = req("grows", host, 1, 300, 300);
+		join_only(&r);
+	}
+	turn();
+	CHECK_INT(count("node/grows/"), 1);
+	for (i = 100; i < 200; i++) {
+		snprintf(host, sizeof(host), "g%d", i);
+		r = req("grows", host, 1, 300, 300);
+		join_only(&r);
+	}
+	turn();
+	/* Ids 201 to 400: buckets 1, 2 and 3 of 128 ids each. */
+	CHECK_INT(count("node/grows/"), 3);
 	L = reload();
 	compare_cores(C, L);
 	core_free(L);
@@ -366,6 +437,7 @@ main(int argc, char **argv)
 		{ "leftovers", test_leftovers },
 		{ "retention_keys", test_retention_keys },
 		{ "big_rewrite", test_big_rewrite },
+		{ "bucket_ways", test_bucket_ways },
 		{ "refused", test_refused },
 	};
 	struct etcd_opts	 o = { 0 };
