@@ -38,6 +38,13 @@ server_list_parse(struct server_list *sl, const char *spec,
 		nth++;
 		comma = strchr(p, ',');
 		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		/* "a:1, b:1" as people write lists. */
+		while (len > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
 		if (len == 0) {
 			snprintf(err, errlen, "'%s': server %zu of the list is "
 			    "empty", spec, nth);

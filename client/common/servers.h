@@ -63,7 +63,8 @@ enum server_move {
 
 /*
  * Parses a comma-separated list of endpoints (HOST:PORT, [V6]:PORT, HOST,
- * unix:PATH; the port defaults to |default_port|). Empty entries,
+ * unix:PATH; the port defaults to |default_port|), blanks around each
+ * ignored. Empty entries,
  * duplicates and more than SERVER_LIST_MAX entries are refused. Returns 0,
  * or -1 with a message naming the entry in |err|. The current server is
  * the first.

@@ -5,6 +5,13 @@
  * a second, so ages move); piped, each change becomes one line, flushed at
  * once, so `rdzvctl status --watch | grep` sees it as it happens; with
  * -o json each message is one JSON line.
+ *
+ * With a server list (SPEC §14) the watch follows the leader: a Watch that
+ * ends UNAVAILABLE starts again on the leader a standby named, else on the
+ * next server. Once every server has failed, a watch that never began
+ * ends as with one server; one that was live goes on trying, a second
+ * apart, for the connect timeout plus 10 s after it was lost. rdzvd sends the jobs' state again on the
+ * new server, so what changed meanwhile shows.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -15,17 +22,26 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rdzvctl.h"
 
 #define KEEPALIVE_MS	10000
+#define NEXT_MS		100	/* another server: almost at once */
+#define ROUND_MS	1000	/* every server failed: a second apart */
+#define LOST_MS		10000	/* on top of the connect timeout */
 
 struct watch {
 	struct ctl		*ctl;
 	const char		*rdzv_id;	/* NULL: every job */
 	struct event_base	*base;
 	struct grpc_client	*cli;
+	struct grpc_client_opts	 opts;
 	struct grpc_ccall	*cc;
+	struct event		*retry;	/* a new Watch after a move */
+	bool			 live;	/* this Watch has sent a message */
+	bool			 ever_live;	/* one of them has */
+	uint64_t		 lost_at;	/* ms; 0 while live */
 	struct event		*tick;	/* redrawn each second */
 	struct event		*dirty;	/* redraw after this turn */
 	bool			 tty;
@@ -255,6 +271,11 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 
 	if (ev->job == NULL || w->stopping)
 		return;
+	if (!w->live) {
+		w->live = w->ever_live = true;
+		w->lost_at = 0;
+		server_list_ok(&w->ctl->servers);
+	}
 	job = job_copy(ev->job);
 	ctl_received(w->ctl, &job->base);
 	i = job_find(w, job->rdzv_id);
@@ -282,6 +303,73 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		redraw_soon(w);
 }
 
+static void	on_done(struct grpc_ccall *, int, const char *, void *);
+
+static void
+start_watch(struct watch *w)
+{
+	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
+
+	req.rdzv_id = (char *)(w->rdzv_id != NULL ? w->rdzv_id : "");
+	req.all = w->ctl->all;
+	w->live = false;
+	w->cc = grpc_client_call(w->cli, "/rdzv.v1.Control/Watch", &req.base,
+	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, w);
+	if (w->cc == NULL)
+		fatal("watch: cannot start the call");
+}
+
+/* The Watch again, on the server the list now names. */
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct watch	*w = arg;
+	const struct server_entry *cur = server_list_current(&w->ctl->servers);
+
+	if (w->stopping)
+		return;
+	grpc_client_free(w->cli);
+	w->opts.server = cur->ep;
+	snprintf(w->ctl->server, sizeof(w->ctl->server), "%s", cur->name);
+	if ((w->cli = grpc_client_new(w->base, &w->opts, NULL, NULL)) == NULL)
+		fatalx("watch: cannot create a client");
+	start_watch(w);
+}
+
+/*
+ * The Watch ended UNAVAILABLE: true when it starts again elsewhere (or
+ * on the same list's next round), false when the watch should end.
+ */
+static bool
+follow(struct watch *w, const char *hint)
+{
+	struct ctl	*ctl = w->ctl;
+	enum server_move move;
+	struct timeval	 tv = { 0, NEXT_MS * 1000 };
+	uint64_t	 now = mono_ms();
+	char		 from[sizeof(ctl->server)];
+
+	if (ctl->servers.n < 2 && hint == NULL)
+		return false;
+	if (w->live || w->lost_at == 0)
+		w->lost_at = now;
+	snprintf(from, sizeof(from), "%s", ctl->server);
+	move = server_list_failed(&ctl->servers, hint);
+	if (move == SERVER_MOVE_ROUND) {
+		/* A watch that never began ends like any call. */
+		if (!w->ever_live || now - w->lost_at >
+		    ctl->client.connect_timeout_ms + LOST_MS)
+			return false;
+		tv.tv_sec = ROUND_MS / 1000;
+		tv.tv_usec = (ROUND_MS % 1000) * 1000;
+	}
+	if (move == SERVER_MOVE_HINT)
+		log_info("following leader hint %s from %s",
+		    server_list_current(&ctl->servers)->name, from);
+	evtimer_add(w->retry, &tv);
+	return true;
+}
+
 static void
 on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 {
@@ -290,6 +378,9 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 	if (w->stopping)
 		return;
 	w->cc = NULL;
+	if (server_list_should_move(status) && follow(w,
+	    grpc_ccall_trailer(cc, SERVER_LEADER_TRAILER)))
+		return;
 	if (status == GRPC_OK)
 		fprintf(stderr, "rdzvctl: %s: rdzvd ended the watch\n",
 		    w->ctl->server);
@@ -318,7 +409,6 @@ check_job(struct ctl *ctl, const char *id)
 int
 watch_run(struct ctl *ctl, const char *rdzv_id)
 {
-	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
 	struct grpc_client_opts	 o;
 	struct tls_ctx		*tls = NULL;
 	struct event		*sigint = NULL, *sigterm = NULL;
@@ -335,8 +425,10 @@ watch_run(struct ctl *ctl, const char *rdzv_id)
 	w.ctl = ctl;
 	w.rdzv_id = rdzv_id;
 	w.tty = isatty(STDOUT_FILENO);
+	w.opts = o;
 	if ((w.base = event_base_new()) == NULL ||
-	    (w.cli = grpc_client_new(w.base, &o, NULL, NULL)) == NULL)
+	    (w.cli = grpc_client_new(w.base, &o, NULL, NULL)) == NULL ||
+	    (w.retry = evtimer_new(w.base, retry_cb, &w)) == NULL)
 		fatalx("watch: cannot create the event loop");
 	sigint = evsignal_new(w.base, SIGINT, signal_cb, &w);
 	sigterm = evsignal_new(w.base, SIGTERM, signal_cb, &w);
@@ -352,15 +444,11 @@ watch_run(struct ctl *ctl, const char *rdzv_id)
 		redraw(&w);
 	}
 
-	req.rdzv_id = (char *)(rdzv_id != NULL ? rdzv_id : "");
-	req.all = ctl->all;
-	w.cc = grpc_client_call(w.cli, "/rdzv.v1.Control/Watch", &req.base,
-	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, &w);
-	if (w.cc == NULL)
-		fatal("watch: cannot start the call");
+	start_watch(&w);
 	event_base_dispatch(w.base);
 
 	grpc_client_free(w.cli);
+	event_free(w.retry);
 	tls_free(tls);
 	if (w.tick != NULL)
 		event_free(w.tick);

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes the seed corpora of the text parsers' fuzz targets:
-fuzz_endpoint.c, fuzz_parse.c, fuzz_pbs_nodes.c and fuzz_config.c.
+fuzz_endpoint.c, fuzz_parse.c, fuzz_pbs_nodes.c, fuzz_config.c and
+fuzz_servers.c.
 
     /usr/bin/python3 tests/fuzz/make_corpus_text.py
 
@@ -156,6 +157,41 @@ def config():
     }
 
 
+def servers():
+    """The list up to a NUL, then records: a byte (bit 0 a success, bit 1
+    a hint follows up to the next NUL)."""
+    fail, ok, hint = b"\x00", b"\x01", b"\x02"
+    lists = {
+        "one": b"127.0.0.1:29400",
+        "three": b"a:29400,b:29400,c:29400",
+        "mixed": b"rdzv-a, [::1]:29401,unix:/run/rdzv/rdzvd.sock,10.0.0.5",
+        "sixteen": b",".join(b"h%d:1" % i for i in range(16)),
+        "bad-seventeen": b",".join(b"h%d:1" % i for i in range(17)),
+        "bad-empty-entry": b"a:1,,b:1",
+        "bad-trailing-comma": b"a:1,",
+        "bad-duplicate": b"a,a:29400",
+        "bad-port": b"a:1,b:99999",
+        "empty": b"",
+    }
+    files = {"list-" + k: v for k, v in lists.items()}
+    files["rounds"] = lists["three"] + b"\x00" + fail * 7 + ok + fail * 3
+    files["hint-to-leader"] = (lists["three"] + b"\x00" + hint +
+                               b"c:29400\x00" + ok)
+    files["hint-new-leader"] = (lists["one"] + b"\x00" + hint +
+                                b"10.1.1.1:29400\x00" + fail + ok)
+    files["hint-dead-leader"] = (lists["three"] + b"\x00" +
+                                 (hint + b"dead:1\x00" + fail) * 6)
+    files["hint-loop"] = (b"a:1,b:1\x00" +
+                          (hint + b"b:1\x00" + hint + b"a:1\x00") * 5)
+    files["hint-bad"] = (lists["three"] + b"\x00" + hint + b"a:b:c\x00" +
+                         hint + b"\x00" + hint + b"[::1\x00" + fail)
+    files["hint-full-list"] = (lists["sixteen"] + b"\x00" +
+                               hint + b"x:1\x00" + ok)
+    files["hints-fill-list"] = (lists["one"] + b"\x00" + b"".join(
+        hint + b"n%d:1\x00" % i + ok for i in range(20)))
+    return files
+
+
 def write(name, files):
     out = os.path.join(HERE, "corpus", name)
     os.makedirs(out, exist_ok=True)
@@ -172,6 +208,7 @@ def main():
     write("parse", parse())
     write("pbs_nodes", pbs_nodes())
     write("config", config())
+    write("servers", servers())
 
 
 if __name__ == "__main__":

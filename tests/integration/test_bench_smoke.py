@@ -7,6 +7,7 @@ other and say what they measured is."""
 import importlib.util
 import os
 import re
+import socket
 import subprocess
 
 import pytest
@@ -140,6 +141,33 @@ def test_rdzv_bench_closed_connections(tmp_path):
         lat = spread(out, "close to new assignment")
         assert 200 <= lat[0] <= lat[3]
         assert d.stop() == 0
+
+
+def test_rdzv_bench_server_list(tmp_path):
+    # The replicas of an HA rdzvd: the nodes go to the one that serves,
+    # past a dead first entry; nothing serving is an error naming the
+    # last answer.
+    dead = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead.append("127.0.0.1:%d" % s.getsockname()[1])
+    with rt.Daemon(tmp_path) as d:
+        servers = "%s,%s" % (dead[0], d.addr)
+        p = subprocess.run([RDZV_BENCH, "--server", servers, "--nodes", "4",
+                            "--id", "smoke-list", "--timeout", "60"],
+                           capture_output=True, text=True, timeout=90)
+        assert p.returncode == 0, p.stderr + p.stdout
+        assert figure(p.stdout, "assigned") == 4
+        assert re.search(r"^server:\s+%s \(leader of %s\)$"
+                         % (re.escape(d.addr), re.escape(servers)),
+                         p.stdout, re.M), p.stdout
+        assert d.stop() == 0
+    p = subprocess.run([RDZV_BENCH, "--server", ",".join(dead), "--nodes",
+                        "2"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "no replica leads: %s: " % dead[1] in p.stderr, p.stderr
+    assert "connection refused" in p.stderr, p.stderr
 
 
 def test_rdzv_bench_usage():

@@ -5,9 +5,10 @@ the real rdzv-agent, rdzvctl and rdzvd.
   the second. Every server down: rdzvctl names each, the agent gives up
   after --connect-timeout naming the list.
 - rdzvd killed and started again on the second address of the list with the
-  same database ("the same daemon, moved"): the agents resume there with the
-  same session, their workers' pids, the generation and the restart count
-  unchanged, and the job then closes normally.
+  same state ("the same daemon, moved"; an SQLite database, and an etcd
+  prefix on a real etcd when etcd-server is installed): the agents resume
+  there with the same session, their workers' pids, the generation and the
+  restart count unchanged, and the job then closes normally.
 - A standby (a grpcio stand-in that answers as SPEC §14 says: NOT_SERVING
   in Health, UNAVAILABLE with `rdzv-leader: HOST:PORT` for Rendezvous and
   Control) in front of the real rdzvd: clients given only the standby
@@ -27,6 +28,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+import etcdtest
 import rdzvagent
 import rdzvnode
 import rdzvtest as rt
@@ -105,6 +107,7 @@ def job(tmp_path, request):
     yield j
     # Shown by pytest when the test failed (or with -s).
     print(j.outputs())
+    print("---- rdzvd at %s\n%s" % (j.daemon.addr, j.daemon.output()[-6000:]))
     j.close()
 
 
@@ -205,10 +208,36 @@ def test_every_server_down(tmp_path):
     assert "trying rdzvd at %s next" % dead2 in p.output()
 
 
-def test_rdzvd_moved_to_the_second_address(job):
+@pytest.fixture(params=["sqlite", "etcd"])
+def store(request, tmp_path):
+    """Where rdzvd keeps its state: None (SQLite at the Daemon's db) or an
+    etcd URL on a real etcd the test starts."""
+    if request.param == "sqlite":
+        yield None
+        return
+    etcdtest.skip_unless_etcd()
+    e = etcdtest.Etcd(tmp_path / "etcd")
+    try:
+        yield "etcd://%s/rdzv" % e.endpoints
+    finally:
+        e.close()
+
+
+def test_rdzvd_moved_to_the_second_address(tmp_path, request, store):
     """kill -9 of rdzvd, started again on the list's second address with
-    the same database: every agent resumes there with its session; the
-    workers, the generation and the restart count are unchanged."""
+    the same state (SQLite database or etcd prefix): every agent resumes
+    there with its session; the workers, the generation and the restart
+    count are unchanged."""
+    job = Job(tmp_path, rdzvagent.job_name(request),
+              daemon=rt.Daemon(tmp_path, store=store))
+    try:
+        moved(job, store)
+    finally:
+        print(job.outputs())
+        job.close()
+
+
+def moved(job, store):
     first = job.daemon.addr
     second = free_addr()
     servers = "%s,%s" % (first, second)
@@ -225,7 +254,7 @@ def test_rdzvd_moved_to_the_second_address(job):
     job.daemon.kill()
     for t in "ab":
         job.agents[t].wait_line("lost rdzvd at %s" % re.escape(first), 10)
-    job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db))
+    job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db, store=store))
 
     j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
                      20, "both agents resumed on the second address")
@@ -311,3 +340,65 @@ def test_leader_hint_after_a_move(job):
         assert j.generation == g1 and j.restart_count == 0, j
     finally:
         standby.stop()
+
+
+def test_watch_follows(job):
+    """rdzvctl status --watch on a list: it starts past a dead first server,
+    and goes on, on the list's next server, after rdzvd moved there."""
+    first = job.daemon.addr
+    dead, second = free_addr(), free_addr()
+    job.agent("a", "%s,%s" % (first, second), nnodes="1")
+    g1, _ = job.wait_world(1)
+    w = rt.Proc([RDZVCTL, "--server", "%s,%s,%s" % (dead, first, second),
+                 "-o", "json", "status", "--watch"])
+    with w:
+        w.wait_line(r'"state": ?"running"', 10)
+        n = len(w.lines)
+        db = job.daemon.db
+        job.daemon.kill()
+        job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db))
+        job.wait_job(lambda x: all(n.connected for n in x.nodes), 20,
+                     "the agent resumed on the second address")
+        # The Watch on the second server begins with the job's state.
+        w.wait_line(r'"state": ?"running"', 15, start=n)
+        n = len(w.lines)
+        job.stop_workers()
+        assert job.wait_exits() == {"a": 0}, job.outputs()
+        w.wait_line(r'"state": ?"closed"', 15, start=n)
+        assert w.p.poll() is None, w.output()
+        w.signal(signal.SIGTERM)
+        assert w.wait(10) == 0, w.output()
+    assert sorted({g for g, _ in job.files("env")}) == [g1]
+
+
+
+def test_tls_list(tmp_path):
+    """TLS with a list: each server is verified by its own host name; a
+    unix socket in a TLS list is a usage error naming it."""
+    certs = rt.make_certs(tmp_path)
+    d = rt.Daemon(tmp_path, args=["--tls-cert", certs["server_cert"],
+                                  "--tls-key", certs["server_key"]])
+    job = Job(tmp_path, "tls-list", daemon=d)
+    try:
+        servers = "%s,localhost:%d" % (free_addr(), d.port)
+        tls = ["--tls-ca", certs["ca"]]
+        a = job.agent("a", servers, nnodes="1", args=tls)
+        job.wait_world(1)
+        a.wait_line(r"joined job tls-list as node \d+ \(attempt \d+\) on "
+                    r"rdzvd at localhost:%d" % d.port, 5)
+        cp = ctl(servers, "--tls-ca", certs["ca"], "status", "tls-list")
+        assert cp.returncode == 0 and "running" in cp.stdout, cp.stderr
+        # Verified against another CA: refused, on the one that answers.
+        cp = ctl(servers, "--tls-ca", certs["other_ca"], "status")
+        assert cp.returncode == 5, cp
+        assert "localhost:%d: " % d.port in cp.stderr, cp.stderr
+        assert "certificate verification failed" in cp.stderr, cp.stderr
+        cp = ctl("localhost:%d,unix:/run/x.sock" % d.port, "--tls-ca",
+                 certs["ca"], "status")
+        assert cp.returncode == 2, cp
+        assert "a unix socket (unix:/run/x.sock) is cleartext" in cp.stderr
+        job.stop_workers()
+        assert job.wait_exits() == {"a": 0}, job.outputs()
+    finally:
+        print(job.outputs())
+        job.close()

@@ -66,6 +66,13 @@ test_parse(void)
 	/* Cut short, still a string. */
 	CHECK_STR(server_list_format(&sl, buf, 6), "a:1,b");
 
+	/* Blanks around entries, as people write lists, do not count. */
+	parse_ok(&sl, " a:1 ,\tb:2 ");
+	CHECK_INT(sl.n, 2);
+	CHECK_STR(sl.s[0].name, "a:1");
+	CHECK_STR(sl.s[1].name, "b:2");
+	parse_err("a:1, ,b:2", "server 2 of the list is empty");
+
 	parse_err("", "no server given");
 	parse_err("a:1,,b:2", "server 2 of the list is empty");
 	parse_err("a:1,", "server 2 of the list is empty");
