@@ -630,7 +630,9 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "is trusted", addr);
 		return -1;
 	}
-	if (cfg->advertise != NULL && !advertise_ok(cfg->advertise)) {
+	/* Empty, as --check-config prints it unset: the default. */
+	if (cfg->advertise != NULL && cfg->advertise[0] != '\0' &&
+	    !advertise_ok(cfg->advertise)) {
 		snprintf(err, errlen, "--advertise %s is not HOST:PORT",
 		    cfg->advertise);
 		return -1;

@@ -360,7 +360,7 @@ set_advertise(void)
 {
 	char host[256];
 
-	if (rdzvd.cfg.advertise != NULL) {
+	if (rdzvd.cfg.advertise != NULL && rdzvd.cfg.advertise[0] != '\0') {
 		snprintf(rdzvd.advertise, sizeof(rdzvd.advertise), "%s",
 		    rdzvd.cfg.advertise);
 		return;

@@ -185,6 +185,30 @@ def finish(job, g1):
     assert j.generation == g1 and j.restart_count == 0, j
 
 
+# -- the settings -----------------------------------------------------------------
+
+def test_ha_settings(tmp_path):
+    """--advertise and leader-lease: printed by --check-config, refused
+    with the reason when they cannot work."""
+    def check(*args):
+        return subprocess.run([rt.build_path("daemon", "rdzvd"), "--db",
+                               str(tmp_path / "x.db"), "--check-config"] + list(args),
+                              capture_output=True, text=True, timeout=15)
+    r = check("--advertise", "rdzv-1.example.org:29400", "--leader-lease", "3s")
+    assert r.returncode == 0, r.stderr
+    assert "advertise = rdzv-1.example.org:29400" in r.stdout.splitlines()
+    assert "leader-lease = 3s" in r.stdout.splitlines()
+    r = check()
+    assert "advertise = " in r.stdout.splitlines() and "leader-lease = 5s" in r.stdout
+    for args, needle in ((["--advertise", "rdzv-1"], "--advertise rdzv-1 is not HOST:PORT"),
+                         (["--advertise", "unix:/run/x"], "is not HOST:PORT"),
+                         (["--advertise", "h:0"], "is not HOST:PORT"),
+                         (["--leader-lease", "2500ms"], "not whole seconds"),
+                         (["--leader-lease", "1s"], "below the minimum of 2s")):
+        r = check(*args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+
+
 # -- what a standby answers -----------------------------------------------------
 
 def test_standby_points_to_the_leader(pair, tmp_path):
