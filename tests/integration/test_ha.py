@@ -357,6 +357,14 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
     try:
         g1, pids, _ = three_running(job)
         txns = a.info().transactions
+        hch = rdzvnode.channel(a.addr)
+        health = hch.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=PB.health.HealthCheckRequest.SerializeToString,
+            response_deserializer=PB.health.HealthCheckResponse.FromString)(
+                PB.health.HealthCheckRequest(service="rdzv.v1.Control"), timeout=60)
+        st = PB.health.HealthCheckResponse
+        assert next(health).status == st.SERVING
         mark = len(a.lines)
         a.signal(signal.SIGSTOP)
         late = rdzvnode.Node(a.addr, name="late")
@@ -375,6 +383,10 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
         assert not late.kinds(), late.describe()
         m = a.wait_line(r"stepping down: (.*)", timeout=15, start=mark)
         print("the paused leader stepped down:", m.group(1))
+        # Its Health watchers hear that it serves Control no more.
+        assert next(health).status == st.NOT_SERVING
+        health.cancel()
+        hch.close()
         info = rt.wait_for(lambda: (lambda i: i if i.leader == b.addr else None)(a.info()),
                            10, 0.05, "the old leader to know the new one")
         assert info.role == "standby", info
