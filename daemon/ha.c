@@ -11,11 +11,8 @@
  * are refused, the core goes. What was committed is the new leader's to
  * load, so nothing a client was told is lost.
  */
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 

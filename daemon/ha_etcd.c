@@ -6,7 +6,6 @@
  * rdzvd's loop (the store's is a sync one).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "etcd.h"
