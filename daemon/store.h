@@ -66,8 +66,9 @@ struct store_opts {
  * file refuses to start, sets WAL mode and synchronous=FULL, migrates older
  * schemas, and refuses a newer schema, a file that is not an rdzv database
  * or a damaged one with a message naming the path. etcd: connects and
- * checks that the prefix holds nothing or an rdzv store of a format this
- * rdzvd knows. 0, or -1 with a message in err. |opts| may be NULL.
+ * reads PREFIX/meta: absent (a new store), or an rdzv store's of a format
+ * this rdzvd knows; anything else is refused with a message naming the
+ * store. 0, or -1 with a message in err. |opts| may be NULL.
  */
 int		 store_open_opts(const char *spec, const struct store_opts *opts,
 		    struct store **out, char *err, size_t errlen);

@@ -14,7 +14,15 @@
 #include "errf.h"
 #include "store_etcd.h"
 
-#define SCAN_PAGE	1000
+/*
+ * Keys per Range of a scan. Job records are small; a node bucket may hold
+ * 128 nodes with their GPUs' results (about 150 KiB), and a log chunk up to
+ * 256 KiB, so their pages are short enough to stay far below the client's
+ * 64 MiB limit on a reply.
+ */
+#define SCAN_PAGE_JOBS		1000
+#define SCAN_PAGE_BUCKETS	64
+#define SCAN_PAGE_LOGS		32
 
 /*
  * A Range of [key, end) in key order (end NULL: every key under key), at
@@ -63,7 +71,7 @@ range(struct estore *s, const uint8_t *key, size_t klen, const uint8_t *end,
  * wrote into err.
  */
 static int
-scan(struct estore *s, const char *prefix, bool keys_only,
+scan(struct estore *s, const char *prefix, int64_t page, bool keys_only,
     int (*each)(const Mvccpb__KeyValue *, void *, char *, size_t), void *arg,
     char *err, size_t errlen)
 {
@@ -78,7 +86,7 @@ scan(struct estore *s, const char *prefix, bool keys_only,
 	elen = etcd_prefix_end(prefix, slen, end);
 	/* Bounded: every page moves the start past a key that exists. */
 	while (more) {
-		if (range(s, start, slen, end, elen, false, SCAN_PAGE,
+		if (range(s, start, slen, end, elen, false, page,
 		    keys_only, rev, &r, err, errlen) != 0)
 			return -1;
 		if (rev == 0 && r->header != NULL)
@@ -371,12 +379,16 @@ load_nodes(struct ld *l, struct core *c, char *err, size_t errlen)
 /*
  * Each job's latest CORE_EVENTS_KEPT events: its newest log chunks, read
  * newest first until there are enough. Chunks above the job's version are
- * what a cut-short turn left, to be collected. The reads of all jobs go out
- * at once, EVENTS_WINDOW at a time: a thousand jobs are a thousand Ranges,
- * and one after another they would cost a thousand round trips when a
- * standby takes over.
+ * what a cut-short turn left, to be collected. The reads go out as Txns of
+ * up to EVENTS_BATCH Ranges, all at once: a thousand jobs are ten requests,
+ * not a thousand round trips, when a standby takes over. A chunk may be as
+ * big as STORE_ETCD_CHUNK, so a Txn asks for at most EVENTS_CHUNKS chunks
+ * in all (50 MiB at worst, below the client's 64 MiB for a reply): two per
+ * job at first, then as many as its chunks so far say it still needs.
  */
-#define EVENTS_WINDOW	256
+#define EVENTS_BATCH	100
+#define EVENTS_CHUNKS	200
+#define EVENTS_FIRST	2
 
 struct evload {
 	struct ld		*l;
@@ -388,28 +400,27 @@ struct evload {
 	Rdzv__Store__V1__Log	*logs[CORE_EVENTS_KEPT];
 	size_t			 nlog, nev;
 	bool			 more;		/* another Range is needed */
+	int64_t			 ask;		/* chunks in the next one */
 	int			 rc;
 	char			 err[256];
 };
 
-static void
-events_got(struct etcd_call *call, int status, const char *message,
-    const ProtobufCMessage *reply, void *arg)
-{
-	struct evload				*x = arg;
-	const Etcdserverpb__RangeResponse	*r = (const void *)reply;
-	char					 id[RDZV_ID_MAX + 1];
-	uint64_t				 wver, chunk;
-	size_t					 i;
+/* The Ranges of one Txn, and whose they are. */
+struct evbatch {
+	struct evload	*x[EVENTS_BATCH];
+	size_t		 n;
+	int64_t		 chunks;	/* asked for in all */
+};
 
-	(void)call;
+/* One job's Range answered: its chunks, and whether to read on. */
+static void
+events_take(struct evload *x, const Etcdserverpb__RangeResponse *r)
+{
+	char		 id[RDZV_ID_MAX + 1];
+	uint64_t	 wver, chunk;
+	size_t		 i;
+
 	x->more = false;
-	if (status != GRPC_OK) {
-		x->rc = errf(-1, x->err, sizeof(x->err), "reading %s: %s%s%s",
-		    x->key, grpc_status_name(status), message != NULL ? ": " :
-		    "", message != NULL ? message : "");
-		return;
-	}
 	for (i = 0; i < r->n_kvs && x->nev < CORE_EVENTS_KEPT &&
 	    x->nlog < CORE_EVENTS_KEPT; i++) {
 		const Mvccpb__KeyValue *kv = r->kvs[i];
@@ -435,29 +446,79 @@ events_got(struct etcd_call *call, int status, const char *message,
 	    x->nev < CORE_EVENTS_KEPT && x->nlog < CORE_EVENTS_KEPT) {
 		const ProtobufCBinaryData *lk = &r->kvs[r->n_kvs - 1]->key;
 
-		/* Next: the keys below the last one read. */
+		size_t avg = x->nlog > 0 && x->nev > 0 ? x->nev / x->nlog : 1;
+		int64_t need;
+
+		/* Next: the keys below the last one read, as many as the
+		 * chunks so far say are missing, and one more. */
 		memcpy(x->end, lk->data, lk->len);
 		x->elen = lk->len;
 		x->more = true;
+		need = (int64_t)((CORE_EVENTS_KEPT - x->nev + avg - 1) / avg) + 1;
+		x->ask = need;
+		if (x->ask > CORE_EVENTS_KEPT - (int64_t)x->nlog)
+			x->ask = CORE_EVENTS_KEPT - (int64_t)x->nlog;
+		if (x->ask > EVENTS_CHUNKS)
+			x->ask = EVENTS_CHUNKS;
 	}
 }
 
-/* Starts the next Range of a job's newest chunks. */
-static int
-events_ask(struct estore *s, struct evload *x)
+static void
+events_got(struct etcd_call *call, int status, const char *message,
+    const ProtobufCMessage *reply, void *arg)
 {
-	Etcdserverpb__RangeRequest	r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	struct evbatch				*b = arg;
+	const Etcdserverpb__TxnResponse		*r = (const void *)reply;
+	size_t					 i;
 
-	r.key.data = (uint8_t *)x->key;
-	r.key.len = strlen(x->key);
-	r.range_end.data = x->end;
-	r.range_end.len = x->elen;
-	r.limit = CORE_EVENTS_KEPT - (int64_t)x->nlog;
-	r.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY;
-	r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
-	if (etcd_range(s->ec, &r, s->timeout_ms, events_got, x) == NULL)
-		return errf(-1, x->err, sizeof(x->err), "reading %s: %s",
-		    x->key, strerror(errno));
+	(void)call;
+	for (i = 0; i < b->n; i++) {
+		struct evload *x = b->x[i];
+
+		if (status != GRPC_OK)
+			x->rc = errf(-1, x->err, sizeof(x->err), "reading %s: "
+			    "%s%s%s", x->key, grpc_status_name(status),
+			    message != NULL ? ": " : "",
+			    message != NULL ? message : "");
+		else if (i >= r->n_responses || r->responses[i]->response_case !=
+		    ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE)
+			x->rc = errf(-1, x->err, sizeof(x->err), "reading %s: "
+			    "etcd's answer has no range", x->key);
+		else
+			events_take(x, r->responses[i]->response_range);
+	}
+}
+
+/* Starts the next Ranges of a batch of jobs, as one read-only Txn. */
+static int
+events_ask(struct estore *s, struct evbatch *b)
+{
+	Etcdserverpb__TxnRequest	 t = ETCDSERVERPB__TXN_REQUEST__INIT;
+	Etcdserverpb__RangeRequest	 r[EVENTS_BATCH];
+	Etcdserverpb__RequestOp		 op[EVENTS_BATCH], *ops[EVENTS_BATCH];
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct evload *x = b->x[i];
+
+		etcdserverpb__range_request__init(&r[i]);
+		r[i].key.data = (uint8_t *)x->key;
+		r[i].key.len = strlen(x->key);
+		r[i].range_end.data = x->end;
+		r[i].range_end.len = x->elen;
+		r[i].limit = x->ask;
+		r[i].sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY;
+		r[i].sort_order =
+		    ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+		etcdserverpb__request_op__init(&op[i]);
+		op[i].request_case =
+		    ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+		op[i].request_range = &r[i];
+		ops[i] = &op[i];
+	}
+	t.n_success = b->n;
+	t.success = ops;
+	if (etcd_txn(s->ec, &t, s->timeout_ms, events_got, b) == NULL)
+		return -1;
 	return 0;
 }
 
@@ -487,12 +548,18 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 {
 	struct estore	*s = l->s;
 	struct evload	*v;
+	struct evbatch	*b;
 	struct core_job	*j;
-	size_t		 n = 0, i, first, pending;
+	size_t		 n = 0, i, nb;
 	int		 rc = 0;
 
-	if ((v = calloc(c->n_jobs + 1, sizeof(*v))) == NULL)
+	v = calloc(c->n_jobs + 1, sizeof(*v));
+	b = calloc(c->n_jobs + 1, sizeof(*b));
+	if (v == NULL || b == NULL) {
+		free(v);
+		free(b);
 		return errf(-1, err, errlen, "out of memory");
+	}
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		struct evload *x = &v[n++];
 
@@ -502,26 +569,32 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 		estore_key(s, x->key, "log/%s/", j->rdzv_id);
 		x->elen = etcd_prefix_end(x->key, strlen(x->key), x->end);
 		x->more = true;
+		x->ask = EVENTS_FIRST;
 	}
-	/* Bounded: every round reads at least one key of each job that asks
-	 * again, and a job asks at most CORE_EVENTS_KEPT times. */
+	/* Bounded: a job asks again only after a full page of chunks, and
+	 * at most until it has CORE_EVENTS_KEPT of them. */
 	do {
-		pending = 0;
-		for (first = 0; first < n && rc == 0; first += EVENTS_WINDOW) {
-			for (i = first; i < n && i < first + EVENTS_WINDOW;
-			    i++) {
-				if (!v[i].more || v[i].rc != 0)
-					continue;
-				if (events_ask(s, &v[i]) != 0)
-					v[i].rc = -1;
-				pending++;
+		nb = 0;
+		for (i = 0; i < n; i++) {
+			if (!v[i].more || v[i].rc != 0)
+				continue;
+			if (nb == 0 || b[nb - 1].n == EVENTS_BATCH ||
+			    b[nb - 1].chunks + v[i].ask > EVENTS_CHUNKS) {
+				b[nb].n = 0;
+				b[nb++].chunks = 0;
 			}
-			etcd_wait(s->ec, 0);
-			for (i = first; i < n && i < first + EVENTS_WINDOW; i++)
-				if (v[i].rc != 0)
-					rc = errf(-1, err, errlen, "%s", v[i].err);
+			b[nb - 1].x[b[nb - 1].n++] = &v[i];
+			b[nb - 1].chunks += v[i].ask;
 		}
-	} while (pending > 0 && rc == 0);
+		for (i = 0; i < nb; i++)
+			if (events_ask(s, &b[i]) != 0)
+				rc = errf(-1, err, errlen, "reading events: %s",
+				    strerror(errno));
+		etcd_wait(s->ec, 0);
+		for (i = 0; i < n && rc == 0; i++)
+			if (v[i].rc != 0)
+				rc = errf(-1, err, errlen, "%s", v[i].err);
+	} while (nb > 0 && rc == 0);
 	for (i = 0; i < n; i++) {
 		if (rc == 0)
 			events_restore(&v[i]);
@@ -529,6 +602,7 @@ load_events(struct ld *l, struct core *c, char *err, size_t errlen)
 			rdzv__store__v1__log__free_unpacked(v[i].logs[k], NULL);
 	}
 	free(v);
+	free(b);
 	return rc;
 }
 
@@ -591,12 +665,14 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "job/");
-	if (scan(s, key, false, each_job, &l, e, sizeof(e)) != 0 ||
+	if (scan(s, key, SCAN_PAGE_JOBS, false, each_job, &l, e,
+	    sizeof(e)) != 0 ||
 	    load_jobs(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "node/");
 	l.plen = strlen(key);
-	if (scan(s, key, false, each_bucket, &l, e, sizeof(e)) != 0 ||
+	if (scan(s, key, SCAN_PAGE_BUCKETS, false, each_bucket, &l, e,
+	    sizeof(e)) != 0 ||
 	    load_nodes(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "log/");
@@ -670,5 +746,5 @@ estore_events(void *v, const char *rdzv_id, uint64_t after_seq,
 	 * them, and the job's version is what this store wrote last.
 	 */
 	estore_key(s, key, "log/%s/", rdzv_id);
-	return scan(s, key, false, each_log, &x, err, errlen);
+	return scan(s, key, SCAN_PAGE_LOGS, false, each_log, &x, err, errlen);
 }
