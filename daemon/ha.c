@@ -106,8 +106,10 @@ ha_step_down(const char *why)
 		return;
 	log_warnx("stepping down: %s", why);
 	rdzvd.standby = 1;
-	/* Our own address is no hint; the election tells the next one. */
-	rdzvd.leader[0] = '\0';
+	/* Our own address is no hint; the replica after us is the likely
+	 * leader (already, when our lease ended), and the election tells. */
+	snprintf(rdzvd.leader, sizeof(rdzvd.leader), "%s",
+	    ha_elect_successor());
 	health_role_changed();
 	snprintf(msg, sizeof(msg), "rdzvd stopped leading (%.300s); resume "
 	    "on the leader", why);

@@ -52,6 +52,9 @@ void		 ha_set_leader(const char *addr);
 void		 ha_elect_start(void);
 /* Campaigns again after stepping down. */
 void		 ha_elect_again(void);
+/* While leading: the advertised address of the replica whose key comes
+ * after ours, which leads when we no longer do ("": none known). */
+const char	*ha_elect_successor(void);
 /* 1 once the first campaign has an outcome (or failed). */
 int		 ha_elect_settled(void);
 /* Campaigns no more; revokes our lease. */

@@ -58,6 +58,8 @@ static struct {
 	char			 endpoints[HA_MAX_ENDPOINTS][300];
 	size_t			 n_endpoints;
 	char			 last_err[256];	/* not logged twice running */
+	char			 successor[300];	/* leading: the address of
+						   the key after ours */
 } el;
 
 static void	campaign(evutil_socket_t, short, void *);
@@ -104,6 +106,7 @@ reset(void)
 	el.lease = NULL;
 	el.rev = 0;
 	el.again = 0;
+	el.successor[0] = '\0';
 	evtimer_del(el.rewatch_ev);
 	evtimer_del(el.recheck_ev);
 }
@@ -243,6 +246,13 @@ range_done(struct etcd_call *call, int status, const char *message,
 	}
 	snprintf(leader, sizeof(leader), "%.*s",
 	    (int)r->kvs[0]->value.len, (const char *)r->kvs[0]->value.data);
+	/* Who would lead after us: the hint of our last words. */
+	if (mine == 0 && r->n_kvs > 1)
+		snprintf(el.successor, sizeof(el.successor), "%.*s",
+		    (int)r->kvs[1]->value.len,
+		    (const char *)r->kvs[1]->value.data);
+	else if (mine == 0)
+		el.successor[0] = '\0';
 	if (mine == 0 && rdzvd.standby)
 		lead();
 	else if (mine != 0)
@@ -442,6 +452,12 @@ ha_elect_start(void)
 
 /* After stepping down: at once, so that the new leader is known soon (a
  * failure on the way waits RETRY_MS). */
+const char *
+ha_elect_successor(void)
+{
+	return el.successor;
+}
+
 int
 ha_elect_settled(void)
 {

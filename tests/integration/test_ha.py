@@ -8,6 +8,7 @@ what a standby answers. Every wait polls a condition with a deadline.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -398,6 +399,11 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
         j = job.wait_job(all_connected(3), 15, "three on the new leader")
         assert j.generation == g1 and j.restart_count == 0, j
         assert all(rdzvagent.alive(p, "worker.py") for p in pids)
+        # Its last words named the replica after it: each agent went
+        # straight there.
+        for t in "abc":
+            job.agents[t].wait_line(r"following leader hint %s from rdzvd at %s"
+                                    % (re.escape(b.addr), re.escape(a.addr)), 5)
         # A second job on the new leader, to have more than one job's
         # events to check.
         with rdzvnode.Node(b.addr, name="extra") as n:
@@ -490,11 +496,13 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
     with pytest.raises(grpc.RpcError) as ei:
         closing.result(timeout=15)
     assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
-    # The Watch and the node's Join end too.
+    # The Watch and the node's Join end too, naming the replica after it
+    # as the leader.
     with pytest.raises(grpc.RpcError) as ei:
         for _ in watch:
             pass
     assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
+    assert dict(ei.value.trailing_metadata() or ())["rdzv-leader"] == b.addr
     assert node.end(timeout=15)[0] == grpc.StatusCode.UNAVAILABLE
     node.close()
     ctl.close()
