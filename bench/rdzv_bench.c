@@ -12,7 +12,10 @@
  * - the store transactions the daemon committed (ServerInfo);
  * - with --kill K, the time from closing K connections of each job until
  *   every survivor holds its new assignment, also counted from the end of
- *   the reconnect grace (--grace).
+ *   the reconnect grace (--grace);
+ * - with --failover (and --server listing the replicas of an HA rdzvd),
+ *   the time from killing the leader until every node has resumed on the
+ *   new one (rdzv_bench_failover.c).
  *
  * A --server value may list the replicas of an HA rdzvd ("a,b,c", SPEC
  * §14): the nodes then all go to the one that leads, found before the run
@@ -52,7 +55,8 @@ usage(void)
 	    "[--grace DURATION]\n"
 	    "                  [--id PREFIX] [--daemon-pid PID] "
 	    "[--timeout SECONDS]\n"
-	    "                  [--phase-times]\n");
+	    "                  [--phase-times] [--failover "
+	    "[--max-backoff DURATION]]\n");
 	exit(2);
 }
 
@@ -154,8 +158,8 @@ ms(uint64_t us)
 }
 
 /* Prints p50/p90/p99/max of |n| durations in microseconds. */
-static void
-print_spread(const char *name, uint64_t *t, size_t n)
+void
+bench_print_spread(const char *name, uint64_t *t, size_t n)
 {
 	if (n == 0)
 		return;
@@ -186,7 +190,7 @@ print_spreads(const struct bench *b)
 			if (a->connected)
 				t[n++] = a->t_connected - b->t_first_connect;
 		}
-	print_spread("connect p50/p90/p99/max:", t, n);
+	bench_print_spread("connect p50/p90/p99/max:", t, n);
 	n = 0;
 	for (int j = 0; j < b->jobs; j++)
 		for (int i = 0; i < b->nodes; i++) {
@@ -194,7 +198,7 @@ print_spreads(const struct bench *b)
 			if (a->assigned)
 				t[n++] = a->t_assigned - a->t_join_sent;
 		}
-	print_spread("join to assignment p50/p90/p99/max:", t, n);
+	bench_print_spread("join to assignment p50/p90/p99/max:", t, n);
 	n = 0;
 	for (int j = 0; j < b->jobs; j++)
 		for (int i = 0; i < b->nodes; i++) {
@@ -202,7 +206,7 @@ print_spreads(const struct bench *b)
 			if (a->reassigned)
 				t[n++] = a->t_reassigned - b->t_kill;
 		}
-	print_spread("close to new assignment p50/p90/p99/max:", t, n);
+	bench_print_spread("close to new assignment p50/p90/p99/max:", t, n);
 	free(t);
 }
 
@@ -279,6 +283,8 @@ print_report(const struct bench *b, int ok, const struct figures *f)
 		printf("grace to last new assignment: %.1f ms\n",
 		    close_ms - (double)b->grace_ms);
 	}
+	if (ok && b->failover)
+		failover_report(b);
 	if (f->tx0 >= 0 && f->tx1 >= 0)
 		printf("store transactions:    %" PRId64 "\n", f->tx1 - f->tx0);
 	else
@@ -324,13 +330,15 @@ main(int argc, char **argv)
 		{ "daemon-pid", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "phase-times", no_argument, NULL, 'T' },
+		{ "failover", no_argument, NULL, 'F' },
+		{ "max-backoff", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b;
 	char err[1024], idbuf[64], *end;
 	struct figures f = { .cpu0 = -1, .cpu1 = -1 };
-	uint64_t grace = 0, nofile;
+	uint64_t grace = 0, backoff = 0, nofile;
 	int ch, pid, rc = 0;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -339,6 +347,7 @@ main(int argc, char **argv)
 	b.jobs = 1;
 	b.nproc = 1;
 	b.timeout_s = 120;
+	b.max_backoff_ms = 5000;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'a':
@@ -380,6 +389,18 @@ main(int argc, char **argv)
 			break;
 		case 'T':
 			b.phase_times = 1;
+			break;
+		case 'F':
+			b.failover = 1;
+			break;
+		case 'B':
+			if (parse_duration(optarg, 1000, &backoff) != 0 ||
+			    backoff < 100 || backoff > 60000) {
+				fprintf(stderr, "rdzv-bench: --max-backoff %s: "
+				    "100ms to 60s\n", optarg);
+				return 2;
+			}
+			b.max_backoff_ms = (uint32_t)backoff;
 			break;
 		case 'i':
 			b.id_prefix = optarg;
@@ -428,6 +449,17 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (b.failover && (b.n_servers != 1 || b.kill > 0 ||
+	    strchr(b.servers[0], ',') == NULL)) {
+		fprintf(stderr, "rdzv-bench: --failover needs one --server "
+		    "listing the replicas (a,b) and no --kill\n");
+		return 2;
+	}
+	if (b.failover && failover_prepare(&b, b.servers[0], err,
+	    sizeof(err)) != 0) {
+		fprintf(stderr, "rdzv-bench: --failover: %s\n", err);
+		return 1;
+	}
 	if (b.id_prefix == NULL) {
 		snprintf(idbuf, sizeof(idbuf), "bench-%ld-%lld",
 		    (long)getpid(), (long long)time(NULL));
@@ -469,6 +501,9 @@ main(int argc, char **argv)
 		if (b.phase == PHASE_KILL)
 			fprintf(stderr, ", %d of %d survivors reassigned",
 			    b.n_reassigned, b.n_survivors);
+		if (b.phase == PHASE_FAILOVER)
+			fprintf(stderr, ", %d of %d resumed after the leader "
+			    "was killed", b.n_resumed, b.total);
 		fprintf(stderr, "\n");
 		rc = 1;
 	}

@@ -13,6 +13,8 @@
 #include <event2/event.h>
 
 #include "grpc.h"
+#include "rdzv/v1/rendezvous.pb-c.h"
+#include "servers.h"
 
 #define BENCH_MAX_SERVERS	16
 
@@ -20,6 +22,7 @@ enum phase {
 	PHASE_CONNECT,		/* one Health/Check per node */
 	PHASE_JOIN,		/* Joins sent, waiting for the first round */
 	PHASE_KILL,		/* connections closed, waiting for survivors */
+	PHASE_FAILOVER,		/* the leader killed, waiting for resumes */
 	PHASE_DONE,
 };
 
@@ -42,6 +45,16 @@ struct agent {
 	uint64_t		 generation;	/* of the assignment it holds */
 	int			 assigned;
 	int			 reassigned;
+
+	/* --failover */
+	uint8_t			 session[64];	/* its session_id */
+	size_t			 session_len;
+	struct server_list	*sl;		/* where it tries next */
+	struct event		*retry_ev;
+	uint32_t		 backoff_ms;	/* after a round of failures */
+	int			 accepted_again;	/* as a resume */
+	int			 resumed;	/* and told its generation */
+	uint64_t		 t_resumed;
 };
 
 struct job {
@@ -95,6 +108,17 @@ struct bench {
 	struct event		*deadline_ev, *kill_ev;
 	int			 timed_out;
 	int			 closing;
+
+	/* --failover: the replicas, the leader killed, the resumes. */
+	int			 failover;
+	uint32_t		 max_backoff_ms;	/* the agent's: 5 s */
+	struct server_list	 replicas;
+	pid_t			 leader_pid;
+	char			 leader[300];	/* its advertised address */
+	struct event		*failover_ev;
+	uint64_t		 t_failover, t_first_resumed, t_last_resumed;
+	int			 n_resumed;
+	uint64_t		 resume_tries;
 };
 
 /* rdzv_bench_run.c */
@@ -103,5 +127,26 @@ void	bench_run(struct bench *b);
 void	bench_teardown(struct bench *b);
 void	bench_fail(struct bench *b, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* The Join stream's callbacks (grpc_client_call's on_msg and done). */
+void	bench_join_msg(struct grpc_ccall *, const ProtobufCMessage *, void *);
+void	bench_join_done(struct grpc_ccall *, int, const char *, void *);
+
+/* rdzv_bench.c: p50/p90/p99/max of |n| durations (us), sorted in place. */
+void	bench_print_spread(const char *name, uint64_t *t, size_t n);
+
+/* rdzv_bench_failover.c: --failover. */
+/* The replicas of |list| and the leader's pid (ServerInfo of opts[0],
+ * the leader). 0, or -1 with a message. */
+int	failover_prepare(struct bench *b, const char *list, char *err,
+	    size_t errlen);
+int	failover_setup(struct bench *b);
+/* Every node holds its first assignment: kill the leader. */
+void	failover_start(struct bench *b);
+void	failover_accepted(struct agent *a, const Rdzv__V1__Accepted *acc);
+void	failover_assignment(struct agent *a, const Rdzv__V1__Assignment *as);
+/* The node's Join ended after the kill (|hint|: rdzv-leader or NULL). */
+void	failover_join_ended(struct agent *a, int status, const char *hint);
+void	failover_report(const struct bench *b);
+void	failover_teardown(struct bench *b);
 
 #endif

@@ -126,7 +126,9 @@ first_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	if (++b->n_assigned < b->total)
 		return;
 	b->t_last_assignment = a->t_assigned;
-	if (b->kill > 0)
+	if (b->failover)
+		failover_start(b);
+	else if (b->kill > 0)
 		event_active(b->kill_ev, EV_TIMEOUT, 0);
 	else {
 		b->phase = PHASE_DONE;
@@ -181,8 +183,8 @@ later_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	}
 }
 
-static void
-on_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+void
+bench_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
 	struct agent *a = arg;
 	struct bench *b = a->job->b;
@@ -193,13 +195,24 @@ on_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		return;
 	switch (ev->event_case) {
 	case RDZV__V1__JOIN_EVENT__EVENT_ACCEPTED:
+		if (b->phase == PHASE_FAILOVER) {
+			failover_accepted(a, ev->accepted);
+			return;
+		}
 		b->n_accepted++;
+		if (ev->accepted->session_id.len <= sizeof(a->session)) {
+			memcpy(a->session, ev->accepted->session_id.data,
+			    ev->accepted->session_id.len);
+			a->session_len = ev->accepted->session_id.len;
+		}
 		return;
 	case RDZV__V1__JOIN_EVENT__EVENT_WAITING:
 	case RDZV__V1__JOIN_EVENT__EVENT_STOP:
 		return;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
-		if (b->phase == PHASE_KILL)
+		if (b->phase == PHASE_FAILOVER)
+			failover_assignment(a, ev->assignment);
+		else if (b->phase == PHASE_KILL)
 			later_round(a, ev->assignment);
 		else
 			first_round(a, ev->assignment);
@@ -221,8 +234,8 @@ on_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	    why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
-static void
-on_join_done(struct grpc_ccall *cc, int status, const char *message,
+void
+bench_join_done(struct grpc_ccall *cc, int status, const char *message,
     void *arg)
 {
 	struct agent *a = arg;
@@ -231,6 +244,11 @@ on_join_done(struct grpc_ccall *cc, int status, const char *message,
 	a->join = NULL;
 	if (b->closing || a->killed || b->phase == PHASE_DONE)
 		return;
+	if (b->phase == PHASE_FAILOVER) {
+		failover_join_ended(a, status, grpc_ccall_trailer(cc,
+		    SERVER_LEADER_TRAILER));
+		return;
+	}
 	bench_fail(b, "%s node %d: Join ended: %s%s%s", a->job->rdzv_id,
 	    a->idx, grpc_status_name(status), message != NULL ? ": " : "",
 	    message != NULL ? message : "");
@@ -265,7 +283,7 @@ send_joins(struct bench *b)
 			a->t_join_sent = mono_us();
 			a->join = grpc_client_call(a->cli, JOIN_PATH,
 			    &req.base, &rdzv__v1__join_event__descriptor, 0,
-			    on_join_msg, on_join_done, a);
+			    bench_join_msg, bench_join_done, a);
 			if (a->join == NULL) {
 				bench_fail(b, "%s node %d: cannot start Join: "
 				    "%s", job->rdzv_id, i, strerror(errno));
@@ -350,7 +368,7 @@ bench_setup(struct bench *b)
 		}
 		b->n_survivors += job->n_survivors;
 	}
-	return 0;
+	return failover_setup(b);
 }
 
 /* Connects every node, then lets the joins (and the kill) run until done,
@@ -391,6 +409,7 @@ void
 bench_teardown(struct bench *b)
 {
 	b->closing = 1;
+	failover_teardown(b);
 	for (int j = 0; b->jobv != NULL && j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
 

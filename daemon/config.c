@@ -94,6 +94,11 @@ static const struct setting settings[] = {
 	    "group of unix socket files (name or number)" },
 	{ "shutdown-timeout", K_DURATION_MS, OFF(shutdown_timeout_ms),
 	    "how long calls may finish after SIGTERM", 0, 3600 * SEC },
+	{ "advertise", K_STR, OFF(advertise), "HOST:PORT other replicas "
+	    "send clients to (HA)" },
+	{ "leader-lease", K_DURATION_MS, OFF(leader_lease_ms),
+	    "a replica's etcd lease; a dead leader's lasts this long (HA)",
+	    2 * SEC, 600 * SEC },
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -400,6 +405,7 @@ defaults(struct config *cfg)
 	cfg->preface_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 600 * 1000;
 	cfg->shutdown_timeout_ms = 5000;
+	cfg->leader_lease_ms = 5000;
 	endpoint_parse("127.0.0.1", RDZVD_HTTP_PORT, &cfg->http_listen, NULL,
 	    0);
 }
@@ -577,6 +583,18 @@ out:
 	return rc;
 }
 
+/* HOST:PORT, [V6]:PORT: what a client can dial. */
+static int
+advertise_ok(const char *s)
+{
+	struct endpoint ep;
+
+	if (strchr(s, ':') == NULL || strncmp(s, "unix:", 5) == 0 ||
+	    endpoint_parse(s, 0, &ep, NULL, 0) != 0)
+		return 0;
+	return ep.kind == ENDPOINT_TCP && ep.port != 0 && ep.host[0] != '\0';
+}
+
 int
 config_validate(const struct config *cfg, char *err, size_t errlen)
 {
@@ -610,6 +628,18 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "page and metrics in cleartext to the network: give "
 		    "--tls-cert and --tls-key, or --insecure if that network "
 		    "is trusted", addr);
+		return -1;
+	}
+	/* Empty, as --check-config prints it unset: the default. */
+	if (cfg->advertise != NULL && cfg->advertise[0] != '\0' &&
+	    !advertise_ok(cfg->advertise)) {
+		snprintf(err, errlen, "--advertise %s is not HOST:PORT",
+		    cfg->advertise);
+		return -1;
+	}
+	if (cfg->leader_lease_ms % 1000 != 0) {
+		snprintf(err, errlen, "--leader-lease %ums is not whole "
+		    "seconds (etcd's leases are)", cfg->leader_lease_ms);
 		return -1;
 	}
 	if (validate_store(cfg, err, errlen) != 0)
@@ -670,6 +700,9 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "preface-timeout = %ums\n", cfg->preface_timeout_ms);
 	fprintf(f, "idle-timeout = %ums\n", cfg->idle_timeout_ms);
 	fprintf(f, "shutdown-timeout = %ums\n", cfg->shutdown_timeout_ms);
+	fprintf(f, "advertise = %s\n", cfg->advertise != NULL ?
+	    cfg->advertise : "");
+	fprintf(f, "leader-lease = %us\n", cfg->leader_lease_ms / 1000);
 	if (cfg->unix_mode != 0)
 		fprintf(f, "unix-mode = %04o\n", cfg->unix_mode);
 	else
@@ -702,6 +735,7 @@ config_free(struct config *cfg)
 	free(cfg->tls_key);
 	free(cfg->tls_ca);
 	free(cfg->unix_group);
+	free(cfg->advertise);
 	for (size_t i = 0; i < cfg->n_admins; i++)
 		free(cfg->admins[i]);
 	memset(cfg, 0, sizeof(*cfg));

@@ -87,14 +87,21 @@ on_healthz(struct evhttp_request *req, void *arg)
 	reply_text(req, HTTP_OK, "OK", "ok");
 }
 
-/* Ready: the database is open and calls are served (and, under HA, this
- * replica leads). */
+/* Ready: the database is open and calls are served, which under HA means
+ * this replica leads (SPEC §14); a standby says who does. */
 static void
 on_readyz(struct evhttp_request *req, void *arg)
 {
-	if (rdzvd.store != NULL && rdzvd.serving)
+	char text[400];
+
+	if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby)
 		reply_text(req, HTTP_OK, "OK", "ready");
-	else
+	else if (rdzvd.serving && rdzvd.standby) {
+		snprintf(text, sizeof(text), "not ready: standby; the leader "
+		    "is %s", rdzvd.leader[0] != '\0' ? rdzvd.leader :
+		    "not known");
+		reply_text(req, 503, "Service Unavailable", text);
+	} else
 		reply_text(req, 503, "Service Unavailable", "not ready");
 }
 
@@ -220,6 +227,15 @@ http_start(void)
 	    "%s://%s/metrics", addr, tls != NULL ? " (TLS)" : "", scheme, addr,
 	    scheme, addr);
 	return 0;
+}
+
+void
+http_pages_reset(void)
+{
+	if (http == NULL)
+		return;
+	http_events_free();
+	http_events_init();
 }
 
 void

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "buildconf.h"
+#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -75,11 +76,17 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	log_info("%s: shutting down", strsignal((int)sig));
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
-	watch_free_all();
-	streams_shutdown();
-	/* Save the exact time left on open deadlines (SPEC §4 rule 11). */
-	core_checkpoint(rdzvd.core, turn_now());
-	turn_flush();
+	if (!rdzvd.standby) {
+		watch_end_all("rdzvd is shutting down");
+		streams_shutdown("rdzvd is shutting down; resume when it is "
+		    "back");
+		/* Save the exact time left on open deadlines (SPEC §4 rule
+		 * 11). */
+		core_checkpoint(rdzvd.core, turn_now());
+		turn_flush();
+	}
+	/* After the last commit: a standby may take over at once. */
+	ha_shutdown();
 	grpc_server_shutdown(rdzvd.srv, rdzvd.cfg.shutdown_timeout_ms,
 	    shutdown_done, NULL);
 }
@@ -236,28 +243,36 @@ store_opts_from(const struct config *cfg, struct store_opts *o)
 	o->etcd_key = cfg->etcd_key;
 }
 
-/* Opens the store and rebuilds every job from it (SPEC §9, §4 rule 11). */
+/*
+ * After a change of role (ha.c): a leader's changed jobs go to the status
+ * page's streams too; and those streams show the core they started on, so
+ * they end and the page's EventSource connects again to see the new one.
+ */
+static void
+role_changed(int leading)
+{
+	if (leading)
+		turn_also_changed(http_events_jobs_changed);
+	http_pages_reset();
+}
+
+/*
+ * Opens the store. With SQLite the replica leads at once and rebuilds every
+ * job from it (SPEC §9, §4 rule 11); on etcd it campaigns, and loads when
+ * it wins (SPEC §14).
+ */
 static void
 open_state(void)
 {
-	struct core_config cc;
 	struct store_opts so;
 	char err[1024];
 
-	services_core_config(&cc);
-	if ((rdzvd.core = core_new(&cc)) == NULL)
-		fatalx("out of memory");
 	store_opts_from(&rdzvd.cfg, &so);
 	if (store_open_opts(rdzvd.cfg.store, &so, &rdzvd.store, err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);
-	if (store_load(rdzvd.store, rdzvd.core, turn_now(), err,
-	    sizeof(err)) != 0)
-		fatalx("%s", err);
-	log_info("%s %s: %u jobs", store_kind_etcd(rdzvd.store) ? "store" :
-	    "database", store_path(rdzvd.store), rdzvd.core->n_jobs);
-	services_start();
-	turn_also_changed(http_events_jobs_changed);
+	stall_init();
+	ha_start(role_changed);
 }
 
 /* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
@@ -278,6 +293,13 @@ unix_perms_text(const char *path, char *buf, size_t len)
 		snprintf(buf, len, " (mode %04o, group %u)",
 		    (unsigned)st.st_mode & 07777, (unsigned)st.st_gid);
 }
+
+/*
+ * The "listening on" lines, logged once the replica knows its role: whoever
+ * waits for them (a test, an operator) may call at once and be served, or
+ * told who leads (ha_wait_settled).
+ */
+static char listening[RDZVD_MAX_LISTEN][512];
 
 static void
 listen_all(void)
@@ -306,10 +328,57 @@ listen_all(void)
 			unix_perms_text(ep->path, perms, sizeof(perms));
 		const char *how = tls == NULL ? "" :
 		    tls_wants_client_cert(tls) ? " (mTLS)" : " (TLS)";
-		snprintf(rdzvd.listeners[rdzvd.n_listeners++],
+		snprintf(rdzvd.listeners[rdzvd.n_listeners],
 		    sizeof(rdzvd.listeners[0]), "%.280s%s", addr, how);
-		log_info("listening on %s%s%s", addr, tls != NULL ? " (TLS)" :
+		snprintf(listening[rdzvd.n_listeners++], sizeof(listening[0]),
+		    "listening on %.300s%s%s", addr, tls != NULL ? " (TLS)" :
 		    "", ep->kind == ENDPOINT_UNIX ? perms : "");
+	}
+}
+
+static void
+log_listening(void)
+{
+	for (size_t i = 0; i < rdzvd.n_listeners; i++)
+		log_info("%s", listening[i]);
+}
+
+static int
+is_wildcard(const char *host)
+{
+	return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+	    strcmp(host, "*") == 0 || host[0] == '\0';
+}
+
+/*
+ * The address other replicas send clients to (SPEC §14): --advertise, else
+ * the first TCP listener as bound, with this host's name in place of a
+ * wildcard address.
+ */
+static void
+set_advertise(void)
+{
+	char host[256];
+
+	if (rdzvd.cfg.advertise != NULL && rdzvd.cfg.advertise[0] != '\0') {
+		snprintf(rdzvd.advertise, sizeof(rdzvd.advertise), "%s",
+		    rdzvd.cfg.advertise);
+		return;
+	}
+	for (size_t i = 0; i < rdzvd.cfg.n_listen; i++) {
+		struct endpoint ep = rdzvd.cfg.listen[i];
+		if (ep.kind != ENDPOINT_TCP)
+			continue;
+		ep.port = (uint16_t)grpc_server_port(rdzvd.srv, i);
+		if (is_wildcard(ep.host) && gethostname(host,
+		    sizeof(host)) == 0) {
+			host[sizeof(host) - 1] = '\0';
+			snprintf(rdzvd.advertise, sizeof(rdzvd.advertise),
+			    "%s:%u", host, (unsigned)ep.port);
+		} else
+			endpoint_format(&ep, rdzvd.advertise,
+			    sizeof(rdzvd.advertise));
+		return;
 	}
 }
 
@@ -368,7 +437,6 @@ main(int argc, char **argv)
 		fatalx("cannot create the event loop");
 	setup_tls();
 	metrics_init();
-	open_state();
 
 	struct grpc_server_opts so;
 
@@ -394,6 +462,10 @@ main(int argc, char **argv)
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 	listen_all();
+	set_advertise();
+	open_state();
+	ha_wait_settled();
+	log_listening();
 	http_start();
 
 	rdzvd.serving = 1;
@@ -409,6 +481,7 @@ main(int argc, char **argv)
 	}
 	http_stop();
 	services_stop();
+	ha_elect_free();
 	grpc_server_free(rdzvd.srv);
 	log_info("store %s: %llu transactions, %llu bytes written",
 	    store_path(rdzvd.store),

@@ -286,8 +286,11 @@ metrics_write(struct evbuffer *b, size_t sse_clients)
 	evbuffer_add_printf(b, "rdzvd_start_time_seconds %lld.%03lld\n",
 	    (long long)rdzvd.started_wall_ms / 1000,
 	    (long long)rdzvd.started_wall_ms % 1000);
-	gauge(b, "rdzvd_ready", "1 while the database is open and rdzvd "
-	    "serves.", rdzvd.serving && rdzvd.store != NULL);
+	gauge(b, "rdzvd_ready", "1 while the store is open and rdzvd serves "
+	    "as the leader.", rdzvd.serving && rdzvd.store != NULL &&
+	    !rdzvd.standby);
+	gauge(b, "rdzvd_leader", "1 while this replica leads (always with "
+	    "SQLite), 0 on a standby.", !rdzvd.standby);
 
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		if (j->state >= 1 && j->state <= 5)

@@ -55,6 +55,9 @@ struct config {
 	uint32_t	 preface_timeout_ms;
 	uint32_t	 idle_timeout_ms;
 	uint32_t	 shutdown_timeout_ms;
+	char		*advertise;	/* HOST:PORT; NULL: the first TCP
+					   listener */
+	uint32_t	 leader_lease_ms;	/* the etcd lease of a replica */
 	unsigned int	 unix_mode;	/* 0: as the umask leaves it */
 	char		*unix_group;	/* NULL: the process's group */
 	gid_t		 unix_gid;	/* unix_group's */
@@ -88,6 +91,10 @@ struct rdzvd {
 	uint64_t		 started_mono_ms;
 	int64_t			 started_wall_ms;
 	int			 serving;	/* health: SERVING or not */
+	/* The role (SPEC §14; ha.c): 0 leads (always, with SQLite). */
+	int			 standby;
+	char			 leader[300];	/* the leader's address, or "" */
+	char			 advertise[300]; /* ours (--advertise) */
 	char			 listeners[RDZVD_MAX_LISTEN][300];
 	size_t			 n_listeners;
 	struct core		*core;
@@ -131,8 +138,12 @@ void		 turn_answer(struct grpc_call *call,
 		    void (*answer)(struct grpc_call *, void *), void *arg);
 /* Runs the flush now (used at shutdown). */
 void		 turn_flush(void);
+/* Refuses the calls waiting for this turn's commit, which will not come
+ * (stepping down): UNAVAILABLE with |why| and the leader hint. */
+void		 turn_abandon(const char *why);
 
 /* stall.c: the clock deadlines run on, which stops while the loop is held. */
+/* Starts the heartbeat; again does nothing. */
 void		 stall_init(void);
 void		 stall_free(void);
 /* Monotonic ms less every stall so far: the core's clock. */
@@ -155,8 +166,10 @@ size_t		 streams_count(void);
 /* When the node was last heard from (wall ms): its connection, if live. */
 int64_t		 streams_last_seen_ms(const struct core_node *,
 		    struct core_now);
-/* Ends every stream without counting it as a disconnect (shutdown). */
-void		 streams_shutdown(void);
+/* Ends every stream with UNAVAILABLE, |why| and the leader hint, without
+ * counting it as a disconnect (shutdown, stepping down): the node keeps
+ * its place and resumes when a leader serves again. */
+void		 streams_shutdown(const char *why);
 
 /* metrics.c: the counters and histograms of /metrics (SPEC §15). */
 struct evbuffer;
@@ -178,6 +191,9 @@ void		 metrics_write(struct evbuffer *, size_t sse_clients);
  * address is taken (logged; an address asked for is fatal). */
 int		 http_start(void);
 void		 http_stop(void);
+/* Ends the status page's event streams, which then connect again: they
+ * show the core they started on, and the role changed (ha.c). */
+void		 http_pages_reset(void);
 
 /* http_events.c: the status page's server-sent events. */
 struct evhttp_request;
@@ -190,7 +206,8 @@ size_t		 http_events_count(void);
 /* rpc_watch.c */
 /* Tells the watchers of the jobs on the core's changed and removed lists. */
 void		 watch_jobs_changed(const struct core *, struct core_now);
-void		 watch_free_all(void);
+/* Ends every Watch with UNAVAILABLE, |why| and the leader hint. */
+void		 watch_end_all(const char *why);
 
 /* convert.c: core state to protobuf messages and back; no clock, no
  * connection. An arena owns every allocation a conversion makes; arena_free
@@ -241,12 +258,20 @@ void		 services_server_opts(struct grpc_server_opts *);
  * for restored deadlines. services_stop() undoes it. */
 void		 services_start(void);
 void		 services_stop(void);
+/* Stops serving the core (ha.c's step-down): every Watch and Join stream
+ * and every call waiting for a commit ends with UNAVAILABLE and |why|;
+ * the turn and the streams go, the clock stays. services_start() serves
+ * a new core again. */
+void		 services_step_down(const char *why);
 
 /* rpc_health.c */
 void rpc_health_check(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_health_watch(struct grpc_call *, const ProtobufCMessage *, void *);
 /* Tells every Watch caller the new status and, when |final|, ends them. */
 void health_set_serving(int serving, int final);
+/* The role changed (ha.c): Rendezvous and Control serve on a leader only;
+ * their Watch callers hear the new status. */
+void health_role_changed(void);
 
 /* rpc_reflection.c: ServerReflectionInfo, v1 and v1alpha alike (a
  * client-streaming method). */

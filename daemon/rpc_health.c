@@ -1,7 +1,10 @@
 /*
  * grpc.health.v1.Health (grpc/grpc doc/health-checking.md). The empty service
  * name and each of rdzvd's services are known; Watch streams the current
- * status, then every change until shutdown.
+ * status, then every change until shutdown. Rendezvous and Control are the
+ * leader's (SPEC §14): NOT_SERVING on a standby. The rest, and the empty
+ * name (the process), serve on every replica: a standby answers ServerInfo,
+ * Health and reflection, and points clients to the leader.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,39 +18,52 @@ static const char *const known[] = {
 	"grpc.reflection.v1alpha.ServerReflection",
 };
 
+/* The services of the leader only. */
+static const char *const leaders[] = {
+	"rdzv.v1.Rendezvous", "rdzv.v1.Control",
+};
+
+/* What a service's status depends on. */
+enum kind { UNKNOWN, PROCESS, LEADER };
+
 struct watcher {
 	struct grpc_call	*call;
-	int			 known;
+	enum kind		 kind;
+	int			 sent;	/* the status last sent */
 	struct watcher		*next;
 };
 static struct watcher *watchers;
 
-static int
-is_known(const char *service)
+static enum kind
+kind_of(const char *service)
 {
+	for (size_t i = 0; i < sizeof(leaders) / sizeof(leaders[0]); i++)
+		if (strcmp(service, leaders[i]) == 0)
+			return LEADER;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strcmp(service, known[i]) == 0)
-			return 1;
-	return 0;
+			return PROCESS;
+	return UNKNOWN;
 }
 
 static Grpc__Health__V1__HealthCheckResponse__ServingStatus
-status_of(int known_service)
+status_of(enum kind kind)
 {
-	if (!known_service)
+	if (kind == UNKNOWN)
 		return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
-	return rdzvd.serving ?
+	return rdzvd.serving && (kind != LEADER || !rdzvd.standby) ?
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING :
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
 }
 
 static int
-send_status(struct grpc_call *call, int known_service)
+send_status(struct watcher *w)
 {
 	Grpc__Health__V1__HealthCheckResponse resp =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-	resp.status = status_of(known_service);
-	return grpc_call_send(call, &resp.base);
+	resp.status = status_of(w->kind);
+	w->sent = resp.status;
+	return grpc_call_send(w->call, &resp.base);
 }
 
 void
@@ -57,14 +73,16 @@ rpc_health_check(struct grpc_call *call, const ProtobufCMessage *msg,
 	const Grpc__Health__V1__HealthCheckRequest *req =
 	    (const Grpc__Health__V1__HealthCheckRequest *)msg;
 
-	if (!is_known(req->service)) {
+	enum kind kind = kind_of(req->service);
+
+	if (kind == UNKNOWN) {
 		grpc_call_finish(call, GRPC_NOT_FOUND, "unknown service '%s'",
 		    req->service);
 		return;
 	}
 	Grpc__Health__V1__HealthCheckResponse resp =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-	resp.status = status_of(1);
+	resp.status = status_of(kind);
 	grpc_call_reply(call, &resp.base);
 }
 
@@ -96,11 +114,11 @@ rpc_health_watch(struct grpc_call *call, const ProtobufCMessage *msg,
 		return;
 	}
 	w->call = call;
-	w->known = is_known(req->service);
+	w->kind = kind_of(req->service);
 	w->next = watchers;
 	watchers = w;
 	grpc_call_on_close(call, watch_closed, NULL);
-	if (send_status(call, w->known) != 0)
+	if (send_status(w) != 0)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED,
 		    "cannot queue the health status");
 }
@@ -113,9 +131,16 @@ health_set_serving(int serving, int final)
 	 * of the next pointer. */
 	for (struct watcher *w = watchers, *next; w != NULL; w = next) {
 		next = w->next;
-		send_status(w->call, w->known);
+		if (w->sent != (int)status_of(w->kind))
+			send_status(w);
 		if (final)
 			grpc_call_finish(w->call, GRPC_UNAVAILABLE,
 			    "rdzvd is shutting down");
 	}
+}
+
+void
+health_role_changed(void)
+{
+	health_set_serving(rdzvd.serving, 0);
 }

@@ -1,10 +1,15 @@
 /*
  * Control.ServerInfo: what rdzvctl server shows, and the caller's identity
  * as the daemon sees it (SPEC §11), which makes permission problems easy to
- * diagnose.
+ * diagnose. Every replica answers it, a standby too: its role, who leads
+ * and the store they share (SPEC §14) are what an operator asks first
+ * during a failover.
  */
 #include <unistd.h>
 
+#include <stdio.h>
+
+#include "ha.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -15,6 +20,8 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 {
 	Rdzv__V1__ServerInfoResponse resp = RDZV__V1__SERVER_INFO_RESPONSE__INIT;
 	char *listeners[RDZVD_MAX_LISTEN];
+	char *etcd[HA_MAX_ENDPOINTS];
+	char store[1200];
 
 	resp.version = (char *)RDZV_VERSION;
 	resp.uptime_ms = mono_ms() - rdzvd.started_mono_ms;
@@ -38,5 +45,17 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 		listeners[i] = rdzvd.listeners[i];
 	resp.n_listeners = rdzvd.n_listeners;
 	resp.listeners = listeners;
+	resp.role = (char *)ha_role_name();
+	resp.leader = rdzvd.leader;
+	resp.advertise = rdzvd.advertise;
+	ha_store_text(store, sizeof(store));
+	resp.store = store;
+	while (resp.n_etcd_endpoints < HA_MAX_ENDPOINTS &&
+	    *ha_etcd_endpoint(resp.n_etcd_endpoints) != '\0') {
+		etcd[resp.n_etcd_endpoints] =
+		    (char *)ha_etcd_endpoint(resp.n_etcd_endpoints);
+		resp.n_etcd_endpoints++;
+	}
+	resp.etcd_endpoints = etcd;
 	grpc_call_reply(call, &resp.base);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 
@@ -115,13 +116,13 @@ watch_jobs_changed(const struct core *c, struct core_now now)
 }
 
 void
-watch_free_all(void)
+watch_end_all(const char *why)
 {
 	struct watcher *w;
 
 	while ((w = TAILQ_FIRST(&watchers)) != NULL) {
-		grpc_call_finish(w->call, GRPC_UNAVAILABLE,
-		    "rdzvd is shutting down");
+		ha_hint(w->call);
+		grpc_call_finish(w->call, GRPC_UNAVAILABLE, "%s", why);
 		/* watcher_closed freed it; be sure. */
 		if (TAILQ_FIRST(&watchers) == w) {
 			grpc_call_on_close(w->call, NULL, NULL);

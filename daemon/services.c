@@ -6,6 +6,7 @@
  */
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
+#include "ha.h"
 #include "rdzvd.h"
 
 #define HEALTH "/grpc.health.v1.Health/"
@@ -16,25 +17,56 @@
 	&grpc__reflection__v1__server_reflection_request__descriptor
 #define REQ(name) &rdzv__v1__##name##__descriptor
 
+/*
+ * The gate of a standby (SPEC §14): Rendezvous and Control calls are the
+ * leader's, and a standby ends them with UNAVAILABLE and the leader's
+ * address, before anything reaches its (empty) core. ServerInfo, Health and
+ * reflection are every replica's own.
+ */
+#define GATED(fn)							\
+static void								\
+gated_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
+{									\
+	if (rdzvd.standby) {						\
+		ha_refuse(call);					\
+		return;							\
+	}								\
+	fn(call, req, arg);						\
+}
+GATED(rpc_join)
+GATED(rpc_report)
+GATED(rpc_leave)
+GATED(rpc_list_jobs)
+GATED(rpc_get_job)
+GATED(rpc_watch)
+GATED(rpc_close_job)
+GATED(rpc_abort_job)
+GATED(rpc_evict_node)
+GATED(rpc_list_events)
+
 const struct grpc_method rdzvd_methods[] = {
 	{ HEALTH "Check", &grpc__health__v1__health_check_request__descriptor,
 	    0, rpc_health_check, NULL },
 	{ HEALTH "Watch", &grpc__health__v1__health_check_request__descriptor,
 	    1, rpc_health_watch, NULL },
 
-	{ RDZV "Join", REQ(join_request), 1, rpc_join, NULL },
-	{ RDZV "Report", REQ(report_request), 0, rpc_report, NULL },
-	{ RDZV "Leave", REQ(leave_request), 0, rpc_leave, NULL },
+	{ RDZV "Join", REQ(join_request), 1, gated_rpc_join, NULL },
+	{ RDZV "Report", REQ(report_request), 0, gated_rpc_report, NULL },
+	{ RDZV "Leave", REQ(leave_request), 0, gated_rpc_leave, NULL },
 
-	{ CONTROL "ListJobs", REQ(list_jobs_request), 0, rpc_list_jobs, NULL },
-	{ CONTROL "GetJob", REQ(get_job_request), 0, rpc_get_job, NULL },
-	{ CONTROL "Watch", REQ(watch_request), 1, rpc_watch, NULL },
-	{ CONTROL "CloseJob", REQ(close_job_request), 0, rpc_close_job, NULL },
-	{ CONTROL "AbortJob", REQ(abort_job_request), 0, rpc_abort_job, NULL },
-	{ CONTROL "EvictNode", REQ(evict_node_request), 0, rpc_evict_node,
+	{ CONTROL "ListJobs", REQ(list_jobs_request), 0, gated_rpc_list_jobs,
 	    NULL },
-	{ CONTROL "ListEvents", REQ(list_events_request), 0, rpc_list_events,
+	{ CONTROL "GetJob", REQ(get_job_request), 0, gated_rpc_get_job, NULL },
+	{ CONTROL "Watch", REQ(watch_request), 1, gated_rpc_watch, NULL },
+	{ CONTROL "CloseJob", REQ(close_job_request), 0, gated_rpc_close_job,
 	    NULL },
+	{ CONTROL "AbortJob", REQ(abort_job_request), 0, gated_rpc_abort_job,
+	    NULL },
+	{ CONTROL "EvictNode", REQ(evict_node_request), 0,
+	    gated_rpc_evict_node, NULL },
+	{ CONTROL "ListEvents", REQ(list_events_request), 0,
+	    gated_rpc_list_events, NULL },
+	/* Every replica answers: role, leader, store (SPEC §14). */
 	{ CONTROL "ServerInfo", REQ(server_info_request), 0, rpc_server_info,
 	    NULL },
 
@@ -91,6 +123,16 @@ services_start(void)
 	streams_init();
 	/* Restored deadlines and leases need the timer armed. */
 	turn_schedule();
+}
+
+void
+services_step_down(const char *why)
+{
+	watch_end_all(why);
+	streams_shutdown(why);
+	turn_abandon(why);
+	streams_free();
+	turn_free();
 }
 
 void

@@ -48,6 +48,10 @@ stall_init(void)
 {
 	struct timeval tv = { 0, STALL_TICK_MS * 1000 };
 
+	/* Once for the process: a replica that leads again keeps its clock
+	 * (ha.c). */
+	if (tick_ev != NULL)
+		return;
 	tick_ev = event_new(rdzvd.base, -1, EV_PERSIST, tick_cb, NULL);
 	if (tick_ev == NULL || event_add(tick_ev, &tv) != 0)
 		fatalx("stall_init: cannot create the heartbeat timer");

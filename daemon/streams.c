@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 
@@ -233,7 +234,7 @@ streams_init(void)
 }
 
 void
-streams_shutdown(void)
+streams_shutdown(const char *why)
 {
 	/*
 	 * Not a disconnect: the node keeps its place and resumes when the
@@ -242,10 +243,13 @@ streams_shutdown(void)
 	 * each slot holds until it is empty, and those behind stay empty.
 	 */
 	for (size_t i = 0; i < streams.cap; i++)
-		while (streams.slots[i].item != NULL)
-			stream_end(streams.slots[i].item, 0, GRPC_UNAVAILABLE,
-			    "rdzvd is shutting down; resume when it is back");
-	event_del(sweep_ev);
+		while (streams.slots[i].item != NULL) {
+			struct stream *s = streams.slots[i].item;
+			ha_hint(s->call);
+			stream_end(s, 0, GRPC_UNAVAILABLE, "%s", why);
+		}
+	if (sweep_ev != NULL)
+		event_del(sweep_ev);
 }
 
 void

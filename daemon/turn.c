@@ -6,8 +6,10 @@
  * thousand joins are one fsync, not ten thousand), and only then hands the
  * output to the consumers registered at start (the Join streams, the Watch
  * streams) and answers unary calls (SPEC §9: nothing is acknowledged before
- * it is durable). A failed commit ends the daemon: memory and disk must not
- * disagree.
+ * it is durable). A failed commit ends the daemon's service: memory and the
+ * store must not disagree. With SQLite it exits; on etcd it steps down
+ * (ha.c), and the turn's output goes nowhere: a standby that wins loads
+ * what was committed.
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
  * reaches the streams, the watchers and the metrics only through struct
@@ -21,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -122,10 +125,11 @@ turn_flush(void)
 	uint64_t txns = store_transactions(rdzvd.store), t0 = mono_us();
 	struct core_now now;
 
-	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0)
-		fatalx("database %s: commit failed, exiting so that memory "
-		    "and disk cannot disagree: %s", store_path(rdzvd.store),
-		    err);
+	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0) {
+		/* This turn (and its flush event) are gone afterwards. */
+		ha_commit_failed(err);
+		return;
+	}
 	if (store_transactions(rdzvd.store) != txns && out.committed != NULL)
 		out.committed(mono_us() - t0);
 
@@ -188,6 +192,21 @@ void
 turn_also_changed(void (*fn)(const struct core *, struct core_now))
 {
 	also_changed = fn;
+}
+
+void
+turn_abandon(const char *why)
+{
+	struct answer *a;
+
+	while ((a = TAILQ_FIRST(&answers)) != NULL) {
+		TAILQ_REMOVE(&answers, a, entry);
+		grpc_call_on_close(a->call, NULL, NULL);
+		ha_hint(a->call);
+		grpc_call_finish(a->call, GRPC_UNAVAILABLE, "%s", why);
+		free(a->arg);
+		free(a);
+	}
 }
 
 void

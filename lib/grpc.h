@@ -213,6 +213,20 @@ int grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg);
 void grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * Custom trailing metadata of a call, such as rdzvd's `rdzv-leader` hint on
+ * UNAVAILABLE: sent with the status when the call is finished (in the
+ * trailers, or in a Trailers-Only response). |key| is a lowercase header
+ * name (a-z, 0-9, '-', '_', '.'), neither reserved ("grpc-*", ":*") nor
+ * binary ("*-bin"); |value| is printable ASCII. Setting a key again
+ * replaces its value. Returns 0, -EINVAL for a bad key or value, -E2BIG
+ * past GRPC_SERVER_MAX_TRAILERS keys, -ENOMEM, or -EPIPE when the call is
+ * finished.
+ */
+#define GRPC_SERVER_MAX_TRAILERS	4
+int grpc_call_set_trailer(struct grpc_call *call, const char *key,
+    const char *value);
+
 /* |cb| runs exactly once when the call ends for any reason: finished by the
  * server, cancelled by the client (RST_STREAM), deadline, connection closed.
  * |cancelled| is 0 when the server finished it. The call pointer is invalid

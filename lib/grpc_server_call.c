@@ -20,6 +20,9 @@
 
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, \
 	strlen(v), NGHTTP2_NV_FLAG_NONE }
+/* A header whose name is not a literal. */
+#define NV_DYN(n, v) { (uint8_t *)(n), (uint8_t *)(v), strlen(n), \
+	strlen(v), NGHTTP2_NV_FLAG_NONE }
 
 struct grpc_call *
 scall_new(struct grpc_conn *c, int32_t stream_id)
@@ -62,6 +65,10 @@ scall_free(struct grpc_call *call)
 	free(call->req);
 	free(call->path);
 	free(call->message);
+	for (size_t i = 0; i < call->n_trailers; i++) {
+		free(call->trailer_key[i]);
+		free(call->trailer_val[i]);
+	}
 	free(call);
 }
 
@@ -116,11 +123,24 @@ scall_respond_http(struct grpc_call *call, const char *status)
 	sconn_schedule_flush(c);
 }
 
+/* The call's custom trailers (grpc_call_set_trailer) after the |n| headers
+ * already in |nva|; returns the new count. */
+static size_t
+add_custom_trailers(const struct grpc_call *call, nghttp2_nv *nva, size_t n)
+{
+	for (size_t i = 0; i < call->n_trailers; i++) {
+		nghttp2_nv t = NV_DYN(call->trailer_key[i],
+		    call->trailer_val[i]);
+		nva[n++] = t;
+	}
+	return n;
+}
+
 static void
 submit_trailers(struct grpc_call *call)
 {
 	char status[16];
-	nghttp2_nv nva[2];
+	nghttp2_nv nva[2 + GRPC_SERVER_MAX_TRAILERS];
 	size_t n = 1;
 
 	/* The status first: NV() measures the string it is given. */
@@ -131,6 +151,7 @@ submit_trailers(struct grpc_call *call)
 		nghttp2_nv m = NV("grpc-message", call->message);
 		nva[n++] = m;
 	}
+	n = add_custom_trailers(call, nva, n);
 	nghttp2_submit_trailer(call->conn->h2, call->stream_id, nva, n);
 }
 
@@ -213,7 +234,7 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 
 		/* Trailers-Only. The status first: NV() measures it. */
 		snprintf(st, sizeof(st), "%d", status);
-		nghttp2_nv nva[4] = {
+		nghttp2_nv nva[4 + GRPC_SERVER_MAX_TRAILERS] = {
 			NV(":status", "200"),
 			NV("content-type", "application/grpc"),
 			NV("grpc-status", st),
@@ -222,6 +243,7 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 			nghttp2_nv m = NV("grpc-message", call->message);
 			nva[n++] = m;
 		}
+		n = add_custom_trailers(call, nva, n);
 		call->headers_sent = 1;
 		nghttp2_submit_response(c->h2, call->stream_id, nva, n, NULL);
 		sconn_schedule_flush(c);
@@ -422,6 +444,62 @@ grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 	scall_end(call, status, msg);
 	free(msg);
 	scall_notify_close(call, 0);
+}
+
+static int
+trailer_key_ok(const char *key)
+{
+	size_t len = strlen(key);
+
+	if (len == 0 || len > 64 || strncmp(key, "grpc-", 5) == 0 ||
+	    (len >= 4 && strcmp(key + len - 4, "-bin") == 0))
+		return 0;
+	for (const char *p = key; *p != '\0'; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '_' || *p == '.'))
+			return 0;
+	return 1;
+}
+
+static int
+trailer_value_ok(const char *value)
+{
+	if (strlen(value) > 1024)
+		return 0;
+	for (const char *p = value; *p != '\0'; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			return 0;
+	return 1;
+}
+
+int
+grpc_call_set_trailer(struct grpc_call *call, const char *key,
+    const char *value)
+{
+	size_t i;
+	char *v;
+
+	if (call->user_done || call->state == CALL_DONE)
+		return -EPIPE;
+	if (!trailer_key_ok(key) || !trailer_value_ok(value))
+		return -EINVAL;
+	for (i = 0; i < call->n_trailers; i++)
+		if (strcmp(call->trailer_key[i], key) == 0)
+			break;
+	if (i == GRPC_SERVER_MAX_TRAILERS)
+		return -E2BIG;
+	if ((v = strdup(value)) == NULL)
+		return -ENOMEM;
+	if (i == call->n_trailers) {
+		if ((call->trailer_key[i] = strdup(key)) == NULL) {
+			free(v);
+			return -ENOMEM;
+		}
+		call->n_trailers++;
+	} else
+		free(call->trailer_val[i]);
+	call->trailer_val[i] = v;
+	return 0;
 }
 
 void

@@ -99,6 +99,9 @@ struct grpc_call {
 	int trailers_queued;	/* send trailers once the queue is empty */
 	int status;
 	char *message;		/* percent-encoded grpc-message or NULL */
+	char *trailer_key[GRPC_SERVER_MAX_TRAILERS];	/* grpc_call_set_trailer */
+	char *trailer_val[GRPC_SERVER_MAX_TRAILERS];
+	size_t n_trailers;
 	STAILQ_HEAD(, outbuf) out;
 
 	/* The user's view. */

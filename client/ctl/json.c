@@ -183,6 +183,14 @@ json_server(const Rdzv__V1__ServerInfoResponse *r)
 	set(o, "uptime_ms", integer((int64_t)r->uptime_ms));
 	set(o, "started_unix_ms", instant(r->started_unix_ms));
 	set(o, "database", text(r->database));
+	set(o, "role", text(r->role));
+	set(o, "leader", text(r->leader));
+	set(o, "advertise", text(r->advertise));
+	set(o, "store", text(r->store));
+	json_t *e = json_array();
+	for (size_t i = 0; i < r->n_etcd_endpoints; i++)
+		json_array_append_new(e, text(r->etcd_endpoints[i]));
+	set(o, "etcd_endpoints", e);
 	for (size_t i = 0; i < r->n_listeners; i++)
 		json_array_append_new(l, text(r->listeners[i]));
 	set(o, "listeners", l);

@@ -1,10 +1,13 @@
 /*
  * rdzvctl server: which rdzvd answers, since when, with which database, how
  * busy it is, and who the caller is to it (SPEC §11), which is the first
- * thing to check when an action is refused.
+ * thing to check when an action is refused. Under HA (SPEC §14) also its
+ * role, who leads, and the etcd members it uses: a standby answers this
+ * too, so an operator can ask each replica.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "rdzvctl.h"
 
@@ -32,7 +35,25 @@ server_exec(struct ctl *ctl, int argc, char **argv)
 		printf("%-13s%s (up %s)\n", "started", fmt_clock(c, sizeof(c),
 		    r->started_unix_ms), fmt_duration(d, sizeof(d),
 		    (int64_t)r->uptime_ms));
-		printf("%-13s%s\n", "database", r->database);
+		if (r->role[0] != '\0')
+			printf("%-13s%s\n", "role", r->role);
+		if (r->leader[0] != '\0' || r->role[0] != '\0')
+			printf("%-13s%s\n", "leader", r->leader[0] != '\0' ?
+			    r->leader : "(not known)");
+		if (r->advertise[0] != '\0')
+			printf("%-13s%s\n", "advertise", r->advertise);
+		/* SQLite's store is the database line. */
+		if (r->store[0] != '\0' && strncmp(r->store, "sqlite:", 7) != 0)
+			printf("%-13s%s\n", "store", r->store);
+		else
+			printf("%-13s%s\n", "database", r->database);
+		if (r->n_etcd_endpoints > 0) {
+			printf("%-13s", "etcd");
+			for (size_t i = 0; i < r->n_etcd_endpoints; i++)
+				printf("%s%s", i ? ", " : "",
+				    r->etcd_endpoints[i]);
+			printf("\n");
+		}
 		printf("%-13s", "listeners");
 		for (size_t i = 0; i < r->n_listeners; i++)
 			printf("%s%s", i ? ", " : "", r->listeners[i]);
@@ -50,7 +71,8 @@ server_exec(struct ctl *ctl, int argc, char **argv)
 const struct ctl_cmd cmd_server_entry = {
 	.name = "server",
 	.args = "",
-	.summary = "rdzvd's version, uptime, database, counts, your identity",
+	.summary = "rdzvd's version, uptime, role and leader, store, counts, "
+	    "your identity",
 	.min_args = 0,
 	.max_args = 0,
 	.exec = server_exec,

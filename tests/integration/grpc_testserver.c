@@ -70,7 +70,28 @@ static void
 fail(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__Event *req = (const Rdzv__V1__Event *)msg;
+	char key[128];
+	const char *eq;
+	int rc;
 
+	/* kind "key=value;key=value": custom trailers with the status. */
+	for (const char *p = req->kind; *p != '\0'; p += strcspn(p, ";"),
+	    p += *p == ';') {
+		size_t n = strcspn(p, ";");
+		if ((eq = memchr(p, '=', n)) == NULL ||
+		    (size_t)(eq - p) >= sizeof(key))
+			continue;
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - p), p);
+		char *val = strndup(eq + 1, n - (size_t)(eq - p) - 1);
+		rc = val != NULL ? grpc_call_set_trailer(call, key, val) :
+		    -ENOMEM;
+		free(val);
+		if (rc != 0) {
+			grpc_call_finish(call, GRPC_INTERNAL, "trailer %s: %s",
+			    key, strerror(-rc));
+			return;
+		}
+	}
 	grpc_call_finish(call, (int)req->seq, "%s", req->message);
 }
 

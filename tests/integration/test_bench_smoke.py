@@ -182,6 +182,25 @@ def test_rdzv_bench_usage():
     assert "usage" in p.stderr
 
 
+def test_rdzv_bench_failover():
+    """bench/failover.sh at 20 nodes with a 2 s lease: two replicas on a
+    private etcd, the leader killed, every node resumed with the generation
+    it held, and the figure printed."""
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        pytest.skip("/usr/bin/etcd is missing (Debian package etcd-server)")
+    script = os.path.join(rt.SOURCE_ROOT, "bench", "failover.sh")
+    p = subprocess.run([script, rt.BUILD_ROOT, "--lease", "2s", "--nodes", "20"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert figure(p.stdout, "failover: nodes resumed") == 20, p.stdout
+    last = figure(p.stdout, "failover: kill to last resume")
+    assert figure(p.stdout, "failover: kill to first resume") <= last, p.stdout
+    assert re.search(r"^kill to resume p50/p90/p99/max:", p.stdout, re.M), p.stdout
+    p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1", "--failover"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "--failover needs" in p.stderr, p.stderr
+
+
 def torch_importable():
     try:
         return importlib.util.find_spec("torch") is not None

@@ -255,6 +255,10 @@ def moved(job, store):
     for t in "ab":
         job.agents[t].wait_line("lost rdzvd at %s" % re.escape(first), 10)
     job.use_daemon(rt.Daemon(job.tmp, listen=second, db=db, store=store))
+    if store is not None and store.startswith("etcd://"):
+        # A replica at another address: the killed one's leader key lasts
+        # until its lease (leader-lease, 5 s) ends; then it leads (SPEC §14).
+        job.daemon.wait_line(r"election: leading", 15)
 
     j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
                      20, "both agents resumed on the second address")

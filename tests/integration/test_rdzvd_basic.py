@@ -286,6 +286,8 @@ def test_config_file_and_flag_precedence(tmp_path):
     ("unix-mode = 01777\n", "unix-mode: 01777 is above the maximum of 0777"),
     ("unix-mode = rw\n", "unix-mode: invalid value 'rw'"),
     ("unix-group = no-such-group\n", "unix-group: no group 'no-such-group'"),
+    ("leader-lease = 1s\n", "leader-lease: 1s is below the minimum of 2s"),
+    ("leader-lease = 1h\n", "leader-lease: 1h is above the maximum of 600s"),
 ])
 def test_bad_config_file_names_the_problem(tmp_path, text, needle):
     conf = tmp_path / "rdzvd.conf"

@@ -175,6 +175,29 @@ def test_fail_message_round_trip(srv):
         assert err.details() == text
 
 
+def test_custom_trailers(srv):
+    """grpc_call_set_trailer: metadata beside grpc-status (rdzvd's
+    rdzv-leader), in a Trailers-Only answer; bad keys and values refused."""
+    with grpc.insecure_channel(srv.addr) as ch:
+        fail = method(ch, "Fail")
+        err = rpc_error(fail, Event(seq=14, message="not the leader",
+                                    kind="rdzv-leader=10.0.0.7:29400;x-b=2;x-b=3"),
+                        timeout=5)
+        assert err.code() == grpc.StatusCode.UNAVAILABLE
+        assert err.details() == "not the leader"
+        md = dict(err.trailing_metadata())
+        assert md["rdzv-leader"] == "10.0.0.7:29400"
+        assert md["x-b"] == "3"   # set again: replaced
+        for bad in ("grpc-status=0", "Upper=1", "x-bin=1", "x=\x01"):
+            err = rpc_error(fail, Event(seq=14, kind=bad), timeout=5)
+            assert err.code() == grpc.StatusCode.INTERNAL
+            assert "Invalid argument" in err.details()
+        err = rpc_error(fail, Event(seq=14, kind="a=1;b=2;c=3;d=4;e=5"), timeout=5)
+        assert err.code() == grpc.StatusCode.INTERNAL
+        assert "trailer e:" in err.details()
+        assert method(ch, "Echo")(Event(seq=1), timeout=5).seq == 1
+
+
 def test_reply_from_timer_and_cancel_before(srv):
     with grpc.insecure_channel(srv.addr) as ch:
         later = method(ch, "Later")

@@ -240,7 +240,11 @@ def test_server_json_has_every_documented_key(tmp_path):
         s = json.loads(cp.stdout)
         assert set(s) == {"server", "version", "pid", "uptime_ms", "started_unix_ms",
                           "database", "listeners", "jobs", "active_jobs", "nodes",
-                          "connections", "transactions", "identity"}, s
+                          "connections", "transactions", "identity", "role",
+                          "leader", "advertise", "store", "etcd_endpoints"}, s
+        # SQLite: one replica, always the leader (SPEC §14).
+        assert (s["role"], s["leader"], s["advertise"]) == ("leader", d.addr, d.addr), s
+        assert s["store"] == "sqlite:" + d.db and s["etcd_endpoints"] == [], s
         assert s["server"] == d.addr and s["pid"] == d.pid and s["database"] == d.db
         assert s["listeners"] and any(l.startswith(d.addr) for l in s["listeners"]), s
         assert (s["jobs"], s["active_jobs"], s["nodes"]) == (1, 1, 1), s
