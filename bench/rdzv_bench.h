@@ -52,6 +52,7 @@ struct agent {
 	struct server_list	*sl;		/* where it tries next */
 	struct event		*retry_ev;
 	uint32_t		 backoff_ms;	/* after a round of failures */
+	int			 round_answered; /* a replica refused */
 	int			 accepted_again;	/* as a resume */
 	int			 resumed;	/* and told its generation */
 	uint64_t		 t_resumed;

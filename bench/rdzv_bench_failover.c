@@ -5,9 +5,10 @@
  * ServerInfo, so it runs on this host) and every node resumes its session
  * as rdzv-agent does: the leader a standby names in its rdzv-leader trailer,
  * else the next replica (client/common/servers.h), after a short jittered
- * pause; once every replica failed, after the agent's backoff (100 ms,
- * doubling up to 5 s, jittered: client/agent/session.c; --max-backoff
- * shows what another bound would give). A node has resumed
+ * pause; once every replica failed, after the agent's backoff
+ * (server_backoff_next in client/common/servers.h: 100 ms doubling up to
+ * 5 s, at most 1 s while a replica answers; --max-backoff shows what
+ * another bound would give). A node has resumed
  * when a replica accepts it as a resume and tells it the generation it
  * held. Measured: from the kill to each node's resume.
  */
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "clock.h"
 #include "rdzv_bench.h"
@@ -26,9 +26,6 @@
 
 #define INFO_PATH	"/rdzv.v1.Control/ServerInfo"
 #define JOIN_PATH	"/rdzv.v1.Rendezvous/Join"
-/* The pauses before the next try: the agent's (client/agent/session.c). */
-#define JITTER_MS	100
-#define BACKOFF_MIN_MS	100
 
 int
 failover_prepare(struct bench *b, const char *list, char *err,
@@ -62,16 +59,6 @@ failover_prepare(struct bench *b, const char *list, char *err,
 	return 0;
 }
 
-static uint32_t
-jitter(uint32_t ms)
-{
-	uint32_t r = 0;
-
-	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		r = (uint32_t)mono_us();
-	return ms / 2 + r % (ms / 2 + 1);
-}
-
 static void
 retry_in(struct agent *a, uint32_t ms)
 {
@@ -96,15 +83,15 @@ failover_join_ended(struct agent *a, int status, const char *hint)
 		    a->job->rdzv_id, a->idx, grpc_status_name(status));
 		return;
 	}
+	if (a->cli != NULL && grpc_client_connected(a->cli))
+		a->round_answered = 1;
 	if (server_list_failed(a->sl, hint) != SERVER_MOVE_ROUND) {
-		retry_in(a, jitter(JITTER_MS));
+		retry_in(a, server_jitter(SERVER_BACKOFF_MIN_MS));
 		return;
 	}
-	a->backoff_ms = a->backoff_ms == 0 ? BACKOFF_MIN_MS :
-	    a->backoff_ms * 2;
-	if (a->backoff_ms > b->max_backoff_ms)
-		a->backoff_ms = b->max_backoff_ms;
-	retry_in(a, jitter(a->backoff_ms));
+	retry_in(a, server_backoff_next(&a->backoff_ms, b->max_backoff_ms,
+	    a->round_answered));
+	a->round_answered = 0;
 }
 
 /* The accepted event of a resume: the same node, told it resumed. */

@@ -275,6 +275,8 @@ struct session {
 	uint64_t		 node_id;
 	struct event		*retry_ev;
 	uint32_t		 backoff_ms;
+	bool			 round_answered; /* a server refused
+						   in this round */
 	uint64_t		 trying_since;	/* ms, first failed attempt */
 	bool			 ever_joined;
 	char			 last_error[512];

@@ -13,22 +13,20 @@
  * attempt moves by the rule of client/common/servers.h: to the leader a
  * standby named in its rdzv-leader trailer, else to the next server, each
  * after a short jitter; the exponential backoff grows only once every
- * server has failed. Reaching another server is a resume like any other:
+ * server has failed, and stays under a second while some server answers
+ * (a standby: a leader is elected within its lease). Reaching another server is a resume like any other:
  * the same session, the same generation, the workers untouched.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "agent.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "log.h"
 #include "names.h"
 
-#define BACKOFF_MIN_MS		100
-#define BACKOFF_MAX_MS		5000
 #define CHECK_TIMEOUT_MS	5000
 
 static void	connect_check(struct session *);
@@ -66,16 +64,6 @@ end(struct session *s, int status, const char *fmt, ...)
 	va_end(ap);
 	s->state = SESSION_ENDED;
 	s->ev.ended(s->ev.arg, status, msg);
-}
-
-static uint32_t
-jitter(uint32_t ms)
-{
-	uint32_t r = 0;
-
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		r = (uint32_t)mono_us();
-	return ms / 2 + r % (ms / 2 + 1);
 }
 
 /*
@@ -190,16 +178,14 @@ failed_attempt(struct session *s, int status, const char *msg,
 		    s->last_error);
 		return;
 	}
-	if (choose_server(s, status, hint) != SERVER_MOVE_ROUND) {
-		/* Another server may answer at once; the jitter spreads
-		 * the nodes of a failover over a moment. */
-		ms = jitter(BACKOFF_MIN_MS);
-	} else {
-		s->backoff_ms = s->backoff_ms == 0 ? BACKOFF_MIN_MS :
-		    s->backoff_ms * 2;
-		if (s->backoff_ms > BACKOFF_MAX_MS)
-			s->backoff_ms = BACKOFF_MAX_MS;
-		ms = jitter(s->backoff_ms);
+	if (s->cli != NULL && grpc_client_connected(s->cli))
+		s->round_answered = true;
+	if (choose_server(s, status, hint) != SERVER_MOVE_ROUND)
+		ms = server_jitter(SERVER_BACKOFF_MIN_MS);
+	else {
+		ms = server_backoff_next(&s->backoff_ms, SERVER_BACKOFF_MAX_MS,
+		    s->round_answered);
+		s->round_answered = false;
 	}
 	if (now + ms > s->trying_since + limit)
 		ms = (uint32_t)(s->trying_since + limit - now);

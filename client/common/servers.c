@@ -4,7 +4,9 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
+#include "clock.h"
 #include "grpc.h"
 #include "servers.h"
 
@@ -171,4 +173,28 @@ server_list_failed(struct server_list *sl, const char *hint)
 	sl->fails = 0;
 	sl->hints = 0;
 	return SERVER_MOVE_ROUND;
+}
+
+uint32_t
+server_jitter(uint32_t ms)
+{
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint32_t)mono_us();
+	return ms / 2 + r % (ms / 2 + 1);
+}
+
+uint32_t
+server_backoff_next(uint32_t *backoff_ms, uint32_t max_ms,
+    bool server_answered)
+{
+	uint32_t b = *backoff_ms == 0 ? SERVER_BACKOFF_MIN_MS : *backoff_ms * 2;
+
+	if (b > max_ms)
+		b = max_ms;
+	if (server_answered && b > SERVER_BACKOFF_REPLICA_MS)
+		b = SERVER_BACKOFF_REPLICA_MS;
+	*backoff_ms = b;
+	return server_jitter(b);
 }

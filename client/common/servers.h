@@ -25,6 +25,7 @@
 #ifndef RDZV_SERVERS_H
 #define RDZV_SERVERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,6 +91,24 @@ void	server_list_ok(struct server_list *);
  * a round is ignored (the move is then NEXT or ROUND).
  */
 enum server_move server_list_failed(struct server_list *, const char *hint);
+
+/*
+ * The pauses between rounds (SPEC §6): 100 ms, doubling up to |max_ms|
+ * (the agent's 5 s). While a server answered in the round that ended (a
+ * standby refusing: a leader is elected within its lease), the pause stays
+ * at most SERVER_BACKOFF_REPLICA_MS, so that a failover is not stretched by
+ * the backoff. |*backoff_ms| (0 at first) is updated; the pause to wait,
+ * jittered over its upper half, is returned.
+ */
+#define SERVER_BACKOFF_MIN_MS		100
+#define SERVER_BACKOFF_MAX_MS		5000
+#define SERVER_BACKOFF_REPLICA_MS	1000
+uint32_t server_backoff_next(uint32_t *backoff_ms, uint32_t max_ms,
+	    bool server_answered);
+
+/* |ms| jittered over its upper half: the pause before trying the next
+ * server, so that the nodes of a failover spread over a moment. */
+uint32_t server_jitter(uint32_t ms);
 
 /* 1 when a call that ended with |status| should try another server:
  * UNAVAILABLE (no connection, a standby, a daemon going away). */
