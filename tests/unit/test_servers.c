@@ -289,6 +289,38 @@ test_client_opts(void)
 	CHECK_STR(o.server, CLIENT_DEFAULT_SERVER);
 }
 
+/* SPEC §6's backoff between rounds, and its bound while a server answers. */
+static void
+test_backoff(void)
+{
+	uint32_t b = 0, want[] = { 100, 200, 400, 800, 1600, 3200, 5000, 5000 };
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		uint32_t ms = server_backoff_next(&b, SERVER_BACKOFF_MAX_MS,
+		    false);
+		CHECK_INT(b, want[i]);
+		CHECK(ms >= want[i] / 2 && ms <= want[i]);
+	}
+	/* A standby answered: at most a second, and back up after. */
+	server_backoff_next(&b, SERVER_BACKOFF_MAX_MS, true);
+	CHECK_INT(b, SERVER_BACKOFF_REPLICA_MS);
+	server_backoff_next(&b, SERVER_BACKOFF_MAX_MS, false);
+	CHECK_INT(b, 2 * SERVER_BACKOFF_REPLICA_MS);
+	b = 0;
+	server_backoff_next(&b, SERVER_BACKOFF_MAX_MS, true);
+	CHECK_INT(b, SERVER_BACKOFF_MIN_MS);
+	/* A lower bound (rdzv-bench --max-backoff) still holds. */
+	b = 0;
+	for (i = 0; i < 6; i++)
+		server_backoff_next(&b, 300, false);
+	CHECK_INT(b, 300);
+	for (i = 0; i < 100; i++) {
+		uint32_t ms = server_jitter(100);
+		CHECK(ms >= 50 && ms <= 100);
+	}
+}
+
 int
 main(void)
 {
@@ -301,5 +333,6 @@ main(void)
 	test_full_list();
 	test_should_move();
 	test_client_opts();
+	test_backoff();
 	return check_done("servers");
 }
