@@ -280,3 +280,39 @@ def test_etcd_member_killed(tmp_path):
             ctl.close()
         finally:
             d.stop()
+
+
+def etcd_revision(etcd):
+    """etcd's current revision: every write moves it on."""
+    import json
+    out = etcd.ctl("endpoint", "status", "-w", "json")
+    return json.loads(out)[0]["Status"]["header"]["revision"]
+
+
+def test_keepalives_never_write(tmp_path, etcd):
+    """SPEC §14: keepalives never write to etcd. rdzvd PINGs its agents every
+    100 ms and they answer, the agents PING rdzvd, and rdzvd renews its
+    leader lease: while the nodes' last_seen moves on by a second or more,
+    etcd's revision and rdzvd's transaction count stand still."""
+    store = "etcd://%s/rdzv" % etcd.endpoints
+    d = rt.Daemon(tmp_path, store=store, args=["--keepalive", "100ms"])
+    job = Job(tmp_path, "etcd-keepalive", daemon=d)
+    try:
+        job.agent("a", 1, "2", args=["--node-rank", "0"], mode="sleep")
+        job.agent("b", 1, "2", args=["--node-rank", "1"], mode="sleep")
+        job.wait_world(2)
+        # The round's commit and the agents' first reports are behind us
+        # once both nodes report healthy GPUs (or none) and nothing waits.
+        job.wait_job(lambda x: x.state == PB.types.JOB_STATE_RUNNING and
+                     all(n.connected for n in x.nodes), 10, "running")
+        rev0 = etcd_revision(etcd)
+        txns0 = job.ctl.server_info().transactions
+        seen0 = {n.node_id: n.last_seen_unix_ms
+                 for n in job.ctl.get_job("etcd-keepalive").nodes}
+        job.wait_job(lambda x: all(n.last_seen_unix_ms >= seen0[n.node_id] +
+                                   1500 for n in x.nodes), 15,
+                     "last_seen to move on 1.5 s with the keepalives")
+        assert etcd_revision(etcd) == rev0
+        assert job.ctl.server_info().transactions == txns0
+    finally:
+        job.close()
