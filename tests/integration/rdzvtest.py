@@ -96,15 +96,16 @@ def wait_for(cond, timeout, interval=0.02, what="condition"):
 
 class Proc:
     """A program under test. Its stdout and stderr are collected by reader
-    threads (merged into .lines) so a test can wait for a line."""
+    threads (merged into .lines) so a test can wait for a line. Its stdin
+    is /dev/null unless |stdin| says otherwise (subprocess.PIPE)."""
 
-    def __init__(self, argv, env=None, cwd=None):
+    def __init__(self, argv, env=None, cwd=None, stdin=subprocess.DEVNULL):
         self.argv = [str(a) for a in argv]
         full_env = dict(os.environ)
         if env:
             full_env.update({k: str(v) for k, v in env.items()})
         self.p = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            self.argv, stdin=stdin, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=full_env, cwd=cwd,
             start_new_session=True)
         self.pid = self.p.pid
@@ -149,6 +150,11 @@ class Proc:
                         % (pattern, os.path.basename(self.argv[0]), timeout,
                            self.p.poll(), "\n".join(self.lines[-40:])))
                 self._cv.wait(min(left, 0.1))
+
+    def mark(self):
+        """The index of the next line, for wait_line's |start|."""
+        with self._cv:
+            return len(self.lines)
 
     def output(self):
         with self._cv:

@@ -9,10 +9,8 @@ wait is bounded; nothing sleeps and hopes.
 """
 
 import os
-import re
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -24,52 +22,16 @@ pytestmark = pytest.mark.skipif(etcdtest.missing() is not None,
                                 reason=etcdtest.missing() or "")
 
 
-class Client:
+class Client(rdzvtest.Proc):
     """etcd-testclient with a pipe to its stdin: one command a line."""
 
     def __init__(self, endpoints, *extra, ready=True):
-        argv = [rdzvtest.build_path("tests", "integration", "etcd_testclient"),
-                "--endpoints", endpoints] + [str(a) for a in extra]
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        self.lines = []
-        self._cv = threading.Condition()
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
+        super().__init__([rdzvtest.build_path("tests", "integration",
+                                              "etcd_testclient"),
+                          "--endpoints", endpoints] + list(extra),
+                         stdin=subprocess.PIPE)
         if ready:
-            self.wait_line(r"^ready$")
-
-    def _read(self):
-        for raw in iter(self.p.stdout.readline, b""):
-            with self._cv:
-                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
-                self._cv.notify_all()
-        self.p.stdout.close()
-
-    def wait_line(self, pattern, timeout=15.0, start=0):
-        """The first line at or after index |start| matching |pattern|
-        (a match object); TimeoutError naming the output otherwise."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self._cv:
-            i = start
-            while True:
-                while i < len(self.lines):
-                    m = rx.search(self.lines[i])
-                    if m:
-                        return m
-                    i += 1
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.p.poll() is not None and not self._t.is_alive()):
-                    raise TimeoutError("no line matching %r within %.1f s; output:\n%s"
-                                       % (pattern, timeout, "\n".join(self.lines[-40:])))
-                self._cv.wait(min(left, 0.1))
-
-    def mark(self):
-        with self._cv:
-            return len(self.lines)
+            self.wait_line(r"^ready$", timeout=15)
 
     def send(self, line):
         self.p.stdin.write((line + "\n").encode())
@@ -108,9 +70,7 @@ class Client:
                 pass
         if self.p.poll() is None:
             os.killpg(self.p.pid, signal.SIGKILL)
-            self.p.wait(10)
-        self._t.join(5)
-        return self.p.returncode
+        return self.wait(10)
 
     def __enter__(self):
         return self
@@ -415,6 +375,5 @@ def test_tls_with_client_certificates(tmp_path, certs):
 ])
 def test_bad_endpoints_are_refused_clearly(endpoints, why):
     c = Client(endpoints, ready=False)
-    assert c.p.wait(10) == 2
-    c._t.join(5)
-    assert why in "\n".join(c.lines), c.lines
+    assert c.wait(10) == 2
+    assert why in c.output(), c.lines
