@@ -36,6 +36,9 @@
 "                                (default $SLURM_NODEID, or the PBS node\n" \
 "                                index)\n"				\
 "  --max-restarts N              failures the job survives (default 0)\n" \
+"  --attempt N                   the scheduler's run of the job, from 1:\n" \
+"                                a later one reopens it even after it\n" \
+"                                closed (default $SLURM_RESTART_COUNT + 1)\n" \
 "  --last-call DURATION          wait for more nodes once MIN joined (30s)\n" \
 "  --join-timeout DURATION       fail if MIN nodes do not join (600s)\n" \
 "  --rejoin-timeout DURATION     wait this long for a lost node's\n"	\
@@ -170,6 +173,22 @@ set_max_restarts(struct agent_opts *o, const char *v, char *err, size_t len)
 {
 	if (parse_u32(v, 0, 1000000, &o->max_restarts) != 0) {
 		snprintf(err, len, "expected a number from 0");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The run of a requeued batch job (rule 12): Slurm exports its count, PBS
+ * keeps it in the job's run_count attribute, which only qstat shows, so
+ * deploy/pbs/train.pbs passes it here.
+ */
+static int
+set_attempt(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (parse_u32(v, 1, UINT32_MAX, &o->attempt) != 0) {
+		snprintf(err, len, "expected the scheduler's run of the job, a "
+		    "number from 1 (1 for the first run, 2 after one requeue)");
 		return -1;
 	}
 	return 0;
@@ -322,6 +341,7 @@ static const struct setting settings[] = {
 	{ "node-rank", "RDZV_NODE_RANK", required_argument, set_node_rank },
 	{ "max-restarts", "RDZV_MAX_RESTARTS", required_argument,
 	    set_max_restarts },
+	{ "attempt", "RDZV_ATTEMPT", required_argument, set_attempt },
 	{ "last-call", "RDZV_LAST_CALL", required_argument, set_last_call },
 	{ "join-timeout", "RDZV_JOIN_TIMEOUT", required_argument,
 	    set_join_timeout },

@@ -510,6 +510,60 @@ def test_slurm_requeue_reopens_a_closed_job(job, tmp_path):
                for e in j.events), j
 
 
+def test_attempt_flag_and_variable(job, tmp_path):
+    """--attempt N (RDZV_ATTEMPT) is the scheduler's run where none is
+    exported (PBS): a later run than the job's reopens it even after it
+    closed, as that attempt, and it wins over SLURM_RESTART_COUNT + 1. A
+    value that is not a run from 1 is a usage error naming it."""
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--id", "req-pbs"]
+    cmd = ["--", "/usr/bin/python3", WORKER]
+    env = {"W_OUT": job.out, "TMPDIR": str(tmp_path)}
+
+    def run(extra=(), more_env=None):
+        with rt.Proc(argv + list(extra) + cmd, env=dict(env, **(more_env or {}))) as p:
+            return p.wait(30), p.output()
+
+    rc, out = run()
+    assert rc == 0, out
+    rc, out = run(["--attempt", "1"])
+    assert rc == 4 and "use a new --id" in out, out
+    rc, out = run(["--attempt", "2"])
+    assert rc == 0, out
+    assert job.ctl.get_job("req-pbs").attempt == 2
+    rc, out = run(more_env={"RDZV_ATTEMPT": "4", "SLURM_RESTART_COUNT": "0"})
+    assert rc == 0, out
+    j = job.ctl.get_job("req-pbs")
+    assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 4, j
+    for bad in ("0", "two", "-1", "4294967296"):
+        rc, out = run(["--attempt", bad])
+        assert rc == 2 and "--attempt %s: expected the scheduler's run" % bad \
+            in out, out
+    rc, out = run(more_env={"RDZV_ATTEMPT": "0"})
+    assert rc == 2 and "RDZV_ATTEMPT=0: expected" in out, out
+
+
+def test_pbs_node_file_of_10000_hosts(job, tmp_path):
+    """A node file of 10,000 hosts (two slots each, this host at 7,777th
+    place among them): the rank hint is this host's first place, read in
+    linear time (sched_pbs_nodes hashes the hosts it has seen)."""
+    me = socket.gethostname()
+    hosts = ["n%05d.cluster" % i for i in range(10000)]
+    hosts[7777] = me
+    nodefile = os.path.join(str(tmp_path), "nodes")
+    with open(nodefile, "w") as f:
+        for h in hosts:
+            f.write("%s\n%s\n" % (h, h))
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--nnodes", "1",
+            "--", "/usr/bin/python3", WORKER]
+    with rt.Proc(argv, env={"W_OUT": job.out, "TMPDIR": str(tmp_path),
+                            "PBS_JOBID": "4244.pbs01",
+                            "PBS_NODEFILE": nodefile}) as p:
+        assert p.wait(30) == 0, p.output()
+    j = job.ctl.get_job("4244.pbs01")
+    assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED, j
+    assert j.nodes[0].has_rank_hint and j.nodes[0].rank_hint == 7777, j
+
+
 def test_pbs_array_job_id(job, tmp_path):
     """A PBS array job's id, 4243[1].pbs01, cannot be an rdzv_id as it is:
     the agent joins as 4243-1.pbs01."""
