@@ -11,6 +11,13 @@
  * RECONNECT_MS; a wait that has seen its job once does not give up on the
  * first refused connection, since the job goes on without rdzvd. Past
  * --timeout it exits 1, saying the job had not ended.
+ *
+ * --attempt N is for a requeued batch job, which keeps its id: only the end
+ * of attempt N or a later one is the outcome. The end of an earlier one
+ * (the run before the requeue closed, and this run's agents never joined)
+ * means attempt N has not started: exit 3, as for a job that is not there,
+ * rather than the earlier run's "closed" and 0. Waiting on for it instead
+ * would hold a batch job whose agents have all exited until its time limit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +40,7 @@
 
 static const struct option wait_longopts[] = {
 	{ "timeout", required_argument, NULL, 'T' },
+	{ "attempt", required_argument, NULL, 'A' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -59,7 +67,19 @@ static int
 wait_option(struct ctl *ctl, int ch, const char *arg)
 {
 	uint64_t	ms;
+	char		*end;
+	unsigned long long n;
 
+	if (ch == 'A') {
+		errno = 0;
+		n = strtoull(arg, &end, 10);
+		if (*arg < '0' || *arg > '9' || *end != '\0' || errno != 0 ||
+		    n == 0 || n > UINT32_MAX)
+			return ctl_usage_error("wait: --attempt %s: give the "
+			    "scheduler's run of the job, a number from 1", arg);
+		ctl->attempt = (uint32_t)n;
+		return 0;
+	}
 	if (ch != 'T')
 		return -1;
 	if (parse_duration(arg, 1000, &ms) != 0 || ms == 0)
@@ -231,6 +251,24 @@ get_job_quiet(struct waiter *w, Rdzv__V1__Job **job)
 	return status;
 }
 
+/* An ended attempt before --attempt's: the one asked for never started. */
+static bool
+attempt_missing(const struct waiter *w)
+{
+	return job_ended(w->job) && w->job->attempt < w->ctl->attempt;
+}
+
+static int
+not_started(struct waiter *w)
+{
+	const Rdzv__V1__Job	*j = w->job;
+
+	fprintf(stderr, "rdzvctl: job %s has no attempt %u: its attempt %u "
+	    "%s (%s) and no later one started\n", j->rdzv_id, w->ctl->attempt,
+	    j->attempt, job_state_name(j->state), j->reason);
+	return CTL_EXIT_NOT_FOUND;
+}
+
 /* The job's outcome: printed, and as the exit status. */
 static int
 outcome(struct waiter *w)
@@ -299,6 +337,10 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 		return rc;
 	job_keep(&w, job);
 	for (;;) {
+		if (attempt_missing(&w)) {
+			rc = not_started(&w);
+			break;
+		}
 		if (job_ended(w.job)) {
 			rc = outcome(&w);
 			break;
@@ -373,7 +415,12 @@ const struct ctl_cmd cmd_wait_entry = {
 	.args = "ID",
 	.summary = "block until the job ends: exit 0 closed, 1 failed",
 	.help = "  --timeout DURATION            give up after this (exit 1; "
-	    "default never)\n",
+	    "default never)\n"
+	    "  --attempt N                   the end of attempt N or a later "
+	    "one\n"
+	    "                                counts (a requeued batch job); "
+	    "an\n"
+	    "                                earlier attempt's end: exit 3\n",
 	.longopts = wait_longopts,
 	.min_args = 1,
 	.max_args = 1,
