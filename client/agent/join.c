@@ -70,6 +70,12 @@ CLIENT_OPTIONS_HELP							\
 "3 rdzvd unreachable, 4 refused (permission, job closed, evicted), 128+N\n" \
 "stopped by signal N.\n"
 
+void
+join_usage(FILE *f)
+{
+	fputs(JOIN_HELP, f);
+}
+
 typedef int (*setter_fn)(struct agent_opts *, const char *, char *, size_t);
 
 /*
@@ -438,7 +444,7 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 		const char *opt = argv[optind - 1];
 
 		if (ch == 'h') {
-			fputs(JOIN_HELP, stdout);
+			join_usage(stdout);
 			return 1;
 		}
 		if (ch == 'v') {

@@ -109,6 +109,38 @@ def test_bad_input(tmp_path):
     assert rc == 0 and "--nproc-per-node" in out and "Exit status" in out, out
 
 
+def test_help_command():
+    """`rdzv-agent help CMD` prints that command's usage and options, as
+    `CMD --help` does (not the general usage), even where an RDZV_*
+    variable the command would refuse is set; `help` alone the general
+    usage; an unknown command or a second word is a usage error."""
+    import subprocess
+
+    def agent(*args, env=None):
+        return subprocess.run([AGENT] + list(args), capture_output=True,
+                              text=True, timeout=15, stdin=subprocess.DEVNULL,
+                              env=dict(os.environ, **(env or {})))
+    for cmd in ("join", "gpucheck"):
+        direct = agent(cmd, "--help")
+        assert direct.returncode == 0 and direct.stdout.startswith(
+            "usage: rdzv-agent %s " % cmd), direct
+        h = agent("help", cmd)
+        assert h.returncode == 0 and h.stdout == direct.stdout and \
+            h.stderr == "", h
+    h = agent("help", "join", env={"RDZV_NNODES": "many"})
+    assert h.returncode == 0 and "--nproc-per-node" in h.stdout, h
+    general = agent("--help")
+    h = agent("help")
+    assert h.returncode == 0 and h.stdout == general.stdout, h
+    assert "\ncommands:\n" in h.stdout and "rdzv-agent help COMMAND" in h.stdout
+    h = agent("help", "frob")
+    assert h.returncode == 2 and h.stdout == "" and h.stderr == \
+        "rdzv-agent: help: unknown command 'frob'; the commands are join, " \
+        "gpucheck\n", h
+    h = agent("help", "join", "gpucheck")
+    assert h.returncode == 2 and "help takes one command" in h.stderr, h
+
+
 def test_unreachable(tmp_path):
     """No rdzvd: exit 3 after --connect-timeout, saying where it looked."""
     s = socket.socket()

@@ -33,7 +33,10 @@ def daemon(tmp_path_factory):
 
 @pytest.mark.parametrize("args,needle", [
     ([], "usage: rdzvctl"),
-    (["frobnicate"], "unknown command 'frobnicate'"),
+    (["frobnicate"], "unknown command 'frobnicate' (commands: status, close, "
+     "abort, evict, events, server, wait; rdzvctl --help)"),
+    (["help", "frobnicate"], "help: unknown command 'frobnicate' (commands: "),
+    (["help", "wait", "status"], "help takes one command, not 'status'"),
     (["status", "--bogus"], "status: unknown option '--bogus'"),
     (["--bogus", "status"], "unknown option '--bogus'"),
     (["abort"], "abort: missing arguments (usage: rdzvctl abort ID)"),
@@ -63,6 +66,14 @@ def test_help_and_version_exit_0():
     assert "usage: rdzvctl abort ID" in cp.stdout and "--reason" in cp.stdout
     cp = h.check(h.ctl(None, "help", "evict"))
     assert "usage: rdzvctl evict ID NODE" in cp.stdout
+    # help CMD is CMD --help for every command, not the general usage.
+    for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
+        direct = h.check(h.ctl(None, cmd, "--help"))
+        via = h.check(h.ctl(None, "help", cmd))
+        assert via.stdout == direct.stdout and via.stdout.startswith(
+            "usage: rdzvctl %s " % cmd), via.stdout
+    assert h.check(h.ctl(None, "help")).stdout == \
+        h.check(h.ctl(None, "--help")).stdout
     cp = h.check(h.ctl(None, "--version"))
     assert cp.stdout.startswith("rdzvctl ")
 
