@@ -376,11 +376,12 @@ static const struct setting settings[] = {
 };
 #define N_SETTINGS	(sizeof(settings) / sizeof(settings[0]))
 
-static void
-opts_defaults(struct agent_opts *o)
+static int
+opts_defaults(struct agent_opts *o, char *err, size_t len)
 {
 	memset(o, 0, sizeof(*o));
-	client_opts_init(&o->client);
+	if (client_opts_init(&o->client, err, len) != 0)
+		return -1;
 	o->nproc_mode = NPROC_FIXED;
 	o->nproc = 1;
 	o->role = "default";
@@ -388,6 +389,7 @@ opts_defaults(struct agent_opts *o)
 	o->gpucheck.timeout_ms = AGENT_GPUCHECK_TIMEOUT_MS;
 	o->stop_timeout_ms = AGENT_STOP_TIMEOUT_MS;
 	o->reconnect_timeout_ms = AGENT_RECONNECT_MS;
+	return 0;
 }
 
 /* The RDZV_* variables, before the flags. */
@@ -530,8 +532,8 @@ cmd_join(int argc, char **argv)
 	char err[512];
 	int rc;
 
-	opts_defaults(&o);
-	if ((rc = opts_env(&o, err, sizeof(err))) == 0)
+	if ((rc = opts_defaults(&o, err, sizeof(err))) == 0 &&
+	    (rc = opts_env(&o, err, sizeof(err))) == 0)
 		rc = opts_flags(&o, argc, argv, err, sizeof(err));
 	if (rc > 0)
 		return 0;

@@ -199,13 +199,15 @@ main(int argc, char **argv)
 	struct option		 longopts[MAX_LONGOPTS];
 	char			 shortopts[64];
 	bool			 done = false;
+	char			 err[512];
 	int			 ch, rc, cargc;
 	char			**cargv;
 
 	signal(SIGPIPE, SIG_IGN);
 	log_init("rdzvctl", LOG_LEVEL_WARN);
 	memset(&ctl, 0, sizeof(ctl));
-	client_opts_init(&ctl.client);
+	if (client_opts_init(&ctl.client, err, sizeof(err)) != 0)
+		return ctl_usage_error("%s", err);
 	clock_init(&ctl);
 
 	/* Shared options before the command name. */

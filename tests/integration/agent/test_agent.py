@@ -103,10 +103,15 @@ def test_bad_input(tmp_path):
     assert rc == 2 and "cannot run no-such-program-here: not found" in out, out
     rc, out = run(["frob"])
     assert rc == 2 and "unknown command 'frob'" in out, out
+    rc, out = run(["join", "--id", "x", "--", "true"],
+                  env={"RDZV_CONNECT_TIMEOUT": "10 seconds"})
+    assert rc == 2 and "RDZV_CONNECT_TIMEOUT=10 seconds is not a duration" \
+        in out, out
     rc, out = run(["--version"])
     assert rc == 0 and re.match(r"rdzv-agent \d+\.\d+", out), out
     rc, out = run(["join", "--help"])
     assert rc == 0 and "--nproc-per-node" in out and "Exit status" in out, out
+    assert "--connect-timeout DURATION" in out and "SECONDS" not in out, out
 
 
 def test_help_command():

@@ -57,6 +57,18 @@ def test_usage_errors_exit_2(args, needle):
     assert cp.stdout == ""
 
 
+def test_connect_timeout_is_a_duration_everywhere():
+    """--connect-timeout takes a DURATION, as --help and the man page say
+    (a plain number is seconds); a bad RDZV_CONNECT_TIMEOUT is a usage
+    error naming it, not silently the default."""
+    assert "--connect-timeout DURATION" in h.check(h.ctl(None, "--help")).stdout
+    assert "SECONDS" not in h.check(h.ctl(None, "wait", "--help")).stdout
+    cp = h.check(h.ctl(None, "status", env={"RDZV_CONNECT_TIMEOUT": "soon"}), 2)
+    assert "RDZV_CONNECT_TIMEOUT=soon is not a duration above 0" in cp.stderr
+    cp = h.check(h.ctl(None, "--connect-timeout", "0", "status"), 2)
+    assert "--connect-timeout: '0' is not a duration above 0" in cp.stderr
+
+
 def test_help_and_version_exit_0():
     cp = h.check(h.ctl(None, "--help"))
     for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
