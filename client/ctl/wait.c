@@ -1,9 +1,10 @@
 /*
- * rdzvctl wait ID [--timeout D]: blocks until the job ends and exits with
- * its outcome (SPEC §8): 0 closed, 1 failed (the reason on stderr), 3 not
- * found, 5 rdzvd unavailable. Batch scripts end with it, so the scheduler
- * records what became of the job, not the exit status of the worst task
- * (srun returns 137 after a kill -9 even when the job recovered).
+ * rdzvctl wait ID [--timeout D] [--attempt N]: blocks until the job ends
+ * and exits with its outcome (SPEC §8): 0 closed, 1 failed (the reason on
+ * stderr), 3 not found, 5 rdzvd unavailable. Batch scripts end with it,
+ * so the scheduler records what became of the job, not the exit status of
+ * the worst task (srun returns 137 after a kill -9 even when the job
+ * recovered).
  *
  * It follows the job on rdzv.v1.Control/Watch, which sends its state at
  * once and again on every change: no polling. A lost stream (rdzvd
@@ -66,9 +67,9 @@ struct waiter {
 static int
 wait_option(struct ctl *ctl, int ch, const char *arg)
 {
-	uint64_t	ms;
-	char		*end;
-	unsigned long long n;
+	uint64_t		 ms;
+	char			*end;
+	unsigned long long	 n;
 
 	if (ch == 'A') {
 		errno = 0;
