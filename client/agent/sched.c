@@ -133,7 +133,7 @@ struct host_set {
 	char		**hosts;
 	size_t		  n, cap;
 	size_t		 *slots;	/* index + 1; 0 is empty */
-	size_t		  nslots;	/* a power of 2, above 2 * n */
+	size_t		  nslots;	/* a power of 2, at least 2 * n */
 };
 
 /* FNV-1a: short names, no adversary but a fuzzer. */
