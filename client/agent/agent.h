@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <event2/event.h>
@@ -365,6 +366,7 @@ uint16_t agent_free_port(uint16_t avoid);
 
 /* join.c */
 int	cmd_join(int argc, char **argv);
+void	join_usage(FILE *);	/* join --help, help join */
 
 /* sched.c */
 void	sched_defaults(struct agent_opts *);

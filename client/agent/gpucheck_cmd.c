@@ -17,8 +17,8 @@
 
 #define DEFAULT_TIMEOUT_MS	60000
 
-static void
-usage(FILE *f)
+void
+gpucheck_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rdzv-agent gpucheck [--device N|all] [-o table|json]\n"
@@ -165,17 +165,17 @@ cmd_gpucheck(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			usage(stdout);
+			gpucheck_usage(stdout);
 			return (0);
 		default:
-			usage(stderr);
+			gpucheck_usage(stderr);
 			return (2);
 		}
 	}
 	if (optind != argc) {
 		fprintf(stderr, "rdzv-agent: gpucheck: unexpected argument "
 		    "%s\n", argv[optind]);
-		usage(stderr);
+		gpucheck_usage(stderr);
 		return (2);
 	}
 	if (strcmp(output, "table") != 0 && strcmp(output, "json") != 0) {

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gpucheck.h"
 #include "rdzv/v1/types.pb-c.h"
@@ -97,5 +98,7 @@ void	gpucheck_describe(const struct gpucheck_result *r, char *buf,
 /* `rdzv-agent gpucheck [--device N|all] [-o json]`; returns the exit
  * status. argv[0] is "gpucheck". */
 int	cmd_gpucheck(int argc, char **argv);
+/* Its usage and options, as `gpucheck --help` and `help gpucheck` print. */
+void	gpucheck_usage(FILE *);
 
 #endif

@@ -36,6 +36,9 @@
 "                                (default $SLURM_NODEID, or the PBS node\n" \
 "                                index)\n"				\
 "  --max-restarts N              failures the job survives (default 0)\n" \
+"  --attempt N                   the scheduler's run of the job, from 1:\n" \
+"                                a later one reopens it even after it\n" \
+"                                closed (default $SLURM_RESTART_COUNT + 1)\n" \
 "  --last-call DURATION          wait for more nodes once MIN joined (30s)\n" \
 "  --join-timeout DURATION       fail if MIN nodes do not join (600s)\n" \
 "  --rejoin-timeout DURATION     wait this long for a lost node's\n"	\
@@ -66,6 +69,12 @@ CLIENT_OPTIONS_HELP							\
 "Exit status: 0 the job succeeded, 1 it failed, 2 usage or configuration,\n" \
 "3 rdzvd unreachable, 4 refused (permission, job closed, evicted), 128+N\n" \
 "stopped by signal N.\n"
+
+void
+join_usage(FILE *f)
+{
+	fputs(JOIN_HELP, f);
+}
 
 typedef int (*setter_fn)(struct agent_opts *, const char *, char *, size_t);
 
@@ -170,6 +179,22 @@ set_max_restarts(struct agent_opts *o, const char *v, char *err, size_t len)
 {
 	if (parse_u32(v, 0, 1000000, &o->max_restarts) != 0) {
 		snprintf(err, len, "expected a number from 0");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The run of a requeued batch job (rule 12): Slurm exports its count, PBS
+ * keeps it in the job's run_count attribute, which only qstat shows, so
+ * deploy/pbs/train.pbs passes it here.
+ */
+static int
+set_attempt(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (parse_u32(v, 1, UINT32_MAX, &o->attempt) != 0) {
+		snprintf(err, len, "expected the scheduler's run of the job, a "
+		    "number from 1 (1 for the first run, 2 after one requeue)");
 		return -1;
 	}
 	return 0;
@@ -322,6 +347,7 @@ static const struct setting settings[] = {
 	{ "node-rank", "RDZV_NODE_RANK", required_argument, set_node_rank },
 	{ "max-restarts", "RDZV_MAX_RESTARTS", required_argument,
 	    set_max_restarts },
+	{ "attempt", "RDZV_ATTEMPT", required_argument, set_attempt },
 	{ "last-call", "RDZV_LAST_CALL", required_argument, set_last_call },
 	{ "join-timeout", "RDZV_JOIN_TIMEOUT", required_argument,
 	    set_join_timeout },
@@ -350,11 +376,12 @@ static const struct setting settings[] = {
 };
 #define N_SETTINGS	(sizeof(settings) / sizeof(settings[0]))
 
-static void
-opts_defaults(struct agent_opts *o)
+static int
+opts_defaults(struct agent_opts *o, char *err, size_t len)
 {
 	memset(o, 0, sizeof(*o));
-	client_opts_init(&o->client);
+	if (client_opts_init(&o->client, err, len) != 0)
+		return -1;
 	o->nproc_mode = NPROC_FIXED;
 	o->nproc = 1;
 	o->role = "default";
@@ -362,6 +389,7 @@ opts_defaults(struct agent_opts *o)
 	o->gpucheck.timeout_ms = AGENT_GPUCHECK_TIMEOUT_MS;
 	o->stop_timeout_ms = AGENT_STOP_TIMEOUT_MS;
 	o->reconnect_timeout_ms = AGENT_RECONNECT_MS;
+	return 0;
 }
 
 /* The RDZV_* variables, before the flags. */
@@ -418,7 +446,7 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 		const char *opt = argv[optind - 1];
 
 		if (ch == 'h') {
-			fputs(JOIN_HELP, stdout);
+			join_usage(stdout);
 			return 1;
 		}
 		if (ch == 'v') {
@@ -504,8 +532,8 @@ cmd_join(int argc, char **argv)
 	char err[512];
 	int rc;
 
-	opts_defaults(&o);
-	if ((rc = opts_env(&o, err, sizeof(err))) == 0)
+	if ((rc = opts_defaults(&o, err, sizeof(err))) == 0 &&
+	    (rc = opts_env(&o, err, sizeof(err))) == 0)
 		rc = opts_flags(&o, argc, argv, err, sizeof(err));
 	if (rc > 0)
 		return 0;

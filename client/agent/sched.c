@@ -9,6 +9,7 @@
  * write it and can override it.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,16 +123,96 @@ short_name(const char *host, char *buf, size_t len)
 	buf[n] = '\0';
 }
 
+/*
+ * The distinct hosts seen so far, in the order of their first line, and an
+ * open-addressing hash of them (indexes into |hosts|), so that a node file
+ * of tens of thousands of slots is read in linear time: a PBS job of 1,000
+ * nodes with 64 slots each has 64,000 lines.
+ */
+struct host_set {
+	char		**hosts;
+	size_t		  n, cap;
+	size_t		 *slots;	/* index + 1; 0 is empty */
+	size_t		  nslots;	/* a power of 2, at least 2 * n */
+};
+
+/* FNV-1a: short names, no adversary but a fuzzer. */
+static size_t
+host_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+static int
+host_set_grow(struct host_set *hs)
+{
+	size_t nslots = hs->nslots ? 2 * hs->nslots : 64, *slots;
+
+	if ((slots = calloc(nslots, sizeof(*slots))) == NULL)
+		return -1;
+	for (size_t i = 0; i < hs->n; i++) {
+		size_t k = host_hash(hs->hosts[i]) & (nslots - 1);
+		while (slots[k] != 0)
+			k = (k + 1) & (nslots - 1);
+		slots[k] = i + 1;
+	}
+	free(hs->slots);
+	hs->slots = slots;
+	hs->nslots = nslots;
+	return 0;
+}
+
+/*
+ * Adds |host| unless it is there: 1 when added (it is hosts[n - 1]), 0
+ * when it was there, -1 out of memory.
+ */
+static int
+host_set_add(struct host_set *hs, const char *host)
+{
+	size_t k;
+
+	if (2 * (hs->n + 1) > hs->nslots && host_set_grow(hs) != 0)
+		return -1;
+	k = host_hash(host) & (hs->nslots - 1);
+	for (; hs->slots[k] != 0; k = (k + 1) & (hs->nslots - 1))
+		if (strcmp(hs->hosts[hs->slots[k] - 1], host) == 0)
+			return 0;
+	if (hs->n == hs->cap) {
+		size_t cap = hs->cap ? 2 * hs->cap : 16;
+		char **h = realloc(hs->hosts, cap * sizeof(*h));
+		if (h == NULL)
+			return -1;
+		hs->hosts = h;
+		hs->cap = cap;
+	}
+	if ((hs->hosts[hs->n] = strdup(host)) == NULL)
+		return -1;
+	hs->slots[k] = ++hs->n;
+	return 1;
+}
+
+static void
+host_set_free(struct host_set *hs)
+{
+	for (size_t i = 0; i < hs->n; i++)
+		free(hs->hosts[i]);
+	free(hs->hosts);
+	free(hs->slots);
+}
+
 int
 sched_pbs_nodes(const char *nodefile, const char *hostname, uint32_t *count,
     uint32_t *index, char *err, size_t errlen)
 {
 	FILE *f;
 	char line[512], me[256], s[256];
-	char **hosts = NULL;
-	size_t n = 0, cap = 0;
+	struct host_set hs = { NULL, 0, 0, NULL, 0 };
 	bool found = false;
-	int rc = 0;
+	int rc = 0, added;
 
 	if ((f = fopen(nodefile, "r")) == NULL) {
 		snprintf(err, errlen, "cannot read %s: %s", nodefile,
@@ -140,50 +221,36 @@ sched_pbs_nodes(const char *nodefile, const char *hostname, uint32_t *count,
 	}
 	short_name(hostname, me, sizeof(me));
 	while (fgets(line, sizeof(line), f) != NULL) {
-		size_t i;
-
 		line[strcspn(line, " \t\r\n")] = '\0';
 		if (line[0] == '\0')
 			continue;
-		for (i = 0; i < n; i++)
-			if (strcmp(hosts[i], line) == 0)
-				break;
-		if (i < n)
-			continue;
-		if (n == cap) {
-			char **h;
-			cap = cap ? 2 * cap : 16;
-			if ((h = realloc(hosts, cap * sizeof(*h))) == NULL) {
-				rc = -1;
-				break;
-			}
-			hosts = h;
-		}
-		if ((hosts[n] = strdup(line)) == NULL) {
+		if ((added = host_set_add(&hs, line)) < 0) {
 			rc = -1;
 			break;
 		}
+		if (added == 0 || found)
+			continue;
 		short_name(line, s, sizeof(s));
-		if (!found && (strcmp(line, hostname) == 0 ||
-		    strcmp(s, me) == 0)) {
+		if (strcmp(line, hostname) == 0 || strcmp(s, me) == 0) {
 			found = true;
-			*index = (uint32_t)n;
+			*index = (uint32_t)(hs.n - 1);
 		}
-		n++;
 	}
 	fclose(f);
-	for (size_t i = 0; i < n; i++)
-		free(hosts[i]);
-	free(hosts);
+	host_set_free(&hs);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s: out of memory", nodefile);
 		return -1;
 	}
-	if (n == 0) {
+	if (hs.n == 0) {
 		snprintf(err, errlen, "%s lists no host", nodefile);
 		return -1;
 	}
-	*count = (uint32_t)n;
+	if (hs.n > UINT32_MAX) {
+		snprintf(err, errlen, "%s lists too many hosts", nodefile);
+		return -1;
+	}
+	*count = (uint32_t)hs.n;
 	if (!found)
 		*index = UINT32_MAX;
 	return 0;

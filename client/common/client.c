@@ -19,8 +19,8 @@ env(const char *name)
 	return v != NULL && *v != '\0' ? v : NULL;
 }
 
-void
-client_opts_init(struct client_opts *o)
+int
+client_opts_init(struct client_opts *o, char *err, size_t errlen)
 {
 	const char	*v;
 	uint64_t	 ms;
@@ -33,9 +33,15 @@ client_opts_init(struct client_opts *o)
 	o->tls_key = env("RDZV_TLS_KEY");
 	o->server_name = env("RDZV_TLS_SERVER_NAME");
 	o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
-	if ((v = env("RDZV_CONNECT_TIMEOUT")) != NULL &&
-	    parse_duration(v, 1000, &ms) == 0 && ms > 0 && ms <= UINT32_MAX)
-		o->connect_timeout_ms = (uint32_t)ms;
+	if ((v = env("RDZV_CONNECT_TIMEOUT")) == NULL)
+		return 0;
+	if (parse_duration(v, 1000, &ms) != 0 || ms == 0 || ms > UINT32_MAX) {
+		snprintf(err, errlen, "RDZV_CONNECT_TIMEOUT=%s is not a "
+		    "duration above 0 (try 10, 10s or 500ms)", v);
+		return -1;
+	}
+	o->connect_timeout_ms = (uint32_t)ms;
+	return 0;
 }
 
 int
@@ -64,7 +70,7 @@ client_opts_take(struct client_opts *o, int ch, const char *arg, char *err,
 		if (parse_duration(arg, 1000, &ms) != 0 || ms == 0 ||
 		    ms > UINT32_MAX) {
 			snprintf(err, errlen, "--connect-timeout: '%s' is not "
-			    "a duration (try 10, 10s or 500ms)", arg);
+			    "a duration above 0 (try 10, 10s or 500ms)", arg);
 			return -1;
 		}
 		o->connect_timeout_ms = (uint32_t)ms;

@@ -51,8 +51,8 @@ enum {
 	"  --tls-ca FILE                 verify rdzvd against this CA\n"	\
 	"  --tls-cert FILE --tls-key FILE  client certificate (mTLS)\n"	\
 	"  --tls-server-name NAME        name to verify (default: host)\n" \
-	"  --connect-timeout SECONDS     give up connecting after this\n"	\
-	"                                (default 10)\n"
+	"  --connect-timeout DURATION    give up connecting after this (10s;\n" \
+	"                                a plain number is seconds)\n"
 
 struct client_opts {
 	const char	*server;	/* as given */
@@ -63,8 +63,11 @@ struct client_opts {
 	uint32_t	 connect_timeout_ms;
 };
 
-/* The defaults, then the environment. */
-void	client_opts_init(struct client_opts *);
+/*
+ * The defaults, then the environment. 0, or -1 with a message naming the
+ * variable when RDZV_CONNECT_TIMEOUT is not a duration.
+ */
+int	client_opts_init(struct client_opts *, char *err, size_t errlen);
 
 /*
  * Takes one getopt_long result. Returns 1 when |ch| was a shared option

@@ -179,6 +179,18 @@ find_command(const char *name)
 	return NULL;
 }
 
+/* A word where a command belongs that is none: usage, naming them all. */
+static int
+unknown_command(const char *where, const char *word)
+{
+	fprintf(stderr, "rdzvctl: %sunknown command '%s' (commands:", where,
+	    word);
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(stderr, "%s %s", i > 0 ? "," : "", commands[i]->name);
+	fprintf(stderr, "; rdzvctl --help)\n");
+	return CTL_EXIT_USAGE;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -187,13 +199,15 @@ main(int argc, char **argv)
 	struct option		 longopts[MAX_LONGOPTS];
 	char			 shortopts[64];
 	bool			 done = false;
+	char			 err[512];
 	int			 ch, rc, cargc;
 	char			**cargv;
 
 	signal(SIGPIPE, SIG_IGN);
 	log_init("rdzvctl", LOG_LEVEL_WARN);
 	memset(&ctl, 0, sizeof(ctl));
-	client_opts_init(&ctl.client);
+	if (client_opts_init(&ctl.client, err, sizeof(err)) != 0)
+		return ctl_usage_error("%s", err);
 	clock_init(&ctl);
 
 	/* Shared options before the command name. */
@@ -211,21 +225,22 @@ main(int argc, char **argv)
 		usage(stderr);
 		return CTL_EXIT_USAGE;
 	}
+	/* help [COMMAND]: what --help prints, without running anything. */
 	if (strcmp(argv[optind], "help") == 0) {
-		if (optind + 1 < argc && (cmd = find_command(argv[optind + 1]))
-		    != NULL)
-			command_usage(cmd, stdout);
-		else
+		if (optind + 1 >= argc) {
 			usage(stdout);
+			return CTL_EXIT_OK;
+		}
+		if (optind + 2 < argc)
+			return ctl_usage_error("help takes one command, not "
+			    "'%s'", argv[optind + 2]);
+		if ((cmd = find_command(argv[optind + 1])) == NULL)
+			return unknown_command("help: ", argv[optind + 1]);
+		command_usage(cmd, stdout);
 		return CTL_EXIT_OK;
 	}
-	if ((cmd = find_command(argv[optind])) == NULL) {
-		ctl_usage_error("unknown command '%s' (commands: status, "
-		    "close, abort, evict, events, server, wait; rdzvctl "
-		    "--help)",
-		    argv[optind]);
-		return CTL_EXIT_USAGE;
-	}
+	if ((cmd = find_command(argv[optind])) == NULL)
+		return unknown_command("", argv[optind]);
 
 	/* The command's own options, anywhere after its name. */
 	cargc = argc - optind;

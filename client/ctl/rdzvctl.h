@@ -51,6 +51,7 @@ struct ctl {
 	uint32_t		 limit;
 	uint64_t		 after;
 	uint64_t		 timeout_ms;	/* wait --timeout; 0 none */
+	uint32_t		 attempt;	/* wait --attempt; 0 any */
 };
 
 /* One command. Its options come on top of the shared ones. */

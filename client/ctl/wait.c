@@ -1,9 +1,10 @@
 /*
- * rdzvctl wait ID [--timeout D]: blocks until the job ends and exits with
- * its outcome (SPEC §8): 0 closed, 1 failed (the reason on stderr), 3 not
- * found, 5 rdzvd unavailable. Batch scripts end with it, so the scheduler
- * records what became of the job, not the exit status of the worst task
- * (srun returns 137 after a kill -9 even when the job recovered).
+ * rdzvctl wait ID [--timeout D] [--attempt N]: blocks until the job ends
+ * and exits with its outcome (SPEC §8): 0 closed, 1 failed (the reason on
+ * stderr), 3 not found, 5 rdzvd unavailable. Batch scripts end with it,
+ * so the scheduler records what became of the job, not the exit status of
+ * the worst task (srun returns 137 after a kill -9 even when the job
+ * recovered).
  *
  * It follows the job on rdzv.v1.Control/Watch, which sends its state at
  * once and again on every change: no polling. A lost stream (rdzvd
@@ -11,6 +12,13 @@
  * RECONNECT_MS; a wait that has seen its job once does not give up on the
  * first refused connection, since the job goes on without rdzvd. Past
  * --timeout it exits 1, saying the job had not ended.
+ *
+ * --attempt N is for a requeued batch job, which keeps its id: only the end
+ * of attempt N or a later one is the outcome. The end of an earlier one
+ * (the run before the requeue closed, and this run's agents never joined)
+ * means attempt N has not started: exit 3, as for a job that is not there,
+ * rather than the earlier run's "closed" and 0. Waiting on for it instead
+ * would hold a batch job whose agents have all exited until its time limit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +41,7 @@
 
 static const struct option wait_longopts[] = {
 	{ "timeout", required_argument, NULL, 'T' },
+	{ "attempt", required_argument, NULL, 'A' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -58,8 +67,20 @@ struct waiter {
 static int
 wait_option(struct ctl *ctl, int ch, const char *arg)
 {
-	uint64_t	ms;
+	uint64_t		 ms;
+	char			*end;
+	unsigned long long	 n;
 
+	if (ch == 'A') {
+		errno = 0;
+		n = strtoull(arg, &end, 10);
+		if (*arg < '0' || *arg > '9' || *end != '\0' || errno != 0 ||
+		    n == 0 || n > UINT32_MAX)
+			return ctl_usage_error("wait: --attempt %s: give the "
+			    "scheduler's run of the job, a number from 1", arg);
+		ctl->attempt = (uint32_t)n;
+		return 0;
+	}
 	if (ch != 'T')
 		return -1;
 	if (parse_duration(arg, 1000, &ms) != 0 || ms == 0)
@@ -231,6 +252,24 @@ get_job_quiet(struct waiter *w, Rdzv__V1__Job **job)
 	return status;
 }
 
+/* An ended attempt before --attempt's: the one asked for never started. */
+static bool
+attempt_missing(const struct waiter *w)
+{
+	return job_ended(w->job) && w->job->attempt < w->ctl->attempt;
+}
+
+static int
+not_started(struct waiter *w)
+{
+	const Rdzv__V1__Job	*j = w->job;
+
+	fprintf(stderr, "rdzvctl: job %s has no attempt %u: its attempt %u "
+	    "%s (%s) and no later one started\n", j->rdzv_id, w->ctl->attempt,
+	    j->attempt, job_state_name(j->state), j->reason);
+	return CTL_EXIT_NOT_FOUND;
+}
+
 /* The job's outcome: printed, and as the exit status. */
 static int
 outcome(struct waiter *w)
@@ -299,6 +338,10 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 		return rc;
 	job_keep(&w, job);
 	for (;;) {
+		if (attempt_missing(&w)) {
+			rc = not_started(&w);
+			break;
+		}
 		if (job_ended(w.job)) {
 			rc = outcome(&w);
 			break;
@@ -373,7 +416,12 @@ const struct ctl_cmd cmd_wait_entry = {
 	.args = "ID",
 	.summary = "block until the job ends: exit 0 closed, 1 failed",
 	.help = "  --timeout DURATION            give up after this (exit 1; "
-	    "default never)\n",
+	    "default never)\n"
+	    "  --attempt N                   the end of attempt N or a later "
+	    "one\n"
+	    "                                counts (a requeued batch job); "
+	    "an\n"
+	    "                                earlier attempt's end: exit 3\n",
 	.longopts = wait_longopts,
 	.min_args = 1,
 	.max_args = 1,

@@ -103,6 +103,10 @@ def pbs_nodes():
         "empty-host": seed("", "node1\n"),
         "many-hosts": seed("h57", "".join("h%d\nh%d\n" % (i, i)
                                            for i in range(100))),
+        # Enough hosts for the hash of the hosts seen to grow many times,
+        # each listed again after others (slots handed out round-robin).
+        "thousands-of-hosts": seed("h1999", "".join(
+            "h%d\n" % ((i * 7919) % 3000) for i in range(6000))),
     }
 
 

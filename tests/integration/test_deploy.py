@@ -131,58 +131,158 @@ def pbs_script(tmp_path, server, command):
     return str(path)
 
 
+# OpenPBS's qstat -f for one job, as it prints a running subjob of an
+# array (OpenPBS is not in Debian): "Job Id:", then one attribute a line,
+# long values continued on lines that start with a tab. run_count is the
+# job's run, from $QSTAT_RUN_COUNT; a later continuation line that starts
+# with run_count must not be taken for it. Its calls go to $PBSDSH_LOG.
+QSTAT = r"""#!/bin/bash
+echo "qstat $*" >> "$PBSDSH_LOG"
+[ "$1" = -f ] && [ $# -eq 2 ] || { echo "usage: qstat -f JOBID" >&2; exit 2; }
+[ "$2" = "$PBS_JOBID" ] || { echo "qstat: Unknown Job Id $2" >&2; exit 153; }
+cat <<END
+Job Id: $2
+    Job_Name = train
+    Job_Owner = user@login01
+    job_state = R
+    queue = workq
+    server = pbs01
+    exec_host = gpu1/0*64+gpu2/0*64+gpu3/0*64
+    Rerunable = True
+    Resource_List.select = 3:ncpus=64:ngpus=8
+    Resource_List.walltime = 24:00:00
+    session_id = 4242
+    comment = Job run at Mon Nov 23 at 17:00 on (gpu1:ncpus=64:ngpus=8)
+    run_count = $QSTAT_RUN_COUNT
+    array_id = 4243[].pbs01
+    array_index = 1
+    Variable_List = PBS_O_HOME=/home/user,PBS_O_LOGNAME=user,PBS_O_X=a,
+END
+printf '\trun_count = 7,PBS_O_WORKDIR=/home/user\n'
+"""
+
+
+class PbsJob:
+    """deploy/pbs/train.pbs run as PBS would run it, with the stand-in
+    pbsdsh (and qstat, when |qstat|) first in PATH and a node file of
+    three hosts, five slots."""
+
+    def __init__(self, tmp_path, daemon, qstat=False):
+        self.tmp = tmp_path
+        self.bindir = tmp_path / "bin"
+        self.bindir.mkdir()
+        (self.bindir / "pbsdsh").write_text(PBSDSH)
+        (self.bindir / "pbsdsh").chmod(0o755)
+        if qstat:
+            (self.bindir / "qstat").write_text(QSTAT)
+            (self.bindir / "qstat").chmod(0o755)
+        out = tmp_path / "out"
+        out.mkdir()
+        nodefile = tmp_path / "nodes"
+        nodefile.write_text("gpu1\ngpu1\ngpu2\ngpu2\ngpu3\n")
+        self.log = tmp_path / "log"
+        worker = os.path.join(rt.SOURCE_ROOT, "tests", "integration", "agent",
+                              "worker.py")
+        self.script = pbs_script(tmp_path, daemon.addr,
+                                 "/usr/bin/python3 " + worker)
+        path = [str(self.bindir),
+                os.path.dirname(rt.build_path("client", "agent", "rdzv-agent")),
+                os.path.dirname(rt.build_path("client", "ctl", "rdzvctl")),
+                os.environ.get("PATH", "/usr/bin:/bin")]
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("RDZV_", "SLURM_", "PBS_", "QSTAT_"))}
+        self.env.update(PATH=":".join(path), HOME=str(tmp_path),
+                        PBS_NODEFILE=str(nodefile), PBS_JOBID="4243[1].pbs01",
+                        PBS_O_WORKDIR=str(tmp_path), PBSDSH_LOG=str(self.log),
+                        W_OUT=str(out), TMPDIR=str(tmp_path),
+                        RDZV_BUILD_ROOT=rt.BUILD_ROOT)
+
+    def run(self, **env):
+        """Runs the script to its end: CompletedProcess (text)."""
+        if self.log.exists():
+            self.log.unlink()
+        return subprocess.run(["bash", self.script], env=dict(self.env, **env),
+                              capture_output=True, text=True, timeout=90,
+                              stdin=subprocess.DEVNULL)
+
+    def calls(self):
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
 def test_pbs_script_runs_an_array_job_through_openpbs_pbsdsh(tmp_path):
     """deploy/pbs/train.pbs under a stand-in pbsdsh with only OpenPBS's
     options: one agent per distinct host of $PBS_NODEFILE, started by its
     line index (pbsdsh -n INDEX --), in an array job (PBS_JOBID
     4243[1].pbs01, which joins as 4243-1.pbs01). The three agents form the
     job with ranks in the node file's order, it closes, and the script's
-    exit status is the job's (rdzvctl wait)."""
+    exit status is the job's (rdzvctl wait). No qstat here: attempt 1."""
     import rdzvnode
-    worker = os.path.join(rt.SOURCE_ROOT, "tests", "integration", "agent",
-                          "worker.py")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "pbsdsh").write_text(PBSDSH)
-    (bindir / "pbsdsh").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    nodefile = tmp_path / "nodes"
-    nodefile.write_text("gpu1\ngpu1\ngpu2\ngpu2\ngpu3\n")
-    log = tmp_path / "log"
     d = rt.Daemon(tmp_path)
     try:
-        script = pbs_script(tmp_path, d.addr, "/usr/bin/python3 " + worker)
-        path = [str(bindir),
-                os.path.dirname(rt.build_path("client", "agent", "rdzv-agent")),
-                os.path.dirname(rt.build_path("client", "ctl", "rdzvctl")),
-                os.environ.get("PATH", "/usr/bin:/bin")]
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RDZV_", "SLURM_", "PBS_"))}
-        env.update(PATH=":".join(path), HOME=str(tmp_path),
-                   PBS_NODEFILE=str(nodefile), PBS_JOBID="4243[1].pbs01",
-                   PBS_O_WORKDIR=str(tmp_path), PBSDSH_LOG=str(log),
-                   W_OUT=str(out), TMPDIR=str(tmp_path),
-                   RDZV_BUILD_ROOT=rt.BUILD_ROOT)
-        r = subprocess.run(["bash", script], env=env, capture_output=True,
-                           text=True, timeout=90, stdin=subprocess.DEVNULL)
+        pbs = PbsJob(tmp_path, d)
+        r = pbs.run()
         assert r.returncode == 0, r.stdout + r.stderr
         assert "job 4243-1.pbs01 closed" in r.stdout, r.stdout + r.stderr
-        lines = log.read_text().splitlines()
+        lines = pbs.calls()
         assert sorted(l for l in lines if l.startswith("-n ")) == \
             ["-n 0", "-n 2", "-n 4"], lines
         cmds = [l for l in lines if l.startswith("cmd ")]
         assert len(cmds) == 3 and all("rdzv-agent join" in c for c in cmds), cmds
+        assert all("RDZV_ATTEMPT=1 " in c for c in cmds), cmds
         with rdzvnode.Control(d.addr) as c:
             j = c.get_job("4243-1.pbs01")
         assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED, j
+        assert j.attempt == 1, j
         assert j.settings.min_nodes == 3 and j.settings.rejoin_timeout_ms == 0, j
         hints = sorted(n.rank_hint for n in j.nodes)
         assert hints in ([0, 1, 2], [0, 2, 4]), j
         # Torque's form is refused by the stand-in, as by OpenPBS.
-        bad = subprocess.run([str(bindir / "pbsdsh"), "-h", "gpu1", "true"],
-                             env=env, capture_output=True, text=True, timeout=10)
+        bad = subprocess.run([str(pbs.bindir / "pbsdsh"), "-h", "gpu1", "true"],
+                             env=pbs.env, capture_output=True, text=True,
+                             timeout=10)
         assert bad.returncode == 2 and "invalid option -h" in bad.stderr
+    finally:
+        d.stop()
+
+
+def test_pbs_script_requeued_run_is_a_new_attempt(tmp_path):
+    """PBS exports no run count: train.pbs reads the job's run_count from
+    qstat -f (a stand-in printing OpenPBS's format) and gives it to every
+    agent (RDZV_ATTEMPT) and to rdzvctl wait --attempt. The first run
+    closes the job as attempt 1; a requeued run (run_count = 2) reopens the
+    closed job as attempt 2 with real agents, and it closes again. A run
+    whose agents never join (run_count = 3, pbsdsh failing) does not take
+    attempt 2's "closed" for its own: rdzvctl wait exits 3."""
+    import rdzvnode
+    d = rt.Daemon(tmp_path)
+    try:
+        pbs = PbsJob(tmp_path, d, qstat=True)
+        r = pbs.run(QSTAT_RUN_COUNT="1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "qstat -f 4243[1].pbs01" in pbs.calls(), pbs.calls()
+        with rdzvnode.Control(d.addr) as c:
+            j = c.get_job("4243-1.pbs01")
+        assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 1, j
+
+        r = pbs.run(QSTAT_RUN_COUNT="2")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "job 4243-1.pbs01 closed" in r.stdout, r.stdout + r.stderr
+        cmds = [l for l in pbs.calls() if l.startswith("cmd ")]
+        assert len(cmds) == 3 and all("RDZV_ATTEMPT=2 " in c for c in cmds), cmds
+        with rdzvnode.Control(d.addr) as c:
+            j = c.get_job("4243-1.pbs01", events=50)
+        assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 2, j
+        assert len(j.nodes) == 3 and all(
+            n.state == rdzvnode.pb.types.NODE_STATE_SUCCEEDED for n in j.nodes), j
+        assert any(e.kind == "reopened" and "attempt 2" in e.message
+                   for e in j.events), j.events
+
+        # This run's agents never start: its wait must not exit 0.
+        (pbs.bindir / "pbsdsh").write_text("#!/bin/sh\nexit 1\n")
+        r = pbs.run(QSTAT_RUN_COUNT="3")
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert "job 4243-1.pbs01 has no attempt 3: its attempt 2 closed" in \
+            r.stderr, r.stderr
     finally:
         d.stop()
 

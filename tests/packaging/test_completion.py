@@ -105,6 +105,12 @@ def test_rdzv_agent_commands_options_and_the_workers_command():
     assert complete("rdzv-agent", "join", "--log-level", "d") == ["debug"]
     assert complete("rdzv-agent", "gpucheck", "-o", "") == ["json", "table"]
     assert "--bytes" in complete("rdzv-agent", "gpucheck", "--")
+    # help COMMAND: the commands, and nothing after the one.
+    assert complete("rdzv-agent", "help", "") == ["gpucheck", "join"]
+    assert complete("rdzv-agent", "help", "j") == ["join"]
+    assert complete("rdzv-agent", "help", "join", "") == []
+    assert complete("rdzv-agent", "join", "--att") == ["--attempt"]
+    assert complete("rdzvctl", "wait", "--att") == ["--attempt"]
     # After --, the workers' command, then its own arguments.
     assert "true" in complete("rdzv-agent", "join", "--id", "j", "--tee",
                               "--", "tru")

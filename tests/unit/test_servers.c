@@ -263,7 +263,7 @@ test_client_opts(void)
 	char err[512] = "";
 
 	setenv("RDZV_SERVER", "a:1,b:2", 1);
-	client_opts_init(&o);
+	CHECK_INT(client_opts_init(&o, err, sizeof(err)), 0);
 	CHECK_INT(client_opts_servers(&o, &sl, err, sizeof(err)), 0);
 	CHECK_INT(sl.n, 2);
 	CHECK_INT(client_opts_grpc(&o, &g, &tls, err, sizeof(err)), 0);
@@ -285,8 +285,31 @@ test_client_opts(void)
 	CHECK_INT(client_opts_servers(&o, &sl, err, sizeof(err)), -1);
 	CHECK_CONTAINS(err, "a unix socket (unix:/run/x.sock) is cleartext");
 	unsetenv("RDZV_SERVER");
-	client_opts_init(&o);
+	CHECK_INT(client_opts_init(&o, err, sizeof(err)), 0);
 	CHECK_STR(o.server, CLIENT_DEFAULT_SERVER);
+	CHECK_INT(o.connect_timeout_ms, 10000);
+
+	/* RDZV_CONNECT_TIMEOUT is a duration, plain numbers in seconds, as
+	 * --connect-timeout; a bad one is an error naming it. */
+	setenv("RDZV_CONNECT_TIMEOUT", "3", 1);
+	CHECK_INT(client_opts_init(&o, err, sizeof(err)), 0);
+	CHECK_INT(o.connect_timeout_ms, 3000);
+	setenv("RDZV_CONNECT_TIMEOUT", "250ms", 1);
+	CHECK_INT(client_opts_init(&o, err, sizeof(err)), 0);
+	CHECK_INT(o.connect_timeout_ms, 250);
+	CHECK_INT(client_opts_take(&o, CLIENT_OPT_CONNECT_TIMEOUT, "2m", err,
+	    sizeof(err)), 1);
+	CHECK_INT(o.connect_timeout_ms, 120000);
+	CHECK_INT(client_opts_take(&o, CLIENT_OPT_CONNECT_TIMEOUT, "7", err,
+	    sizeof(err)), 1);
+	CHECK_INT(o.connect_timeout_ms, 7000);
+	CHECK_INT(client_opts_take(&o, CLIENT_OPT_CONNECT_TIMEOUT, "0", err,
+	    sizeof(err)), -1);
+	CHECK_CONTAINS(err, "--connect-timeout: '0' is not a duration above 0");
+	setenv("RDZV_CONNECT_TIMEOUT", "soon", 1);
+	CHECK_INT(client_opts_init(&o, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "RDZV_CONNECT_TIMEOUT=soon is not a duration");
+	unsetenv("RDZV_CONNECT_TIMEOUT");
 }
 
 /* SPEC §6's backoff between rounds, and its bound while a server answers. */

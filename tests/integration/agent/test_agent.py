@@ -103,10 +103,47 @@ def test_bad_input(tmp_path):
     assert rc == 2 and "cannot run no-such-program-here: not found" in out, out
     rc, out = run(["frob"])
     assert rc == 2 and "unknown command 'frob'" in out, out
+    rc, out = run(["join", "--id", "x", "--", "true"],
+                  env={"RDZV_CONNECT_TIMEOUT": "10 seconds"})
+    assert rc == 2 and "RDZV_CONNECT_TIMEOUT=10 seconds is not a duration" \
+        in out, out
     rc, out = run(["--version"])
     assert rc == 0 and re.match(r"rdzv-agent \d+\.\d+", out), out
     rc, out = run(["join", "--help"])
     assert rc == 0 and "--nproc-per-node" in out and "Exit status" in out, out
+    assert "--connect-timeout DURATION" in out and "SECONDS" not in out, out
+
+
+def test_help_command():
+    """`rdzv-agent help CMD` prints that command's usage and options, as
+    `CMD --help` does (not the general usage), even where an RDZV_*
+    variable the command would refuse is set; `help` alone the general
+    usage; an unknown command or a second word is a usage error."""
+    import subprocess
+
+    def agent(*args, env=None):
+        return subprocess.run([AGENT] + list(args), capture_output=True,
+                              text=True, timeout=15, stdin=subprocess.DEVNULL,
+                              env=dict(os.environ, **(env or {})))
+    for cmd in ("join", "gpucheck"):
+        direct = agent(cmd, "--help")
+        assert direct.returncode == 0 and direct.stdout.startswith(
+            "usage: rdzv-agent %s " % cmd), direct
+        h = agent("help", cmd)
+        assert h.returncode == 0 and h.stdout == direct.stdout and \
+            h.stderr == "", h
+    h = agent("help", "join", env={"RDZV_NNODES": "many"})
+    assert h.returncode == 0 and "--nproc-per-node" in h.stdout, h
+    general = agent("--help")
+    h = agent("help")
+    assert h.returncode == 0 and h.stdout == general.stdout, h
+    assert "\ncommands:\n" in h.stdout and "rdzv-agent help COMMAND" in h.stdout
+    h = agent("help", "frob")
+    assert h.returncode == 2 and h.stdout == "" and h.stderr == \
+        "rdzv-agent: help: unknown command 'frob'; the commands are join, " \
+        "gpucheck\n", h
+    h = agent("help", "join", "gpucheck")
+    assert h.returncode == 2 and "help takes one command" in h.stderr, h
 
 
 def test_unreachable(tmp_path):
@@ -508,6 +545,60 @@ def test_slurm_requeue_reopens_a_closed_job(job, tmp_path):
     assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 2, j
     assert any(e.kind == "reopened" and "after a requeue" in e.message
                for e in j.events), j
+
+
+def test_attempt_flag_and_variable(job, tmp_path):
+    """--attempt N (RDZV_ATTEMPT) is the scheduler's run where none is
+    exported (PBS): a later run than the job's reopens it even after it
+    closed, as that attempt, and it wins over SLURM_RESTART_COUNT + 1. A
+    value that is not a run from 1 is a usage error naming it."""
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--id", "req-pbs"]
+    cmd = ["--", "/usr/bin/python3", WORKER]
+    env = {"W_OUT": job.out, "TMPDIR": str(tmp_path)}
+
+    def run(extra=(), more_env=None):
+        with rt.Proc(argv + list(extra) + cmd, env=dict(env, **(more_env or {}))) as p:
+            return p.wait(30), p.output()
+
+    rc, out = run()
+    assert rc == 0, out
+    rc, out = run(["--attempt", "1"])
+    assert rc == 4 and "use a new --id" in out, out
+    rc, out = run(["--attempt", "2"])
+    assert rc == 0, out
+    assert job.ctl.get_job("req-pbs").attempt == 2
+    rc, out = run(more_env={"RDZV_ATTEMPT": "4", "SLURM_RESTART_COUNT": "0"})
+    assert rc == 0, out
+    j = job.ctl.get_job("req-pbs")
+    assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED and j.attempt == 4, j
+    for bad in ("0", "two", "-1", "4294967296"):
+        rc, out = run(["--attempt", bad])
+        assert rc == 2 and "--attempt %s: expected the scheduler's run" % bad \
+            in out, out
+    rc, out = run(more_env={"RDZV_ATTEMPT": "0"})
+    assert rc == 2 and "RDZV_ATTEMPT=0: expected" in out, out
+
+
+def test_pbs_node_file_of_10000_hosts(job, tmp_path):
+    """A node file of 10,000 hosts (two slots each, this host at 7,777th
+    place among them): the rank hint is this host's first place, read in
+    linear time (sched_pbs_nodes hashes the hosts it has seen)."""
+    me = socket.gethostname()
+    hosts = ["n%05d.cluster" % i for i in range(10000)]
+    hosts[7777] = me
+    nodefile = os.path.join(str(tmp_path), "nodes")
+    with open(nodefile, "w") as f:
+        for h in hosts:
+            f.write("%s\n%s\n" % (h, h))
+    argv = [AGENT, "join", "--server", job.daemon.addr, "--nnodes", "1",
+            "--", "/usr/bin/python3", WORKER]
+    with rt.Proc(argv, env={"W_OUT": job.out, "TMPDIR": str(tmp_path),
+                            "PBS_JOBID": "4244.pbs01",
+                            "PBS_NODEFILE": nodefile}) as p:
+        assert p.wait(30) == 0, p.output()
+    j = job.ctl.get_job("4244.pbs01")
+    assert j.state == rdzvnode.pb.types.JOB_STATE_CLOSED, j
+    assert j.nodes[0].has_rank_hint and j.nodes[0].rank_hint == 7777, j
 
 
 def test_pbs_array_job_id(job, tmp_path):

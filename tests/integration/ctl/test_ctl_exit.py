@@ -33,7 +33,10 @@ def daemon(tmp_path_factory):
 
 @pytest.mark.parametrize("args,needle", [
     ([], "usage: rdzvctl"),
-    (["frobnicate"], "unknown command 'frobnicate'"),
+    (["frobnicate"], "unknown command 'frobnicate' (commands: status, close, "
+     "abort, evict, events, server, wait; rdzvctl --help)"),
+    (["help", "frobnicate"], "help: unknown command 'frobnicate' (commands: "),
+    (["help", "wait", "status"], "help takes one command, not 'status'"),
     (["status", "--bogus"], "status: unknown option '--bogus'"),
     (["--bogus", "status"], "unknown option '--bogus'"),
     (["abort"], "abort: missing arguments (usage: rdzvctl abort ID)"),
@@ -54,6 +57,18 @@ def test_usage_errors_exit_2(args, needle):
     assert cp.stdout == ""
 
 
+def test_connect_timeout_is_a_duration_everywhere():
+    """--connect-timeout takes a DURATION, as --help and the man page say
+    (a plain number is seconds); a bad RDZV_CONNECT_TIMEOUT is a usage
+    error naming it, not silently the default."""
+    assert "--connect-timeout DURATION" in h.check(h.ctl(None, "--help")).stdout
+    assert "SECONDS" not in h.check(h.ctl(None, "wait", "--help")).stdout
+    cp = h.check(h.ctl(None, "status", env={"RDZV_CONNECT_TIMEOUT": "soon"}), 2)
+    assert "RDZV_CONNECT_TIMEOUT=soon is not a duration above 0" in cp.stderr
+    cp = h.check(h.ctl(None, "--connect-timeout", "0", "status"), 2)
+    assert "--connect-timeout: '0' is not a duration above 0" in cp.stderr
+
+
 def test_help_and_version_exit_0():
     cp = h.check(h.ctl(None, "--help"))
     for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
@@ -63,6 +78,14 @@ def test_help_and_version_exit_0():
     assert "usage: rdzvctl abort ID" in cp.stdout and "--reason" in cp.stdout
     cp = h.check(h.ctl(None, "help", "evict"))
     assert "usage: rdzvctl evict ID NODE" in cp.stdout
+    # help CMD is CMD --help for every command, not the general usage.
+    for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
+        direct = h.check(h.ctl(None, cmd, "--help"))
+        via = h.check(h.ctl(None, "help", cmd))
+        assert via.stdout == direct.stdout and via.stdout.startswith(
+            "usage: rdzvctl %s " % cmd), via.stdout
+    assert h.check(h.ctl(None, "help")).stdout == \
+        h.check(h.ctl(None, "--help")).stdout
     cp = h.check(h.ctl(None, "--version"))
     assert cp.stdout.startswith("rdzvctl ")
 

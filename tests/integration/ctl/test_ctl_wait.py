@@ -1,7 +1,8 @@
-"""rdzvctl wait ID [--timeout D] (SPEC §8): blocks until the job ends on
-the Watch stream; exit 0 when it closed, 1 when it failed (the reason on
-stderr) or --timeout passed, 3 not found, 5 rdzvd unavailable. It keeps
-waiting across a restart of rdzvd. Simulated agents (rdzvnode.Node) drive
+"""rdzvctl wait ID [--timeout D] [--attempt N] (SPEC §8): blocks until the
+job ends on the Watch stream; exit 0 when it closed, 1 when it failed (the
+reason on stderr) or --timeout passed, 3 not found (or, with --attempt, when
+an earlier attempt ended and attempt N never started), 5 rdzvd unavailable.
+It keeps waiting across a restart of rdzvd. Simulated agents (rdzvnode.Node) drive
 the job; every wait is bounded."""
 
 import os
@@ -125,6 +126,73 @@ def test_not_found_unavailable_and_usage(two):
     assert "--timeout soon" in cp.stderr, cp.stderr
     cp = h.check(h.ctl(two.d.addr, "wait"), 2)
     assert "missing arguments" in cp.stderr, cp.stderr
+
+
+def attempt(n):
+    """A Join's extra(): the scheduler's run |n| (a requeue's is above 1)."""
+    def set_attempt(req):
+        req.attempt = n
+    return set_attempt
+
+
+def test_attempt_an_earlier_attempts_end_does_not_count(two):
+    """A requeued batch job keeps its id. Its attempt 1 closed; a wait for
+    attempt 2 whose agents never joined exits 3 saying so, not 0 with the
+    earlier run's "closed". Once attempt 2 joins, the wait blocks until it
+    ends, and a later attempt counts for an earlier --attempt."""
+    for n in two.nodes:
+        n.report(two.gen, "SUCCEEDED")
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "1"))
+    assert "job %s closed" % two.id in cp.stdout, cp.stdout
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2"), 3)
+    assert cp.stdout == "", cp.stdout
+    assert ("rdzvctl: job %s has no attempt 2: its attempt 1 closed "
+            "(every participant finished) and no later one started\n"
+            % two.id) == cp.stderr, cp.stderr
+
+    # The requeued run joins as attempt 2 and reopens the closed job.
+    again = [Node(two.d.addr, name="host-%d" % i) for i in range(2)]
+    two.nodes += again
+    for i, n in enumerate(again):
+        acc = n.join(two.id, min_nodes=2, max_nodes=2, rank_hint=i,
+                     extra=attempt(2))
+        assert acc.attempt == 2, acc
+    gen = again[0].wait_assignment(timeout=10).generation
+    waits = [start_wait(two.d.addr, two.id, "--attempt", a) for a in (2, 1)]
+    for p in waits:
+        blocked(p, "attempt 2 runs")
+    for n in again:
+        n.report(gen, "SUCCEEDED")
+    for p in waits:
+        rc, out, err = finish(p, 10)
+        assert rc == 0, (rc, out, err)
+        assert out == "job %s closed: every participant finished\n" % two.id
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2", "-o",
+                       "json"))
+    assert '"attempt": 2' in cp.stdout, cp.stdout
+    h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "3"), 3)
+
+
+def test_attempt_a_running_earlier_attempt_that_fails(two):
+    """A wait for attempt 2 started while attempt 1 still runs follows it;
+    when attempt 1 fails, that is not attempt 2's outcome: exit 3, naming
+    what became of attempt 1, rather than 1."""
+    p = start_wait(two.d.addr, two.id, "--attempt", 2)
+    blocked(p, "attempt 1 runs")
+    with Control(two.d.addr) as c:
+        c.abort_job(two.id, reason="requeued")
+    rc, out, err = finish(p, 10)
+    assert rc == 3, (rc, out, err)
+    assert out == ""
+    assert err.startswith("rdzvctl: job %s has no attempt 2: its attempt 1 "
+                          "failed (aborted by " % two.id), err
+
+
+def test_attempt_usage(two):
+    for bad in ("0", "x", "-1", "1.5", "4294967296", ""):
+        cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", bad), 2)
+        assert "wait: --attempt %s: give the scheduler's run of the job, a " \
+            "number from 1" % bad in cp.stderr, cp.stderr
 
 
 def test_waits_across_a_restart_of_rdzvd(tmp_path):
