@@ -37,42 +37,6 @@ empty_core(void)
 	return c;
 }
 
-const char *
-ha_role_name(void)
-{
-	return rdzvd.standby ? "standby" : "leader";
-}
-
-void
-ha_hint(struct grpc_call *call)
-{
-	if (rdzvd.standby && rdzvd.leader[0] != '\0')
-		grpc_call_set_trailer(call, "rdzv-leader", rdzvd.leader);
-}
-
-void
-ha_refuse(struct grpc_call *call)
-{
-	ha_hint(call);
-	if (rdzvd.leader[0] != '\0')
-		grpc_call_finish(call, GRPC_UNAVAILABLE, "not the leader; the "
-		    "leader is %s", rdzvd.leader);
-	else
-		grpc_call_finish(call, GRPC_UNAVAILABLE, "not the leader; no "
-		    "leader is known yet");
-}
-
-void
-ha_set_leader(const char *addr)
-{
-	if (strcmp(rdzvd.leader, addr) == 0)
-		return;
-	snprintf(rdzvd.leader, sizeof(rdzvd.leader), "%s", addr);
-	if (rdzvd.standby)
-		log_info("the leader is %s", addr[0] != '\0' ? addr :
-		    "not known");
-}
-
 int
 ha_lead(char *err, size_t errlen)
 {
@@ -88,7 +52,7 @@ ha_lead(char *err, size_t errlen)
 	rdzvd.core = c;
 	rdzvd.standby = 0;
 	snprintf(rdzvd.leader, sizeof(rdzvd.leader), "%s", rdzvd.advertise);
-	services_start();
+	services_start(ha_commit_failed);
 	health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);

@@ -26,8 +26,6 @@ void		 ha_wait_settled(void);
 /* At shutdown: campaign no more, and give up the leadership (the lease is
  * revoked, so a standby takes over at once). */
 void		 ha_shutdown(void);
-/* "leader" or "standby". */
-const char	*ha_role_name(void);
 /* Becomes the leader: a fresh core loaded from the store, then the
  * services. 0, or -1 with a message (the replica stays a standby). */
 int		 ha_lead(char *err, size_t errlen);
@@ -35,17 +33,9 @@ int		 ha_lead(char *err, size_t errlen);
  * every call waiting for a commit ends with UNAVAILABLE, the core is
  * dropped, and the replica campaigns again. */
 void		 ha_step_down(const char *why);
-/* turn.c's failed commit: SQLite exits (SPEC §9), etcd steps down. */
+/* A failed commit (turn_out's commit_failed): SQLite exits (SPEC §9),
+ * etcd steps down. */
 void		 ha_commit_failed(const char *err);
-/* Adds the `rdzv-leader` trailer to |call| when a standby knows the
- * leader. */
-void		 ha_hint(struct grpc_call *call);
-/* Ends a call a standby does not serve: UNAVAILABLE, "not the leader; the
- * leader is X", with the hint. */
-void		 ha_refuse(struct grpc_call *call);
-/* The leader's advertised address as the election learned it ("":
- * unknown). */
-void		 ha_set_leader(const char *addr);
 
 /* ha_elect.c: the campaign on etcd. */
 /* Starts campaigning (an etcd store only). */

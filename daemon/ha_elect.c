@@ -256,7 +256,7 @@ range_done(struct etcd_call *call, int status, const char *message,
 	if (mine == 0 && rdzvd.standby)
 		lead();
 	else if (mine != 0)
-		ha_set_leader(leader);
+		role_set_leader(leader);
 	if (el.again && el.key[0] != '\0') {
 		el.again = 0;
 		check();

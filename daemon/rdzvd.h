@@ -103,6 +103,23 @@ struct rdzvd {
 extern struct rdzvd rdzvd;
 
 /*
+ * role.c: leader or standby (SPEC §14), as the services read it. A standby
+ * refuses Rendezvous and Control calls with UNAVAILABLE and the leader's
+ * address in the `rdzv-leader` trailer.
+ */
+/* "leader" or "standby". */
+const char	*role_name(void);
+/* Adds the `rdzv-leader` trailer to |call| when a standby knows the
+ * leader. */
+void		 role_hint(struct grpc_call *call);
+/* Ends a call a standby does not serve: UNAVAILABLE, "not the leader; the
+ * leader is X", with the hint. */
+void		 role_refuse(struct grpc_call *call);
+/* The leader's advertised address as the election learned it ("":
+ * unknown). */
+void		 role_set_leader(const char *addr);
+
+/*
  * turn.c: one event-loop turn's changes become one transaction, then the
  * turn's output goes out (SPEC §9: nothing is acknowledged before it is
  * durable) to the consumers main.c registers at start: the Join streams and
@@ -120,6 +137,9 @@ struct turn_out {
 	void	(*committed)(uint64_t usec);
 	/* The turn's output is out: what it changed, for counting. */
 	void	(*turn_done)(const struct core *, struct core_now);
+	/* The store refused the turn's commit (|err| says why): nothing of
+	 * the turn goes out, and the turn is gone. */
+	void	(*commit_failed)(const char *err);
 };
 void		 turn_init(const struct turn_out *);
 /* One more consumer of the changed jobs, after the Watch streams: the
@@ -256,7 +276,7 @@ void		 services_core_config(struct core_config *);
 void		 services_server_opts(struct grpc_server_opts *);
 /* Once the core is loaded: the clock, the turn, the streams, a first turn
  * for restored deadlines. services_stop() undoes it. */
-void		 services_start(void);
+void		 services_start(void (*commit_failed)(const char *err));
 void		 services_stop(void);
 /* Stops serving the core (ha.c's step-down): every Watch and Join stream
  * and every call waiting for a commit ends with UNAVAILABLE and |why|;

@@ -45,7 +45,7 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 		listeners[i] = rdzvd.listeners[i];
 	resp.n_listeners = rdzvd.n_listeners;
 	resp.listeners = listeners;
-	resp.role = (char *)ha_role_name();
+	resp.role = (char *)role_name();
 	resp.leader = rdzvd.leader;
 	resp.advertise = rdzvd.advertise;
 	ha_store_text(store, sizeof(store));

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 
@@ -121,7 +120,7 @@ watch_end_all(const char *why)
 	struct watcher *w;
 
 	while ((w = TAILQ_FIRST(&watchers)) != NULL) {
-		ha_hint(w->call);
+		role_hint(w->call);
 		grpc_call_finish(w->call, GRPC_UNAVAILABLE, "%s", why);
 		/* watcher_closed freed it; be sure. */
 		if (TAILQ_FIRST(&watchers) == w) {

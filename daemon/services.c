@@ -6,7 +6,6 @@
  */
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
-#include "ha.h"
 #include "rdzvd.h"
 
 #define HEALTH "/grpc.health.v1.Health/"
@@ -28,7 +27,7 @@ static void								\
 gated_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
 {									\
 	if (rdzvd.standby) {						\
-		ha_refuse(call);					\
+		role_refuse(call);					\
 		return;							\
 	}								\
 	fn(call, req, arg);						\
@@ -108,14 +107,15 @@ services_server_opts(struct grpc_server_opts *so)
 }
 
 void
-services_start(void)
+services_start(void (*commit_failed)(const char *err))
 {
-	static const struct turn_out out = {
+	struct turn_out out = {
 		.send = streams_send,
 		.jobs_changed = watch_jobs_changed,
 		.node_removed = streams_forget,
 		.committed = metrics_commit,
 		.turn_done = metrics_turn,
+		.commit_failed = commit_failed,
 	};
 
 	stall_init();

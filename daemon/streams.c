@@ -13,7 +13,6 @@
 
 #include <event2/event.h>
 
-#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 
@@ -245,7 +244,7 @@ streams_shutdown(const char *why)
 	for (size_t i = 0; i < streams.cap; i++)
 		while (streams.slots[i].item != NULL) {
 			struct stream *s = streams.slots[i].item;
-			ha_hint(s->call);
+			role_hint(s->call);
 			stream_end(s, 0, GRPC_UNAVAILABLE, "%s", why);
 		}
 	if (sweep_ev != NULL)

@@ -23,7 +23,6 @@
 
 #include <event2/event.h>
 
-#include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -127,7 +126,7 @@ turn_flush(void)
 
 	if (store_commit(rdzvd.store, c, err, sizeof(err)) != 0) {
 		/* This turn (and its flush event) are gone afterwards. */
-		ha_commit_failed(err);
+		out.commit_failed(err);
 		return;
 	}
 	if (store_transactions(rdzvd.store) != txns && out.committed != NULL)
@@ -202,7 +201,7 @@ turn_abandon(const char *why)
 	while ((a = TAILQ_FIRST(&answers)) != NULL) {
 		TAILQ_REMOVE(&answers, a, entry);
 		grpc_call_on_close(a->call, NULL, NULL);
-		ha_hint(a->call);
+		role_hint(a->call);
 		grpc_call_finish(a->call, GRPC_UNAVAILABLE, "%s", why);
 		free(a->arg);
 		free(a);

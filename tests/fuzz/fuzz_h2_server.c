@@ -135,6 +135,14 @@ store_empty(char *err, size_t errlen)
 	return store;
 }
 
+/* The in-memory store never refuses a commit; if it did, that is a bug. */
+static void
+commit_failed(const char *err)
+{
+	fprintf(stderr, "fuzz: commit failed: %s\n", err);
+	abort();
+}
+
 /* daemon/main.c's start-up, on an empty database, listening on sock_path. */
 static void
 daemon_start(void)
@@ -173,7 +181,7 @@ daemon_start(void)
 		fprintf(stderr, "fuzz: %s\n", err);
 		abort();
 	}
-	services_start();
+	services_start(commit_failed);
 
 	struct grpc_server_opts so;
 
