@@ -289,3 +289,19 @@ ctl_received(struct ctl *ctl, ProtobufCMessage *m)
 	if (ctl->output != CTL_OUTPUT_JSON)
 		pb_strings_walk(m, vis_string, NULL);
 }
+
+Rdzv__V1__Job *
+ctl_job_copy(const Rdzv__V1__Job *j)
+{
+	size_t		 len = rdzv__v1__job__get_packed_size(j);
+	uint8_t		*buf = malloc(len ? len : 1);
+	Rdzv__V1__Job	*copy;
+
+	if (buf == NULL)
+		fatal("copying job %s", j->rdzv_id);
+	rdzv__v1__job__pack(j, buf);
+	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
+		fatalx("cannot copy job %s", j->rdzv_id);
+	free(buf);
+	return copy;
+}

@@ -115,6 +115,9 @@ int	ctl_client_opts(struct ctl *, struct grpc_client_opts *,
  * same on every run.
  */
 void	ctl_received(struct ctl *, ProtobufCMessage *m);
+/* A copy of |j| to keep: a stream's message is freed after its callback.
+ * Free it with protobuf_c_message_free_unpacked. */
+Rdzv__V1__Job *ctl_job_copy(const Rdzv__V1__Job *j);
 
 /* table.c */
 struct table;

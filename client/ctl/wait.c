@@ -97,23 +97,6 @@ job_ended(const Rdzv__V1__Job *j)
 	    j->state == RDZV__V1__JOB_STATE__JOB_STATE_FAILED;
 }
 
-/* Our own copy: a stream's message is freed after its callback. */
-static Rdzv__V1__Job *
-job_copy(const Rdzv__V1__Job *j)
-{
-	size_t		 len = rdzv__v1__job__get_packed_size(j);
-	uint8_t		*buf = malloc(len ? len : 1);
-	Rdzv__V1__Job	*copy;
-
-	if (buf == NULL)
-		fatal("wait");
-	rdzv__v1__job__pack(j, buf);
-	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
-		fatalx("wait: cannot copy job %s", j->rdzv_id);
-	free(buf);
-	return copy;
-}
-
 static void
 job_keep(struct waiter *w, Rdzv__V1__Job *job)
 {
@@ -148,7 +131,7 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		finish(w, END_REMOVED);
 		return;
 	}
-	job_keep(w, job_copy(ev->job));
+	job_keep(w, ctl_job_copy(ev->job));
 	ctl_received(w->ctl, &w->job->base);
 	if (job_ended(w->job))
 		finish(w, END_ENDED);

@@ -54,23 +54,6 @@ struct watch {
 	size_t			 cap;
 };
 
-/* Our own copy of a job: the stream's message is freed after the callback. */
-static Rdzv__V1__Job *
-job_copy(const Rdzv__V1__Job *j)
-{
-	size_t		 len = rdzv__v1__job__get_packed_size(j);
-	uint8_t		*buf = malloc(len ? len : 1);
-	Rdzv__V1__Job	*copy;
-
-	if (buf == NULL)
-		fatal("watch");
-	rdzv__v1__job__pack(j, buf);
-	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
-		fatalx("watch: cannot copy job %s", j->rdzv_id);
-	free(buf);
-	return copy;
-}
-
 static ssize_t
 job_find(const struct watch *w, const char *id)
 {
@@ -276,7 +259,7 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		w->lost_at = 0;
 		server_list_ok(&w->ctl->servers);
 	}
-	job = job_copy(ev->job);
+	job = ctl_job_copy(ev->job);
 	ctl_received(w->ctl, &job->base);
 	i = job_find(w, job->rdzv_id);
 	if (w->ctl->output == CTL_OUTPUT_JSON) {
