@@ -43,6 +43,21 @@ def skip_unless_etcd():
         pytest.skip(why)
 
 
+def fixture():
+    """A pytest fixture |etcd|: a one-member etcd for one test, under the
+    test's temporary directory; the test skips with the reason when etcd is
+    missing. A test module takes it as `etcd = etcdtest.fixture()`."""
+    import pytest
+
+    @pytest.fixture
+    def etcd(tmp_path):
+        skip_unless_etcd()
+        e = Etcd(tmp_path / "etcd")
+        yield e
+        e.close()
+    return etcd
+
+
 def free_ports(n):
     """|n| distinct loopback TCP ports free at the moment of asking. Another
     process may take one before etcd binds it: Etcd() retries then."""

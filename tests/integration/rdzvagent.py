@@ -102,6 +102,20 @@ class AgentJob:
     def by_rank(self, kind, gen):
         return {r: d for (g, r), d in self.files(kind, gen).items()}
 
+    def wait_world(self, world, after=0, timeout=30):
+        """The first generation above |after| whose ranks 0..world-1 all
+        started: (generation, {rank: env file})."""
+        def ok():
+            for g in sorted({g for g, _ in self.files("env")}):
+                got = self.by_rank("env", g)
+                if g > after and sorted(got) == list(range(world)):
+                    return g, got
+            return None
+        return rt.wait_for(ok, timeout, 0.05, "a generation above %d with %d "
+                           "workers; have %s\n%s"
+                           % (after, world, sorted(self.files("env")),
+                              self.outputs()))
+
     def stop_workers(self):
         with open(self.stop_file, "w"):
             pass

@@ -82,18 +82,6 @@ class Job(rdzvagent.AgentJob):
              "W_STOP": self.stop_file, "TMPDIR": self.tmp}
         return self.start(tag, argv + list(args), e, server)
 
-    def wait_world(self, world, timeout=20):
-        """The first generation whose ranks 0..world-1 all started:
-        (generation, {rank: env file})."""
-        def ok():
-            for g in sorted({g for g, _ in self.files("env")}):
-                got = self.by_rank("env", g)
-                if sorted(got) == list(range(world)):
-                    return g, got
-            return None
-        return rt.wait_for(ok, timeout, 0.05, "a generation with %d workers; "
-                           "have %s\n%s" % (world, sorted(self.files("env")),
-                                            self.outputs()))
 
     def use_daemon(self, daemon):
         self.ctl.close()

@@ -81,12 +81,7 @@ class Replica(rt.Proc):
             return c.server_info()
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    etcdtest.skip_unless_etcd()
-    e = etcdtest.Etcd(tmp_path / "etcd")
-    yield e
-    e.close()
+etcd = etcdtest.fixture()
 
 
 class HAJob(rdzvagent.AgentJob):
@@ -117,16 +112,6 @@ class HAJob(rdzvagent.AgentJob):
         self.daemon = replica
         self.ctl = rdzvnode.Control(replica.addr)
 
-    def wait_world(self, world, after=0, timeout=30):
-        def ok():
-            for g in sorted({g for g, _ in self.files("env")}):
-                got = self.by_rank("env", g)
-                if g > after and sorted(got) == list(range(world)):
-                    return g, got
-            return None
-        return rt.wait_for(ok, timeout, 0.05, "a generation above %d with %d workers; "
-                           "have %s\n%s" % (after, world, sorted(self.files("env")),
-                                            self.outputs()))
 
     def close(self, gentle=False, keep_daemon=True):
         super().close(gentle, keep_daemon=True)

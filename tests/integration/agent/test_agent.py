@@ -59,18 +59,6 @@ class Job(rdzvagent.AgentJob):
         e.update(env or {})
         return self.start(tag, argv + list(args), e, server, wrapper)
 
-    def wait_world(self, world, after=0, timeout=20):
-        """A generation above |after| whose ranks 0..world-1 all started:
-        (generation, {rank: env file})."""
-        def ok():
-            for g in sorted({g for g, _ in self.files("env")}):
-                got = self.by_rank("env", g)
-                if g > after and sorted(got) == list(range(world)):
-                    return g, got
-            return None
-        return rt.wait_for(ok, timeout, 0.05, "a generation above %d with %d workers; "
-                           "have %s\n%s" % (after, world, sorted(self.files("env")),
-                                            self.outputs()))
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ Skipped, with the reason, when etcd is not installed.
 import os
 import subprocess
 
-import pytest
 
 import etcdtest
 import rdzvnode
@@ -28,12 +27,7 @@ from test_agent import PB, Job, alive
 RDZVD = rt.build_path("daemon", "rdzvd")
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    etcdtest.skip_unless_etcd()
-    e = etcdtest.Etcd(tmp_path / "etcd")
-    yield e
-    e.close()
+etcd = etcdtest.fixture()
 
 
 def keys(etcd, prefix):
