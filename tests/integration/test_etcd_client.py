@@ -297,9 +297,13 @@ def test_failover_when_the_member_in_use_hangs(tmp_path):
         e.members[0].proc.signal(signal.SIGSTOP)
         try:
             t0 = time.monotonic()
+            # Answered, so by another member: member 0 is stopped. Which
+            # member the client holds afterwards is not asserted: while the
+            # others elect a new raft leader they answer UNAVAILABLE ("no
+            # leader"), which moves the client on again, possibly round to
+            # member 0 (seen on a loaded machine).
             c.ok("put /hang/k 1")
             assert time.monotonic() - t0 < 8
-            assert c.ok("member")["member"] != e.members[0].endpoint
             while time.monotonic() - t0 < 5 + 1:
                 assert c.ok("get /hang/leased").get("value") == "x", "\n".join(c.lines)
                 time.sleep(0.25)
