@@ -220,6 +220,30 @@ send_job(struct follower *f, const struct core_job *j, struct core_now now,
 	return 0;
 }
 
+/*
+ * The replica's role first (SPEC §14): a standby holds no jobs, and its
+ * page says whose page to open instead. A change of role ends every stream
+ * (http_pages_reset), so the page reconnects and hears the new one.
+ */
+static void
+send_role(struct follower *f)
+{
+	struct evbuffer *b;
+	json_t *o;
+	char *s;
+
+	o = json_pack("{s:s, s:s}", "role", role_name(), "leader",
+	    rdzvd.leader);
+	if (o == NULL || (s = json_dumps(o, JSON_COMPACT)) == NULL ||
+	    (b = evbuffer_new()) == NULL)
+		fatalx("out of memory");
+	json_decref(o);
+	evbuffer_add_printf(b, "event: role\ndata: %s\n\n", s);
+	free(s);
+	evhttp_send_reply_chunk(f->req, b);
+	evbuffer_free(b);
+}
+
 static int
 matches(const struct follower *f, const struct core_job *j)
 {
@@ -269,6 +293,7 @@ http_events_request(struct evhttp_request *req, void *arg)
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	metrics_http_request();
 	evhttp_send_reply_start(req, HTTP_OK, "OK");
+	send_role(f);
 	if (f->rdzv_id != NULL && core_job_find(rdzvd.core, f->rdzv_id) ==
 	    NULL) {
 		struct evbuffer *b = evbuffer_new();

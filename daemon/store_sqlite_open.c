@@ -119,8 +119,8 @@ static const char *const migrations[] = {
 	/* 3 -> 4: rule 13's rejoin_timeout (NULL in older rows: the join
 	 * timeout, its default) and the loss an open round waits to replace
 	 * (NULL when none). */
-	"ALTER TABLE jobs ADD COLUMN rejoin_timeout_ms INTEGER;"
-	"ALTER TABLE jobs ADD COLUMN rejoin_lost TEXT;",
+	("ALTER TABLE jobs ADD COLUMN rejoin_timeout_ms INTEGER;"
+	"ALTER TABLE jobs ADD COLUMN rejoin_lost TEXT;"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 

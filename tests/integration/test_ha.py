@@ -80,6 +80,19 @@ class Replica(rt.Proc):
         with rdzvnode.Control(self.addr) as c:
             return c.server_info()
 
+    def first_page_event(self):
+        """The first server-sent event of the status page's /events:
+        (event name, its data as JSON)."""
+        name = None
+        with urllib.request.urlopen("http://%s/events" % self.http, timeout=5) as r:
+            for raw in r:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    name = line[len("event: "):]
+                elif line.startswith("data: ") and name is not None:
+                    return name, json.loads(line[len("data: "):])
+        raise AssertionError("no event from %s/events" % self.http)
+
 
 etcd = etcdtest.fixture()
 
@@ -239,6 +252,9 @@ def test_standby_points_to_the_leader(pair, tmp_path):
         assert a.readyz()[0] == 200
         code, text = b.readyz()
         assert code == 503 and "standby" in text and a.addr in text, (code, text)
+        # The status page hears the role first: a standby's names the leader.
+        assert a.first_page_event() == ("role", {"role": "leader", "leader": a.addr})
+        assert b.first_page_event() == ("role", {"role": "standby", "leader": a.addr})
 
         ia, ib = a.info(), b.info()
         assert (ia.role, ia.leader, ia.advertise) == ("leader", a.addr, a.addr), ia

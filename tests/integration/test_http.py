@@ -159,7 +159,8 @@ def test_gauges_right_after_a_restart(tmp_path):
 
 
 class EventStream:
-    """A minimal server-sent events reader over a raw socket."""
+    """A minimal server-sent events reader over a raw socket. Every stream
+    starts with the replica's role (SPEC §14), kept as .role."""
 
     def __init__(self, port, path):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -169,6 +170,8 @@ class EventStream:
         head = self._until(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200"), head
         assert b"text/event-stream" in head
+        name, self.role = self.next()
+        assert name == "role", (name, self.role)
 
     def _until(self, sep):
         while sep not in self.buf:
@@ -203,6 +206,8 @@ def test_event_stream_follows_changes(daemon):
         a.wait_assignment()
         es = EventStream(daemon.http, "/events")
         try:
+            # One rdzvd on SQLite leads, and is its own leader.
+            assert es.role == {"role": "leader", "leader": daemon.addr}
             name, j = es.next()
             assert name == "job" and j["id"] == "e1"
             assert j["state"] == "running" and j["nodes"] == 1
