@@ -40,13 +40,6 @@ for k in list(os.environ):
 os.environ.pop("OMP_NUM_THREADS", None)
 
 
-def store_flag():
-    """--store where rdzvd has it; --db takes the same specs."""
-    out = subprocess.run([rt.build_path("daemon", "rdzvd"), "--help"],
-                         capture_output=True, text=True, timeout=10).stdout
-    return "--store" if "--store" in out else "--db"
-
-
 class Replica(rt.Proc):
     """One rdzvd replica on |etcd| under |prefix|, on a port fixed up front
     (the agents' --server list names it before it runs)."""
@@ -55,7 +48,7 @@ class Replica(rt.Proc):
                  args=()):
         self.addr = "127.0.0.1:%d" % port
         self.store = "etcd://%s%s" % (etcd.endpoints, prefix)
-        argv = [rt.build_path("daemon", "rdzvd"), store_flag(), self.store,
+        argv = [rt.build_path("daemon", "rdzvd"), "--store", self.store,
                 "--listen", self.addr, "--http-listen", "127.0.0.1:0",
                 "--leader-lease", "%ds" % lease_s, "--log-level", "debug"]
         super().__init__(argv + list(args), cwd=str(tmpdir))

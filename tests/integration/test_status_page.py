@@ -1,7 +1,9 @@
 """The status page in a real browser (headless Chromium, driven through its
 DevTools protocol with a minimal WebSocket client written here): a job and
 its nodes are shown, a node that joins while the page is open appears
-without a reload, and a hostname with markup in it is shown as text.
+without a reload, and a hostname with markup in it is shown as text. On
+two replicas on etcd, a standby's page names the leader, and follows its
+replica into leading when the leader is killed.
 
 With RDZV_SCREENSHOT=PATH the page's screenshot is also written there (how
 docs/status-page.png is made)."""
@@ -17,6 +19,7 @@ import urllib.request
 
 import pytest
 
+import etcdtest
 import rdzvtest as rt
 from rdzvnode import Node
 
@@ -221,3 +224,43 @@ def test_status_page(tmp_path, browser):
         for n in nodes:
             n.close()
         d.stop()
+
+
+def test_standby_page_names_the_leader(tmp_path, browser):
+    """Two replicas on etcd (SPEC §14): a standby's page holds no jobs, says
+    it is a standby and names the leader. When the leader is killed, the
+    same open page follows its replica into leading and shows the job."""
+    etcdtest.skip_unless_etcd()
+    with etcdtest.Etcd(tmp_path / "etcd") as e:
+        store = "etcd://%s/rdzv-page" % e.endpoints
+        args = ["--http-listen", "127.0.0.1:0", "--leader-lease", "2s"]
+        reps, page = [], None
+        try:
+            for port in etcdtest.free_ports(2):
+                reps.append(rt.Daemon(tmp_path, args, store=store,
+                                      listen="127.0.0.1:%d" % port))
+            a, b = reps
+            a.wait_line(r"election: leading with")
+            b.wait_line(r"election: campaigning as")
+            http = int(b.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+            with Node(a.addr, name="page-node") as n:
+                n.join("page-ha", min_nodes=1, max_nodes=1)
+                n.wait_assignment()
+
+                page = open_tab(browser, "http://127.0.0.1:%d/" % http)
+                rt.wait_for(lambda: "standby" in (page.eval(TEXT) or ""), 30,
+                            interval=0.1, what="the standby's page")
+                text = page.eval(TEXT)
+                assert "the leader is %s" % a.addr in text, text
+                assert "page-ha" not in text, text
+
+                a.kill()
+                b.wait_line(r"election: leading with", timeout=15)
+                rt.wait_for(lambda: "page-ha" in (page.eval(TEXT) or ""), 30,
+                            interval=0.1, what="the job on the new leader's page")
+                assert "standby" not in page.eval(TEXT)
+        finally:
+            if page is not None:
+                page.close()
+            for r in reps:
+                r.kill()
