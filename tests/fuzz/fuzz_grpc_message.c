@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_peer.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
@@ -107,18 +108,6 @@ on_message(void *arg, const uint8_t *msg, size_t len)
 	return 0;
 }
 
-/* xorshift32: the chunking is a pure function of the input. */
-static uint32_t
-next_rand(uint32_t *state)
-{
-	uint32_t x = *state;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
-
 static void
 fuzz_reader(const ProtobufCMessageDescriptor *desc, uint8_t mode,
     const uint8_t *data, size_t size)
@@ -132,7 +121,7 @@ fuzz_reader(const ProtobufCMessageDescriptor *desc, uint8_t mode,
 	if (mode == 0)
 		rc = grpc_reader_feed(&r, data, size, on_message, (void *)desc);
 	while (mode != 0 && pos < size && rc == 0) {
-		size_t n = 1 + next_rand(&state) % maxchunk;
+		size_t n = 1 + fuzz_rand(&state) % maxchunk;
 		if (n > size - pos)
 			n = size - pos;
 		rc = grpc_reader_feed(&r, data + pos, n, on_message,

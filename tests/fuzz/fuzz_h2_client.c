@@ -270,25 +270,6 @@ drop_pending(void)
 		close(fd);
 }
 
-/* xorshift32: the chunking is a pure function of the input. */
-static uint32_t
-next_rand(uint32_t *state)
-{
-	uint32_t x = *state;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
-
-static int
-loop_active(struct fuzz *fz)
-{
-	return event_base_get_num_events(fz->base,
-	    EVENT_BASE_COUNT_ACTIVE) > 0;
-}
-
 /*
  * One turn: the calls the callbacks asked for during the last one start,
  * before the loop looks at the socket again (as a call the agent decides
@@ -328,14 +309,14 @@ serve(struct fuzz *fz, const uint8_t *in, size_t len, uint8_t chunking,
 			if (fd < 0) {
 				/* Not connected (yet, or ever: the client
 				 * was freed before it connected). */
-				quiet = loop_active(fz) ? 0 : quiet + 1;
+				quiet = fuzz_loop_active(fz->base) ? 0 : quiet + 1;
 				continue;
 			}
 		}
 		if (pos < len && !gone) {
 			size_t n = len - pos;
 			size_t chunk = maxchunk > 0 ?
-			    1 + next_rand(&state) % maxchunk : n;
+			    1 + fuzz_rand(&state) % maxchunk : n;
 			if (n > chunk)
 				n = chunk;
 			ssize_t w = send(fd, in + pos, n, MSG_NOSIGNAL);
@@ -355,7 +336,8 @@ serve(struct fuzz *fz, const uint8_t *in, size_t len, uint8_t chunking,
 		if (got < 0)
 			gone = 1;
 		if ((pos == len || gone) && got <= 0 &&
-		    (gone || fuzz_unread(fd) == 0) && !loop_active(fz))
+		    (gone || fuzz_unread(fd) == 0) &&
+		    !fuzz_loop_active(fz->base))
 			quiet++;
 		else
 			quiet = 0;
@@ -369,7 +351,7 @@ serve(struct fuzz *fz, const uint8_t *in, size_t len, uint8_t chunking,
 	for (size_t turn = 0; turn < EXTRA_TURNS && quiet < QUIET_TURNS;
 	    turn++) {
 		loop_turn(fz);
-		quiet = loop_active(fz) ? 0 : quiet + 1;
+		quiet = fuzz_loop_active(fz->base) ? 0 : quiet + 1;
 	}
 }
 

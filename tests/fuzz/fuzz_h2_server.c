@@ -229,25 +229,6 @@ client_connect(void)
 	return fd;
 }
 
-static int
-loop_active(void)
-{
-	return event_base_get_num_events(rdzvd.base,
-	    EVENT_BASE_COUNT_ACTIVE) > 0;
-}
-
-/* xorshift32: the chunking is a pure function of the input. */
-static uint32_t
-next_rand(uint32_t *state)
-{
-	uint32_t x = *state;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
-
 /*
  * One connection's life: the input goes out as |flags| say, the loop turns
  * until the server has read all of it and stays quiet, then the client
@@ -267,7 +248,7 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 		if (pos < len && !server_gone) {
 			size_t n = len - pos;
 			size_t chunk = maxchunk > 0 ?
-			    1 + next_rand(&state) % maxchunk : n;
+			    1 + fuzz_rand(&state) % maxchunk : n;
 			if (n > chunk)
 				n = chunk;
 			ssize_t w = send(fd, in + pos, n, MSG_NOSIGNAL);
@@ -289,7 +270,7 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 			received += (size_t)got;
 		turns_used = turn + 1;
 		if ((pos == len || server_gone) && got <= 0 &&
-		    fuzz_unread(fd) == 0 && !loop_active())
+		    fuzz_unread(fd) == 0 && !fuzz_loop_active(rdzvd.base))
 			quiet++;
 		else
 			quiet = 0;
@@ -301,7 +282,8 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 	/* The client goes away; the server sees it and cleans up. */
 	close(fd);
 	for (size_t turn = 0; turn < EXTRA_TURNS; turn++) {
-		if (grpc_server_conn_count(rdzvd.srv) == 0 && !loop_active())
+		if (grpc_server_conn_count(rdzvd.srv) == 0 &&
+		    !fuzz_loop_active(rdzvd.base))
 			break;
 		event_base_loop(rdzvd.base, EVLOOP_NONBLOCK);
 	}

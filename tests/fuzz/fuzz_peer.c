@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "fuzz_peer.h"
 
 void
@@ -52,4 +54,10 @@ fuzz_unread(int fd)
 	if (ioctl(fd, SIOCOUTQ, &n) != 0)
 		return 0;
 	return n;
+}
+
+int
+fuzz_loop_active(struct event_base *base)
+{
+	return event_base_get_num_events(base, EVENT_BASE_COUNT_ACTIVE) > 0;
 }

@@ -8,7 +8,10 @@
 #define RDZV_FUZZ_PEER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+struct event_base;
 
 /* Makes a new private directory into |dir| (|len| bytes), short enough
  * for a socket path under it; aborts when it cannot (a broken setup, not a
@@ -21,5 +24,22 @@ ssize_t	fuzz_drain(int fd);
 
 /* Bytes written to |fd| that the other side has not read yet. */
 int	fuzz_unread(int fd);
+
+/* 1 while |base| has callbacks ready to run: the loop is not quiet yet. */
+int	fuzz_loop_active(struct event_base *base);
+
+/* xorshift32, for cutting the input into the chunks a peer writes: the
+ * chunking is a pure function of the input (and |*state| its seed). */
+static inline uint32_t
+fuzz_rand(uint32_t *state)
+{
+	uint32_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*state = x;
+	return x;
+}
 
 #endif
