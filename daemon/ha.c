@@ -17,6 +17,8 @@
 #include <event2/event.h>
 
 #include "ha.h"
+#include "ha_elect.h"
+#include "ha_etcd.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -96,6 +98,12 @@ ha_commit_failed(const char *err)
 	ha_step_down(err);
 }
 
+/* The election's outcomes: these paths decide what follows. */
+static const struct ha_elect_events elect_events = {
+	.won = ha_lead,
+	.lost = ha_step_down,
+};
+
 void
 ha_start(void (*changed)(int leading))
 {
@@ -105,7 +113,7 @@ ha_start(void (*changed)(int leading))
 	rdzvd.standby = 1;
 	rdzvd.core = empty_core();
 	if (ha_store_is_etcd()) {
-		ha_elect_start();
+		ha_elect_start(&elect_events);
 		return;
 	}
 	if (ha_lead(err, sizeof(err)) != 0)
@@ -129,4 +137,10 @@ ha_shutdown(void)
 {
 	shutting_down = 1;
 	ha_elect_stop();
+}
+
+void
+ha_free(void)
+{
+	ha_elect_free();
 }

@@ -31,7 +31,8 @@
 #include <event2/event.h>
 
 #include "etcd.h"
-#include "ha.h"
+#include "ha_elect.h"
+#include "ha_etcd.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -40,6 +41,7 @@
 #define RETRY_MS	1000
 
 static struct {
+	const struct ha_elect_events *ev;
 	struct etcd		*ec;
 	struct etcd_lease	*lease;
 	struct etcd_watch	*watch;
@@ -120,7 +122,7 @@ lead(void)
 	if (store_fence(rdzvd.store, el.key, el.rev) != 0)
 		snprintf(err, sizeof(err), "cannot fence the store with %s",
 		    el.key);
-	else if (ha_lead(err, sizeof(err)) == 0)
+	else if (el.ev->won(err, sizeof(err)) == 0)
 		err[0] = '\0';
 	if (err[0] != '\0') {
 		elect_warn("cannot lead", err);
@@ -236,7 +238,7 @@ range_done(struct etcd_call *call, int status, const char *message,
 		snprintf(why, sizeof(why), "etcd: our leader key %s is gone",
 		    el.key);
 		if (!rdzvd.standby)
-			ha_step_down(why);	/* campaigns again */
+			el.ev->lost(why);	/* campaigns again */
 		else {
 			elect_warn("campaign", why);
 			reset();
@@ -387,7 +389,7 @@ lease_event(struct etcd_lease *l, enum etcd_lease_event ev, const char *why,
 		etcd_lease_free(l);
 		el.lease = NULL;
 		if (!rdzvd.standby) {
-			ha_step_down(why);	/* campaigns again */
+			el.ev->lost(why);	/* campaigns again */
 			return;
 		}
 		el.settled = 1;
@@ -429,11 +431,12 @@ campaign(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-ha_elect_start(void)
+ha_elect_start(const struct ha_elect_events *ev)
 {
 	struct etcd_opts o = { 0 };
 	char err[512];
 
+	el.ev = ev;
 	if (ha_etcd_conf(&o, el.prefix, sizeof(el.prefix), err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);

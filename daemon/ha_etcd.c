@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "etcd.h"
-#include "ha.h"
+#include "ha_etcd.h"
 #include "rdzvd.h"
 #include "store.h"
 

@@ -481,7 +481,7 @@ main(int argc, char **argv)
 	}
 	http_stop();
 	services_stop();
-	ha_elect_free();
+	ha_free();
 	grpc_server_free(rdzvd.srv);
 	log_info("store %s: %llu transactions, %llu bytes written",
 	    store_path(rdzvd.store),

@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "ha.h"
+#include "ha_etcd.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzvd.h"
 #include "store.h"
