@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,4 +107,15 @@ raise_nofile(void)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+void
+bench_print_spread(const char *name, uint64_t *t, size_t n)
+{
+	if (n == 0)
+		return;
+	qsort(t, n, sizeof(*t), cmp_u64);
+	printf("%-34s %.1f / %.1f / %.1f / %.1f ms\n", name,
+	    percentile(t, n, 0.50) / 1000.0, percentile(t, n, 0.90) / 1000.0,
+	    percentile(t, n, 0.99) / 1000.0, t[n - 1] / 1000.0);
 }

@@ -38,4 +38,8 @@ uint64_t percentile(const uint64_t *sorted, size_t n, double p);
  */
 uint64_t raise_nofile(void);
 
+/* Prints "NAME p50 / p90 / p99 / max ms" of |n| durations in microseconds,
+ * sorting |t| in place; nothing when n is 0. */
+void bench_print_spread(const char *name, uint64_t *t, size_t n);
+
 #endif

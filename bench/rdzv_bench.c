@@ -34,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "bench_util.h"
 #include "endpoint.h"
 #include "parse.h"
-#include "rdzv_bench.h"
 #include "servers.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
@@ -155,18 +155,6 @@ static double
 ms(uint64_t us)
 {
 	return (double)us / 1000.0;
-}
-
-/* Prints p50/p90/p99/max of |n| durations in microseconds. */
-void
-bench_print_spread(const char *name, uint64_t *t, size_t n)
-{
-	if (n == 0)
-		return;
-	qsort(t, n, sizeof(*t), cmp_u64);
-	printf("%-34s %.1f / %.1f / %.1f / %.1f ms\n", name,
-	    ms(percentile(t, n, 0.50)), ms(percentile(t, n, 0.90)),
-	    ms(percentile(t, n, 0.99)), ms(t[n - 1]));
 }
 
 /*
@@ -460,6 +448,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "rdzv-bench: --failover: %s\n", err);
 		return 1;
 	}
+	if (b.failover)
+		b.mode = &failover_mode;
 	if (b.id_prefix == NULL) {
 		snprintf(idbuf, sizeof(idbuf), "bench-%ld-%lld",
 		    (long)getpid(), (long long)time(NULL));

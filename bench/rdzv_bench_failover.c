@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
+#include "bench_util.h"
 #include "clock.h"
-#include "rdzv_bench.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 
@@ -68,7 +69,7 @@ retry_in(struct agent *a, uint32_t ms)
 	evtimer_add(a->retry_ev, &tv);
 }
 
-void
+static void
 failover_join_ended(struct agent *a, int status, const char *hint)
 {
 	struct bench *b = a->job->b;
@@ -95,7 +96,7 @@ failover_join_ended(struct agent *a, int status, const char *hint)
 }
 
 /* The accepted event of a resume: the same node, told it resumed. */
-void
+static void
 failover_accepted(struct agent *a, const Rdzv__V1__Accepted *acc)
 {
 	struct bench *b = a->job->b;
@@ -112,7 +113,7 @@ failover_accepted(struct agent *a, const Rdzv__V1__Accepted *acc)
 }
 
 /* The node's place after the resume: the generation it held. */
-void
+static void
 failover_assignment(struct agent *a, const Rdzv__V1__Assignment *as)
 {
 	struct bench *b = a->job->b;
@@ -182,11 +183,9 @@ kill_leader_cb(evutil_socket_t fd, short what, void *arg)
 		    (long)b->leader_pid, strerror(errno));
 }
 
-int
+static int
 failover_setup(struct bench *b)
 {
-	if (!b->failover)
-		return 0;
 	if ((b->failover_ev = event_new(b->base, -1, 0, kill_leader_cb,
 	    b)) == NULL)
 		return -ENOMEM;
@@ -210,13 +209,13 @@ failover_setup(struct bench *b)
 	return 0;
 }
 
-void
+static void
 failover_start(struct bench *b)
 {
 	event_active(b->failover_ev, EV_TIMEOUT, 0);
 }
 
-void
+static void
 failover_teardown(struct bench *b)
 {
 	for (int j = 0; b->jobv != NULL && j < b->jobs; j++)
@@ -257,3 +256,12 @@ failover_report(const struct bench *b)
 	bench_print_spread("kill to resume p50/p90/p99/max:", t, n);
 	free(t);
 }
+
+const struct bench_mode failover_mode = {
+	.setup = failover_setup,
+	.start = failover_start,
+	.accepted = failover_accepted,
+	.assignment = failover_assignment,
+	.join_ended = failover_join_ended,
+	.teardown = failover_teardown,
+};

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "bench_util.h"
 #include "clock.h"
-#include "rdzv_bench.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 
@@ -126,8 +126,8 @@ first_round(struct agent *a, const Rdzv__V1__Assignment *as)
 	if (++b->n_assigned < b->total)
 		return;
 	b->t_last_assignment = a->t_assigned;
-	if (b->failover)
-		failover_start(b);
+	if (b->mode != NULL && b->mode->start != NULL)
+		b->mode->start(b);
 	else if (b->kill > 0)
 		event_active(b->kill_ev, EV_TIMEOUT, 0);
 	else {
@@ -196,7 +196,7 @@ bench_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	switch (ev->event_case) {
 	case RDZV__V1__JOIN_EVENT__EVENT_ACCEPTED:
 		if (b->phase == PHASE_FAILOVER) {
-			failover_accepted(a, ev->accepted);
+			b->mode->accepted(a, ev->accepted);
 			return;
 		}
 		b->n_accepted++;
@@ -211,7 +211,7 @@ bench_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 		return;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
 		if (b->phase == PHASE_FAILOVER)
-			failover_assignment(a, ev->assignment);
+			b->mode->assignment(a, ev->assignment);
 		else if (b->phase == PHASE_KILL)
 			later_round(a, ev->assignment);
 		else
@@ -245,7 +245,7 @@ bench_join_done(struct grpc_ccall *cc, int status, const char *message,
 	if (b->closing || a->killed || b->phase == PHASE_DONE)
 		return;
 	if (b->phase == PHASE_FAILOVER) {
-		failover_join_ended(a, status, grpc_ccall_trailer(cc,
+		b->mode->join_ended(a, status, grpc_ccall_trailer(cc,
 		    SERVER_LEADER_TRAILER));
 		return;
 	}
@@ -368,7 +368,9 @@ bench_setup(struct bench *b)
 		}
 		b->n_survivors += job->n_survivors;
 	}
-	return failover_setup(b);
+	if (b->mode != NULL && b->mode->setup != NULL)
+		return b->mode->setup(b);
+	return 0;
 }
 
 /* Connects every node, then lets the joins (and the kill) run until done,
@@ -409,7 +411,8 @@ void
 bench_teardown(struct bench *b)
 {
 	b->closing = 1;
-	failover_teardown(b);
+	if (b->mode != NULL && b->mode->teardown != NULL)
+		b->mode->teardown(b);
 	for (int j = 0; b->jobv != NULL && j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
 

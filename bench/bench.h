@@ -2,7 +2,8 @@
  * rdzv-bench: simulated nodes, each with its own gRPC connection, join one or
  * many jobs on one event loop; the figures of those rendezvous are printed.
  * rdzv_bench.c parses the options and prints the report, rdzv_bench_run.c
- * drives the nodes.
+ * drives the nodes, and a mode (rdzv_bench_failover.c's --failover) takes
+ * over after the first round through struct bench_mode's hooks.
  */
 #ifndef RDZV_BENCH_H
 #define RDZV_BENCH_H
@@ -110,6 +111,9 @@ struct bench {
 	int			 timed_out;
 	int			 closing;
 
+	/* The mode after the first round (NULL: none, or --kill). */
+	const struct bench_mode	*mode;
+
 	/* --failover: the replicas, the leader killed, the resumes. */
 	int			 failover;
 	uint32_t		 max_backoff_ms;	/* the agent's: 5 s */
@@ -132,22 +136,31 @@ void	bench_fail(struct bench *b, const char *fmt, ...)
 void	bench_join_msg(struct grpc_ccall *, const ProtobufCMessage *, void *);
 void	bench_join_done(struct grpc_ccall *, int, const char *, void *);
 
-/* rdzv_bench.c: p50/p90/p99/max of |n| durations (us), sorted in place. */
-void	bench_print_spread(const char *name, uint64_t *t, size_t n);
+/*
+ * What a mode does at rdzv_bench_run.c's moments: run.c calls these and
+ * knows no mode by name. Every hook may be NULL.
+ */
+struct bench_mode {
+	/* After the nodes are made, before they connect. 0 or -errno. */
+	int	(*setup)(struct bench *);
+	/* Every node holds its first assignment: the mode's phase begins
+	 * (b->phase is the mode's to set). */
+	void	(*start)(struct bench *);
+	/* In the mode's phase: a node's accepted event, its assignment,
+	 * and the end of its Join (|hint|: rdzv-leader or NULL). */
+	void	(*accepted)(struct agent *, const Rdzv__V1__Accepted *);
+	void	(*assignment)(struct agent *, const Rdzv__V1__Assignment *);
+	void	(*join_ended)(struct agent *, int status, const char *hint);
+	/* Frees what setup made (also after a failed setup). */
+	void	(*teardown)(struct bench *);
+};
 
-/* rdzv_bench_failover.c: --failover. */
+/* rdzv_bench_failover.c: --failover, a mode. */
+extern const struct bench_mode failover_mode;
 /* The replicas of |list| and the leader's pid (ServerInfo of opts[0],
  * the leader). 0, or -1 with a message. */
 int	failover_prepare(struct bench *b, const char *list, char *err,
 	    size_t errlen);
-int	failover_setup(struct bench *b);
-/* Every node holds its first assignment: kill the leader. */
-void	failover_start(struct bench *b);
-void	failover_accepted(struct agent *a, const Rdzv__V1__Accepted *acc);
-void	failover_assignment(struct agent *a, const Rdzv__V1__Assignment *as);
-/* The node's Join ended after the kill (|hint|: rdzv-leader or NULL). */
-void	failover_join_ended(struct agent *a, int status, const char *hint);
 void	failover_report(const struct bench *b);
-void	failover_teardown(struct bench *b);
 
 #endif
