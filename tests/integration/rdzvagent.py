@@ -120,6 +120,20 @@ class AgentJob:
         with open(self.stop_file, "w"):
             pass
 
+    def finish(self, generation, timeout=30):
+        """The workers end, every agent exits 0, and the job closes in
+        |generation|, the only one whose workers ran, with no restart
+        counted: a job that went through whatever the test did to it
+        untouched. Returns the closed job."""
+        self.stop_workers()
+        assert self.wait_exits(timeout=timeout) == {t: 0 for t in self.agents}, \
+            self.outputs()
+        assert sorted({g for g, _ in self.files("env")}) == [generation]
+        j = self.wait_job(lambda x: x.state == rdzvnode.pb.types.JOB_STATE_CLOSED,
+                          15, "job closed")
+        assert j.generation == generation and j.restart_count == 0, j
+        return j
+
     # -- the agents and the job
 
     def job(self):

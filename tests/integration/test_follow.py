@@ -260,12 +260,7 @@ def moved(job, store):
     cp = ctl(servers, "status", job.id)
     assert cp.returncode == 0 and "running" in cp.stdout, cp.stderr
 
-    job.stop_workers()
-    assert job.wait_exits() == {"a": 0, "b": 0}, job.outputs()
-    assert sorted({g for g, _ in job.files("env")}) == [g1]
-    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10,
-                     "job closed")
-    assert j.generation == g1 and j.restart_count == 0, j
+    job.finish(g1)
 
 
 def test_leader_hint(job):
@@ -324,12 +319,7 @@ def test_leader_hint_after_a_move(job):
             job.agents[t].wait_line(r"resumed as node \d+ of job \S+ on rdzvd at %s"
                                     % re.escape(job.daemon.addr), 5)
         assert all(alive(p) for p in pids)
-        job.stop_workers()
-        assert job.wait_exits() == {"a": 0, "b": 0}, job.outputs()
-        assert sorted({g for g, _ in job.files("env")}) == [g1]
-        j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 10,
-                         "job closed")
-        assert j.generation == g1 and j.restart_count == 0, j
+        job.finish(g1)
     finally:
         standby.stop()
 

@@ -168,15 +168,6 @@ def three_running(job):
     return g1, pids, j
 
 
-def finish(job, g1):
-    """The workers end; every agent exits 0; the job closes in g1."""
-    job.stop_workers()
-    assert job.wait_exits(timeout=30) == {"a": 0, "b": 0, "c": 0}, job.outputs()
-    assert sorted({g for g, _ in job.files("env")}) == [g1]
-    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15, "job closed")
-    assert j.generation == g1 and j.restart_count == 0, j
-
-
 # -- the settings -----------------------------------------------------------------
 
 def test_ha_settings(tmp_path):
@@ -311,7 +302,7 @@ def test_leader_killed_agents_resume_on_the_standby(pair, tmp_path, request):
         assert sorted({g for g, _ in job.files("env")}) == [g1]
         print("failover: every agent resumed %.2f s after kill -9 (lease %d s)"
               % (took, LEASE_S))
-        finish(job, g1)
+        job.finish(g1)
         assert_no_generation_twice(job.ctl)
     finally:
         job.close()
@@ -337,7 +328,7 @@ def test_leader_killed_while_a_round_forms(pair, tmp_path, request):
         j = job.wait_job(all_connected(3), 10, "three connected")
         assert j.generation == 1 and j.restart_count == 0, j
         assert rounds(job.ctl.list_events(job.id, limit=1000)) == [1]
-        finish(job, g1)
+        job.finish(g1)
     finally:
         job.close()
 
@@ -404,7 +395,7 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
             n.join("extra-job", min_nodes=1, max_nodes=1)
             n.wait_assignment(generation=1)
         assert_no_generation_twice(job.ctl)
-        finish(job, g1)
+        job.finish(g1)
         # The deposed leader exits cleanly (no leak of what it dropped),
         # and SIGTERM of the new one revokes its lease on the way.
         assert a.stop() == 0, a.output()
@@ -434,7 +425,7 @@ def test_etcd_member_killed_rdzvd_serves_on(tmp_path, request):
             assert j.generation == g1 and j.restart_count == 0, j
             assert a.info().role == "leader"
             assert not any("stepping down" in l for l in a.lines[mark:]), a.output()
-            finish(job, g1)
+            job.finish(g1)
         finally:
             job.close()
             a.kill()
