@@ -56,21 +56,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "fuzz_peer.h"
 #include "agent.h"
 #include "log.h"
 #include "pb_strings.h"
 #include "text.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz: %s:%d: %s\n", __FILE__,		\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
 
 /* Passes of the loop with nothing to do before it counts as idle: a
  * callback may arm a zero timer that the next pass runs. */

@@ -19,15 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "fuzz_file.h"
 #include "rdzvd.h"
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static FILE *devnull;
 

@@ -36,16 +36,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "pb_strings.h"
 #include "rdzvctl.h"
 #include "text.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
 
 /* Jobs a watch keeps, as watch.c keeps them; more are dropped. */
 #define WATCH_MAX_JOBS	64

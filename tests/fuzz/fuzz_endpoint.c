@@ -17,14 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "endpoint.h"
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void
 check_round_trip(const struct endpoint *ep)

@@ -20,15 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_peer.h"
+#include "fuzz.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
 #include "wire.h"
 
 #define FUZZ_MAX_MESSAGE (64 * 1024)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const ProtobufCMessageDescriptor *const requests[] = {
 	&rdzv__v1__join_request__descriptor,
@@ -45,11 +43,6 @@ static const ProtobufCMessageDescriptor *const requests[] = {
 	&grpc__health__v1__health_check_request__descriptor,
 };
 #define N_REQUESTS (sizeof(requests) / sizeof(requests[0]))
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
 
 /*
  * Decodes one reassembled message as the server would, then checks that

@@ -52,21 +52,12 @@
 
 #include <event2/event.h>
 
+#include "fuzz.h"
 #include "fuzz_peer.h"
 #include "grpc.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz: %s:%d: %s\n", __FILE__,		\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
 
 /* Turns with nothing done before the client counts as idle. */
 #define QUIET_TURNS	3

@@ -40,6 +40,7 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
+#include "fuzz.h"
 #include "fuzz_peer.h"
 #include "log.h"
 #include "rdzvd.h"
@@ -56,8 +57,6 @@ struct rdzvd rdzvd;
 #define QUIET_TURNS	2
 /* Turns beyond one per chunk: answers, commits, the close. */
 #define EXTRA_TURNS	256
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int debug;
 /* A unix socket's path has room for 107 bytes. */

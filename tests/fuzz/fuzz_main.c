@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* Corpus files are small; a larger one is a mistake worth a failure. */
 #define FUZZ_MAX_INPUT (1 << 20)

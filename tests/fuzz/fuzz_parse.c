@@ -15,14 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "parse.h"
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const uint64_t bare_units[] = { 1, 1000, 60 * 1000, 3600 * 1000 };
 

@@ -17,15 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "fuzz.h"
 #include "fuzz_file.h"
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "agent.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

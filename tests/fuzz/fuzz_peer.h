@@ -8,7 +8,6 @@
 #define RDZV_FUZZ_PEER_H
 
 #include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
 
 struct event_base;
@@ -28,18 +27,5 @@ int	fuzz_unread(int fd);
 /* 1 while |base| has callbacks ready to run: the loop is not quiet yet. */
 int	fuzz_loop_active(struct event_base *base);
 
-/* xorshift32, for cutting the input into the chunks a peer writes: the
- * chunking is a pure function of the input (and |*state| its seed). */
-static inline uint32_t
-fuzz_rand(uint32_t *state)
-{
-	uint32_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
 
 #endif

@@ -20,14 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "servers.h"
-
-#define FUZZ_ASSERT(cond) do {						\
-	if (!(cond))							\
-		abort();						\
-} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void
 check_list(const struct server_list *sl)
