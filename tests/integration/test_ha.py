@@ -159,6 +159,15 @@ def assert_no_generation_twice(ctl):
         assert len(gens) == len(set(gens)) and gens == sorted(gens), (job.rdzv_id, gens)
 
 
+def assert_refused_uncommitted(node):
+    """|node|'s Join, sent to a leader that could not commit it, ended
+    UNAVAILABLE and brought nothing: not accepted, no assignment."""
+    code, details = node.end(timeout=15)
+    node.close()
+    assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+    assert not node.kinds(), node.describe()
+
+
 def three_running(job):
     for i, t in enumerate("abc"):
         job.agent(t, rank=i)
@@ -363,10 +372,7 @@ def test_paused_leader_does_not_write(pair, tmp_path, request):
             job.use(b)
         finally:
             a.signal(signal.SIGCONT)
-        code, details = late.end(timeout=15)
-        late.close()
-        assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
-        assert not late.kinds(), late.describe()
+        assert_refused_uncommitted(late)
         m = a.wait_line(r"stepping down: (.*)", timeout=15, start=mark)
         print("the paused leader stepped down:", m.group(1))
         # Its Health watchers hear that it serves Control no more.
@@ -474,10 +480,7 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
         etcd.ctl("del", mine[0])
     finally:
         a.signal(signal.SIGCONT)
-    code, details = late.end(timeout=15)
-    late.close()
-    assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
-    assert not late.kinds(), late.describe()
+    assert_refused_uncommitted(late)
     with pytest.raises(grpc.RpcError) as ei:
         closing.result(timeout=15)
     assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
