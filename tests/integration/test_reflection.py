@@ -25,7 +25,8 @@ NOT_FOUND, INVALID_ARGUMENT = 5, 3
 
 def reflection_modules():
     """The reflection protos compiled by grpc_tools into the build folder,
-    loaded from their files (a package named grpc would shadow grpcio)."""
+    loaded from their files (a package named grpc would shadow grpcio).
+    v1alpha's file is the one the build makes from v1's."""
     out = rt.build_path("tests", "py-reflection")
     os.makedirs(out, exist_ok=True)
     srcs = ["grpc/reflection/%s/reflection.proto" % v for v in VERSIONS]
@@ -34,6 +35,7 @@ def reflection_modules():
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run([sys.executable, "-m", "grpc_tools.protoc",
                         "-I", os.path.join(rt.SOURCE_ROOT, "proto"),
+                        "-I", rt.build_path("proto"),
                         "--python_out=" + out] + srcs, check=True)
         for v in VERSIONS:
             name = "rdzv_reflection_%s_pb2" % v
