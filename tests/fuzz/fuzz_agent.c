@@ -253,11 +253,7 @@ setup_once(void)
 
 	if (dir[0] != '\0')
 		return;
-	signal(SIGPIPE, SIG_IGN);
-	/* Errors only: RDZV_FUZZ_DEBUG=1 logs what the agent decides. */
-	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
-	log_init("rdzv-agent-fuzz", debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
-	fuzz_scratch_dir(dir, sizeof(dir));
+	debug = fuzz_peer_start("rdzv-agent-fuzz", dir, sizeof(dir));
 	snprintf(log_dir, sizeof(log_dir), "%s/logs", dir);
 	snprintf(sock, sizeof(sock), "unix:%s/rdzvd.sock", dir);
 	atexit(cleanup);

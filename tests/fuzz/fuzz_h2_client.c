@@ -141,10 +141,7 @@ setup_once(void)
 
 	if (dir[0] != '\0')
 		return;
-	/* lib/grpc.h: a program using the client ignores SIGPIPE. */
-	signal(SIGPIPE, SIG_IGN);
-	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
-	fuzz_scratch_dir(dir, sizeof(dir));
+	debug = fuzz_peer_start(NULL, dir, sizeof(dir));
 	snprintf(sock_path, sizeof(sock_path), "%s/sock", dir);
 	atexit(cleanup);
 

@@ -91,12 +91,7 @@ setup_once(void)
 
 	if (dir[0] != '\0')
 		return;
-	signal(SIGPIPE, SIG_IGN);
-	/* Errors only: a fuzzer's input makes the daemon warn a lot. To see
-	 * what a seed does, RDZV_FUZZ_DEBUG=1 logs everything. */
-	debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
-	log_init("rdzvd-fuzz", debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
-	fuzz_scratch_dir(dir, sizeof(dir));
+	debug = fuzz_peer_start("rdzvd-fuzz", dir, sizeof(dir));
 	snprintf(sock_path, sizeof(sock_path), "%s/sock", dir);
 	snprintf(db_path, sizeof(db_path), "%s/rdzv.db", dir);
 	atexit(cleanup);

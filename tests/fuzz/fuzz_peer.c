@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <linux/sockios.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,9 +14,10 @@
 #include <event2/event.h>
 
 #include "fuzz_peer.h"
+#include "log.h"
 
-void
-fuzz_scratch_dir(char *dir, size_t len)
+static void
+scratch_dir(char *dir, size_t len)
 {
 	const char	*tmp = getenv("TMPDIR");
 	struct stat	 st;
@@ -60,4 +62,16 @@ int
 fuzz_loop_active(struct event_base *base)
 {
 	return event_base_get_num_events(base, EVENT_BASE_COUNT_ACTIVE) > 0;
+}
+
+int
+fuzz_peer_start(const char *log_name, char *dir, size_t len)
+{
+	int debug = getenv("RDZV_FUZZ_DEBUG") != NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (log_name != NULL)
+		log_init(log_name, debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
+	scratch_dir(dir, len);
+	return debug;
 }

@@ -12,10 +12,15 @@
 
 struct event_base;
 
-/* Makes a new private directory into |dir| (|len| bytes), short enough
- * for a socket path under it; aborts when it cannot (a broken setup, not a
- * finding). */
-void	fuzz_scratch_dir(char *dir, size_t len);
+/*
+ * A target's setup, once per process: SIGPIPE ignored (lib/grpc.h), a new
+ * private directory made into |dir| (|len| bytes, short enough for a socket
+ * path under it; aborts when it cannot: a broken setup, not a finding),
+ * and with |log_name|, logging under that name at errors only, since an
+ * input makes the code under test warn a lot. RDZV_FUZZ_DEBUG=1 logs
+ * everything; the return value says whether it is set.
+ */
+int	fuzz_peer_start(const char *log_name, char *dir, size_t len);
 
 /* Reads and drops what is waiting on |fd|: the bytes read, or -1 at the
  * other side's end. */
