@@ -301,18 +301,9 @@ serve(struct fuzz *fz, const uint8_t *in, size_t len, uint8_t chunking,
 				continue;
 			}
 		}
-		if (pos < len && !gone) {
-			size_t n = len - pos;
-			size_t chunk = maxchunk > 0 ?
-			    1 + fuzz_rand(&state) % maxchunk : n;
-			if (n > chunk)
-				n = chunk;
-			ssize_t w = send(fd, in + pos, n, MSG_NOSIGNAL);
-			if (w > 0)
-				pos += (size_t)w;
-			else if (w < 0 && errno != EAGAIN && errno != EINTR)
-				gone = 1;
-		}
+		if (pos < len && !gone && fuzz_send_chunk(fd, in, len, &pos,
+		    maxchunk, &state) != 0)
+			gone = 1;
 		if (pos == len && close_early && !gone &&
 		    fuzz_unread(fd) == 0) {
 			close(fd);

@@ -239,18 +239,9 @@ converse(const uint8_t *in, size_t len, uint8_t flags)
 	size_t received = 0, turns_used = 0;
 
 	for (size_t turn = 0; turn < turns && quiet < QUIET_TURNS; turn++) {
-		if (pos < len && !server_gone) {
-			size_t n = len - pos;
-			size_t chunk = maxchunk > 0 ?
-			    1 + fuzz_rand(&state) % maxchunk : n;
-			if (n > chunk)
-				n = chunk;
-			ssize_t w = send(fd, in + pos, n, MSG_NOSIGNAL);
-			if (w > 0)
-				pos += (size_t)w;
-			else if (w < 0 && errno != EAGAIN && errno != EINTR)
-				server_gone = 1;
-		}
+		if (pos < len && !server_gone && fuzz_send_chunk(fd, in, len,
+		    &pos, maxchunk, &state) != 0)
+			server_gone = 1;
 		if ((pos == len || server_gone) && (flags & 2) &&
 		    !half_closed) {
 			shutdown(fd, SHUT_WR);

@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "fuzz.h"
 #include "fuzz_peer.h"
 #include "log.h"
 
@@ -74,4 +75,22 @@ fuzz_peer_start(const char *log_name, char *dir, size_t len)
 		log_init(log_name, debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
 	scratch_dir(dir, len);
 	return debug;
+}
+
+int
+fuzz_send_chunk(int fd, const uint8_t *in, size_t len, size_t *pos,
+    size_t maxchunk, uint32_t *state)
+{
+	size_t n = len - *pos;
+	size_t chunk = maxchunk > 0 ? 1 + fuzz_rand(state) % maxchunk : n;
+	ssize_t w;
+
+	if (n > chunk)
+		n = chunk;
+	w = send(fd, in + *pos, n, MSG_NOSIGNAL);
+	if (w > 0)
+		*pos += (size_t)w;
+	else if (w < 0 && errno != EAGAIN && errno != EINTR)
+		return -1;
+	return 0;
 }

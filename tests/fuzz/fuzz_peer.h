@@ -8,6 +8,7 @@
 #define RDZV_FUZZ_PEER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct event_base;
@@ -28,6 +29,14 @@ ssize_t	fuzz_drain(int fd);
 
 /* Bytes written to |fd| that the other side has not read yet. */
 int	fuzz_unread(int fd);
+
+/*
+ * Sends the next piece of |in| (|len| bytes) from *pos on |fd|: all that is
+ * left when |maxchunk| is 0, else 1 to |maxchunk| bytes as fuzz_rand(state)
+ * draws. Advances *pos; -1 when the other side is gone, else 0.
+ */
+int	fuzz_send_chunk(int fd, const uint8_t *in, size_t len, size_t *pos,
+	    size_t maxchunk, uint32_t *state);
 
 /* 1 while |base| has callbacks ready to run: the loop is not quiet yet. */
 int	fuzz_loop_active(struct event_base *base);
