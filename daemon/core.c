@@ -156,6 +156,36 @@ core_free(struct core *c)
 	free(c);
 }
 
+void
+core_changes_clear(struct core *c)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+
+	while ((j = TAILQ_FIRST(&c->dirty_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->dirty_jobs, j, dirty_entry);
+		j->dirty = false;
+	}
+	while ((n = TAILQ_FIRST(&c->dirty_nodes)) != NULL) {
+		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
+		n->dirty = n->gpus_dirty = false;
+	}
+	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
+		j->changed = false;
+	}
+	while ((j = TAILQ_FIRST(&c->removed_jobs)) != NULL) {
+		TAILQ_REMOVE(&c->removed_jobs, j, entry);
+		core_job_free(j);
+	}
+	while ((n = TAILQ_FIRST(&c->removed_nodes)) != NULL) {
+		TAILQ_REMOVE(&c->removed_nodes, n, entry);
+		core_node_free(n);
+	}
+	c->n_new_events = 0;
+	core_rounds_clear(c);
+}
+
 struct core_job *
 core_job_find(const struct core *c, const char *rdzv_id)
 {

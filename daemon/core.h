@@ -455,7 +455,7 @@ int64_t		 core_job_last_call_in(const struct core_job *,
 int64_t		 core_job_join_timeout_in(const struct core_job *,
 		    struct core_now);
 
-/* Outputs (core_util.c, core_round.c, core_ops.c). */
+/* Outputs (core_util.c, core_round.c, core.c). */
 /* Pops the next queued message of any node; false when none is left. */
 bool		 core_outbox_pop(struct core *, struct core_node **nodep,
 		    struct core_msg *msg);
@@ -536,6 +536,8 @@ void		 core_fmt_secs(char *, size_t, uint64_t ms);
 void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
 void		 core_node_free(struct core_node *);
 void		 core_job_free(struct core_job *);
+/* Why a node that has no assignment waits, in words. */
+void		 core_waiting_reason(const struct core_node *, char *, size_t);
 
 /* core_round.c */
 void		 core_settle(struct core_job *);
@@ -543,7 +545,6 @@ void		 core_job_fail(struct core_job *, const char *reason);
 void		 core_rounds_clear(struct core *);
 void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
-void		 core_waiting_reason(const struct core_node *, char *, size_t);
 
 /* core.c */
 void		 core_job_remove(struct core_job *);

@@ -189,26 +189,6 @@ core_next_deadline(const struct core *c)
 	return t == NULL ? UINT64_MAX : t->at;
 }
 
-static int64_t
-timer_in(const struct core_timer *t, struct core_now now)
-{
-	if (!core_timer_armed(t))
-		return -1;
-	return t->at > now.mono_ms ? (int64_t)(t->at - now.mono_ms) : 0;
-}
-
-int64_t
-core_job_last_call_in(const struct core_job *j, struct core_now now)
-{
-	return timer_in(&j->last_call, now);
-}
-
-int64_t
-core_job_join_timeout_in(const struct core_job *j, struct core_now now)
-{
-	return timer_in(&j->join_deadline, now);
-}
-
 void
 core_checkpoint(struct core *c, struct core_now now)
 {
@@ -222,32 +202,3 @@ core_checkpoint(struct core *c, struct core_now now)
 	}
 }
 
-void
-core_changes_clear(struct core *c)
-{
-	struct core_job		*j;
-	struct core_node	*n;
-
-	while ((j = TAILQ_FIRST(&c->dirty_jobs)) != NULL) {
-		TAILQ_REMOVE(&c->dirty_jobs, j, dirty_entry);
-		j->dirty = false;
-	}
-	while ((n = TAILQ_FIRST(&c->dirty_nodes)) != NULL) {
-		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
-		n->dirty = n->gpus_dirty = false;
-	}
-	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
-		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
-		j->changed = false;
-	}
-	while ((j = TAILQ_FIRST(&c->removed_jobs)) != NULL) {
-		TAILQ_REMOVE(&c->removed_jobs, j, entry);
-		core_job_free(j);
-	}
-	while ((n = TAILQ_FIRST(&c->removed_nodes)) != NULL) {
-		TAILQ_REMOVE(&c->removed_nodes, n, entry);
-		core_node_free(n);
-	}
-	c->n_new_events = 0;
-	core_rounds_clear(c);
-}

@@ -153,6 +153,26 @@ core_timer_top(const struct core *c)
 	return c->heap_n == 0 ? NULL : c->heap[0];
 }
 
+static int64_t
+timer_in(const struct core_timer *t, struct core_now now)
+{
+	if (!core_timer_armed(t))
+		return -1;
+	return t->at > now.mono_ms ? (int64_t)(t->at - now.mono_ms) : 0;
+}
+
+int64_t
+core_job_last_call_in(const struct core_job *j, struct core_now now)
+{
+	return timer_in(&j->last_call, now);
+}
+
+int64_t
+core_job_join_timeout_in(const struct core_job *j, struct core_now now)
+{
+	return timer_in(&j->join_deadline, now);
+}
+
 /* ------------------------------------------------------- change tracking */
 
 /*
@@ -398,6 +418,50 @@ core_outbox_pop(struct core *c, struct core_node **nodep,
 /* ------------------------------------------------------------ formatting */
 
 /* "600 s", or "1.5 s" for durations that are not whole seconds. */
+void
+core_waiting_reason(const struct core_node *n, char *buf, size_t len)
+{
+	const struct core_job	*j = n->job;
+	uint32_t		 p = j->n_state[CORE_NODE_PARTICIPANT];
+	char			 t[32];
+
+	switch (n->state) {
+	case CORE_NODE_PARTICIPANT:
+		if (p < j->settings.min_nodes)
+			textf(buf, len, "round %llu: %u of min %u nodes "
+			    "joined; waiting for %u more",
+			    (unsigned long long)j->generation + 1, p,
+			    j->settings.min_nodes, j->settings.min_nodes - p);
+		else {
+			core_fmt_secs(t, sizeof(t), (uint64_t)
+			    core_job_last_call_in(j, j->core->now));
+			textf(buf, len, "round %llu: %u node%s joined; it "
+			    "completes at %u nodes or in %s (last call)",
+			    (unsigned long long)j->generation + 1, p,
+			    p == 1 ? "" : "s", j->settings.max_nodes, t);
+		}
+		break;
+	case CORE_NODE_WAITING:
+		textf(buf, len, "generation %llu is running; the next "
+		    "round takes this node in", (unsigned long long)
+		    j->generation);
+		break;
+	case CORE_NODE_SPARE:
+		textf(buf, len, "the job has max_nodes (%u) nodes; spare "
+		    "until one goes", j->settings.max_nodes);
+		break;
+	case CORE_NODE_SUCCEEDED:
+		textf(buf, len, "this node succeeded; %u other node%s still "
+		    "running", p, p == 1 ? " is" : "s are");
+		break;
+	default:
+		textf(buf, len, "node is %s%s%s", core_node_state_name(
+		    n->state), n->reason != NULL ? ": " : "",
+		    n->reason != NULL ? n->reason : "");
+		break;
+	}
+}
+
 void
 core_fmt_secs(char *buf, size_t len, uint64_t ms)
 {
