@@ -15,6 +15,9 @@
 struct store {
 	const struct store_ops	*ops;
 	void			*be;
+	uint64_t		 next_node_id;	/* as last loaded or committed */
+	bool			 broken;	/* a commit failed; until a load */
+	bool			 read_only;
 	char			 desc[STORE_PATH_MAX + STORE_ENDPOINTS_MAX +
 				    STORE_PREFIX_MAX + 16];
 };
@@ -47,6 +50,8 @@ store_open_opts(const char *spec, const struct store_opts *opts,
 	}
 	if (s->ops->open(sp, opts, &s->be, err, errlen) != 0)
 		goto bad;
+	s->next_node_id = 1;		/* a new core's (core_new) */
+	s->read_only = opts->read_only != 0;
 	free(sp);
 	*out = s;
 	return 0;
@@ -67,13 +72,46 @@ int
 store_load(struct store *s, struct core *c, struct core_now now, char *err,
     size_t errlen)
 {
-	return s->ops->load(s->be, c, now, err, errlen);
+	if (s->ops->load(s->be, c, now, err, errlen) != 0)
+		return -1;
+	/* The core now holds what the store holds (store.h). */
+	s->next_node_id = c->next_node_id;
+	s->broken = false;
+	return 0;
+}
+
+static bool
+turn_empty(const struct store *s, const struct core *c)
+{
+	return TAILQ_EMPTY(&c->removed_jobs) &&
+	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
+	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
+	    c->n_new_rounds == 0 && c->next_node_id == s->next_node_id;
 }
 
 int
 store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 {
-	return s->ops->commit(s->be, c, err, errlen);
+	if (s->broken)
+		return errf(-1, err, errlen, "an earlier commit failed; %s "
+		    "holds the state before it and must be loaded again "
+		    "(restart rdzvd)", s->desc);
+	if (turn_empty(s, c))
+		return 0;
+	if (s->read_only)
+		return errf(-1, err, errlen, "%s was opened to be read only",
+		    s->desc);
+	if (s->ops->commit(s->be, c, c->next_node_id != s->next_node_id,
+	    err, errlen) != 0) {
+		/*
+		 * Never retried (SPEC §9): after a failed fsync or Txn the
+		 * store's state is unknown, and memory is ahead of it.
+		 */
+		s->broken = true;
+		return -1;
+	}
+	s->next_node_id = c->next_node_id;
+	return 0;
 }
 
 int

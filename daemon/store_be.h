@@ -16,8 +16,13 @@ struct store_ops {
 			    size_t errlen);
 	int		(*load)(void *, struct core *, struct core_now,
 			    char *err, size_t errlen);
-	int		(*commit)(void *, struct core *, char *err,
-			    size_t errlen);
+	/*
+	 * Writes a turn that store.c found not empty; next_node_id only when
+	 * write_meta. Called only while no earlier commit failed and the
+	 * store is writable (store.c keeps both rules).
+	 */
+	int		(*commit)(void *, struct core *, bool write_meta,
+			    char *err, size_t errlen);
 	int		(*fence)(void *, const char *leader_key,
 			    int64_t create_revision);
 	int		(*events)(void *, const char *rdzv_id,

@@ -60,7 +60,6 @@ struct estore {
 	uint32_t	 timeout_ms;
 	char		*fence_key;	/* NULL: no fence */
 	int64_t		 fence_rev;
-	bool		 broken;
 	bool		 read_only;	/* store_opts.read_only */
 	uint64_t	 next_node_id;	/* as saved in meta */
 	uint64_t	 transactions;
@@ -89,7 +88,8 @@ int		 estore_txn_run(struct estore *, struct etcd_txn *,
 		    const char *what, char *err, size_t errlen);
 
 /* store_etcd_commit.c */
-int		 estore_commit(void *, struct core *, char *err, size_t errlen);
+int		 estore_commit(void *, struct core *, bool write_meta, char *err,
+		    size_t errlen);
 
 /* store_etcd_enc.c: core <-> protobuf. Encoders return a malloc'd buffer
  * and its length in *len, or NULL when out of memory. */

@@ -555,15 +555,6 @@ out:
 	return rc;
 }
 
-static bool
-turn_empty(const struct estore *s, const struct core *c)
-{
-	return TAILQ_EMPTY(&c->removed_jobs) &&
-	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
-	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
-	    c->n_new_rounds == 0 && c->next_node_id == s->next_node_id;
-}
-
 /* Jobs removed and created again in this turn: their old keys go first. */
 static int
 remove_first(struct turn *t, char *err, size_t errlen)
@@ -594,7 +585,8 @@ remove_first(struct turn *t, char *err, size_t errlen)
 }
 
 int
-estore_commit(void *v, struct core *c, char *err, size_t errlen)
+estore_commit(void *v, struct core *c, bool write_meta, char *err,
+    size_t errlen)
 {
 	struct estore	*s = v;
 	struct turn	 t = { .s = s, .c = c };
@@ -603,14 +595,6 @@ estore_commit(void *v, struct core *c, char *err, size_t errlen)
 	uint8_t		*meta = NULL;
 	int		 rc;
 
-	if (s->broken)
-		return errf(-1, err, errlen, "an earlier commit failed; etcd "
-		    "holds the state before it: load the store again");
-	if (s->read_only && !turn_empty(s, c))
-		return errf(-1, err, errlen, "the store was opened to be read "
-		    "only");
-	if (turn_empty(s, c))
-		return 0;
 	if (collect(&t) != 0) {
 		errf(-1, err, errlen, "committing: out of memory");
 		goto bad;
@@ -628,8 +612,7 @@ estore_commit(void *v, struct core *c, char *err, size_t errlen)
 		errf(-1, err, errlen, "committing: %s", strerror(-rc));
 		goto bad;
 	}
-	if (c->next_node_id != s->next_node_id &&
-	    (meta = enc_meta(c->next_node_id, &metalen)) == NULL) {
+	if (write_meta && (meta = enc_meta(c->next_node_id, &metalen)) == NULL) {
 		errf(-1, err, errlen, "committing: out of memory");
 		goto bad;
 	}
@@ -648,8 +631,6 @@ estore_commit(void *v, struct core *c, char *err, size_t errlen)
 	return 0;
 
 bad:
-	/* Never retried (SPEC §9); the next load reads what etcd holds. */
-	s->broken = true;
 	free(meta);
 	free(pt);
 	turn_free(&t);

@@ -683,7 +683,6 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
 		goto out;
 	s->next_node_id = c->next_node_id;
-	s->broken = false;
 	rc = 0;
 out:
 	ld_free(&l);

@@ -348,23 +348,14 @@ del_node(struct sqlstore *s, const struct core_node *n, char *err,
 	return run(s, &b, err, errlen, what);
 }
 
-static bool
-turn_empty(const struct sqlstore *s, const struct core *c)
-{
-	return TAILQ_EMPTY(&c->removed_jobs) &&
-	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
-	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
-	    c->n_new_rounds == 0 &&
-	    c->next_node_id == s->next_node_id;
-}
-
 /*
  * The order matters: deletions first, so that a job removed and created
  * again under the same id in one turn starts from no rows; then jobs
  * before their nodes, events and rounds, which refer to them.
  */
 static int
-commit_rows(struct sqlstore *s, struct core *c, char *err, size_t errlen)
+commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
+    size_t errlen)
 {
 	struct core_job		*j;
 	struct core_node	*n;
@@ -396,26 +387,21 @@ commit_rows(struct sqlstore *s, struct core *c, char *err, size_t errlen)
 		if (put_event(s, &c->new_events[i], err, errlen) != 0)
 			return -1;
 	}
-	if (c->next_node_id != s->next_node_id &&
-	    put_meta(s, c->next_node_id, err, errlen) != 0)
+	if (write_meta && put_meta(s, c->next_node_id, err, errlen) != 0)
 		return -1;
 	return 0;
 }
 
 int
-sqlstore_commit(struct sqlstore *s, struct core *c, char *err, size_t errlen)
+sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
+    char *err, size_t errlen)
 {
 	struct binder	b;
 
-	if (s->broken)
-		return errf(-1, err, errlen, "an earlier commit failed; the "
-		    "database holds the state before it: restart rdzvd");
-	if (turn_empty(s, c))
-		return 0;
 	b = bind_start(s->st[ST_BEGIN]);
 	if (run(s, &b, err, errlen, "beginning a transaction") != 0)
 		goto bad;
-	if (commit_rows(s, c, err, errlen) != 0)
+	if (commit_rows(s, c, write_meta, err, errlen) != 0)
 		goto bad;
 	b = bind_start(s->st[ST_COMMIT]);
 	if (run(s, &b, err, errlen, "committing") != 0)
@@ -425,11 +411,6 @@ sqlstore_commit(struct sqlstore *s, struct core *c, char *err, size_t errlen)
 	return 0;
 
 bad:
-	/*
-	 * Never retried (SPEC §9): after a failed fsync the disk's state is
-	 * unknown, and memory is ahead of it either way.
-	 */
-	s->broken = true;
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_step(s->st[ST_ROLLBACK]);
 	sqlite3_reset(s->st[ST_ROLLBACK]);
@@ -460,9 +441,10 @@ ops_load(void *s, struct core *c, struct core_now now, char *err,
 }
 
 static int
-ops_commit(void *s, struct core *c, char *err, size_t errlen)
+ops_commit(void *s, struct core *c, bool write_meta, char *err,
+    size_t errlen)
 {
-	return sqlstore_commit(s, c, err, errlen);
+	return sqlstore_commit(s, c, write_meta, err, errlen);
 }
 
 static int

@@ -56,14 +56,13 @@ struct sqlstore {
 	sqlite3_stmt	*st[ST_COUNT];
 	uint64_t	 next_node_id;	/* as saved in meta */
 	uint64_t	 transactions;
-	bool		 broken;	/* a commit failed */
 	struct core_job	*loading;	/* whose events store_load reads */
 };
 
 /* store_sqlite.c */
 int		 sqlstore_fail(struct sqlstore *, char *, size_t, const char *);
-int		 sqlstore_commit(struct sqlstore *, struct core *, char *err,
-		    size_t errlen);
+int		 sqlstore_commit(struct sqlstore *, struct core *,
+		    bool write_meta, char *err, size_t errlen);
 uint64_t	 sqlstore_transactions(const struct sqlstore *);
 
 /* store_sqlite_open.c */

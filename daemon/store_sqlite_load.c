@@ -331,8 +331,6 @@ sqlstore_load(struct sqlstore *s, struct core *c, struct core_now now, char *err
 	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
 		goto out;
 	s->next_node_id = c->next_node_id;
-	/* The core now holds what the file holds (store.h). */
-	s->broken = false;
 	rc = 0;
 
 out:
