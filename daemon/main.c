@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "buildconf.h"
+#include "clock.h"
 #include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
@@ -204,14 +205,6 @@ raise_nofile(void)
 	log_info("open files: at most %llu%s%s", nofile, raised,
 	    nofile < rdzvd.cfg.max_conns ? ", fewer than max-connections" :
 	    "");
-}
-
-static int64_t
-wall_ms(void)
-{
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
 static void

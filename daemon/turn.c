@@ -18,11 +18,11 @@
  */
 #include <stdlib.h>
 #include <sys/queue.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -56,11 +56,9 @@ static uint64_t		 timer_at = UINT64_MAX;
 struct core_now
 turn_now(void)
 {
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
 	return (struct core_now){
 		.mono_ms = stall_clock_ms(),
-		.wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000,
+		.wall_ms = wall_ms(),
 	};
 }
 

@@ -1,6 +1,7 @@
 /*
- * The monotonic clock, read in one place. Deadlines and durations use it;
- * wall time (CLOCK_REALTIME) is only ever shown to people or stored.
+ * The clocks, each read in one place. Deadlines and durations use the
+ * monotonic clock; wall time (CLOCK_REALTIME) is only ever shown to people
+ * or stored.
  */
 #ifndef RDZV_CLOCK_H
 #define RDZV_CLOCK_H
@@ -9,6 +10,9 @@
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t	mono_ns(void);
+
+/* CLOCK_REALTIME in milliseconds since the epoch. */
+int64_t		wall_ms(void);
 
 static inline uint64_t
 mono_us(void)

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/time.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "text.h"
 
@@ -67,13 +67,13 @@ vlog(enum log_level level, const char *err, const char *fmt, va_list ap)
 	if (level > log_level)
 		return;
 	if (log_stamp) {
-		struct timeval tv;
+		int64_t ms = wall_ms();
+		time_t t = (time_t)(ms / 1000);
 		struct tm tm;
-		gettimeofday(&tv, NULL);
-		localtime_r(&tv.tv_sec, &tm);
+		localtime_r(&t, &tm);
 		size_t n = strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
-		snprintf(stamp + n, sizeof(stamp) - n, ".%03ld ",
-		    (long)tv.tv_usec / 1000);
+		snprintf(stamp + n, sizeof(stamp) - n, ".%03d ",
+		    (int)(ms % 1000));
 	}
 	/* A message may carry what a client sent: one line, no control
 	 * character reaches the terminal or the journal. */

@@ -120,12 +120,3 @@ fmt_hostport(char *buf, size_t len, const char *host, uint32_t port)
 		snprintf(buf, len, "%s:%u", host, port);
 	return buf;
 }
-
-int64_t
-fmt_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}

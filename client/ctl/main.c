@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rdzvctl.h"
 
@@ -159,7 +160,7 @@ clock_init(struct ctl *ctl)
 	char		*end;
 	long long	 ms;
 
-	ctl->now_ms = fmt_now_ms();
+	ctl->now_ms = wall_ms();
 	if (v == NULL || *v == '\0')
 		return;
 	errno = 0;

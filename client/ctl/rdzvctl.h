@@ -148,7 +148,6 @@ char		*fmt_ranks(char *buf, size_t len, const Rdzv__V1__Node *);
 char		*fmt_hostport(char *buf, size_t len, const char *host,
 		    uint32_t port);
 /* Wall clock now, unix ms. */
-int64_t		 fmt_now_ms(void);
 
 /* json.c */
 /* The documented JSON shape of a job: summary, or with nodes and events. */

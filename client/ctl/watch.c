@@ -153,7 +153,7 @@ watch_print_changes(struct ctl *ctl, const Rdzv__V1__Job *old,
 	char	 t[32], a[1024], b[1024];
 	int64_t	 now;
 
-	now = ctl->fixed_times ? ctl->now_ms : fmt_now_ms();
+	now = ctl->fixed_times ? ctl->now_ms : wall_ms();
 	fmt_clock_short(t, sizeof(t), now);
 	if (removed) {
 		printf("%s %s removed\n", t, job->rdzv_id);
@@ -182,7 +182,7 @@ redraw(struct watch *w)
 	FILE	*f;
 
 	if (!w->ctl->fixed_times)
-		w->ctl->now_ms = fmt_now_ms();
+		w->ctl->now_ms = wall_ms();
 	if ((f = open_memstream(&text, &len)) == NULL)
 		fatal("watch");
 	fprintf(f, "rdzvctl status%s%s --watch  %s  %s  (^C to stop)\n\n",
