@@ -1,6 +1,7 @@
 /*
  * What a call may reach: the job its request names (or the NOT_FOUND or
- * INVALID_ARGUMENT that ends it), and whether its caller is one of the
+ * INVALID_ARGUMENT that ends it), the node its session_id names, and
+ * whether its caller is one of the
  * configured admins (SPEC §11). The operator actions answer with the job
  * they changed from here, after the commit.
  */
@@ -26,6 +27,16 @@ job_or_finish(struct grpc_call *call, const char *rdzv_id)
 		grpc_call_finish(call, GRPC_NOT_FOUND, "job %s not found",
 		    rdzv_id);
 	return job;
+}
+
+const uint8_t *
+session_or_finish(struct grpc_call *call, ProtobufCBinaryData id)
+{
+	if (id.len == CORE_SESSION_LEN)
+		return id.data;
+	grpc_call_finish(call, GRPC_NOT_FOUND, "no node has this session_id "
+	    "(%zu bytes; rdzvd's have %d)", id.len, CORE_SESSION_LEN);
+	return NULL;
 }
 
 void

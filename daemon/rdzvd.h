@@ -261,6 +261,9 @@ int		 gpus_from_pb(Rdzv__V1__GpuResult **, size_t,
 /* The job named by the request, or NULL after finishing the call with
  * NOT_FOUND or INVALID_ARGUMENT. */
 struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
+/* The session id a request carries, or NULL after finishing the call with
+ * NOT_FOUND when it has not the length of rdzvd's. */
+const uint8_t	*session_or_finish(struct grpc_call *, ProtobufCBinaryData);
 /* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
  * of the operator actions, given to turn_answer. */
 void		 answer_job(struct grpc_call *, void *rdzv_id);

@@ -95,22 +95,20 @@ rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__JoinRequest *req = (const Rdzv__V1__JoinRequest *)msg;
 	struct core_node *node = NULL;
+	const uint8_t *session;
 	char err[512];
 	int rc;
 
 	if (req->session_id.len == 0) {
 		rc = join(call, req, &node, err, sizeof(err));
-	} else if (req->session_id.len != CORE_SESSION_LEN) {
-		snprintf(err, sizeof(err), "no node has this session_id (%zu "
-		    "bytes; rdzvd's have %d)", req->session_id.len,
-		    CORE_SESSION_LEN);
-		rc = GRPC_NOT_FOUND;
+	} else if ((session = session_or_finish(call, req->session_id)) ==
+	    NULL) {
+		return;
 	} else {
 		rc = core_resume(rdzvd.core, turn_now(),
 		    grpc_call_identity(call),
 		    req->rdzv_id[0] != '\0' ? req->rdzv_id : NULL,
-		    req->session_id.data, req->generation, &node, err,
-		    sizeof(err));
+		    session, req->generation, &node, err, sizeof(err));
 	}
 	/* A refusal may still change state (a stale resume leaves). */
 	turn_schedule();

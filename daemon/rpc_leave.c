@@ -15,16 +15,13 @@ void
 rpc_leave(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__LeaveRequest *req = (const Rdzv__V1__LeaveRequest *)msg;
+	const uint8_t *session = session_or_finish(call, req->session_id);
 	char err[512];
 
-	if (req->session_id.len != CORE_SESSION_LEN) {
-		grpc_call_finish(call, GRPC_NOT_FOUND, "no node has this "
-		    "session_id (%zu bytes; rdzvd's have %d)",
-		    req->session_id.len, CORE_SESSION_LEN);
+	if (session == NULL)
 		return;
-	}
 	int rc = core_leave(rdzvd.core, turn_now(), grpc_call_identity(call),
-	    req->session_id.data, req->reason[0] != '\0' ? req->reason :
+	    session, req->reason[0] != '\0' ? req->reason :
 	    "the agent was told to stop", err, sizeof(err));
 	if (rc != GRPC_OK) {
 		grpc_call_finish(call, rc, "%s", err);

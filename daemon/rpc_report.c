@@ -31,12 +31,8 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	uint32_t *restarts;
 	char err[512];
 
-	if (req->session_id.len != CORE_SESSION_LEN) {
-		grpc_call_finish(call, GRPC_NOT_FOUND, "no node has this "
-		    "session_id (%zu bytes; rdzvd's have %d)",
-		    req->session_id.len, CORE_SESSION_LEN);
+	if (session_or_finish(call, req->session_id) == NULL)
 		return;
-	}
 	if (req->outcome < RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED ||
 	    req->outcome > RDZV__V1__OUTCOME__OUTCOME_UPDATE) {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT,
