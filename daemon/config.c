@@ -166,7 +166,7 @@ set_group(struct config *cfg, const char *val, char *err, size_t errlen)
 		cfg->unix_gid = (gid_t)v;
 	}
 	free(cfg->unix_group);
-	cfg->unix_group = strdup(val);
+	cfg->unix_group = xstrdup(val);
 	return 0;
 }
 
@@ -200,7 +200,7 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 			*p = NULL;
 			return 0;
 		}
-		*p = strdup(val);
+		*p = xstrdup(val);
 		if (st->off == OFF(db))
 			cfg->db_given = set_level;
 		if (st->off == OFF(store))
@@ -236,7 +236,7 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 			    RDZVD_MAX_ADMINS);
 			return -1;
 		}
-		cfg->admins[cfg->n_admins++] = strdup(val);
+		cfg->admins[cfg->n_admins++] = xstrdup(val);
 		return 0;
 	case K_SIZE:
 		if (parse_size(val, &sz) != 0 || sz == 0)
@@ -367,7 +367,7 @@ config_read_file(struct config *cfg, const char *file, char *err,
 		return rc;
 	}
 	free(cfg->file);
-	cfg->file = strdup(file);
+	cfg->file = xstrdup(file);
 	return 0;
 }
 
@@ -471,7 +471,7 @@ config_load(struct config *cfg, int argc, char **argv)
 		}
 		if (opt == 'M') {
 			free(cfg->migrate_from);
-			cfg->migrate_from = strdup(optarg);
+			cfg->migrate_from = xstrdup(optarg);
 			continue;
 		}
 		if (opt < 1000)
@@ -496,7 +496,7 @@ config_load(struct config *cfg, int argc, char **argv)
 			    "the store to copy to after FROM\n");
 			exit(2);
 		}
-		cfg->migrate_to = strdup(argv[optind++]);
+		cfg->migrate_to = xstrdup(argv[optind++]);
 	}
 	if (optind < argc) {
 		fprintf(stderr, "rdzvd: unexpected argument '%s'\n", argv[optind]);
@@ -510,7 +510,7 @@ config_load(struct config *cfg, int argc, char **argv)
 	if (cfg->db == NULL) {
 		char path[PATH_MAX];
 		config_default_db(path, sizeof(path));
-		cfg->db = strdup(path);
+		cfg->db = xstrdup(path);
 	}
 	set_level = 1;
 	/* --db PATH is --store sqlite:PATH: a flag --db wins over the file's
@@ -522,8 +522,8 @@ config_load(struct config *cfg, int argc, char **argv)
 	}
 	if (cfg->store == NULL) {
 		size_t len = strlen(cfg->db) + 8;
-		if ((cfg->store = malloc(len)) != NULL)
-			snprintf(cfg->store, len, "sqlite:%s", cfg->db);
+		cfg->store = xmalloc(len);
+		snprintf(cfg->store, len, "sqlite:%s", cfg->db);
 	}
 }
 

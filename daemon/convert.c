@@ -17,13 +17,9 @@ arena_alloc(struct arena *a, size_t size)
 {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? a->cap * 2 : 16;
-		if ((a->ptrs = realloc(a->ptrs, a->cap * sizeof(*a->ptrs))) == NULL)
-			fatal("arena");
+		a->ptrs = xreallocarray(a->ptrs, a->cap, sizeof(*a->ptrs));
 	}
-	void *p = calloc(1, size ? size : 1);
-	if (p == NULL)
-		fatal("arena");
-	return a->ptrs[a->n++] = p;
+	return a->ptrs[a->n++] = xcalloc(1, size);
 }
 
 void
@@ -256,8 +252,7 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 		    n, GPUS_MAX);
 		return GRPC_INVALID_ARGUMENT;
 	}
-	if ((g = calloc(n, sizeof(*g))) == NULL)
-		fatal("gpus_from_pb");
+	g = xcalloc(n, sizeof(*g));
 	for (size_t i = 0; i < n; i++) {
 		g[i].device = gpus[i]->device;
 		g[i].ok = gpus[i]->ok;

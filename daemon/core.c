@@ -113,7 +113,7 @@ core_new(const struct core_config *cfg)
 {
 	struct core	*c;
 
-	c = core_xcalloc(1, sizeof(*c));
+	c = xcalloc(1, sizeof(*c));
 	if (cfg != NULL)
 		c->cfg = *cfg;
 	else
@@ -238,9 +238,9 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 {
 	struct core_job	*j;
 
-	j = core_xcalloc(1, sizeof(*j));
+	j = xcalloc(1, sizeof(*j));
 	textf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
-	j->owner = core_xstrdup(owner);
+	j->owner = xstrdup(owner);
 	j->core = c;
 	j->state = CORE_JOB_WAITING;
 	j->attempt = 1;
@@ -266,12 +266,12 @@ core_node_new(struct core_job *j, uint64_t node_id,
 	struct core	*c = j->core;
 	struct core_node *n;
 
-	n = core_xcalloc(1, sizeof(*n));
+	n = xcalloc(1, sizeof(*n));
 	n->node_id = node_id;
 	memcpy(n->session_id, session_id, CORE_SESSION_LEN);
 	n->job = j;
-	n->hostname = core_xstrdup(hostname);
-	n->advertise_addr = core_xstrdup(addr);
+	n->hostname = xstrdup(hostname);
+	n->advertise_addr = xstrdup(addr);
 	n->group_rank = -1;
 	n->state = CORE_NODE_WAITING;
 	core_timer_init(&n->lease, CORE_TIMER_LEASE, n);

@@ -36,6 +36,7 @@
 
 #include "hash.h"
 #include "rdzv_id.h"
+#include "xmalloc.h"
 
 #define CORE_SESSION_LEN	16
 #define CORE_STR_MAX		255	/* hostname, advertise address */
@@ -514,9 +515,6 @@ enum {
 };
 
 /* core_util.c */
-void		*core_xcalloc(size_t, size_t);
-void		*core_xreallocarray(void *, size_t, size_t);
-char		*core_xstrdup(const char *);
 void		 core_timer_init(struct core_timer *, int, void *);
 void		 core_timer_set(struct core *, struct core_timer *, uint64_t);
 void		 core_timer_clear(struct core *, struct core_timer *);

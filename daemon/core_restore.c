@@ -59,7 +59,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	    j->settings.min_nodes > j->settings.max_nodes)
 		return errf(-1, err, errlen, "job %s: bad min/max nodes %u:%u",
 		    j->rdzv_id, j->settings.min_nodes, j->settings.max_nodes);
-	v = core_xcalloc(j->n_nodes, sizeof(*v));
+	v = xcalloc(j->n_nodes, sizeof(*v));
 	TAILQ_FOREACH(n, &j->nodes, entry)
 		v[k++] = n;
 	qsort(v, k, sizeof(*v), arrival_cmp);
@@ -89,7 +89,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	if (j->state == CORE_JOB_WAITING)
 		j->round_n = 0;
 	j->round_cap = j->round_n;
-	j->round = core_xcalloc(j->round_cap, sizeof(*j->round));
+	j->round = xcalloc(j->round_cap, sizeof(*j->round));
 	for (i = 0; i < k; i++) {
 		n = v[i];
 		if (n->group_rank < 0)

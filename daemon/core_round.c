@@ -64,7 +64,7 @@ round_reserve(struct core_job *j, uint32_t n)
 		return;
 	free(j->round);
 	j->round_cap = n < 16 ? 16 : n;
-	j->round = core_xcalloc(j->round_cap, sizeof(*j->round));
+	j->round = xcalloc(j->round_cap, sizeof(*j->round));
 }
 
 /*
@@ -129,7 +129,7 @@ round_record(struct core_job *j)
 	if (c->n_new_rounds == c->new_rounds_cap) {
 		c->new_rounds_cap = c->new_rounds_cap == 0 ? 16 :
 		    c->new_rounds_cap * 2;
-		c->new_rounds = core_xreallocarray(c->new_rounds,
+		c->new_rounds = xreallocarray(c->new_rounds,
 		    c->new_rounds_cap, sizeof(*c->new_rounds));
 	}
 	r = &c->new_rounds[c->n_new_rounds++];
@@ -141,7 +141,7 @@ round_record(struct core_job *j)
 	r->master_port = j->master_port;
 	r->restart_count = j->restart_count;
 	r->n = j->round_n;
-	r->members = core_xcalloc(r->n, sizeof(*r->members));
+	r->members = xcalloc(r->n, sizeof(*r->members));
 	for (i = 0; i < r->n; i++) {
 		r->members[i].node_id = j->round[i]->node_id;
 		r->members[i].group_rank = i;

@@ -65,8 +65,7 @@ static struct {
 void
 metrics_init(void)
 {
-	if ((m.calls = calloc(rdzvd_n_methods + 1, sizeof(*m.calls))) == NULL)
-		fatal("metrics_init");
+	m.calls = xcalloc(rdzvd_n_methods + 1, sizeof(*m.calls));
 }
 
 void

@@ -19,5 +19,5 @@ rpc_close_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		grpc_call_finish(call, rc, "%s", err);
 		return;
 	}
-	turn_answer(call, answer_job, strdup(req->rdzv_id));
+	turn_answer(call, answer_job, xstrdup(req->rdzv_id));
 }

@@ -48,8 +48,7 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	}
 	r.gpus = gpus;
 	r.n_gpus = r.gpus_total;
-	if ((restarts = malloc(sizeof(*restarts))) == NULL)
-		fatal("rpc_report");
+	restarts = xmalloc(sizeof(*restarts));
 	rc = core_report(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    &r, restarts, err, sizeof(err));
 	free(gpus);

@@ -89,8 +89,7 @@ streams_attach(struct core_node *node, struct grpc_call *call)
 	if (s != NULL)
 		stream_end(s, 0, GRPC_ABORTED, "node %llu resumed on another "
 		    "stream", (unsigned long long)node->node_id);
-	if ((s = calloc(1, sizeof(*s))) == NULL)
-		fatal("streams_attach");
+	s = xcalloc(1, sizeof(*s));
 	s->call = call;
 	s->node_id = node->node_id;
 	if (hash_insert(&streams, hash_u64(s->node_id), s) != 0)
@@ -202,8 +201,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
-			if ((lost = realloc(lost, cap * sizeof(*lost))) == NULL)
-				fatal("sweep");
+			lost = xreallocarray(lost, cap, sizeof(*lost));
 		}
 		lost[n++] = s->node_id;
 	}

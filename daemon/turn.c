@@ -75,9 +75,7 @@ void
 turn_answer(struct grpc_call *call, void (*fn)(struct grpc_call *, void *),
     void *arg)
 {
-	struct answer *a = calloc(1, sizeof(*a));
-	if (a == NULL)
-		fatal("turn_answer");
+	struct answer *a = xcalloc(1, sizeof(*a));
 	a->call = call;
 	a->fn = fn;
 	a->arg = arg;

@@ -381,8 +381,7 @@ tell_outcome(struct agent *a, Rdzv__V1__Outcome outcome, const char *msg)
 	const struct workers *ws = &a->ws;
 	int *status;
 
-	if ((status = calloc((size_t)ws->n + 1, sizeof(*status))) == NULL)
-		fatalx("out of memory");
+	status = xcalloc((size_t)ws->n + 1, sizeof(*status));
 	for (int i = 0; i < ws->n; i++)
 		status[i] = ws->w[i].status;
 	report_outcome(&a->report, ws->generation, outcome, status, ws->n,

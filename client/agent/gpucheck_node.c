@@ -134,9 +134,8 @@ gpucheck_node_plan(struct agent_opts *o, struct gpucheck_node *g,
 	if (o->nproc_mode == NPROC_SLURM && o->nproc != (uint32_t)count)
 		log_warnx("SLURM_GPUS_ON_NODE=%u but %d GPUs are visible: "
 		    "one worker per visible GPU", o->nproc, count);
-	if ((g->results = calloc((size_t)n, sizeof(*g->results))) == NULL ||
-	    (g->use = calloc((size_t)n, sizeof(*g->use))) == NULL)
-		fatalx("out of memory");
+	g->results = xcalloc((size_t)n, sizeof(*g->results));
+	g->use = xcalloc((size_t)n, sizeof(*g->use));
 	g->n = n;
 	passed = gpucheck_run(&o->gpucheck, n, g->results);
 	log_info("GPU check: %d of %d GPU%s passed", passed, n,

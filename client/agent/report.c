@@ -101,9 +101,7 @@ report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
 	struct outcome_report *r = &rp->outcome;
 
 	free(r->exits);
-	r->exits = calloc((size_t)n, sizeof(*r->exits));
-	if (r->exits == NULL && n > 0)
-		fatalx("out of memory");
+	r->exits = xcalloc((size_t)n, sizeof(*r->exits));
 	r->n_exits = n;
 	for (int i = 0; i < n; i++) {
 		Rdzv__V1__WorkerExit *e = &r->exits[i];
@@ -134,8 +132,7 @@ send_outcome(struct report *rp)
 	Rdzv__V1__ReportRequest req = RDZV__V1__REPORT_REQUEST__INIT;
 	Rdzv__V1__WorkerExit **ptrs;
 
-	if ((ptrs = calloc((size_t)r->n_exits + 1, sizeof(*ptrs))) == NULL)
-		fatalx("out of memory");
+	ptrs = xcalloc((size_t)r->n_exits + 1, sizeof(*ptrs));
 	for (int i = 0; i < r->n_exits; i++)
 		ptrs[i] = &r->exits[i];
 	req.session_id.data = (uint8_t *)s->id;

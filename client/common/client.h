@@ -19,6 +19,7 @@
 #include "grpc.h"
 #include "parse.h"
 #include "servers.h"
+#include "xmalloc.h"
 
 #define CLIENT_DEFAULT_SERVER	"127.0.0.1:29400"
 

@@ -294,11 +294,9 @@ Rdzv__V1__Job *
 ctl_job_copy(const Rdzv__V1__Job *j)
 {
 	size_t		 len = rdzv__v1__job__get_packed_size(j);
-	uint8_t		*buf = malloc(len ? len : 1);
+	uint8_t		*buf = xmalloc(len);
 	Rdzv__V1__Job	*copy;
 
-	if (buf == NULL)
-		fatal("copying job %s", j->rdzv_id);
 	rdzv__v1__job__pack(j, buf);
 	if ((copy = rdzv__v1__job__unpack(NULL, len, buf)) == NULL)
 		fatalx("cannot copy job %s", j->rdzv_id);

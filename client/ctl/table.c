@@ -37,9 +37,7 @@ push(struct table *t, char *cell)
 {
 	if (t->ncells == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 64;
-		t->cells = reallocarray(t->cells, t->cap, sizeof(*t->cells));
-		if (t->cells == NULL)
-			fatal("table");
+		t->cells = xreallocarray(t->cells, t->cap, sizeof(*t->cells));
 	}
 	t->cells[t->ncells++] = cell;
 }
@@ -49,15 +47,10 @@ table_new(size_t ncols, const char *const *headers)
 {
 	struct table	*t;
 
-	if ((t = calloc(1, sizeof(*t))) == NULL)
-		fatal("table");
+	t = xcalloc(1, sizeof(*t));
 	t->ncols = ncols;
-	for (size_t i = 0; i < ncols; i++) {
-		char *h = strdup(headers[i]);
-		if (h == NULL)
-			fatal("table");
-		push(t, h);
-	}
+	for (size_t i = 0; i < ncols; i++)
+		push(t, xstrdup(headers[i]));
 	return t;
 }
 
@@ -89,8 +82,7 @@ table_print(const struct table *t, FILE *f, const char *indent)
 {
 	size_t	*w, i, c;
 
-	if ((w = calloc(t->ncols, sizeof(*w))) == NULL)
-		fatal("table");
+	w = xcalloc(t->ncols, sizeof(*w));
 	for (i = 0; i < t->ncells; i++) {
 		size_t n = width(t->cells[i]);
 		if (n > w[i % t->ncols])

@@ -74,9 +74,7 @@ job_store(struct watch *w, ssize_t i, Rdzv__V1__Job *job)
 	}
 	if (w->n_jobs == w->cap) {
 		w->cap = w->cap ? w->cap * 2 : 16;
-		w->jobs = reallocarray(w->jobs, w->cap, sizeof(*w->jobs));
-		if (w->jobs == NULL)
-			fatal("watch");
+		w->jobs = xreallocarray(w->jobs, w->cap, sizeof(*w->jobs));
 	}
 	w->jobs[w->n_jobs++] = job;
 }
