@@ -3,6 +3,7 @@
  * event history and the per-node outboxes. Nothing here decides anything
  * about a job; core.c and core_round.c do.
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,40 +13,6 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "text.h"
-
-/*
- * The core cannot be left half-updated, so running out of memory ends the
- * process (tmux's xmalloc does the same).
- */
-void *
-core_xcalloc(size_t n, size_t size)
-{
-	void	*p;
-
-	if ((p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size)) == NULL)
-		abort();
-	return p;
-}
-
-char *
-core_xstrdup(const char *s)
-{
-	char	*p;
-
-	if ((p = strdup(s == NULL ? "" : s)) == NULL)
-		abort();
-	return p;
-}
-
-void *
-core_xreallocarray(void *p, size_t n, size_t size)
-{
-	if (size != 0 && n > SIZE_MAX / size)
-		abort();
-	if ((p = realloc(p, n * size == 0 ? 1 : n * size)) == NULL)
-		abort();
-	return p;
-}
 
 /* ---------------------------------------------------------------- timers */
 
@@ -116,6 +83,7 @@ core_timer_clear(struct core *c, struct core_timer *t)
 
 	if (i == SIZE_MAX)
 		return;
+	assert(i < c->heap_n && c->heap[i] == t);
 	c->heap_n--;
 	if (i != c->heap_n) {
 		c->heap[i] = c->heap[c->heap_n];
@@ -131,6 +99,7 @@ void
 core_timer_set(struct core *c, struct core_timer *t, uint64_t at)
 {
 	if (core_timer_armed(t)) {
+		assert(t->idx < c->heap_n && c->heap[t->idx] == t);
 		t->at = at;
 		heap_down(c, t->idx);
 		heap_up(c, t->idx);
@@ -138,7 +107,7 @@ core_timer_set(struct core *c, struct core_timer *t, uint64_t at)
 	}
 	if (c->heap_n == c->heap_cap) {
 		c->heap_cap = c->heap_cap == 0 ? 64 : c->heap_cap * 2;
-		c->heap = core_xreallocarray(c->heap, c->heap_cap,
+		c->heap = xreallocarray(c->heap, c->heap_cap,
 		    sizeof(*c->heap));
 	}
 	t->at = at;
@@ -239,6 +208,7 @@ core_node_set_state(struct core_node *n, enum core_node_state st)
 
 	if (n->state == st)
 		return;
+	assert(j->n_state[n->state] > 0);
 	j->n_state[n->state]--;
 	j->n_state[st]++;
 	n->state = st;
@@ -279,7 +249,7 @@ core_event_add(struct core_job *j, const char *kind, const char *fmt, ...)
 	if (c->n_new_events == c->new_events_cap) {
 		c->new_events_cap = c->new_events_cap == 0 ? 64 :
 		    c->new_events_cap * 2;
-		c->new_events = core_xreallocarray(c->new_events,
+		c->new_events = xreallocarray(c->new_events,
 		    c->new_events_cap, sizeof(*c->new_events));
 	}
 	e = &c->new_events[c->n_new_events++];
@@ -307,7 +277,7 @@ core_restore_event(struct core_job *j, const struct core_event *e)
 			    j->events_cap * 2;
 			if (j->events_cap > CORE_EVENTS_KEPT)
 				j->events_cap = CORE_EVENTS_KEPT;
-			j->events = core_xreallocarray(j->events,
+			j->events = xreallocarray(j->events,
 			    j->events_cap, sizeof(*j->events));
 		}
 		slot = &j->events[j->events_n++];
@@ -347,7 +317,7 @@ core_msg_queue(struct core_node *n, enum core_msg_kind kind)
 		memset(&sink, 0, sizeof(sink));
 		return &sink;
 	}
-	m = core_xcalloc(1, sizeof(*m));
+	m = xcalloc(1, sizeof(*m));
 	m->kind = kind;
 	if (n->out_tail == NULL) {
 		n->out_head = m;
@@ -569,7 +539,7 @@ void
 core_node_set_reason(struct core_node *n, const char *reason)
 {
 	free(n->reason);
-	n->reason = reason == NULL ? NULL : core_xstrdup(reason);
+	n->reason = reason == NULL ? NULL : xstrdup(reason);
 }
 
 bool
@@ -583,7 +553,7 @@ core_node_set_gpus(struct core_node *n, const struct core_gpu *gpus,
 	n->gpus = NULL;
 	n->n_gpus = count;
 	if (count > 0) {
-		n->gpus = core_xreallocarray(NULL, count, sizeof(*gpus));
+		n->gpus = xreallocarray(NULL, count, sizeof(*gpus));
 		memcpy(n->gpus, gpus, count * sizeof(*gpus));
 	}
 	return true;
