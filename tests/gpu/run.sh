@@ -13,7 +13,9 @@
 #      --gpucheck strict, so every worker checks its GPU between fork
 #      and exec before it runs;
 #   4. the ptxas test when the CUDA toolkit is there.
-# Exit status 0 when all passed. RDZV_LIBCUDA may name the driver's
+# On a GPU machine without rdzv's build dependencies, BUILD_DIR may hold
+# the programs built elsewhere, in the build folder's layout, with their
+# libraries on LD_LIBRARY_PATH. Exit status 0 when all passed. RDZV_LIBCUDA may name the driver's
 # libcuda.so.1 if it is not on the loader's path; RDZV_GPUCHECK_BYTES sets
 # the buffer size (default 256 MiB).
 set -u
@@ -29,10 +31,16 @@ case ${RDZV_LIBCUDA:-} in
 	;;
 esac
 
-if [ ! -f "$build/build.ninja" ]; then
-	meson setup "$build" "$root" -Dbench=false || exit 2
+if [ ! -f "$build/build.ninja" ] && [ -x "$build/client/agent/rdzv-agent" ]; then
+	# A GPU machine without the build dependencies: the programs were
+	# built elsewhere and copied into the build folder's layout.
+	echo "using the programs in $build as they are"
+else
+	if [ ! -f "$build/build.ninja" ]; then
+		meson setup "$build" "$root" -Dbench=false || exit 2
+	fi
+	ninja -C "$build" || exit 2
 fi
-ninja -C "$build" || exit 2
 
 agent=$build/client/agent/rdzv-agent
 failed=""
