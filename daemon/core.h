@@ -185,6 +185,9 @@ struct core_node {
 
 	/* Core-private below. */
 	struct core_timer	 lease;		/* armed while disconnected */
+	bool			 lease_grace;	/* it runs reconnect_grace (its
+						   connection closed), not
+						   lease_ttl (rdzvd restarted) */
 	TAILQ_ENTRY(core_node)	 entry;		/* job->nodes, removed_nodes */
 	TAILQ_ENTRY(core_node)	 ended_entry;	/* job->ended */
 	bool			 in_ended;
@@ -260,11 +263,14 @@ struct core_job {
 	char			 held_reason[CORE_REASON_MAX];
 	bool			 fired_last_call, fired_join;
 	char			 pend_reason[CORE_REASON_MAX];
+	/* The first participant that went in this input, and how ("node X
+	 * (node N) left (...)"): a departure for rule 13; empty: none. */
+	char			 pend_gone[CORE_REASON_MAX];
 	/*
-	 * Rule 13: the loss the open round waits to replace ("node X (node
-	 * N) was lost (...)"); empty when its deadline is a plain join
-	 * timeout. The store keeps it, so the failure names the node after a
-	 * daemon restart too.
+	 * Rule 13: the departure the open round waits to replace ("node X
+	 * (node N) was lost (...)", "... left (...)", "... was evicted
+	 * (...)"); empty when its deadline is a plain join timeout. The store
+	 * keeps it, so the failure names the node after a daemon restart too.
 	 */
 	char			 rejoin_lost[CORE_REASON_MAX];
 };

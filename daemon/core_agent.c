@@ -17,7 +17,10 @@
 
 /*
  * Ends a node's part in its job (left, lost, evicted) and notes for
- * core_settle() what that means for the job's round.
+ * core_settle() what that means for the job's round. Whatever the way it
+ * went, a participant that goes is a departure for rule 13: a round left
+ * short of min_nodes waits rejoin_timeout for a replacement, or with 0
+ * fails now, naming the node and how it went.
  */
 void
 core_node_end(struct core_node *n, enum core_node_state st,
@@ -25,20 +28,26 @@ core_node_end(struct core_node *n, enum core_node_state st,
 {
 	struct core_job	*j = n->job;
 	bool		 was_participant = n->state == CORE_NODE_PARTICIPANT;
+	char		 gone[CORE_REASON_MAX];
 
+	if (reason == NULL)
+		reason = "no reason given";
 	core_node_set_state(n, st);
 	core_node_set_reason(n, reason);
 	if (!was_participant || (j->state != CORE_JOB_RUNNING &&
 	    j->state != CORE_JOB_CLOSING && j->state != CORE_JOB_WAITING))
 		return;
+	textf(gone, sizeof(gone), "node %.*s (node %llu) %s (%.*s)",
+	    (int)utf8_prefix(n->hostname, 64), n->hostname,
+	    (unsigned long long)n->node_id, st == CORE_NODE_LOST ?
+	    "was lost" : st == CORE_NODE_EVICTED ? "was evicted" : "left",
+	    (int)utf8_prefix(reason, 140), reason);
+	if (j->state != CORE_JOB_CLOSING && j->pend_gone[0] == '\0')
+		memcpy(j->pend_gone, gone, sizeof(gone));
 	if (st == CORE_NODE_LOST) {
 		/* A loss names the failure, even after a report. */
 		if (!j->pend_loss)
-			textf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %.*s (node %llu) was lost (%.*s)",
-			    (int)utf8_prefix(n->hostname, 64), n->hostname,
-			    (unsigned long long)n->node_id,
-			    (int)utf8_prefix(reason, 140), reason);
+			memcpy(j->pend_reason, gone, sizeof(gone));
 		/* In an open round a loss fails nothing; it only starts the
 		 * wait for a replacement (rule 13). */
 		j->pend_loss = true;
@@ -46,10 +55,7 @@ core_node_end(struct core_node *n, enum core_node_state st,
 			j->pend_failure = true;
 	} else if (j->state == CORE_JOB_RUNNING) {
 		if (!j->pend_failure && !j->pend_change)
-			textf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) %s", n->hostname,
-			    (unsigned long long)n->node_id,
-			    st == CORE_NODE_EVICTED ? "was evicted" : "left");
+			memcpy(j->pend_reason, gone, sizeof(gone));
 		j->pend_change = true;
 	}
 }
@@ -90,6 +96,9 @@ resume_refuse_stale(struct core_node *n, uint64_t generation, char *err,
 	    "workers and joins again", n->hostname,
 	    (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LEFT, why);
+	/* It joins again at once as a new node: not a departure that rule
+	 * 13's rejoin_timeout (0 in a fixed allocation) should fail on. */
+	j->pend_gone[0] = '\0';
 	core_settle(j);
 	return GRPC_FAILED_PRECONDITION;
 }
@@ -353,9 +362,11 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 	n->last_seen_ms = now.wall_ms;
 	core_msg_drop(c, n);
 	core_job_changed(n->job);
-	if (core_node_live(n) && !core_job_ended(n->job))
+	if (core_node_live(n) && !core_job_ended(n->job)) {
 		core_timer_set(c, &n->lease, now.mono_ms +
 		    n->job->settings.reconnect_grace_ms);
+		n->lease_grace = true;
+	}
 }
 
 void
@@ -371,21 +382,36 @@ core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
 	if (!core_node_live(n) || core_job_ended(n->job))
 		return;
 	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
-	textf(why, sizeof(why), "its connection was silent for %s", t);
+	textf(why, sizeof(why), "its connection was silent for its whole "
+	    "lease, lease_ttl %s", t);
 	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);
 	core_settle(n->job);
 }
 
-/* A lease timer fired: the node did not come back in time. */
+/*
+ * A lease timer fired: the node did not come back in time. The reason says
+ * which limit ran out: the reconnect grace after its connection closed, or
+ * the lease that a daemon restart gave it.
+ */
 void
 core_lease_expired(struct core_node *n)
 {
-	const char	*why = "it did not reconnect before its lease ended";
+	char	t[32], why[CORE_REASON_MAX];
 
 	if (!core_node_live(n) || core_job_ended(n->job))
 		return;
+	if (n->lease_grace) {
+		core_fmt_secs(t, sizeof(t),
+		    n->job->settings.reconnect_grace_ms);
+		textf(why, sizeof(why), "its connection closed and it did "
+		    "not reconnect within reconnect_grace %s", t);
+	} else {
+		core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
+		textf(why, sizeof(why), "it did not reconnect within "
+		    "lease_ttl %s after rdzvd restarted", t);
+	}
 	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);

@@ -230,9 +230,10 @@ fail_join_timeout(struct core_job *j)
 }
 
 /*
- * Rule 13: k of min_nodes remain after the loss in |lost|, and with
- * rejoin_timeout 0 no replacement can come (a fixed allocation), so the
- * job fails now, naming the lost node, instead of idling the survivors.
+ * Rule 13: k of min_nodes remain after the departure in |lost| (a node
+ * lost, left or evicted), and with rejoin_timeout 0 no replacement can
+ * come (a fixed allocation), so the job fails now, naming the node and how
+ * it went, instead of idling the survivors.
  */
 static void
 fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
@@ -246,7 +247,7 @@ fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
 }
 
 /*
- * Rule 13 for a round short of nodes after the loss in |lost|: wait
+ * Rule 13 for a round short of nodes after the departure in |lost|: wait
  * rejoin_timeout for a replacement, or less if a deadline that comes
  * sooner is armed already; with rejoin_timeout 0, fail now.
  */
@@ -268,8 +269,8 @@ rejoin_arm(struct core_job *j, const char *lost)
 }
 
 /*
- * Rule 1 for an open round. |lost| names a participant lost in this input
- * (rule 13), or is NULL.
+ * Rule 1 for an open round. |lost| names a participant that went in this
+ * input, and how (rule 13), or is NULL.
  */
 static void
 round_open_settle(struct core_job *j, bool lc_due, bool join_due,
@@ -315,11 +316,12 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
  * Rules 4 and 5: a new round from whoever is there. With enough nodes it
  * completes at once (a higher generation, no rejoin); else the round stays
  * open and the members of the stopped round are told to stop and wait, or,
- * after a loss no node may replace (rule 13), the job fails. |loss|: why
- * is a lost node.
+ * after a departure no node may replace (rule 13), the job fails. |gone|:
+ * the participant that went in this input and how, or NULL (a failure or
+ * a change that took nobody away).
  */
 static void
-reround(struct core_job *j, const char *why, bool loss)
+reround(struct core_job *j, const char *why, const char *gone)
 {
 	struct core		*c = j->core;
 	struct core_node	*n;
@@ -336,8 +338,8 @@ reround(struct core_job *j, const char *why, bool loss)
 		round_complete(j, round_collect(j));
 		return;
 	}
-	if (loss && j->settings.rejoin_timeout_ms == 0) {
-		fail_rejoin_now(j, why, k);
+	if (gone != NULL && j->settings.rejoin_timeout_ms == 0) {
+		fail_rejoin_now(j, gone, k);
 		return;
 	}
 
@@ -359,7 +361,7 @@ reround(struct core_job *j, const char *why, bool loss)
 	core_event_add(j, "waiting", "%s", j->reason);
 	for (i = 0; i < k; i++)
 		core_msg_waiting(j->round[i], NULL);
-	round_open_settle(j, false, false, loss ? why : NULL);
+	round_open_settle(j, false, false, gone);
 }
 
 /*
@@ -441,14 +443,20 @@ core_settle(struct core_job *j)
 {
 	struct core	*c = j->core;
 	char		 reason[CORE_REASON_MAX], why[CORE_REASON_MAX + 64];
+	char		 gone_buf[CORE_REASON_MAX];
+	const char	*gone = NULL;
 	bool		 failure = j->pend_failure, change = j->pend_change;
 	bool		 loss = j->pend_loss;
 	bool		 lc_due, join_due;
 	uint32_t	 p, w;
 
 	memcpy(reason, j->pend_reason, sizeof(reason));
+	if (j->pend_gone[0] != '\0') {
+		memcpy(gone_buf, j->pend_gone, sizeof(gone_buf));
+		gone = gone_buf;
+	}
 	j->pend_failure = j->pend_change = j->pend_loss = false;
-	j->pend_reason[0] = '\0';
+	j->pend_reason[0] = j->pend_gone[0] = '\0';
 	lc_due = j->fired_last_call || (core_timer_armed(&j->last_call) &&
 	    j->last_call.at <= c->now.mono_ms);
 	join_due = j->fired_join || (core_timer_armed(&j->join_deadline) &&
@@ -495,7 +503,7 @@ core_settle(struct core_job *j)
 
 	switch (j->state) {
 	case CORE_JOB_WAITING:
-		round_open_settle(j, lc_due, join_due, loss ? reason : NULL);
+		round_open_settle(j, lc_due, join_due, gone);
 		break;
 	case CORE_JOB_RUNNING:
 		if (hold_failure(j, &failure, loss, change, reason))
@@ -510,15 +518,15 @@ core_settle(struct core_job *j)
 				    j->restart_count, j->settings.max_restarts);
 				core_job_fail(j, why);
 			} else
-				reround(j, reason, loss);
+				reround(j, reason, gone);
 		} else if (change)
-			reround(j, reason, false);
+			reround(j, reason, gone);
 		else if (w > 0) {
 			/* Rule 3: one new round for the waiting nodes. */
 			if (p + w >= j->settings.max_nodes || lc_due) {
 				textf(why, sizeof(why), "%u waiting node%s "
 				    "taken in", w, w == 1 ? "" : "s");
-				reround(j, why, false);
+				reround(j, why, NULL);
 			} else if (!core_timer_armed(&j->last_call)) {
 				core_timer_set(c, &j->last_call,
 				    c->now.mono_ms +

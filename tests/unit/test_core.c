@@ -420,9 +420,9 @@ test_rule5_restart_limit_zero(void)
 	disconnect(b);
 	tick(3000);
 	CHECK(a->job->state == CORE_JOB_FAILED);
-	CHECK_STR(a->job->reason, "node gpu02 (node 2) was lost (it did not "
-	    "reconnect before its lease ended); restart 1 exceeds "
-	    "max_restarts 0");
+	CHECK_STR(a->job->reason, "node gpu02 (node 2) was lost (its "
+	    "connection closed and it did not reconnect within "
+	    "reconnect_grace 3 s); restart 1 exceeds max_restarts 0");
 	CHECK(last_is(a, CORE_MSG_FAILED));
 	CHECK(a->state == CORE_NODE_FAILED);
 	teardown();
