@@ -206,6 +206,10 @@ void		 metrics_http_request(void);
 /* The exposition in Prometheus' text format. */
 void		 metrics_write(struct evbuffer *, size_t sse_clients);
 
+/* joblog.c: one info line per job event that matters, per turn (after
+ * the commit, before the core clears its changes). */
+void		 joblog_turn(const struct core *, struct core_now);
+
 /* http.c: the HTTP listener: /metrics, /healthz, /readyz, the page. */
 /* Listens on http-listen unless it is none; 0, or -1 when the default
  * address is taken (logged; an address asked for is fatal). */

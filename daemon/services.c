@@ -106,6 +106,15 @@ services_server_opts(struct grpc_server_opts *so)
 	};
 }
 
+/* What a turn changed goes to the counters and, a line per job event that
+ * matters, to the log. */
+static void
+turn_done(const struct core *c, struct core_now now)
+{
+	metrics_turn(c, now);
+	joblog_turn(c, now);
+}
+
 void
 services_start(void (*commit_failed)(const char *err))
 {
@@ -114,7 +123,7 @@ services_start(void (*commit_failed)(const char *err))
 		.jobs_changed = watch_jobs_changed,
 		.node_removed = streams_forget,
 		.committed = metrics_commit,
-		.turn_done = metrics_turn,
+		.turn_done = turn_done,
 		.commit_failed = commit_failed,
 	};
 
