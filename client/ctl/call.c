@@ -169,7 +169,9 @@ ctl_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
 			    failed[i].server);
 			rc = ctl_fail(ctl, failed[i].status, failed[i].msg);
 		}
-	} else
+	} else if (status == GRPC_NOT_FOUND && ctl->quiet_not_found)
+		rc = CTL_EXIT_NOT_FOUND;
+	else
 		rc = ctl_fail(ctl, status, msg);
 	for (size_t i = 0; i < n_failed; i++)
 		free(failed[i].msg);

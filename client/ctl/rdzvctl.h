@@ -52,6 +52,11 @@ struct ctl {
 	uint64_t		 after;
 	uint64_t		 timeout_ms;	/* wait --timeout; 0 none */
 	uint32_t		 attempt;	/* wait --attempt; 0 any */
+	uint64_t		 appear_ms;	/* wait --appear-timeout; 0
+						   the default */
+	bool			 must_exist;	/* wait --must-exist */
+	bool			 quiet_not_found; /* ctl_call: NOT_FOUND
+						   is the caller's to tell */
 };
 
 /* One command. Its options come on top of the shared ones. */

@@ -1,10 +1,19 @@
 /*
- * rdzvctl wait ID [--timeout D] [--attempt N]: blocks until the job ends
- * and exits with its outcome (SPEC §8): 0 closed, 1 failed (the reason on
- * stderr), 3 not found, 5 rdzvd unavailable. Batch scripts end with it,
+ * rdzvctl wait ID [--timeout D] [--attempt N] [--appear-timeout D |
+ * --must-exist]: blocks until the job ends and exits with its outcome
+ * (SPEC §8): 0 closed, 1 failed (the reason on stderr) or --timeout
+ * passed, 3 not found, 5 rdzvd unavailable. Batch scripts end with it,
  * so the scheduler records what became of the job, not the exit status of
  * the worst task (srun returns 137 after a kill -9 even when the job
  * recovered).
+ *
+ * A job that does not exist yet (a pipeline waits right after sbatch,
+ * while the job is pending and no agent has joined) is waited for, up to
+ * --appear-timeout (default 10 minutes, rdzv-agent's default join
+ * timeout) or --timeout, whichever is sooner; then exit 3. Once it has
+ * appeared only --timeout bounds the wait. --must-exist (or
+ * --appear-timeout 0) exits 3 at once instead, as a batch script's wait
+ * after its agents have exited wants: the job is there by then or never.
  *
  * It follows the job on rdzv.v1.Control/Watch, which sends its state at
  * once and again on every change: no polling. A lost stream (rdzvd
@@ -38,10 +47,13 @@
 #define RECONNECT_MS	60000	/* rdzvd away this long: unavailable */
 #define BACKOFF_MIN_MS	100
 #define BACKOFF_MAX_MS	5000
+#define APPEAR_MS	(600 * 1000)	/* rdzv-agent's default join timeout */
 
 static const struct option wait_longopts[] = {
 	{ "timeout", required_argument, NULL, 'T' },
 	{ "attempt", required_argument, NULL, 'A' },
+	{ "appear-timeout", required_argument, NULL, 'P' },
+	{ "must-exist", no_argument, NULL, 'M' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -61,7 +73,9 @@ struct waiter {
 	enum watch_end		 end;
 	int			 status;	/* the stream's, for END_LOST */
 	char			 message[512];
-	Rdzv__V1__Job		*job;		/* the last state seen */
+	Rdzv__V1__Job		*job;		/* the last state seen; NULL
+						   before it appeared */
+	bool			 appear;	/* wait for it to appear */
 };
 
 static int
@@ -81,6 +95,19 @@ wait_option(struct ctl *ctl, int ch, const char *arg)
 		ctl->attempt = (uint32_t)n;
 		return 0;
 	}
+	if (ch == 'M') {
+		ctl->must_exist = true;
+		return 0;
+	}
+	if (ch == 'P') {
+		if (parse_duration(arg, 1000, &ms) != 0)
+			return ctl_usage_error("wait: --appear-timeout %s: give "
+			    "a duration such as 30s, 90m or 2h (0: the job must "
+			    "exist now)", arg);
+		ctl->appear_ms = ms;
+		ctl->must_exist = ms == 0;
+		return 0;
+	}
 	if (ch != 'T')
 		return -1;
 	if (parse_duration(arg, 1000, &ms) != 0 || ms == 0)
@@ -96,6 +123,8 @@ job_ended(const Rdzv__V1__Job *j)
 	return j->state == RDZV__V1__JOB_STATE__JOB_STATE_CLOSED ||
 	    j->state == RDZV__V1__JOB_STATE__JOB_STATE_FAILED;
 }
+
+static bool	missing(const struct waiter *);
 
 static void
 job_keep(struct waiter *w, Rdzv__V1__Job *job)
@@ -125,15 +154,27 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	const Rdzv__V1__WatchEvent	*ev =
 	    (const Rdzv__V1__WatchEvent *)msg;
 
+	bool				 was;
+
 	if (ev->job == NULL || w->cc == NULL)
 		return;
+	was = missing(w);
 	if (ev->removed) {
-		finish(w, END_REMOVED);
+		/* An earlier attempt's end, gone with its retention: the one
+		 * waited for may still come. */
+		if (w->appear && missing(w))
+			job_keep(w, NULL);
+		else
+			finish(w, END_REMOVED);
 		return;
 	}
 	job_keep(w, ctl_job_copy(ev->job));
 	ctl_received(w->ctl, &w->job->base);
-	if (job_ended(w->job))
+	/* An earlier attempt's end is not the outcome of the one waited
+	 * for, which may still appear: the loop's deadline changes. */
+	if (job_ended(w->job) && !(w->appear && missing(w)))
+		finish(w, END_ENDED);
+	else if (missing(w) != was)
 		finish(w, END_ENDED);
 }
 
@@ -242,6 +283,13 @@ attempt_missing(const struct waiter *w)
 	return job_ended(w->job) && w->job->attempt < w->ctl->attempt;
 }
 
+/* The job, or the attempt asked for, has not appeared (yet). */
+static bool
+missing(const struct waiter *w)
+{
+	return w->job == NULL || attempt_missing(w);
+}
+
 static int
 not_started(struct waiter *w)
 {
@@ -274,6 +322,24 @@ outcome(struct waiter *w)
 	return closed ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }
 
+/* It did not appear within |ms|: not found. */
+static int
+not_appeared(struct waiter *w, uint64_t ms)
+{
+	char	d[32];
+
+	fmt_duration(d, sizeof(d), (int64_t)ms);
+	if (w->job == NULL)
+		fprintf(stderr, "rdzvctl: job %s not found: no agent joined it "
+		    "within %s\n", w->rdzv_id, d);
+	else
+		fprintf(stderr, "rdzvctl: job %s has no attempt %u: its attempt "
+		    "%u %s (%s) and no later one started within %s\n",
+		    w->rdzv_id, w->ctl->attempt, w->job->attempt,
+		    job_state_name(w->job->state), w->job->reason, d);
+	return CTL_EXIT_NOT_FOUND;
+}
+
 static int
 timed_out(struct waiter *w)
 {
@@ -285,8 +351,8 @@ timed_out(struct waiter *w)
 		    "is %s%s%s)\n", w->rdzv_id, d, job_state_name(w->job->state),
 		    w->job->reason[0] != '\0' ? ": " : "", w->job->reason);
 	else
-		fprintf(stderr, "rdzvctl: job %s has not ended within %s\n",
-		    w->rdzv_id, d);
+		fprintf(stderr, "rdzvctl: job %s has not ended within %s (no "
+		    "agent has joined it yet)\n", w->rdzv_id, d);
 	return CTL_EXIT_ERROR;
 }
 
@@ -307,44 +373,62 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 	Rdzv__V1__Job	*job;
 	uint64_t	 start = mono_ms(), deadline = 0, away_since = 0;
 	uint64_t	 backoff = BACKOFF_MIN_MS, now, left = 0;
+	uint64_t	 appear_ms, appear_at = 0;
+	bool		 was_missing = false;
 	int		 rc, status;
 
 	memset(&w, 0, sizeof(w));
 	w.ctl = ctl;
 	w.rdzv_id = argv[0];
+	w.appear = !ctl->must_exist;
 	if (ctl->timeout_ms > 0)
 		deadline = start + ctl->timeout_ms;
+	appear_ms = ctl->appear_ms > 0 ? ctl->appear_ms : APPEAR_MS;
 
-	/* The job must exist (Watch alone would wait in silence), and a
-	 * first answer that is an error is the answer. */
-	if ((rc = ctl_get_job(ctl, w.rdzv_id, 0, &job)) != CTL_EXIT_OK)
+	/* A first answer that is an error is the answer; not found is one
+	 * only with --must-exist. Watch then sends the job when it appears. */
+	ctl->quiet_not_found = w.appear;
+	rc = ctl_get_job(ctl, w.rdzv_id, 0, &job);
+	ctl->quiet_not_found = false;
+	if (rc == CTL_EXIT_OK)
+		job_keep(&w, job);
+	else if (rc != CTL_EXIT_NOT_FOUND || !w.appear)
 		return rc;
-	job_keep(&w, job);
 	for (;;) {
-		if (attempt_missing(&w)) {
+		if (!w.appear && attempt_missing(&w)) {
 			rc = not_started(&w);
 			break;
 		}
-		if (job_ended(w.job)) {
+		if (!missing(&w) && job_ended(w.job)) {
 			rc = outcome(&w);
 			break;
 		}
 		now = mono_ms();
+		/* The window opens when it is found missing: at the start, or
+		 * when the attempt before the one asked for ended. */
+		if (missing(&w) && !was_missing)
+			appear_at = now + appear_ms;
+		was_missing = missing(&w);
+		if (missing(&w) && now >= appear_at && (deadline == 0 ||
+		    appear_at <= deadline)) {
+			rc = not_appeared(&w, appear_ms);
+			break;
+		}
 		if (deadline != 0 && now >= deadline) {
 			rc = timed_out(&w);
 			break;
 		}
 		left = deadline != 0 ? deadline - now : 0;
+		if (missing(&w) && (left == 0 || appear_at - now < left))
+			left = appear_at - now;
 		switch (watch_once(&w, left)) {
 		case END_ENDED:
-			continue;
+		case END_TIMEOUT:
+			continue;	/* the checks above say what it means */
 		case END_REMOVED:
 			fprintf(stderr, "rdzvctl: job %s was deleted before "
 			    "it ended\n", w.rdzv_id);
 			rc = CTL_EXIT_NOT_FOUND;
-			goto out;
-		case END_TIMEOUT:
-			rc = timed_out(&w);
 			goto out;
 		case END_LOST:
 			break;
@@ -377,6 +461,9 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 		if (status == GRPC_OK) {
 			job_keep(&w, job);
 			away_since = 0;
+		} else if (status == GRPC_NOT_FOUND && w.appear && missing(&w)) {
+			job_keep(&w, NULL);
+			away_since = 0;
 		} else if (status == GRPC_NOT_FOUND) {
 			fprintf(stderr, "rdzvctl: job %s was deleted before "
 			    "it ended\n", w.rdzv_id);
@@ -400,11 +487,21 @@ const struct ctl_cmd cmd_wait_entry = {
 	.summary = "block until the job ends: exit 0 closed, 1 failed",
 	.help = "  --timeout DURATION            give up after this (exit 1; "
 	    "default never)\n"
+	    "  --appear-timeout DURATION     wait this long for a job that "
+	    "does not\n"
+	    "                                exist yet (exit 3; default 10m)"
+	    "\n"
+	    "  --must-exist                  a job that does not exist: exit "
+	    "3 at\n"
+	    "                                once (--appear-timeout 0)\n"
 	    "  --attempt N                   the end of attempt N or a later "
 	    "one\n"
 	    "                                counts (a requeued batch job); "
 	    "an\n"
-	    "                                earlier attempt's end: exit 3\n",
+	    "                                earlier attempt's end: wait for "
+	    "N to\n"
+	    "                                appear, or with --must-exist "
+	    "exit 3\n",
 	.longopts = wait_longopts,
 	.min_args = 1,
 	.max_args = 1,

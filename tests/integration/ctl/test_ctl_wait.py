@@ -1,9 +1,11 @@
-"""rdzvctl wait ID [--timeout D] [--attempt N] (SPEC §8): blocks until the
-job ends on the Watch stream; exit 0 when it closed, 1 when it failed (the
-reason on stderr) or --timeout passed, 3 not found (or, with --attempt, when
-an earlier attempt ended and attempt N never started), 5 rdzvd unavailable.
-It keeps waiting across a restart of rdzvd. Simulated agents (rdzvnode.Node) drive
-the job; every wait is bounded."""
+"""rdzvctl wait ID [--timeout D] [--attempt N] [--appear-timeout D |
+--must-exist] (SPEC §8): blocks until the job ends on the Watch stream;
+exit 0 when it closed, 1 when it failed (the reason on stderr) or --timeout
+passed, 3 not found (it did not appear within --appear-timeout, or at once
+with --must-exist; with --attempt, attempt N did not start), 5 rdzvd
+unavailable. A wait started before the first join follows the job once it
+appears. It keeps waiting across a restart of rdzvd. Simulated agents
+(rdzvnode.Node) drive the job; every wait is bounded."""
 
 import os
 import signal
@@ -118,7 +120,10 @@ def test_timeout_exits_1_saying_the_job_runs(two):
 
 
 def test_not_found_unavailable_and_usage(two):
-    cp = h.check(h.ctl(two.d.addr, "wait", "nope"), 3)
+    cp = h.check(h.ctl(two.d.addr, "wait", "nope", "--must-exist"), 3)
+    assert cp.stderr == "rdzvctl: %s: job nope not found\n" % two.d.addr, \
+        cp.stderr
+    cp = h.check(h.ctl(two.d.addr, "wait", "nope", "--appear-timeout", "0"), 3)
     assert "job nope not found" in cp.stderr, cp.stderr
     cp = h.check(h.ctl("127.0.0.1:1", "--connect-timeout", "2", "wait", "x"), 5)
     assert "is rdzvd running?" in cp.stderr, cp.stderr
@@ -126,6 +131,65 @@ def test_not_found_unavailable_and_usage(two):
     assert "--timeout soon" in cp.stderr, cp.stderr
     cp = h.check(h.ctl(two.d.addr, "wait"), 2)
     assert "missing arguments" in cp.stderr, cp.stderr
+    cp = h.check(h.ctl(two.d.addr, "wait", "x", "--appear-timeout", "-1"), 2)
+    assert "--appear-timeout -1: give a duration" in cp.stderr, cp.stderr
+
+
+def join_two(addr, rdzv_id, extra=None):
+    """Two simulated agents join |rdzv_id| (2:2); (nodes, generation)."""
+    nodes = [Node(addr, name="late-%d" % i) for i in range(2)]
+    for i, n in enumerate(nodes):
+        n.join(rdzv_id, min_nodes=2, max_nodes=2, rank_hint=i, extra=extra)
+    return nodes, nodes[0].wait_assignment(timeout=10).generation
+
+
+@pytest.mark.parametrize("end", ["closes", "fails"])
+def test_wait_before_the_first_join(tmp_path, end):
+    """Right after sbatch no agent has joined: the wait waits for the job to
+    appear, then follows it to its real outcome."""
+    d = rt.Daemon(tmp_path)
+    nodes = []
+    try:
+        p = start_wait(d.addr, "pending")
+        blocked(p, "no agent joined yet", 0.5)
+        nodes, gen = join_two(d.addr, "pending")
+        blocked(p, "the job runs")
+        if end == "closes":
+            for n in nodes:
+                n.report(gen, "SUCCEEDED")
+        else:
+            with Control(d.addr) as c:
+                c.abort_job("pending", reason="bad data")
+        rc, out, err = finish(p, 10)
+        if end == "closes":
+            assert rc == 0, (rc, out, err)
+            assert out == "job pending closed: every participant finished\n"
+        else:
+            assert rc == 1, (rc, out, err)
+            assert err.startswith("rdzvctl: job pending failed: aborted by "), err
+            assert "bad data" in err, err
+    finally:
+        for n in nodes:
+            n.close()
+        d.stop()
+
+
+def test_wait_for_a_job_that_never_appears(two):
+    """--appear-timeout bounds the wait for a job nobody joins: exit 3,
+    saying so. --timeout, when sooner, gives its own exit 1."""
+    t0 = time.monotonic()
+    cp = h.check(h.ctl(two.d.addr, "wait", "never", "--appear-timeout",
+                       "700ms", fixed=False), 3)
+    assert 0.6 < time.monotonic() - t0 < 5
+    assert cp.stdout == ""
+    assert cp.stderr == "rdzvctl: job never not found: no agent joined it " \
+        "within 700ms\n", cp.stderr
+    t0 = time.monotonic()
+    cp = h.check(h.ctl(two.d.addr, "wait", "never", "--timeout", "700ms",
+                       fixed=False), 1)
+    assert 0.6 < time.monotonic() - t0 < 5
+    assert cp.stderr == "rdzvctl: job never has not ended within 700ms (no " \
+        "agent has joined it yet)\n", cp.stderr
 
 
 def attempt(n):
@@ -144,11 +208,20 @@ def test_attempt_an_earlier_attempts_end_does_not_count(two):
         n.report(two.gen, "SUCCEEDED")
     cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "1"))
     assert "job %s closed" % two.id in cp.stdout, cp.stdout
-    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2"), 3)
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2",
+                       "--must-exist"), 3)
     assert cp.stdout == "", cp.stdout
     assert ("rdzvctl: job %s has no attempt 2: its attempt 1 closed "
             "(every participant finished) and no later one started\n"
             % two.id) == cp.stderr, cp.stderr
+    cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2",
+                       "--appear-timeout", "300ms"), 3)
+    assert ("rdzvctl: job %s has no attempt 2: its attempt 1 closed "
+            "(every participant finished) and no later one started within "
+            "300ms\n" % two.id) == cp.stderr, cp.stderr
+    # Without --must-exist a wait for attempt 2 waits for it to appear.
+    early = start_wait(two.d.addr, two.id, "--attempt", 2)
+    blocked(early, "attempt 2 has not joined yet")
 
     # The requeued run joins as attempt 2 and reopens the closed job.
     again = [Node(two.d.addr, name="host-%d" % i) for i in range(2)]
@@ -158,7 +231,8 @@ def test_attempt_an_earlier_attempts_end_does_not_count(two):
                      extra=attempt(2))
         assert acc.attempt == 2, acc
     gen = again[0].wait_assignment(timeout=10).generation
-    waits = [start_wait(two.d.addr, two.id, "--attempt", a) for a in (2, 1)]
+    waits = [early] + [start_wait(two.d.addr, two.id, "--attempt", a)
+                       for a in (2, 1)]
     for p in waits:
         blocked(p, "attempt 2 runs")
     for n in again:
@@ -170,14 +244,19 @@ def test_attempt_an_earlier_attempts_end_does_not_count(two):
     cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2", "-o",
                        "json"))
     assert '"attempt": 2' in cp.stdout, cp.stdout
-    h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "3"), 3)
+    h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "3",
+                  "--must-exist"), 3)
 
 
 def test_attempt_a_running_earlier_attempt_that_fails(two):
     """A wait for attempt 2 started while attempt 1 still runs follows it;
     when attempt 1 fails, that is not attempt 2's outcome: exit 3, naming
-    what became of attempt 1, rather than 1."""
-    p = start_wait(two.d.addr, two.id, "--attempt", 2)
+    what became of attempt 1, rather than 1 (--must-exist: at once;
+    otherwise once attempt 2 has not appeared within --appear-timeout,
+    counted from attempt 1's end)."""
+    slow = start_wait(two.d.addr, two.id, "--attempt", 2, "--appear-timeout",
+                      "1s")
+    p = start_wait(two.d.addr, two.id, "--attempt", 2, "--must-exist")
     blocked(p, "attempt 1 runs")
     with Control(two.d.addr) as c:
         c.abort_job(two.id, reason="requeued")
@@ -186,6 +265,10 @@ def test_attempt_a_running_earlier_attempt_that_fails(two):
     assert out == ""
     assert err.startswith("rdzvctl: job %s has no attempt 2: its attempt 1 "
                           "failed (aborted by " % two.id), err
+    blocked(slow, "attempt 2 may still appear", 0.5)
+    rc, out, err = finish(slow, 10)
+    assert rc == 3, (rc, out, err)
+    assert err.endswith("and no later one started within 1s\n"), err
 
 
 def test_attempt_usage(two):
