@@ -226,7 +226,7 @@ assignment_check(const struct agent *a, const Rdzv__V1__Assignment *pb,
 		return -1;
 	}
 	if (pb->group_rank >= pb->group_world_size) {
-		snprintf(why, len, "generation %llu: node %u is outside a "
+		snprintf(why, len, "generation %llu: node rank %u is outside a "
 		    "group of %u", (unsigned long long)pb->generation,
 		    pb->group_rank, pb->group_world_size);
 		return -1;
@@ -270,8 +270,11 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	w->max_restarts = pb->max_restarts;
 	w->arrived_us = now;
 	a->have_want = true;
-	log_info("generation %llu: node %u of %u, ranks %u to %u of %u, "
-	    "master %s:%u, restarts %u of %u",
+	/* "node rank" (the group rank) beside the session's "node id"
+	 * (rdzvd's counter across jobs): two numbers a reader must not mix
+	 * up. */
+	log_info("generation %llu: node rank %u of %u nodes, worker ranks %u "
+	    "to %u of %u, master %s:%u, restart %u of max %u",
 	    (unsigned long long)w->generation, w->group_rank,
 	    w->group_world_size, w->base_rank,
 	    w->base_rank + w->local_world_size - 1, w->world_size,

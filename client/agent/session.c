@@ -297,11 +297,11 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		s->id_len = acc->session_id.len;
 	}
 	if (acc->resumed)
-		log_info("resumed as node %llu of job %s on rdzvd at %s",
+		log_info("resumed as node id %llu of job %s on rdzvd at %s",
 		    (unsigned long long)acc->node_id, id, session_server(s));
 	else
-		log_info("joined job %s as node %llu (attempt %u) on rdzvd "
-		    "at %s", id, (unsigned long long)acc->node_id,
+		log_info("joined job %s as node id %llu (attempt %u) on "
+		    "rdzvd at %s", id, (unsigned long long)acc->node_id,
 		    acc->attempt, session_server(s));
 	if (js != NULL)
 		log_debug("job %s: nodes %u:%u, last call %u ms, join timeout "

@@ -153,7 +153,7 @@ def test_first_server_down(job):
     a = job.agent("a", servers, nnodes="1")
     g, started = job.wait_world(1)
     a.wait_line(r"trying rdzvd at %s next" % re.escape(job.daemon.addr), 5)
-    a.wait_line(r"joined job \S+ as node \d+ \(attempt \d+\) on rdzvd at %s"
+    a.wait_line(r"joined job \S+ as node id \d+ \(attempt \d+\) on rdzvd at %s"
                 % re.escape(job.daemon.addr), 5)
 
     cp = ctl(servers, "status", job.id)
@@ -235,7 +235,7 @@ def moved(job, store):
     pids = sorted(d["pid"] for d in s1.values())
     nodes = {}
     for t in "ab":
-        m = job.agents[t].wait_line(r"joined job \S+ as node (\d+)", 5)
+        m = job.agents[t].wait_line(r"joined job \S+ as node id (\d+)", 5)
         nodes[t] = m.group(1)
 
     db = job.daemon.db
@@ -252,7 +252,7 @@ def moved(job, store):
                      20, "both agents resumed on the second address")
     assert j.generation == g1 and j.restart_count == 0, j
     for t in "ab":
-        job.agents[t].wait_line(r"resumed as node %s of job \S+ on rdzvd at %s"
+        job.agents[t].wait_line(r"resumed as node id %s of job \S+ on rdzvd at %s"
                                 % (nodes[t], re.escape(second)), 5)
     assert all(alive(p) for p in pids)
 
@@ -272,7 +272,7 @@ def test_leader_hint(job):
         job.wait_world(1)
         a.wait_line(r"following leader hint %s from rdzvd at %s"
                     % (re.escape(job.daemon.addr), re.escape(standby.addr)), 5)
-        a.wait_line(r"joined job \S+ as node \d+ \(attempt \d+\) on rdzvd at %s"
+        a.wait_line(r"joined job \S+ as node id \d+ \(attempt \d+\) on rdzvd at %s"
                     % re.escape(job.daemon.addr), 5)
         assert "/rdzv.v1.Rendezvous/Join" in standby.refused
 
@@ -316,7 +316,7 @@ def test_leader_hint_after_a_move(job):
         for t in "ab":
             job.agents[t].wait_line(r"following leader hint %s from rdzvd at %s"
                                     % (re.escape(job.daemon.addr), re.escape(old)), 5)
-            job.agents[t].wait_line(r"resumed as node \d+ of job \S+ on rdzvd at %s"
+            job.agents[t].wait_line(r"resumed as node id \d+ of job \S+ on rdzvd at %s"
                                     % re.escape(job.daemon.addr), 5)
         assert all(alive(p) for p in pids)
         job.finish(g1)
@@ -366,7 +366,7 @@ def test_tls_list(tmp_path):
         tls = ["--tls-ca", certs["ca"]]
         a = job.agent("a", servers, nnodes="1", args=tls)
         job.wait_world(1)
-        a.wait_line(r"joined job tls-list as node \d+ \(attempt \d+\) on "
+        a.wait_line(r"joined job tls-list as node id \d+ \(attempt \d+\) on "
                     r"rdzvd at localhost:%d" % d.port, 5)
         cp = ctl(servers, "--tls-ca", certs["ca"], "status", "tls-list")
         assert cp.returncode == 0 and "running" in cp.stdout, cp.stderr

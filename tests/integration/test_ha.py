@@ -307,7 +307,7 @@ def test_leader_killed_agents_resume_on_the_standby(pair, tmp_path, request):
         assert j.generation == g1 and j.restart_count == 0, j
         assert all(rdzvagent.alive(p, "worker.py") for p in pids)
         for t in "abc":
-            job.agents[t].wait_line("resumed as node", timeout=5)
+            job.agents[t].wait_line("resumed as node id", timeout=5)
         assert sorted({g for g, _ in job.files("env")}) == [g1]
         print("failover: every agent resumed %.2f s after kill -9 (lease %d s)"
               % (took, LEASE_S))

@@ -127,8 +127,8 @@ def test_job_and_node_names_come_from_rdzvd(tmp_path):
             "--server", server, "--id", "waiting-job", "--nnodes", "2",
             "--log-dir", str(tmp_path / "logs"), "--", "/bin/true"])
         with agent:
-            agent.wait_line(r"joined job waiting-job as node (\d+)")
-            node = agent.wait_line(r"as node (\d+)").group(1)
+            agent.wait_line(r"joined job waiting-job as node id (\d+)")
+            node = agent.wait_line(r"as node id (\d+)").group(1)
             assert complete("rdzvctl", "--server", server, "abort", "w") \
                 == ["waiting-job"]
             assert complete("rdzvctl", "status", "--server=" + server,

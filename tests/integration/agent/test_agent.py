@@ -336,7 +336,7 @@ def test_rdzvd_killed(job):
     assert j.generation == g1 and j.restart_count == 0, j
     assert all(alive(p) for p in pids)
     for t in "ab":
-        job.agents[t].wait_line("resumed as node", timeout=5)
+        job.agents[t].wait_line("resumed as node id", timeout=5)
     job.finish(g1)
 
 

@@ -439,7 +439,7 @@ def test_rdzvd_killed(job):
     j = job.wait_job(lambda x: len(x.nodes) == 2 and all(n.connected for n in x.nodes),
                      20, "both agents resumed")
     for t in ("a", "b"):
-        job.agents[t].wait_line("resumed as node", 5)
+        job.agents[t].wait_line("resumed as node id", 5)
     assert j.generation == g1 and j.restart_count == 0, j
     assert all(alive(p) for p in pids)
     after = {r: d["epoch"] for r, d in job.by_rank("progress", g1).items()}
