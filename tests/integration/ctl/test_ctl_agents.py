@@ -35,11 +35,11 @@ class Job:
         self.control = Control(self.addr, tls["creds"] if tls else None)
         self.agents = []
 
-    def agent(self, rank, nproc, nnodes):
+    def agent(self, rank, nproc, nnodes, extra=()):
         argv = [h.AGENT, "join", "--id", self.id, "--server", self.addr,
                 "--nnodes", nnodes, "--nproc-per-node", nproc, "--node-rank", rank,
                 "--last-call", "1s", "--stop-timeout", "2s",
-                "--log-dir", os.path.join(self.tmp, "logs-%d" % rank)]
+                "--log-dir", os.path.join(self.tmp, "logs-%d" % rank)] + list(extra)
         if self.tls:
             argv += ["--tls-ca", self.tls["ca"], "--tls-cert", self.tls["cert"],
                      "--tls-key", self.tls["key"]]
