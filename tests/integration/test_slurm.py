@@ -5,9 +5,10 @@ command substituted and the GPU lines removed. The workers are
 agent/worker.py (no torch): each leaves its environment in a file and, in
 "sleep" mode, runs until a stop file exists.
 
-What must hold (issue 15): ranks follow SLURM_NODEID and Slurm records
-COMPLETED; kill -9 of one agent with a hot spare is survived (COMPLETED),
-without one the job fails within seconds (FAILED), with elastic --nnodes
+What must hold (issues 15 and 26): ranks follow SLURM_NODEID and Slurm
+records COMPLETED; kill -9 of one agent with a hot spare is survived
+(COMPLETED), without one the job fails within seconds (FAILED), and so does
+kill -TERM of one agent (a clean leave), with elastic --nnodes
 it goes on with fewer nodes (COMPLETED); scancel ends the rdzv
 job within seconds; a requeue of a completed job runs it again and it
 closes. There is no slurmdbd: the outcome is read with `scontrol show job`
@@ -272,6 +273,32 @@ def test_kill_9_without_a_spare_fails_within_seconds(cluster, runs, tmp_path):
     assert sj["JobState"] == "FAILED" and sj["ExitCode"] == "1:0", \
         (sj, r.output())
     assert "failed: node" in r.output(), r.output()
+
+
+def test_kill_term_of_one_agent_fails_a_fixed_job_within_seconds(
+        cluster, runs, tmp_path):
+    """train.sbatch: kill -TERM of one agent (what a scancel of its step
+    or a strict GPU check amounts to: a clean leave) fails the job within
+    seconds, naming the node that left, rather than holding the allocation
+    for the join timeout; Slurm records FAILED."""
+    r = runs(tmp_path, "train.sbatch", 3)
+    gen, w = r.wait_world(3)
+    pid = r.agent_pid(2)
+    assert pid is not None
+    node = [n for n in r.job().nodes if n.rank_hint == 2][0]
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    j = r.wait_job(lambda x: x.state == PB.types.JOB_STATE_FAILED, 20,
+                   "the job failed")
+    assert time.monotonic() - t0 < 10
+    assert "(node %d) left (" % node.node_id in j.reason, j.reason
+    assert "rejoin_timeout is 0" in j.reason, j.reason
+    assert j.restart_count == 0, j
+    sj = r.wait_slurm(30)
+    assert time.monotonic() - t0 < 30
+    assert sj["JobState"] == "FAILED" and sj["ExitCode"] == "1:0", \
+        (sj, r.output())
+    assert "left (" in r.output(), r.output()
 
 
 def test_kill_9_in_the_elastic_template_goes_on_with_fewer(cluster, runs,
