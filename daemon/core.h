@@ -44,6 +44,15 @@
 #define CORE_KIND_MAX		16	/* event kinds */
 #define CORE_EVENTS_KEPT	100	/* per job, in memory */
 #define CORE_NPROC_MAX		65536
+/*
+ * Rule 13 with rejoin_timeout 0: how long a round left short by a leave or
+ * an eviction waits before it fails. scancel sends SIGTERM to every agent
+ * at once, and their Leaves arrive one by one: this is time for the rest
+ * to arrive, so that the job ends as "cancelled: every node left" rather
+ * than naming the first node to go. A loss fails at once (its reconnect
+ * grace has passed already).
+ */
+#define CORE_LEAVE_SETTLE_MS	1000
 
 /* The time of an input: monotonic for deadlines, wall for display. */
 struct core_now {

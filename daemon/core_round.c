@@ -208,11 +208,19 @@ round_complete(struct core_job *j, uint32_t k)
 	round_record(j);
 }
 
+static void	fail_rejoin_now(struct core_job *, const char *, uint32_t);
+
 static void
 fail_join_timeout(struct core_job *j)
 {
 	char	t[32], why[CORE_REASON_MAX];
 
+	if (j->rejoin_lost[0] != '\0' && j->settings.rejoin_timeout_ms == 0) {
+		/* The settle time after a leave has passed (rejoin_arm). */
+		fail_rejoin_now(j, j->rejoin_lost,
+		    j->n_state[CORE_NODE_PARTICIPANT]);
+		return;
+	}
 	if (j->rejoin_lost[0] != '\0') {
 		/* Rule 13: name the node that was not replaced. */
 		core_fmt_secs(t, sizeof(t), j->settings.rejoin_timeout_ms);
@@ -249,18 +257,22 @@ fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
 /*
  * Rule 13 for a round short of nodes after the departure in |lost|: wait
  * rejoin_timeout for a replacement, or less if a deadline that comes
- * sooner is armed already; with rejoin_timeout 0, fail now.
+ * sooner is armed already. With rejoin_timeout 0 a loss fails now, and a
+ * leave or an eviction after CORE_LEAVE_SETTLE_MS unless every node goes
+ * meanwhile (scancel). |loss|: the departure is a lost node.
  */
 static void
-rejoin_arm(struct core_job *j, const char *lost)
+rejoin_arm(struct core_job *j, const char *lost, bool loss)
 {
 	struct core	*c = j->core;
 	uint64_t	 at = c->now.mono_ms + j->settings.rejoin_timeout_ms;
 
-	if (j->settings.rejoin_timeout_ms == 0) {
+	if (j->settings.rejoin_timeout_ms == 0 && loss) {
 		fail_rejoin_now(j, lost, j->n_state[CORE_NODE_PARTICIPANT]);
 		return;
 	}
+	if (j->settings.rejoin_timeout_ms == 0)
+		at = c->now.mono_ms + CORE_LEAVE_SETTLE_MS;
 	if (j->rejoin_lost[0] == '\0')
 		textf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", lost);
 	if (!core_timer_armed(&j->join_deadline) || j->join_deadline.at > at)
@@ -270,11 +282,11 @@ rejoin_arm(struct core_job *j, const char *lost)
 
 /*
  * Rule 1 for an open round. |lost| names a participant that went in this
- * input, and how (rule 13), or is NULL.
+ * input, and how (rule 13), or is NULL; |loss|: it was lost.
  */
 static void
 round_open_settle(struct core_job *j, bool lc_due, bool join_due,
-    const char *lost)
+    const char *lost, bool loss)
 {
 	struct core	*c = j->core;
 	uint32_t	 p = j->n_state[CORE_NODE_PARTICIPANT];
@@ -304,7 +316,7 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
 	if (join_due)
 		fail_join_timeout(j);
 	else if (lost != NULL)
-		rejoin_arm(j, lost);
+		rejoin_arm(j, lost, loss);
 	else if (!core_timer_armed(&j->join_deadline)) {
 		core_timer_set(c, &j->join_deadline, c->now.mono_ms +
 		    j->settings.join_timeout_ms);
@@ -316,12 +328,12 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
  * Rules 4 and 5: a new round from whoever is there. With enough nodes it
  * completes at once (a higher generation, no rejoin); else the round stays
  * open and the members of the stopped round are told to stop and wait, or,
- * after a departure no node may replace (rule 13), the job fails. |gone|:
- * the participant that went in this input and how, or NULL (a failure or
- * a change that took nobody away).
+ * after a loss no node may replace (rule 13), the job fails. |gone|: the
+ * participant that went in this input and how, or NULL (a failure or a
+ * change that took nobody away); |loss|: it was lost.
  */
 static void
-reround(struct core_job *j, const char *why, const char *gone)
+reround(struct core_job *j, const char *why, const char *gone, bool loss)
 {
 	struct core		*c = j->core;
 	struct core_node	*n;
@@ -338,7 +350,7 @@ reround(struct core_job *j, const char *why, const char *gone)
 		round_complete(j, round_collect(j));
 		return;
 	}
-	if (gone != NULL && j->settings.rejoin_timeout_ms == 0) {
+	if (gone != NULL && loss && j->settings.rejoin_timeout_ms == 0) {
 		fail_rejoin_now(j, gone, k);
 		return;
 	}
@@ -361,7 +373,7 @@ reround(struct core_job *j, const char *why, const char *gone)
 	core_event_add(j, "waiting", "%s", j->reason);
 	for (i = 0; i < k; i++)
 		core_msg_waiting(j->round[i], NULL);
-	round_open_settle(j, false, false, gone);
+	round_open_settle(j, false, false, gone, loss);
 }
 
 /*
@@ -503,7 +515,7 @@ core_settle(struct core_job *j)
 
 	switch (j->state) {
 	case CORE_JOB_WAITING:
-		round_open_settle(j, lc_due, join_due, gone);
+		round_open_settle(j, lc_due, join_due, gone, loss);
 		break;
 	case CORE_JOB_RUNNING:
 		if (hold_failure(j, &failure, loss, change, reason))
@@ -518,15 +530,15 @@ core_settle(struct core_job *j)
 				    j->restart_count, j->settings.max_restarts);
 				core_job_fail(j, why);
 			} else
-				reround(j, reason, gone);
+				reround(j, reason, gone, loss);
 		} else if (change)
-			reround(j, reason, gone);
+			reround(j, reason, gone, false);
 		else if (w > 0) {
 			/* Rule 3: one new round for the waiting nodes. */
 			if (p + w >= j->settings.max_nodes || lc_due) {
 				textf(why, sizeof(why), "%u waiting node%s "
 				    "taken in", w, w == 1 ? "" : "s");
-				reround(j, why, NULL);
+				reround(j, why, NULL, false);
 			} else if (!core_timer_armed(&j->last_call)) {
 				core_timer_set(c, &j->last_call,
 				    c->now.mono_ms +

@@ -2,8 +2,10 @@
  * Unit tests of the rendezvous core, part four: SPEC §4 rule 13 for every
  * kind of departure. A round left short of min_nodes by a node that was
  * lost, left (SIGTERM, scancel, a strict GPU check, no usable GPU left) or
- * was evicted fails now with rejoin_timeout 0 (a fixed allocation), naming
- * the node and how it went, and waits the same rejoin window otherwise.
+ * was evicted fails with rejoin_timeout 0 (a fixed allocation), naming the
+ * node and how it went: a loss at once, a leave or an eviction after
+ * CORE_LEAVE_SETTLE_MS (time for the rest of an scancel to arrive); and
+ * waits the same rejoin window otherwise.
  * Changes that take no node away (fewer workers, a refused resume whose
  * agent joins again, a waiting node or a spare going) do not.
  */
@@ -55,20 +57,67 @@ evict(struct core_node *n, const char *why)
 	turn();
 }
 
-/* The survivors are told the job failed; none was told to stop first. */
+/*
+ * A leave or an eviction: the survivors stop and wait CORE_LEAVE_SETTLE_MS
+ * (no more), then are told the job failed, naming the node.
+ */
 static void
 check_failed_now(struct core_job *j, struct core_node *a, struct core_node *b,
     const char *how)
 {
+	CHECK(j->state == CORE_JOB_WAITING);
+	CHECK_INT(core_job_join_timeout_in(j, NOW), CORE_LEAVE_SETTLE_MS);
+	CHECK_HAS(j->rejoin_lost, how);
+	tick(CORE_LEAVE_SETTLE_MS - 1);
+	CHECK(j->state == CORE_JOB_WAITING);
+	tick(1);
 	CHECK(j->state == CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, how);
 	CHECK_HAS(j->reason, "2 of min 3 nodes remain and rejoin_timeout is "
 	    "0, so no node can replace it");
-	CHECK(count_msgs(a, CORE_MSG_STOP) == 0);
-	CHECK(count_msgs(b, CORE_MSG_STOP) == 0);
+	CHECK(count_msgs(a, CORE_MSG_STOP) <= 1);
 	CHECK(last_is(a, CORE_MSG_FAILED) && last_is(b, CORE_MSG_FAILED));
 	CHECK_HAS(last_msg(a)->reason, how);
 	CHECK(j->restart_count == 0);	/* a planned change counts none */
+}
+
+/* scancel: every agent leaves within the settle time; the job ends as
+ * cancelled, not naming the first node that went. */
+static void
+test_scancel_is_cancelled(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("scancel", 0, 3, 3, n, 3);
+	leave(n[1], "Terminated");
+	tick(10);
+	leave(n[0], "Terminated");
+	CHECK(j->state == CORE_JOB_WAITING);
+	CHECK_INT(core_job_join_timeout_in(j, NOW), CORE_LEAVE_SETTLE_MS - 10);
+	leave(n[2], "Terminated");
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_STR(j->reason, "cancelled: every node left");
+	teardown();
+}
+
+/* A loss fails at once: its reconnect grace was the wait. */
+static void
+test_loss_fails_at_once(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("loss0", 0, 3, 3, n, 3);
+	core_lease_lost(C, NOW, n[1]);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK(count_msgs(n[0], CORE_MSG_STOP) == 0);
+	CHECK_HAS(j->reason, "node b (node 2) was lost (");
+	CHECK_HAS(j->reason, "2 of min 3 nodes remain and rejoin_timeout is 0");
+	teardown();
 }
 
 /* A clean leave (SIGTERM of one agent, scancel of one step), 3:3, 0. */
@@ -221,12 +270,15 @@ test_open_round(void)
 	j = nodes("open0", 0, 3, 3, n, 2);
 	CHECK(j->state == CORE_JOB_WAITING);
 	leave(n[1], "sigterm");
+	CHECK_INT(core_job_join_timeout_in(j, NOW), CORE_LEAVE_SETTLE_MS);
+	tick(CORE_LEAVE_SETTLE_MS);
 	CHECK(j->state == CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "node b (node 2) left (sigterm); 1 of min 3 "
 	    "nodes remain and rejoin_timeout is 0");
 
 	j = nodes("openev", 0, 3, 3, n, 2);
 	evict(n[0], "wrong host");
+	tick(CORE_LEAVE_SETTLE_MS);
 	CHECK(j->state == CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "node a (node 3) was evicted");
 
@@ -257,6 +309,7 @@ test_held_failure_then_leave(void)
 	CHECK_RC(report(n[0], j->generation, CORE_OUTCOME_FAILED), 0);
 	CHECK(j->held_failure);
 	leave(n[1], "sigterm");
+	tick(CORE_LEAVE_SETTLE_MS);
 	CHECK(j->state == CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "node b (node 2) left (sigterm); 2 of min 3");
 	teardown();
@@ -364,6 +417,8 @@ test_restart_keeps_the_departure(void)
 
 static const struct test tests[] = {
 	{ "leave_fails_now", test_leave_fails_now },
+	{ "scancel_is_cancelled", test_scancel_is_cancelled },
+	{ "loss_fails_at_once", test_loss_fails_at_once },
 	{ "evict_fails_now", test_evict_fails_now },
 	{ "gpu_leaves_fail_now", test_gpu_leaves_fail_now },
 	{ "lost_says_which_limit", test_lost_says_which_limit },
