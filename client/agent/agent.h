@@ -269,7 +269,8 @@ struct session {
 						   the next attempt */
 	enum session_state	 state;
 	bool			 quitting;	/* no more attempts */
-	struct grpc_ccall	*call;		/* Health/Check or Join */
+	struct grpc_ccall	*call;		/* Health/Check, a spare's
+						   Watch, or Join */
 	bool			 check_serving;
 	uint8_t			 id[32];
 	size_t			 id_len;	/* 0: not a node yet */
@@ -281,6 +282,9 @@ struct session {
 	uint64_t		 trying_since;	/* ms, first failed attempt */
 	bool			 ever_joined;
 	char			 last_error[512];
+	bool			 spare_done;	/* a spare by node order has
+						   waited (session.c) */
+	struct event		*spare_ev;	/* ... at most this long */
 };
 
 /* ------------------------------------------------------------- report.c */

@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "grpc/health/v1/health.pb-c.h"
+#include "rdzv/v1/control.pb-c.h"
 #include "log.h"
 #include "names.h"
 
@@ -31,6 +32,7 @@
 
 static void	connect_check(struct session *);
 static void	send_join(struct session *);
+static void	join_or_wait(struct session *);
 static void	failed_attempt(struct session *, int, const char *,
 		    const char *);
 static void	on_closed(struct grpc_client *, int, void *);
@@ -260,7 +262,7 @@ check_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		failed_attempt(s, status, msg, hint);
 		return;
 	}
-	send_join(s);
+	join_or_wait(s);
 }
 
 static void
@@ -278,6 +280,116 @@ connect_check(struct session *s)
 	    check_done, s);
 	if (s->call == NULL)
 		failed_attempt(s, GRPC_INTERNAL, "cannot start a call", NULL);
+}
+
+/* ------------------------------------------------------ a spare's wait */
+
+/*
+ * A node ranked past max_nodes in node order (--node-rank or SLURM_NODEID
+ * of max_nodes or more: the fifth node of `--nodes 5` with `--nnodes 4`)
+ * is the allocation's spare. It lets the others form the first round
+ * before it joins, so that which node is the spare follows node order
+ * rather than whose Join came last. It watches the job (Control/Watch: no
+ * polling) until the job runs with max_nodes participants or has ended,
+ * for the last-call timeout at most (should a node of the round be slow,
+ * this one takes its place then), and joins.
+ */
+static bool
+spare_by_order(const struct session *s)
+{
+	const struct agent_opts *o = s->opts;
+
+	return s->id_len == 0 && !s->spare_done && !s->ever_joined &&
+	    o->has_node_rank && o->max_nodes > 0 &&
+	    o->node_rank >= o->max_nodes;
+}
+
+static void
+spare_join(struct session *s, const char *why)
+{
+	struct grpc_ccall *cc = s->call;
+
+	s->spare_done = true;
+	if (s->spare_ev != NULL)
+		event_del(s->spare_ev);
+	s->call = NULL;
+	if (cc != NULL)
+		grpc_ccall_cancel(cc);
+	log_info("node rank hint %u is past max_nodes %u: joining as the "
+	    "spare by node order after %s", s->opts->node_rank,
+	    s->opts->max_nodes, why);
+	send_join(s);
+}
+
+static void
+spare_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
+{
+	const Rdzv__V1__WatchEvent *ev = (const Rdzv__V1__WatchEvent *)msg;
+	struct session *s = arg;
+	const Rdzv__V1__Job *j = ev->job;
+
+	if (s->call != cc || j == NULL || j->settings == NULL)
+		return;
+	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_RUNNING &&
+	    j->participants >= j->settings->max_nodes)
+		spare_join(s, "the others formed the round");
+	else if (j->state != RDZV__V1__JOB_STATE__JOB_STATE_WAITING &&
+	    j->state != RDZV__V1__JOB_STATE__JOB_STATE_RUNNING)
+		spare_join(s, "the job stopped forming rounds");
+}
+
+static void
+spare_done_cb(struct grpc_ccall *cc, int status, const char *msg, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->call != cc)
+		return;		/* spare_join() cancelled it */
+	s->call = NULL;
+	if (s->quitting || s->state == SESSION_ENDED)
+		return;
+	log_debug("watching job %s before joining: %s", s->opts->id,
+	    msg != NULL ? msg : grpc_status_name(status));
+	spare_join(s, "its watch ended");
+}
+
+static void
+spare_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->quitting || s->state == SESSION_ENDED)
+		return;
+	spare_join(s, "the last-call timeout");
+}
+
+static void
+join_or_wait(struct session *s)
+{
+	Rdzv__V1__WatchRequest req = RDZV__V1__WATCH_REQUEST__INIT;
+	uint32_t ms = s->opts->last_call_ms > 0 ? s->opts->last_call_ms :
+	    30000;
+	struct timeval tv = { (time_t)(ms / 1000),
+			      (suseconds_t)(ms % 1000) * 1000 };
+
+	if (!spare_by_order(s)) {
+		send_join(s);
+		return;
+	}
+	evtimer_add(s->spare_ev, &tv);
+	req.rdzv_id = (char *)s->opts->id;
+	s->state = SESSION_JOIN;
+	s->call = grpc_client_call(s->cli, "/rdzv.v1.Control/Watch",
+	    &req.base, &rdzv__v1__watch_event__descriptor, 0, spare_msg,
+	    spare_done_cb, s);
+	if (s->call == NULL) {
+		spare_join(s, "no watch");
+		return;
+	}
+	log_info("node rank hint %u is past max_nodes %u: this node is the "
+	    "spare by node order; it joins once the others formed the round, "
+	    "or in %u s at most", s->opts->node_rank, s->opts->max_nodes,
+	    ms / 1000);
 }
 
 /* ------------------------------------------------------------- Join */
@@ -492,7 +604,8 @@ session_init(struct session *s, struct event_base *base,
 	s->gopts.keepalive_ms = 5000;
 	s->cli = grpc_client_new(base, &s->gopts, on_closed, s);
 	s->retry_ev = evtimer_new(base, retry_cb, s);
-	if (s->cli == NULL || s->retry_ev == NULL) {
+	s->spare_ev = evtimer_new(base, spare_timeout_cb, s);
+	if (s->cli == NULL || s->retry_ev == NULL || s->spare_ev == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -515,6 +628,8 @@ session_quit(struct session *s)
 	s->quitting = true;
 	if (s->retry_ev != NULL)
 		event_del(s->retry_ev);
+	if (s->spare_ev != NULL)
+		event_del(s->spare_ev);
 }
 
 /* Cancels what is in flight (its callbacks find the session ended) and
@@ -527,6 +642,9 @@ session_free(struct session *s)
 	if (s->retry_ev != NULL)
 		event_free(s->retry_ev);
 	s->retry_ev = NULL;
+	if (s->spare_ev != NULL)
+		event_free(s->spare_ev);
+	s->spare_ev = NULL;
 	grpc_client_free(s->cli);
 	s->cli = NULL;
 	tls_free(s->tls);

@@ -233,6 +233,8 @@ def test_kill_9_with_a_hot_spare_is_survived(cluster, runs, tmp_path):
     assert j.settings.min_nodes == 2 and j.settings.max_nodes == 2, j
     spare = [n for n in j.nodes if n.state == PB.types.NODE_STATE_SPARE]
     assert len(spare) == 1, j
+    # The spare is the highest SLURM_NODEID, whoever joined first.
+    assert spare[0].rank_hint == 2, j
     victim = [n for n in j.nodes if n.state == PB.types.NODE_STATE_PARTICIPANT
               and n.rank_hint != spare[0].rank_hint][0]
     pid = r.agent_pid(victim.rank_hint)

@@ -118,3 +118,30 @@ def test_a_rejoin_window_is_waited_exactly(job, how):
     assert "no node replaced it within 3 s (2 of min 3 nodes)" in g.reason
     for a in agents[:2]:
         assert a.wait(20) == 1, j.outputs()
+
+
+def test_the_spare_is_the_node_past_max_nodes_in_node_order(job):
+    """Three agents of a 2-node job (--node-rank 0, 1, 2: what SLURM_NODEID
+    gives train-spare.sbatch): the one ranked 2 is the spare although it
+    starts first. It waits (Control/Watch) until the others formed the
+    round, joins as the spare, and takes the place of a node that leaves,
+    without a failure."""
+    j = job("spare-order")
+    slow = ["--last-call", "30s"]
+    spare = j.agent(2, 1, "2", extra=slow)
+    spare.wait_line(r"this node is the spare by node order", timeout=10)
+    others = [j.agent(r, 1, "2", extra=slow) for r in (0, 1)]
+    j.wait_workers(1, 2)
+    spare.wait_line(r"joining as the spare by node order after the others "
+                    r"formed the round", timeout=10)
+    g = rt.wait_for(lambda: (lambda g: g if len(g.nodes) == 3 else None)(
+        j.control.get_job(j.id)), 10, 0.05, "the spare joined")
+    assert {n.rank_hint: n.state for n in g.nodes} == {
+        0: T.NODE_STATE_PARTICIPANT, 1: T.NODE_STATE_PARTICIPANT,
+        2: T.NODE_STATE_SPARE}, g
+    others[1].signal(signal.SIGTERM)
+    j.wait_workers(2, 2)
+    g = j.control.get_job(j.id)
+    assert g.state == T.JOB_STATE_RUNNING and g.restart_count == 0, g
+    assert sorted(n.rank_hint for n in g.nodes
+                  if n.state == T.NODE_STATE_PARTICIPANT) == [0, 2], g
