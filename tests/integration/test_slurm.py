@@ -229,7 +229,7 @@ def test_kill_9_with_a_hot_spare_is_survived(cluster, runs, tmp_path):
     task killed."""
     r = runs(tmp_path, "train-spare.sbatch", 3)
     gen, w = r.wait_world(2)
-    j = r.job()
+    j = r.wait_job(lambda x: len(x.nodes) == 3, 20, "the spare joined")
     assert j.settings.min_nodes == 2 and j.settings.max_nodes == 2, j
     spare = [n for n in j.nodes if n.state == PB.types.NODE_STATE_SPARE]
     assert len(spare) == 1, j
