@@ -72,6 +72,10 @@ struct agent_opts {
 	uint32_t		 nproc;		/* NPROC_FIXED, NPROC_SLURM */
 	bool			 has_node_rank;
 	uint32_t		 node_rank;
+	bool			 spare_by_order; /* a Slurm allocation
+						   larger than max_nodes and
+						   a rank of max_nodes or
+						   more (sched.c, session.c) */
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	uint32_t		 max_restarts;
 	uint32_t		 last_call_ms;	/* 0: the job's default */

@@ -307,11 +307,32 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 	    o->min_nodes == 1 ? "" : "s");
 }
 
+/*
+ * A Slurm allocation with more nodes than the job (train-spare.sbatch:
+ * --nodes 5 with --nnodes 4) holds spares; the nodes ranked max_nodes and
+ * above in node order are they, and join once the others formed the round
+ * (session.c), so that which node is the spare follows SLURM_NODEID rather
+ * than who joined last. Not PBS: a node file's index is no such promise.
+ */
+static void
+spare_by_order(struct agent_opts *o)
+{
+	uint32_t n;
+
+	if (env("SLURM_JOB_ID") == NULL ||
+	    env_u32("SLURM_JOB_NUM_NODES", 1, &n) != 0 || o->max_nodes == 0 ||
+	    n <= o->max_nodes || !o->has_node_rank ||
+	    o->node_rank < o->max_nodes)
+		return;
+	o->spare_by_order = true;
+}
+
 void
 sched_defaults(struct agent_opts *o)
 {
 	slurm(o);
 	pbs(o);
+	spare_by_order(o);
 	fixed_allocation(o, (env("SLURM_JOB_ID") != NULL &&
 	    env("SLURM_JOB_NUM_NODES") != NULL) || env("PBS_NODEFILE") != NULL);
 }

@@ -285,14 +285,13 @@ connect_check(struct session *s)
 /* ------------------------------------------------------ a spare's wait */
 
 /*
- * A node ranked past max_nodes in node order (--node-rank or SLURM_NODEID
- * of max_nodes or more: the fifth node of `--nodes 5` with `--nnodes 4`)
- * is the allocation's spare. It lets the others form the first round
- * before it joins, so that which node is the spare follows node order
- * rather than whose Join came last. It watches the job (Control/Watch: no
- * polling) until the job runs with max_nodes participants or has ended,
- * for the last-call timeout at most (should a node of the round be slow,
- * this one takes its place then), and joins.
+ * A node ranked past max_nodes in a larger Slurm allocation (sched.c: the
+ * fifth node of `--nodes 5` with `--nnodes 4`) is the allocation's spare.
+ * It lets the others form the first round before it joins, so that which
+ * node is the spare follows node order rather than whose Join came last.
+ * It watches the job (Control/Watch: no polling) until a round runs or the
+ * job has ended, for the last-call timeout at most (should a node of the
+ * round be slow or missing, this one takes its place then), and joins.
  */
 static bool
 spare_by_order(const struct session *s)
@@ -300,8 +299,7 @@ spare_by_order(const struct session *s)
 	const struct agent_opts *o = s->opts;
 
 	return s->id_len == 0 && !s->spare_done && !s->ever_joined &&
-	    o->has_node_rank && o->max_nodes > 0 &&
-	    o->node_rank >= o->max_nodes;
+	    o->spare_by_order;
 }
 
 static void
@@ -330,8 +328,7 @@ spare_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 
 	if (s->call != cc || j == NULL || j->settings == NULL)
 		return;
-	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_RUNNING &&
-	    j->participants >= j->settings->max_nodes)
+	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_RUNNING)
 		spare_join(s, "the others formed the round");
 	else if (j->state != RDZV__V1__JOB_STATE__JOB_STATE_WAITING &&
 	    j->state != RDZV__V1__JOB_STATE__JOB_STATE_RUNNING)

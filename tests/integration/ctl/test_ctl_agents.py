@@ -35,7 +35,7 @@ class Job:
         self.control = Control(self.addr, tls["creds"] if tls else None)
         self.agents = []
 
-    def agent(self, rank, nproc, nnodes, extra=()):
+    def agent(self, rank, nproc, nnodes, extra=(), env_=None):
         argv = [h.AGENT, "join", "--id", self.id, "--server", self.addr,
                 "--nnodes", nnodes, "--nproc-per-node", nproc, "--node-rank", rank,
                 "--last-call", "1s", "--stop-timeout", "2s",
@@ -49,6 +49,7 @@ class Job:
             if k.startswith(("RDZV_", "SLURM_", "PBS_")) and k not in (
                     "RDZV_BUILD_ROOT", "RDZV_SOURCE_ROOT"):
                 env[k] = ""
+        env.update(env_ or {})
         p = rt.Proc(argv, env=env)
         p.rank = rank
         self.agents.append(p)

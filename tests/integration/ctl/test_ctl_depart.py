@@ -121,16 +121,17 @@ def test_a_rejoin_window_is_waited_exactly(job, how):
 
 
 def test_the_spare_is_the_node_past_max_nodes_in_node_order(job):
-    """Three agents of a 2-node job (--node-rank 0, 1, 2: what SLURM_NODEID
-    gives train-spare.sbatch): the one ranked 2 is the spare although it
-    starts first. It waits (Control/Watch) until the others formed the
-    round, joins as the spare, and takes the place of a node that leaves,
-    without a failure."""
+    """A Slurm allocation of three nodes for a 2-node job (what
+    train-spare.sbatch does): the node ranked 2 (SLURM_NODEID, here
+    --node-rank) is the spare although its agent starts first. It waits
+    (Control/Watch) until the others formed the round, joins as the spare,
+    and takes the place of a node that leaves, without a failure."""
     j = job("spare-order")
     slow = ["--last-call", "30s"]
-    spare = j.agent(2, 1, "2", extra=slow)
+    alloc = {"SLURM_JOB_ID": "4711", "SLURM_JOB_NUM_NODES": "3"}
+    spare = j.agent(2, 1, "2", extra=slow, env_=alloc)
     spare.wait_line(r"this node is the spare by node order", timeout=10)
-    others = [j.agent(r, 1, "2", extra=slow) for r in (0, 1)]
+    others = [j.agent(r, 1, "2", extra=slow, env_=alloc) for r in (0, 1)]
     j.wait_workers(1, 2)
     spare.wait_line(r"joining as the spare by node order after the others "
                     r"formed the round", timeout=10)
