@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 /* The kinds logged one line per job and turn, however many nodes. */
 static bool
@@ -105,10 +106,8 @@ joblog_turn(const struct core *c, struct core_now now)
 		return;
 	/* more[i]: for the first event of a group, how many follow it;
 	 * SIZE_MAX for the others, which are not logged. */
-	idx = calloc(c->n_new_events, sizeof(*idx));
-	more = calloc(c->n_new_events, sizeof(*more));
-	if (idx == NULL || more == NULL)
-		fatal("joblog_turn");
+	idx = xcalloc(c->n_new_events, sizeof(*idx));
+	more = xcalloc(c->n_new_events, sizeof(*more));
 	for (i = 0; i < c->n_new_events; i++)
 		if (c->new_events[i].job != NULL &&
 		    grouped(c->new_events[i].kind))
