@@ -58,6 +58,11 @@ def test_leave_fails_a_fixed_job_at_once(job):
     j = job("dep-leave")
     agents = three(j, "0")
     victim = j.node_of(2)
+    # The agent's log tells its node id (rdzvd's) from its node rank.
+    agents[2].wait_line(r"joined job dep-leave as node id %d \(attempt "
+                        % victim, timeout=1)
+    agents[2].wait_line(r"generation 1: node rank 2 of 3 nodes, worker ranks "
+                        r"2 to 2 of 3, master ", timeout=1)
     t_kill = time.time() * 1000
     agents[2].signal(signal.SIGTERM)
     g = ended(j, "the job failed after a clean leave")
