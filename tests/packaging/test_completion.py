@@ -111,6 +111,8 @@ def test_rdzv_agent_commands_options_and_the_workers_command():
     assert complete("rdzv-agent", "help", "join", "") == []
     assert complete("rdzv-agent", "join", "--att") == ["--attempt"]
     assert complete("rdzvctl", "wait", "--att") == ["--attempt"]
+    assert complete("rdzvctl", "wait", "--must") == ["--must-exist"]
+    assert complete("rdzvctl", "wait", "--app") == ["--appear-timeout"]
     # After --, the workers' command, then its own arguments.
     assert "true" in complete("rdzv-agent", "join", "--id", "j", "--tee",
                               "--", "tru")
@@ -131,6 +133,9 @@ def test_job_and_node_names_come_from_rdzvd(tmp_path):
             node = agent.wait_line(r"as node id (\d+)").group(1)
             assert complete("rdzvctl", "--server", server, "abort", "w") \
                 == ["waiting-job"]
+            # --must-exist takes no value: the job id comes after it.
+            assert complete("rdzvctl", "--server", server, "wait",
+                            "--must-exist", "w") == ["waiting-job"]
             assert complete("rdzvctl", "status", "--server=" + server,
                             "") == ["waiting-job"]
             got = complete("rdzvctl", "--server", server, "evict",
