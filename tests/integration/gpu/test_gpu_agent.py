@@ -236,6 +236,29 @@ def test_strict_worker_failure_leaves(job):
     assert not gpu_map(j.nodes[0])[1].ok, j
 
 
+def test_strict_leave_fails_a_fixed_job_at_once(job):
+    """A node that leaves for its GPU (strict) is a departure like any
+    other (rule 13): in a fixed 2-node job with --rejoin-timeout 0 the job
+    fails within seconds, naming the node and the GPU check, and the other
+    agent exits 1 rather than idling for the join timeout."""
+    fake = {"FAKECUDA_DEVICES": "2",
+            "FAKECUDA_FAIL": "1:kernel:CUDA_ERROR_LAUNCH_FAILED:after=1"}
+    fixed = ["--rejoin-timeout", "0"]
+    b = job.agent("b", ["--nproc-per-node", "1", "--gpucheck", "off",
+                        "--node-rank", "1"] + fixed, nnodes="2")
+    a = job.agent("a", ["--nproc-per-node", "gpu", "--gpucheck", "strict",
+                        "--node-rank", "0"] + fixed, nnodes="2", fake=fake)
+    assert a.wait(30) == 1, a.output()
+    t0 = time.monotonic()
+    assert b.wait(15) == 1, job.outputs()
+    assert time.monotonic() - t0 < 10
+    j = job.wait_job(lambda j: j.state == rt.protos().types.JOB_STATE_FAILED,
+                     10, "the job failed")
+    assert re.search(r"\(node \d+\) left \(GPU check failed: device 1 ",
+                     j.reason), j.reason
+    assert "rejoin_timeout is 0" in j.reason, j.reason
+
+
 def test_hang_killed(job):
     """Device 1 hangs in its kernel: the check is killed after
     --gpucheck-timeout and counts as failed; the node joins with device 0.
