@@ -76,6 +76,16 @@ def test_leave_fails_a_fixed_job_at_once(job):
         assert a.wait(20) == 1, j.outputs()
         a.wait_line(r"job dep-leave failed: node \S+ \(node %d\) left" %
                     victim, timeout=1)
+    # rdzvd's journal: a line for the leave, one for the open round, one
+    # for the end with its reason.
+    j.daemon.wait_line(r"rdzvd: job dep-leave: left: node \S+ \(node %d\) "
+                       r"left: " % victim, timeout=5)
+    j.daemon.wait_line(r"rdzvd: job dep-leave: round 2 is open: 2 of min 3 "
+                       r"nodes \(node \S+ \(node %d\) left \(" % victim,
+                       timeout=5)
+    j.daemon.wait_line(r"rdzvd: job dep-leave: failed, attempt 1, generation "
+                       r"1, 0 restarts: node \S+ \(node %d\) left \(.*; 2 of "
+                       r"min 3 nodes remain" % victim, timeout=5)
 
 
 def test_evict_fails_a_fixed_job_at_once(job):
