@@ -410,7 +410,7 @@ core_lease_expired(struct core_node *n)
 	} else {
 		core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
 		textf(why, sizeof(why), "it did not reconnect within "
-		    "lease_ttl %s after rdzvd restarted", t);
+		    "lease_ttl %s after rdzvd restarted or failed over", t);
 	}
 	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);

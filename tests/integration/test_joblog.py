@@ -45,7 +45,8 @@ def test_one_line_per_job_event_not_per_node(tmp_path):
         assert len(lines) == 2, lines
         assert re.search(r"job jl: lost: node n\d\d \(node \d+\) was lost: it "
                          r"did not reconnect within lease_ttl 1 s after rdzvd "
-                         r"restarted; and 11 more nodes in the same instant "
+                         r"restarted or failed over; and 11 more nodes in the same "
+                         r"instant "
                          r"\(rdzvctl events jl\)$", lines[0]), lines
         assert re.search(r"job jl: failed, attempt 1, generation 1, 0 "
                          r"restarts: every node has gone \(0 left, 12 lost, 0 "

@@ -216,7 +216,7 @@ test_lost_says_which_limit(void)
 	tick(15000);
 	CHECK(j->state == CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "node c (node 9) was lost (it did not reconnect "
-	    "within lease_ttl 15 s after rdzvd restarted)");
+	    "within lease_ttl 15 s after rdzvd restarted or failed over)");
 	teardown();
 }
 
