@@ -105,7 +105,8 @@ wait_option(struct ctl *ctl, int ch, const char *arg)
 			    "a duration such as 30s, 90m or 2h (0: the job must "
 			    "exist now)", arg);
 		ctl->appear_ms = ms;
-		ctl->must_exist = ms == 0;
+		if (ms == 0)
+			ctl->must_exist = true;
 		return 0;
 	}
 	if (ch != 'T')
