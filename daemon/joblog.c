@@ -2,12 +2,14 @@
  * One info line per job event that an operator reading the journal wants:
  * the job created or reopened, a round started (workers, nodes, restart
  * count), a round opened short of nodes, nodes gone (lost, left, evicted,
- * with how), a failure reported, closing, and the end with its reason.
- * Joins, successes and GPU results are per node and stay in the job's
- * events (rdzvctl events). Nodes that go or report in the same turn (a
- * rack that dies, scancel of a 10,000-node job) make one line per job and
- * kind with a count, so the journal grows with rounds, not with nodes.
- * Lines are written after the turn's commit, in the events' order.
+ * with how), a failure reported that did something (a restart, the end,
+ * a hold for an away node), closing, and the end with its reason. Joins,
+ * successes, GPU results and the reports that follow the first are per
+ * node and stay in the job's events (rdzvctl events). Nodes that go or
+ * report in the same turn (a rack that dies, scancel of a 10,000-node
+ * job) make one line per job and kind with a count, so the journal grows
+ * with rounds, not with nodes. Lines are written after the turn's commit,
+ * in the events' order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +27,29 @@ grouped(const char *kind)
 	    strcmp(kind, "nproc") == 0;
 }
 
+/* What a counted failure leads to in its turn. */
+static bool
+effect(const char *kind)
+{
+	return strcmp(kind, "round") == 0 || strcmp(kind, "waiting") == 0 ||
+	    strcmp(kind, "held") == 0 || strcmp(kind, "failed") == 0 ||
+	    strcmp(kind, "closed") == 0;
+}
+
 static bool
 logged(const char *kind)
 {
-	return grouped(kind) || strcmp(kind, "created") == 0 ||
-	    strcmp(kind, "reopened") == 0 || strcmp(kind, "round") == 0 ||
-	    strcmp(kind, "waiting") == 0 || strcmp(kind, "closing") == 0 ||
-	    strcmp(kind, "closed") == 0 || strcmp(kind, "failed") == 0;
+	return grouped(kind) || effect(kind) || strcmp(kind, "created") == 0 ||
+	    strcmp(kind, "reopened") == 0 || strcmp(kind, "closing") == 0;
+}
+
+static int
+ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(const void *const *)a;
+	uintptr_t y = (uintptr_t)*(const void *const *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 /* Orders indices of grouped events by job, kind, then turn order. */
@@ -99,7 +117,8 @@ log_one(const struct core *c, const struct core_event *e, size_t more)
 void
 joblog_turn(const struct core *c, struct core_now now)
 {
-	size_t	*idx, *more, n = 0, i, k;
+	const struct core_job	**acted;
+	size_t			*idx, *more, n = 0, na = 0, i, k;
 
 	(void)now;
 	if (c->n_new_events == 0 || log_get_level() < LOG_LEVEL_INFO)
@@ -108,6 +127,15 @@ joblog_turn(const struct core *c, struct core_now now)
 	 * SIZE_MAX for the others, which are not logged. */
 	idx = xcalloc(c->n_new_events, sizeof(*idx));
 	more = xcalloc(c->n_new_events, sizeof(*more));
+	acted = xcalloc(c->n_new_events, sizeof(*acted));
+	/* The jobs in which something followed from a failure this turn: a
+	 * report with no such effect (the peers' reports of the same
+	 * failure, while it is held) is not logged. */
+	for (i = 0; i < c->n_new_events; i++)
+		if (c->new_events[i].job != NULL &&
+		    effect(c->new_events[i].kind))
+			acted[na++] = c->new_events[i].job;
+	qsort(acted, na, sizeof(*acted), ptr_cmp);
 	for (i = 0; i < c->n_new_events; i++)
 		if (c->new_events[i].job != NULL &&
 		    grouped(c->new_events[i].kind))
@@ -127,8 +155,12 @@ joblog_turn(const struct core *c, struct core_now now)
 
 		if (e->job == NULL || !logged(e->kind) || more[i] == SIZE_MAX)
 			continue;
+		if (strcmp(e->kind, "failure") == 0 && bsearch(&e->job, acted,
+		    na, sizeof(*acted), ptr_cmp) == NULL)
+			continue;
 		log_one(c, e, more[i]);
 	}
 	free(idx);
 	free(more);
+	free(acted);
 }

@@ -58,3 +58,37 @@ def test_one_line_per_job_event_not_per_node(tmp_path):
             d.stop()
         if d2 is not None:
             d2.stop()
+
+
+def test_a_failure_is_logged_once_with_what_it_did(tmp_path):
+    """A node is away (its connection closed) and its peers report their
+    workers failed, one call each: the first report is logged with the
+    hold it caused; the peers' later reports of the same failure are not.
+    When the away node resumes, the failure counts: one round line with the
+    restart."""
+    d = rt.Daemon(tmp_path, ["--log-level", "info"])
+    nodes = [Node(d.addr, name="h%d" % i) for i in range(3)]
+    try:
+        for i, n in enumerate(nodes):
+            n.join("jh", min_nodes=3, max_nodes=3, rank_hint=i,
+                   max_restarts=3, reconnect_grace_ms=60000)
+        gen = nodes[0].wait_assignment(timeout=10).generation
+        nodes[2].channel.close()
+        nodes[2].channel = None
+        d.wait_line(r"job jh: round 1 started", timeout=10)
+        nodes[0].report(gen, "FAILED", message="CUDA error")
+        d.wait_line(r"job jh: held: ", timeout=10)
+        nodes[1].report(gen, "FAILED", message="NCCL timeout")
+        nodes[2].resume(gen)
+        d.wait_line(r"job jh: round 2 started with 3 workers on 3 nodes "
+                    r"\(master [^)]*, restart 1 of max 3\)$", timeout=10)
+        lines = job_lines(d, "jh")
+        failures = [l for l in lines if "job jh: failure: " in l]
+        assert len(failures) == 1, lines
+        assert "node h0 (node 1) reported a worker failure in generation " \
+            "1: CUDA error" in failures[0], lines
+        assert len([l for l in lines if "job jh: held: " in l]) == 1, lines
+    finally:
+        for n in nodes:
+            n.close()
+        d.stop()
