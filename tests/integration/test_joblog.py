@@ -66,16 +66,17 @@ def test_a_failure_is_logged_once_with_what_it_did(tmp_path):
     hold it caused; the peers' later reports of the same failure are not.
     When the away node resumes, the failure counts: one round line with the
     restart."""
-    d = rt.Daemon(tmp_path, ["--log-level", "info"])
+    d = rt.Daemon(tmp_path)    # debug: it says when node 3 is away
     nodes = [Node(d.addr, name="h%d" % i) for i in range(3)]
     try:
         for i, n in enumerate(nodes):
             n.join("jh", min_nodes=3, max_nodes=3, rank_hint=i,
                    max_restarts=3, reconnect_grace_ms=60000)
         gen = nodes[0].wait_assignment(timeout=10).generation
+        d.wait_line(r"job jh: round 1 started", timeout=10)
         nodes[2].channel.close()
         nodes[2].channel = None
-        d.wait_line(r"job jh: round 1 started", timeout=10)
+        d.wait_line(r"job jh: node 3 disconnected", timeout=10)
         nodes[0].report(gen, "FAILED", message="CUDA error")
         d.wait_line(r"job jh: held: ", timeout=10)
         nodes[1].report(gen, "FAILED", message="NCCL timeout")
