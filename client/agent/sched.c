@@ -286,10 +286,11 @@ pbs(struct agent_opts *o)
 }
 
 /*
- * Rule 13: in a Slurm or PBS allocation no node can come to replace a lost
- * one (srun and pbsdsh never restart a task), so a job of a fixed size asks
- * for rejoin_timeout 0: a lost node fails it at once, naming the node,
- * instead of idling the survivors for the join timeout. Spares in the
+ * Rule 13: in a Slurm or PBS allocation no node can come to replace one
+ * that went (srun and pbsdsh never restart a task), so a job of a fixed
+ * size asks for rejoin_timeout 0: a node lost, left or evicted fails it at
+ * once, naming the node, instead of idling the survivors for the join
+ * timeout. Spares in the
  * allocation (more nodes than --nnodes) still replace a lost node, and an
  * elastic --nnodes MIN:MAX, or --rejoin-timeout, keeps the job's default.
  */
@@ -301,9 +302,10 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 		return;
 	o->has_rejoin_timeout = true;
 	o->rejoin_timeout_ms = 0;
-	log_info("a fixed allocation of %u node%s: a lost node fails the job "
-	    "at once (rejoin timeout 0; --rejoin-timeout or an elastic "
-	    "--nnodes MIN:MAX changes that)", o->min_nodes,
+	log_info("a fixed allocation of %u node%s: a node lost, left or "
+	    "evicted fails the job at once (rejoin timeout 0; "
+	    "--rejoin-timeout or an elastic --nnodes MIN:MAX changes that)",
+	    o->min_nodes,
 	    o->min_nodes == 1 ? "" : "s");
 }
 

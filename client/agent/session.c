@@ -326,12 +326,11 @@ spare_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	struct session *s = arg;
 	const Rdzv__V1__Job *j = ev->job;
 
-	if (s->call != cc || j == NULL || j->settings == NULL)
+	if (s->call != cc || j == NULL)
 		return;
 	if (j->state == RDZV__V1__JOB_STATE__JOB_STATE_RUNNING)
 		spare_join(s, "the others formed the round");
-	else if (j->state != RDZV__V1__JOB_STATE__JOB_STATE_WAITING &&
-	    j->state != RDZV__V1__JOB_STATE__JOB_STATE_RUNNING)
+	else if (j->state != RDZV__V1__JOB_STATE__JOB_STATE_WAITING)
 		spare_join(s, "the job stopped forming rounds");
 }
 
