@@ -305,8 +305,7 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 	log_info("a fixed allocation of %u node%s: a node lost, left or "
 	    "evicted fails the job at once (rejoin timeout 0; "
 	    "--rejoin-timeout or an elastic --nnodes MIN:MAX changes that)",
-	    o->min_nodes,
-	    o->min_nodes == 1 ? "" : "s");
+	    o->min_nodes, o->min_nodes == 1 ? "" : "s");
 }
 
 /*
