@@ -1,16 +1,17 @@
 /*
  * What a call may reach: the job its request names (or the NOT_FOUND or
  * INVALID_ARGUMENT that ends it), the node its session_id names, and
- * whether its caller is one of the
- * configured admins (SPEC §11). The operator actions answer with the job
- * they changed from here, after the commit.
+ * whether its caller is one of the configured admins or a member of
+ * admin-group (SPEC §11, auth.c). The operator actions answer with the
+ * job they changed from here, after the commit.
  */
 #include "rdzvd.h"
 
 int
 caller_is_admin(struct grpc_call *call)
 {
-	return config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
+	return (grpc_call_auth_flags(call) & AUTH_FLAG_ADMIN) != 0 ||
+	    config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
 }
 
 struct core_job *

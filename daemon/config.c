@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "buildconf.h"
 #include "log.h"
 #include "parse.h"
 #include "rdzvd.h"
@@ -23,7 +24,7 @@
 #define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
 
 enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
-    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP, K_HTTP };
+    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP, K_HTTP, K_AUTH };
 
 /*
  * A number's bounds are in its unit (bytes, a count, milliseconds, a file
@@ -66,6 +67,12 @@ static const struct setting settings[] = {
 	{ "log-level", K_LOGLEVEL, OFF(log_level), "error|warn|info|debug" },
 	{ "admin", K_ADMIN, 0, "identity allowed to act on every job "
 	    "(repeatable)" },
+	{ "admin-group", K_STR, OFF(admin_group), "group whose members may "
+	    "act on every job (with auth = munge)" },
+	{ "auth", K_AUTH, OFF(auth), "none|munge: who a call comes from "
+	    "beyond TLS" },
+	{ "munge-socket", K_STR, OFF(munge_socket), "munged's socket "
+	    "(auth = munge)" },
 	{ "max-message", K_SIZE, OFF(max_message), "largest message, bytes",
 	    4 * KIB, 2048 * KIB * KIB - 1 },
 	{ "max-streams", K_U32, OFF(max_streams),
@@ -195,6 +202,8 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		if (st->off == OFF(store))
 			cfg->store_given = 0;
 		if (*val == '\0' && (st->off == OFF(store) ||
+		    st->off == OFF(admin_group) ||
+		    st->off == OFF(munge_socket) ||
 		    st->off == OFF(etcd_ca) || st->off == OFF(etcd_cert) ||
 		    st->off == OFF(etcd_key))) {
 			*p = NULL;
@@ -290,6 +299,14 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 	}
 	case K_GROUP:
 		return set_group(cfg, val, err, errlen);
+	case K_AUTH:
+		if (strcmp(val, "none") == 0)
+			cfg->auth = AUTH_NONE;
+		else if (strcmp(val, "munge") == 0)
+			cfg->auth = AUTH_MUNGE;
+		else
+			break;
+		return 0;
 	case K_HTTP:
 		cfg->http_given = 1;
 		if (strcasecmp(val, "none") == 0) {
@@ -583,6 +600,30 @@ out:
 	return rc;
 }
 
+/* auth = munge needs libmunge; admin-group and munge-socket need it on. */
+static int
+validate_auth(const struct config *cfg, char *err, size_t errlen)
+{
+	if (cfg->auth == AUTH_MUNGE && !HAVE_MUNGE) {
+		snprintf(err, errlen, "auth = munge: this rdzvd was built "
+		    "without MUNGE (build it with libmunge-dev installed)");
+		return -1;
+	}
+	if (cfg->auth != AUTH_MUNGE && (cfg->admin_group != NULL ||
+	    cfg->munge_socket != NULL)) {
+		snprintf(err, errlen, "--%s needs auth = munge (--auth munge): "
+		    "without it callers have no uid", cfg->admin_group != NULL ?
+		    "admin-group" : "munge-socket");
+		return -1;
+	}
+	if (cfg->admin_group != NULL && getgrnam(cfg->admin_group) == NULL) {
+		snprintf(err, errlen, "--admin-group %s: no such group",
+		    cfg->admin_group);
+		return -1;
+	}
+	return 0;
+}
+
 /* HOST:PORT, [V6]:PORT: what a client can dial. */
 static int
 advertise_ok(const char *s)
@@ -642,7 +683,8 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "seconds (etcd's leases are)", cfg->leader_lease_ms);
 		return -1;
 	}
-	if (validate_store(cfg, err, errlen) != 0)
+	if (validate_store(cfg, err, errlen) != 0 ||
+	    validate_auth(cfg, err, errlen) != 0)
 		return -1;
 	if (cfg->migrate_from != NULL) {
 		struct store_spec sp;
@@ -689,6 +731,11 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "log-level = %s\n", log_level_name(cfg->log_level));
 	for (size_t i = 0; i < cfg->n_admins; i++)
 		fprintf(f, "admin = %s\n", cfg->admins[i]);
+	fprintf(f, "admin-group = %s\n", cfg->admin_group != NULL ?
+	    cfg->admin_group : "");
+	fprintf(f, "auth = %s\n", cfg->auth == AUTH_MUNGE ? "munge" : "none");
+	fprintf(f, "munge-socket = %s\n", cfg->munge_socket != NULL ?
+	    cfg->munge_socket : "");
 	fprintf(f, "max-message = %zu\n", cfg->max_message);
 	fprintf(f, "max-streams = %u\n", cfg->max_streams);
 	fprintf(f, "max-connections = %u\n", cfg->max_conns);
@@ -736,6 +783,8 @@ config_free(struct config *cfg)
 	free(cfg->tls_ca);
 	free(cfg->unix_group);
 	free(cfg->advertise);
+	free(cfg->admin_group);
+	free(cfg->munge_socket);
 	for (size_t i = 0; i < cfg->n_admins; i++)
 		free(cfg->admins[i]);
 	memset(cfg, 0, sizeof(*cfg));

@@ -443,6 +443,7 @@ main(int argc, char **argv)
 	so.accept_paused = accept_paused;
 	so.accept_blocked = accept_blocked;
 	so.call_ended = metrics_call_ended;
+	auth_start(&so);
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);
 	if (rdzvd.srv == NULL)
@@ -476,6 +477,7 @@ main(int argc, char **argv)
 	services_stop();
 	ha_free();
 	grpc_server_free(rdzvd.srv);
+	auth_stop();
 	log_info("store %s: %llu transactions, %llu bytes written",
 	    store_path(rdzvd.store),
 	    (unsigned long long)store_transactions(rdzvd.store),

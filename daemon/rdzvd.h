@@ -20,6 +20,11 @@
 #define RDZVD_HTTP_PORT	29401
 
 /* config.c */
+enum auth_kind {
+	AUTH_NONE,		/* the transport's identity (SPEC §11) */
+	AUTH_MUNGE,		/* a MUNGE credential on every call */
+};
+
 struct config {
 	char		*file;		/* the config file read, or NULL */
 	struct endpoint	 listen[RDZVD_MAX_LISTEN];
@@ -44,6 +49,9 @@ struct config {
 	int		 log_level;
 	char		*admins[RDZVD_MAX_ADMINS];
 	size_t		 n_admins;
+	char		*admin_group;	/* its members are admins (munge) */
+	int		 auth;		/* enum auth_kind */
+	char		*munge_socket;	/* NULL: libmunge's default */
 	size_t		 max_message;
 	uint32_t	 max_streams;
 	uint32_t	 max_conns;
@@ -261,6 +269,19 @@ int		 gpus_from_pb(Rdzv__V1__GpuResult **, size_t,
 		    struct core_gpu **out, uint32_t *healthy,
 		    uint32_t *total, char *err, size_t errlen);
 
+/*
+ * auth.c: who a call comes from when auth = munge (docs/SECURITY.md): the
+ * uid of the MUNGE credential each call carries, decoded off the event
+ * loop (auth_munge.c), shown as the user's name.
+ */
+/* The admin flag grpc_call_proceed gives a member of admin-group. */
+#define AUTH_FLAG_ADMIN	0x1u
+/* Sets the server's authentication hook when auth = munge and starts the
+ * decoding threads; exits with a message when they cannot start. */
+void		 auth_start(struct grpc_server_opts *);
+/* Stops the threads; calls still waiting end with UNAVAILABLE. */
+void		 auth_stop(void);
+
 /* access.c: what a call may reach. */
 /* The job named by the request, or NULL after finishing the call with
  * NOT_FOUND or INVALID_ARGUMENT. */
@@ -271,7 +292,8 @@ const uint8_t	*session_or_finish(struct grpc_call *, ProtobufCBinaryData);
 /* Replies with the job named by |rdzv_id| (a malloc'd string): the answer
  * of the operator actions, given to turn_answer. */
 void		 answer_job(struct grpc_call *, void *rdzv_id);
-/* 1 if the caller is one of the configured admins (SPEC §11). */
+/* 1 if the caller is one of the configured admins, or a member of
+ * admin-group (SPEC §11). */
 int		 caller_is_admin(struct grpc_call *);
 
 /* services.c */

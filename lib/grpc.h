@@ -162,7 +162,27 @@ struct grpc_server_opts {
 	 */
 	void (*call_ended)(const char *path, int status, void *arg);
 	void *cb_arg;			/* for all of them */
+
+	/*
+	 * Authentication beyond the transport's identity (rdzvd's MUNGE).
+	 * With |authenticate| set, the handler of a unary or
+	 * server-streaming call does not run when its request is whole:
+	 * |authenticate| runs first, with the value of the request header
+	 * |auth_key| (a lowercase name; NULL when the call carries none, ""
+	 * when it is longer than GRPC_MAX_AUTH_VALUE). It ends the call
+	 * (grpc_call_finish) or lets it go on (grpc_call_proceed), then or
+	 * later from the event loop; meanwhile the call is the program's as
+	 * a handler's would be, and grpc_call_on_close tells when it ends
+	 * first (the client went away, its deadline passed). Client-streaming
+	 * methods (reflection) are not passed through it. |auth_arg| is its
+	 * argument.
+	 */
+	const char *auth_key;
+	void (*authenticate)(struct grpc_call *call, const char *value,
+	    void *auth_arg);
+	void *auth_arg;
 };
+#define GRPC_MAX_AUTH_VALUE	8192
 
 /*
  * Creates a server on |base| that dispatches to |methods| (the table is not
@@ -250,8 +270,22 @@ void grpc_call_on_message(struct grpc_call *call, grpc_handler_fn cb,
 void grpc_call_on_writable(struct grpc_call *call,
     void (*cb)(struct grpc_call *call, void *arg), void *arg);
 
-/* The caller's identity (SPEC §11): the certificate subject, "uid:N" or
- * "anonymous". Valid for the life of the call. */
+/*
+ * Runs the handler of a call that grpc_server_opts.authenticate holds,
+ * as |identity| (copied; NULL keeps the transport's) with |flags| (the
+ * program's, for grpc_call_auth_flags). The on-close callback set during
+ * authentication is dropped first. Does nothing for a call that has
+ * ended. Returns 0, or -ENOMEM after ending the call with INTERNAL.
+ */
+int grpc_call_proceed(struct grpc_call *call, const char *identity,
+    unsigned int flags);
+
+/* The flags grpc_call_proceed gave the call; 0 without. */
+unsigned int grpc_call_auth_flags(const struct grpc_call *call);
+
+/* The caller's identity (SPEC §11): what grpc_call_proceed said, else the
+ * certificate subject, "uid:N" or "anonymous". Valid for the life of the
+ * call. */
 const char *grpc_call_identity(const struct grpc_call *call);
 
 /* The peer's address as text ("127.0.0.1", "::1", "unix"). */
@@ -284,6 +318,20 @@ struct grpc_client_opts {
 	uint32_t keepalive_timeout_ms;	/* no PING ACK this long: close;
 					   default 2 * keepalive_ms */
 	size_t max_message;		/* default 4 MiB */
+
+	/*
+	 * A credential for each call (rdzv's MUNGE): with |cred_fn| set,
+	 * every call started carries the request header |cred_key| (a
+	 * lowercase name) with a value cred_fn makes for it, a fresh one
+	 * per call. cred_fn returns 0 with *value (malloc'd; the client frees
+	 * it), or a gRPC status (UNAUTHENTICATED, UNAVAILABLE) with *errmsg
+	 * (malloc'd or NULL): the call then ends with that status from the
+	 * event loop, and nothing is sent. PINGs carry none.
+	 */
+	const char *cred_key;
+	int (*cred_fn)(const char *path, char **value, char **errmsg,
+	    void *cred_arg);
+	void *cred_arg;
 };
 
 /*

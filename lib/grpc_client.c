@@ -244,6 +244,14 @@ call_start(struct grpc_client *cli, const char *path,
 		return NULL;
 	}
 
+	/* A fresh credential per call; without one the call fails from the
+	 * loop and nothing is sent. */
+	if (cli->opts.cred_fn != NULL && (rc = cli->opts.cred_fn(path,
+	    &cc->cred, &cc->fail_msg, cli->opts.cred_arg)) != 0) {
+		cc->fail_status = rc;
+		cc->fail_later = 1;
+	}
+
 	cli_enter(cli);
 	if (cli->conn == NULL && (cli->conn = conn_new(cli)) == NULL) {
 		cli_leave(cli);
@@ -259,7 +267,9 @@ call_start(struct grpc_client *cli, const char *path,
 		cc->deadline_at = mono_ms() + timeout_ms;
 		evtimer_add(cc->deadline, &tv);
 	}
-	if (cc->conn->state == CCONN_READY &&
+	if (cc->fail_later)
+		call_fail_later(cc);
+	else if (cc->conn->state == CCONN_READY &&
 	    conn_submit(cc->conn, cc) != 0) {
 		/* This connection cannot take more streams: the call fails
 		 * from the loop, the next call connects anew. */
@@ -319,6 +329,8 @@ call_free(struct grpc_ccall *cc)
 	}
 	free(cc->trailers);
 	free(cc->grpc_message);
+	free(cc->fail_msg);
+	free(cc->cred);
 	free(cc->req);
 	free(cc->path);
 	free(cc);
@@ -371,7 +383,10 @@ call_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct grpc_client *cli = cc->cli;
 
 	cli_enter(cli);
-	if (cc->fail_later)
+	if (cc->fail_later && cc->fail_status != 0)
+		call_complete(cc, cc->fail_status, "%s", cc->fail_msg != NULL ?
+		    cc->fail_msg : "no credential for the call");
+	else if (cc->fail_later)
 		call_complete(cc, GRPC_UNAVAILABLE,
 		    "%s: the connection cannot take new calls", cli->peer);
 	else

@@ -297,7 +297,7 @@ conn_submit(struct cconn *conn, struct grpc_ccall *cc)
 {
 	struct grpc_client *cli = conn->cli;
 	char timeout[32];
-	nghttp2_nv nva[8];
+	nghttp2_nv nva[9];
 	size_t n = 0;
 
 #define NV(k, v) do {							\
@@ -315,6 +315,8 @@ conn_submit(struct cconn *conn, struct grpc_ccall *cc)
 	NV("te", "trailers");
 	NV("content-type", "application/grpc");
 	NV("user-agent", "rdzv/" RDZV_VERSION);
+	if (cc->cred != NULL && cli->opts.cred_key != NULL)
+		NV(cli->opts.cred_key, cc->cred);
 	if (cc->deadline_at != 0) {
 		uint64_t now = mono_ms();
 		uint64_t left = cc->deadline_at > now ?
@@ -553,7 +555,8 @@ conn_ready(struct cconn *conn)
 
 	for (cc = TAILQ_FIRST(&conn->calls); cc != NULL; cc = next) {
 		next = TAILQ_NEXT(cc, entry);
-		if (cc->stream_id == 0 && conn_submit(conn, cc) != 0)
+		if (cc->stream_id == 0 && !cc->fail_later &&
+		    conn_submit(conn, cc) != 0)
 			call_fail_later(cc);
 	}
 }

@@ -70,7 +70,11 @@ struct grpc_ccall {
 	struct ccall_trailer *trailers;	/* custom metadata of the end */
 	size_t n_trailers;
 	int stream_closed;		/* nghttp2 closed the stream */
-	int fail_later;			/* the timer reports UNAVAILABLE */
+	int fail_later;			/* the timer reports UNAVAILABLE, or
+					   fail_status when it is set */
+	int fail_status;		/* the credential failed (cred_fn) */
+	char *fail_msg;
+	char *cred;			/* the cred_key header's value */
 	int finished;			/* done has run or is running */
 };
 

@@ -65,6 +65,10 @@ scall_free(struct grpc_call *call)
 	free(call->req);
 	free(call->path);
 	free(call->message);
+	free(call->auth_value);
+	free(call->identity);
+	if (call->held != NULL)
+		protobuf_c_message_free_unpacked(call->held, NULL);
 	for (size_t i = 0; i < call->n_trailers; i++) {
 		free(call->trailer_key[i]);
 		free(call->trailer_val[i]);
@@ -303,11 +307,16 @@ scall_unpack(struct grpc_call *call, const uint8_t *buf, size_t len)
 	return msg;
 }
 
-/* The request is whole: decode it and hand it to the handler. */
+/*
+ * The request is whole: decode it and hand it to the handler, or first to
+ * the program's authentication (grpc_server_opts.authenticate), which
+ * holds the decoded request until grpc_call_proceed.
+ */
 void
 scall_dispatch(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
+	const struct grpc_server_opts *o = &call->conn->srv->opts;
 	ProtobufCMessage *msg;
 
 	msg = scall_unpack(call, call->req, call->req_len);
@@ -317,8 +326,41 @@ scall_dispatch(struct grpc_call *call)
 		return;
 	call->state = CALL_ACTIVE;
 	call->user_done = 0;
+	if (o->authenticate != NULL) {
+		call->held = msg;
+		o->authenticate(call, call->auth_value, o->auth_arg);
+		return;
+	}
 	m->handler(call, msg, m->arg);
 	protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+int
+grpc_call_proceed(struct grpc_call *call, const char *identity,
+    unsigned int flags)
+{
+	const struct grpc_method *m = call->method;
+	ProtobufCMessage *msg = call->held;
+
+	if (call->user_done || call->state != CALL_ACTIVE || msg == NULL)
+		return 0;
+	call->on_close = NULL;
+	call->on_close_arg = NULL;
+	if (identity != NULL && (call->identity = strdup(identity)) == NULL) {
+		grpc_call_finish(call, GRPC_INTERNAL, "out of memory");
+		return -ENOMEM;
+	}
+	call->auth_flags = flags;
+	call->held = NULL;
+	m->handler(call, msg, m->arg);
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return 0;
+}
+
+unsigned int
+grpc_call_auth_flags(const struct grpc_call *call)
+{
+	return call->auth_flags;
 }
 
 /*
@@ -528,7 +570,7 @@ grpc_call_on_writable(struct grpc_call *call,
 const char *
 grpc_call_identity(const struct grpc_call *call)
 {
-	return call->conn->identity;
+	return call->identity != NULL ? call->identity : call->conn->identity;
 }
 
 const char *

@@ -126,6 +126,15 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
 		if (grpc_timeout_parse((const char *)value, valuelen,
 		    &call->timeout_ms) == 0)
 			call->has_timeout = 1;
+	} else if (call->conn->srv->opts.auth_key != NULL &&
+	    !call->auth_seen &&
+	    hdr_is(name, namelen, call->conn->srv->opts.auth_key)) {
+		/* Too long to be a credential: "", which fails to decode. */
+		call->auth_seen = 1;
+		call->auth_value = valuelen <= GRPC_MAX_AUTH_VALUE ?
+		    strndup((const char *)value, valuelen) : strdup("");
+		if (call->auth_value == NULL)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
 	return 0;
 }

@@ -84,6 +84,11 @@ struct grpc_call {
 	int has_timeout;
 	uint64_t timeout_ms;
 	struct event *deadline;
+	char *auth_value;	/* the auth_key header (grpc_server_opts) */
+	int auth_seen;		/* ... it came; only the first counts */
+	ProtobufCMessage *held;	/* the request while authenticate runs */
+	char *identity;		/* grpc_call_proceed's, or NULL */
+	unsigned int auth_flags;
 
 	struct grpc_reader reader;
 	uint8_t *req;

@@ -19,6 +19,29 @@ env(const char *name)
 	return v != NULL && *v != '\0' ? v : NULL;
 }
 
+/* --auth's value; |what| names where it came from in the message. */
+static int
+set_auth(struct client_opts *o, const char *v, const char *what, char *err,
+    size_t errlen)
+{
+	if (strcmp(v, "none") == 0) {
+		o->auth = CLIENT_AUTH_NONE;
+		return 0;
+	}
+	if (strcmp(v, "munge") != 0) {
+		snprintf(err, errlen, "%s%s: not an authentication (none or "
+		    "munge)", what, v);
+		return -1;
+	}
+	if (!client_munge_built()) {
+		snprintf(err, errlen, "%s%s: this rdzv was built without MUNGE "
+		    "(build it with libmunge-dev installed)", what, v);
+		return -1;
+	}
+	o->auth = CLIENT_AUTH_MUNGE;
+	return 0;
+}
+
 int
 client_opts_init(struct client_opts *o, char *err, size_t errlen)
 {
@@ -33,6 +56,10 @@ client_opts_init(struct client_opts *o, char *err, size_t errlen)
 	o->tls_key = env("RDZV_TLS_KEY");
 	o->server_name = env("RDZV_TLS_SERVER_NAME");
 	o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+	o->munge_socket = env("RDZV_MUNGE_SOCKET");
+	if ((v = env("RDZV_AUTH")) != NULL && set_auth(o, v, "RDZV_AUTH=",
+	    err, errlen) != 0)
+		return -1;
 	if ((v = env("RDZV_CONNECT_TIMEOUT")) == NULL)
 		return 0;
 	if (parse_duration(v, 1000, &ms) != 0 || ms == 0 || ms > UINT32_MAX) {
@@ -74,6 +101,11 @@ client_opts_take(struct client_opts *o, int ch, const char *arg, char *err,
 			return -1;
 		}
 		o->connect_timeout_ms = (uint32_t)ms;
+		return 1;
+	case CLIENT_OPT_AUTH:
+		return set_auth(o, arg, "--auth ", err, errlen) == 0 ? 1 : -1;
+	case CLIENT_OPT_MUNGE_SOCKET:
+		o->munge_socket = arg;
 		return 1;
 	default:
 		return 0;
@@ -133,5 +165,10 @@ client_opts_grpc(const struct client_opts *o, struct grpc_client_opts *out,
 	out->tls = *tls;
 	out->server_name = o->server_name;
 	out->connect_timeout_ms = o->connect_timeout_ms;
+	if (o->auth == CLIENT_AUTH_MUNGE) {
+		out->cred_key = CLIENT_MUNGE_HEADER;
+		out->cred_fn = client_munge_cred;
+		out->cred_arg = (void *)o->munge_socket;
+	}
 	return 0;
 }

@@ -6,7 +6,9 @@
  * and the TLS files, each also taken from the environment (RDZV_SERVER,
  * RDZV_TLS_CA, RDZV_TLS_CERT, RDZV_TLS_KEY, RDZV_TLS_SERVER_NAME; flags
  * win). Giving any TLS file turns TLS on; a client without TLS files talks
- * cleartext HTTP/2 (SPEC §6, §10, §13).
+ * cleartext HTTP/2 (SPEC §6, §10, §13). --auth munge (RDZV_AUTH) attaches
+ * a fresh MUNGE credential to every call, from the munged of
+ * --munge-socket (RDZV_MUNGE_SOCKET; docs/SECURITY.md).
  */
 #ifndef RDZV_CLIENT_H
 #define RDZV_CLIENT_H
@@ -31,7 +33,20 @@ enum {
 	CLIENT_OPT_TLS_KEY,
 	CLIENT_OPT_TLS_SERVER_NAME,
 	CLIENT_OPT_CONNECT_TIMEOUT,
+	CLIENT_OPT_AUTH,
+	CLIENT_OPT_MUNGE_SOCKET,
 };
+
+/* How a client proves who it is beyond TLS. */
+enum client_auth {
+	CLIENT_AUTH_NONE,
+	CLIENT_AUTH_MUNGE,
+};
+
+/* The request header that carries the MUNGE credential. */
+#define CLIENT_MUNGE_HEADER	"rdzv-munge"
+/* libmunge's default socket, for messages. */
+#define CLIENT_MUNGE_SOCKET	"/run/munge/munge.socket.2"
 
 /* Spliced into a program's struct option table. */
 #define CLIENT_LONG_OPTIONS						\
@@ -42,7 +57,10 @@ enum {
 	{ "tls-server-name", required_argument, NULL,			\
 	    CLIENT_OPT_TLS_SERVER_NAME },				\
 	{ "connect-timeout", required_argument, NULL,			\
-	    CLIENT_OPT_CONNECT_TIMEOUT }
+	    CLIENT_OPT_CONNECT_TIMEOUT },				\
+	{ "auth", required_argument, NULL, CLIENT_OPT_AUTH },		\
+	{ "munge-socket", required_argument, NULL,			\
+	    CLIENT_OPT_MUNGE_SOCKET }
 
 /* One line each, for a program's --help. */
 #define CLIENT_OPTIONS_HELP						\
@@ -53,7 +71,11 @@ enum {
 	"  --tls-cert FILE --tls-key FILE  client certificate (mTLS)\n"	\
 	"  --tls-server-name NAME        name to verify (default: host)\n" \
 	"  --connect-timeout DURATION    give up connecting after this (10s;\n" \
-	"                                a plain number is seconds)\n"
+	"                                a plain number is seconds)\n"	\
+	"  --auth none|munge             attach a MUNGE credential to each\n" \
+	"                                call (RDZV_AUTH, default none)\n" \
+	"  --munge-socket PATH           munged's socket (RDZV_MUNGE_SOCKET,\n" \
+	"                                default " CLIENT_MUNGE_SOCKET ")\n"
 
 struct client_opts {
 	const char	*server;	/* as given */
@@ -62,11 +84,14 @@ struct client_opts {
 	const char	*tls_key;
 	const char	*server_name;
 	uint32_t	 connect_timeout_ms;
+	enum client_auth auth;
+	const char	*munge_socket;	/* NULL: libmunge's default */
 };
 
 /*
  * The defaults, then the environment. 0, or -1 with a message naming the
- * variable when RDZV_CONNECT_TIMEOUT is not a duration.
+ * variable when RDZV_CONNECT_TIMEOUT is not a duration or RDZV_AUTH not
+ * none or munge.
  */
 int	client_opts_init(struct client_opts *, char *err, size_t errlen);
 
@@ -86,6 +111,13 @@ int	client_opts_take(struct client_opts *, int ch, const char *arg,
 int	client_opts_grpc(const struct client_opts *,
 	    struct grpc_client_opts *out, struct tls_ctx **tls,
 	    char *err, size_t errlen);
+
+/* munge.c: the MUNGE credential of a call, a grpc_client_opts.cred_fn
+ * whose argument is the socket path (NULL: libmunge's default). */
+int	client_munge_cred(const char *path, char **value, char **errmsg,
+	    void *socket);
+/* 1 when this build has libmunge. */
+int	client_munge_built(void);
 
 /*
  * The server list of --server (RDZV_SERVER), each entry checked against
