@@ -46,7 +46,8 @@ hint_for(int status, const char *msg)
 {
 	if (status == GRPC_DEADLINE_EXCEEDED)
 		return " (is rdzvd overloaded or stopped? --server)";
-	if (status != GRPC_UNAVAILABLE)
+	/* rdzvd's own munged is down: rdzvd said so, naming it. */
+	if (status != GRPC_UNAVAILABLE || strstr(msg, "munged") != NULL)
 		return "";
 	if (strstr(msg, "refused") != NULL ||
 	    strstr(msg, "No such file") != NULL ||
