@@ -34,7 +34,7 @@
 #define AUTH_THREADS		4
 #define AUTH_MAX_WAITING	20000
 #define AUTH_TIMEOUT_MS		5000
-/* munged down is logged at most this often. */
+/* munged down is logged at most this often, unless the reason changes. */
 #define AUTH_WARN_MS		10000
 
 struct auth_job {
@@ -60,6 +60,7 @@ static struct {
 	struct event		*timer;
 	struct event		*wake_ev;
 	uint64_t		 warned_ms;
+	char			 warned[512];	/* what was logged then */
 	/* Shared with the threads, under mu. */
 	pthread_mutex_t		 mu;
 	pthread_cond_t		 cv;
@@ -149,9 +150,11 @@ munged_down(const char *msg)
 {
 	uint64_t now = mono_ms();
 
-	if (A.warned_ms != 0 && now - A.warned_ms < AUTH_WARN_MS)
+	if (A.warned_ms != 0 && now - A.warned_ms < AUTH_WARN_MS &&
+	    strcmp(A.warned, msg) == 0)
 		return;
 	A.warned_ms = now;
+	snprintf(A.warned, sizeof(A.warned), "%s", msg);
 	log_warnx("auth: %s; calls are refused with UNAVAILABLE until it "
 	    "answers", msg);
 }

@@ -11,6 +11,7 @@ MUNGE together. Every wait is bounded."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 from concurrent import futures
@@ -243,6 +244,17 @@ def test_munged_stopped_on_rdzvd_side(site):
     a = site.agent(mt.USER_A, "j1")
     running(a, "j1")
 
+    # Hung: the call ends when rdzvd stops waiting, and rdzvd serves on.
+    theirs.proc.signal(signal.SIGSTOP)
+    try:
+        r = site.ctl(mt.USER_A, "status")
+    finally:
+        theirs.proc.signal(signal.SIGCONT)
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "munged at %s did not answer within" % theirs.socket in r.stderr
+    assert site.ctl(mt.USER_A, "status").returncode == 0
+
+    # Gone.
     mark = d.mark()
     theirs.stop()
     r = site.ctl(mt.USER_A, "status")
