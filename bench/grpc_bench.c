@@ -9,6 +9,11 @@
  * Each connection first completes one call (connect, SETTINGS) before the
  * measured phase starts; the run then lasts --seconds or until --calls calls
  * have completed, and every loop is bounded by a hard deadline.
+ *
+ * --list-jobs calls /rdzv.v1.Control/ListJobs instead, a call that
+ * rdzvd's auth = munge guards, and --munge-socket PATH attaches a fresh
+ * MUNGE credential from that munged to each call, as rdzvctl's --auth
+ * munge does: bench/munge.sh compares the two (docs/SECURITY.md).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,12 +27,15 @@
 #include <event2/event.h>
 
 #include "bench_util.h"
+#include "client.h"
 #include "clock.h"
 #include "endpoint.h"
 #include "grpc.h"
 #include "grpc/health/v1/health.pb-c.h"
+#include "rdzv/v1/control.pb-c.h"
 
 #define CHECK_PATH	"/grpc.health.v1.Health/Check"
+#define LIST_PATH	"/rdzv.v1.Control/ListJobs"
 #define CALL_TIMEOUT_MS	10000
 
 enum phase {
@@ -55,6 +63,7 @@ struct bench {
 	double seconds;
 	uint64_t max_calls;	/* 0: run for |seconds| */
 	pid_t server_pid;
+	int list_jobs;		/* ListJobs instead of Health/Check */
 
 	enum phase phase;
 	int warming;		/* slots whose warm-up call is out */
@@ -78,7 +87,8 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: grpc-bench --server ADDR [--conns N] "
-	    "[--inflight K] [--seconds S | --calls M] [--server-pid PID]\n");
+	    "[--inflight K] [--seconds S | --calls M] [--server-pid PID]\n"
+	    "                  [--list-jobs] [--munge-socket PATH]\n");
 	exit(2);
 }
 
@@ -158,7 +168,7 @@ on_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 	const Grpc__Health__V1__HealthCheckResponse *r =
 	    (const Grpc__Health__V1__HealthCheckResponse *)msg;
 
-	if (r->status !=
+	if (!s->b->list_jobs && r->status !=
 	    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING)
 		s->b->bad_replies++;
 }
@@ -213,6 +223,8 @@ slot_start(struct slot *s)
 	struct bench *b = s->b;
 	Grpc__Health__V1__HealthCheckRequest req =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+	Rdzv__V1__ListJobsRequest list = RDZV__V1__LIST_JOBS_REQUEST__INIT;
+	struct grpc_ccall *cc;
 
 	if (b->max_calls != 0 && s->warm && b->issued >= b->max_calls)
 		return;
@@ -221,9 +233,15 @@ slot_start(struct slot *s)
 	b->outstanding++;
 	if (s->warm)
 		b->issued++;
-	if (grpc_client_call(s->cli, CHECK_PATH, &req.base,
-	    &grpc__health__v1__health_check_response__descriptor,
-	    CALL_TIMEOUT_MS, on_msg, on_done, s) == NULL) {
+	if (b->list_jobs)
+		cc = grpc_client_call(s->cli, LIST_PATH, &list.base,
+		    &rdzv__v1__list_jobs_response__descriptor, CALL_TIMEOUT_MS,
+		    on_msg, on_done, s);
+	else
+		cc = grpc_client_call(s->cli, CHECK_PATH, &req.base,
+		    &grpc__health__v1__health_check_response__descriptor,
+		    CALL_TIMEOUT_MS, on_msg, on_done, s);
+	if (cc == NULL) {
 		b->outstanding--;
 		if (b->errors++ == 0)
 			snprintf(b->first_error, sizeof(b->first_error),
@@ -245,6 +263,8 @@ main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "calls", required_argument, NULL, 'n' },
 		{ "server-pid", required_argument, NULL, 'p' },
+		{ "list-jobs", no_argument, NULL, 'L' },
+		{ "munge-socket", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -288,6 +308,19 @@ main(int argc, char **argv)
 			b.server_pid = (pid_t)strtol(optarg, &end, 10);
 			if (*end != '\0' || b.server_pid <= 0)
 				usage();
+			break;
+		case 'L':
+			b.list_jobs = 1;
+			break;
+		case 'M':
+			if (!client_munge_built()) {
+				fprintf(stderr, "grpc-bench: --munge-socket: "
+				    "built without MUNGE\n");
+				return 2;
+			}
+			b.opts.cred_key = CLIENT_MUNGE_HEADER;
+			b.opts.cred_fn = client_munge_cred;
+			b.opts.cred_arg = optarg;
 			break;
 		default:
 			usage();
@@ -374,6 +407,9 @@ main(int argc, char **argv)
 	qsort(b.lat_us, b.nlat, sizeof(*b.lat_us), cmp_u64);
 
 	printf("server:          %s\n", server);
+	printf("call:            %s%s\n", b.list_jobs ? LIST_PATH :
+	    CHECK_PATH, b.opts.cred_fn != NULL ? " with a MUNGE credential" :
+	    "");
 	printf("connections:     %d\n", b.conns);
 	printf("inflight:        %d per connection\n", b.inflight);
 	printf("calls:           %" PRIu64 "\n", b.done);

@@ -243,3 +243,19 @@ def test_rdzv_bench_sh_both_stores():
     m = re.search(r"^rdzvd: store etcd://\S+/bench: (\d+) transactions, (\d+) bytes "
                   r"written$", p.stdout, re.M)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, p.stdout
+
+
+def test_munge_bench_prints_both_figures():
+    import mungetest
+    why = mungetest.missing()
+    if why is not None:
+        pytest.skip(why)
+    p = subprocess.run([os.path.join(rt.SOURCE_ROOT, "bench", "munge.sh"),
+                        rt.BUILD_ROOT, "1"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr + p.stdout
+    rows = [l.split() for l in p.stdout.splitlines() if "in flight" in l]
+    assert len(rows) == 3, p.stdout
+    for r in rows:
+        # "N conns, K in flight  NONE  MUNGE  RATIOx"
+        assert float(r[-3]) > 0 and float(r[-2]) > 0, p.stdout + p.stderr
