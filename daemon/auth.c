@@ -2,7 +2,8 @@
  * auth = munge (docs/SECURITY.md): every Rendezvous and Control call
  * carries a MUNGE credential in its `rdzv-munge` header, and its caller is
  * the credential's uid, shown as the user's name. Health checks and
- * ServerInfo need none (probes, and finding the leader).
+ * ServerInfo need none (probes, and finding the leader); ServerInfo with
+ * one says who its caller is.
  *
  * munge_decode is a blocking round trip to munged, so it never runs on the
  * event loop: the server's authentication hook (lib/grpc.h) queues the call
@@ -227,12 +228,16 @@ call_closed(struct grpc_call *call, int cancelled, void *arg)
 	j->call = NULL;
 }
 
-/* The paths anyone may call: probes, and finding the leader. */
+/*
+ * The paths anyone may call: probes, and finding the leader. ServerInfo
+ * also tells the caller who it is, so a credential it carries is decoded
+ * like any other.
+ */
 static int
-open_path(const char *path)
+open_path(const char *path, const char *cred)
 {
 	return strncmp(path, "/grpc.health.v1.Health/", 23) == 0 ||
-	    strcmp(path, "/rdzv.v1.Control/ServerInfo") == 0;
+	    (strcmp(path, "/rdzv.v1.Control/ServerInfo") == 0 && cred == NULL);
 }
 
 static void
@@ -241,7 +246,7 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	const char *path = grpc_call_path(call);
 	struct auth_job *j;
 
-	if (open_path(path)) {
+	if (open_path(path, cred)) {
 		grpc_call_proceed(call, NULL, 0);
 		return;
 	}

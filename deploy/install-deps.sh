@@ -8,7 +8,7 @@ what=${1:-build}
 
 pkgs="gcc pkg-config meson ninja-build protobuf-c-compiler libprotobuf-c-dev
 libevent-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev
-libinih-dev libsystemd-dev openssl scdoc"
+libinih-dev libsystemd-dev libmunge-dev openssl scdoc"
 case $what in
 test) pkgs="$pkgs python3-grpcio python3-grpc-tools python3-protobuf
 python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang libclang-rt-14-dev valgrind

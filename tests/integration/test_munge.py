@@ -10,6 +10,7 @@ MUNGE together. Every wait is bounded."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -120,6 +121,8 @@ def test_owners_by_uid_and_admin_group(site):
     assert json.loads(r.stdout)["owner"] == "daemon"
     r = site.ctl(mt.USER_B, "status")
     assert r.returncode == 0 and "daemon" in r.stdout, r.stdout + r.stderr
+    r = site.ctl(mt.USER_B, "server")
+    assert r.returncode == 0 and re.search(r"you are\s+nobody$", r.stdout, re.M), r.stdout
 
     # Another uid may neither join nor abort the job.
     b = site.agent(mt.USER_B, "j1")
