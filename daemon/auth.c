@@ -35,6 +35,7 @@
 #define AUTH_THREADS		4
 #define AUTH_MAX_WAITING	20000
 #define AUTH_TIMEOUT_MS		5000
+#define AUTH_SLURM_TIMEOUT_MS	12000
 /* munged down is logged at most this often, unless the reason changes. */
 #define AUTH_WARN_MS		10000
 
@@ -46,6 +47,7 @@ struct auth_job {
 	uint64_t		 deadline_ms;
 	char			*cred;
 	char			*path;
+	char			*slurm_job;	/* slurm-job-owner = check */
 	struct auth_result	 r;
 };
 
@@ -55,6 +57,7 @@ STAILQ_HEAD(auth_queue, auth_job);
 static struct {
 	int			 on;
 	const char		*socket;	/* for messages */
+	unsigned int		 timeout_ms;
 	/* The loop's. */
 	struct auth_wait	 wait;
 	size_t			 n_waiting;
@@ -80,6 +83,7 @@ job_free(struct auth_job *j)
 		return;
 	free(j->cred);
 	free(j->path);
+	free(j->slurm_job);
 	free(j);
 }
 
@@ -102,6 +106,8 @@ worker(void *arg)
 		pthread_mutex_unlock(&A.mu);
 
 		auth_munge_decode(sock, group, j->cred, j->path, &j->r);
+		if (j->r.status == GRPC_OK && j->slurm_job != NULL)
+			auth_slurm_check(j->slurm_job, &j->r);
 
 		pthread_mutex_lock(&A.mu);
 		if (A.stopping) {
@@ -174,8 +180,9 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (j->call == NULL)
 			continue;
 		snprintf(msg, sizeof(msg), "rdzvd cannot decode MUNGE "
-		    "credentials: munged at %s did not answer within %d ms",
-		    A.socket, AUTH_TIMEOUT_MS);
+		    "credentials: munged at %s did not answer within %u ms%s",
+		    A.socket, A.timeout_ms, j->slurm_job != NULL ? " (with "
+		    "squeue for slurm-job-owner = check)" : "");
 		munged_down(msg);
 		grpc_call_finish(j->call, GRPC_UNAVAILABLE, "%s", msg);
 	}
@@ -240,10 +247,26 @@ open_path(const char *path, const char *cred)
 	    (strcmp(path, "/rdzv.v1.Control/ServerInfo") == 0 && cred == NULL);
 }
 
+/* A Join that starts a node under a Slurm job's number: the one call
+ * slurm-job-owner = check asks Slurm about (auth_slurm.c). */
+static const Rdzv__V1__JoinRequest *
+slurm_join(struct grpc_call *call, const char *path)
+{
+	const Rdzv__V1__JoinRequest *jr;
+
+	if (strcmp(path, "/rdzv.v1.Rendezvous/Join") != 0 ||
+	    (jr = (const Rdzv__V1__JoinRequest *)grpc_call_request(call)) ==
+	    NULL)
+		return NULL;
+	return jr->session_id.len == 0 && auth_slurm_id(jr->rdzv_id) ? jr :
+	    NULL;
+}
+
 static void
 authenticate(struct grpc_call *call, const char *cred, void *arg)
 {
 	const char *path = grpc_call_path(call);
+	const Rdzv__V1__JoinRequest *jr;
 	struct auth_job *j;
 
 	if (open_path(path, cred)) {
@@ -270,8 +293,14 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		grpc_call_finish(call, GRPC_INTERNAL, "rdzvd: out of memory");
 		return;
 	}
+	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) !=
+	    NULL && (j->slurm_job = strdup(jr->rdzv_id)) == NULL) {
+		job_free(j);
+		grpc_call_finish(call, GRPC_INTERNAL, "rdzvd: out of memory");
+		return;
+	}
 	j->call = call;
-	j->deadline_ms = mono_ms() + AUTH_TIMEOUT_MS;
+	j->deadline_ms = mono_ms() + A.timeout_ms;
 	j->waiting = 1;
 	TAILQ_INSERT_TAIL(&A.wait, j, wait);
 	A.n_waiting++;
@@ -292,6 +321,9 @@ auth_start(struct grpc_server_opts *so)
 	if (rdzvd.cfg.auth != AUTH_MUNGE)
 		return;
 	A.on = 1;
+	/* squeue has a deadline of its own, within this one. */
+	A.timeout_ms = rdzvd.cfg.slurm_job_owner ? AUTH_SLURM_TIMEOUT_MS :
+	    AUTH_TIMEOUT_MS;
 	A.socket = rdzvd.cfg.munge_socket != NULL ? rdzvd.cfg.munge_socket :
 	    "/run/munge/munge.socket.2";
 	TAILQ_INIT(&A.wait);

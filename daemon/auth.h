@@ -33,4 +33,14 @@ int	auth_munge_probe(const char *socket, char *err, size_t errlen);
 /* Frees the cached admin group. */
 void	auth_munge_free(void);
 
+/* auth_slurm.c */
+/* 1 when |rdzv_id| is a Slurm job id (a number). */
+int	auth_slurm_id(const char *rdzv_id);
+/*
+ * slurm-job-owner = check: whether the caller r->identity owns Slurm job
+ * |job|; if not, r->status and r->msg say so (PERMISSION_DENIED, or
+ * UNAVAILABLE when squeue cannot tell). Blocking: runs on a worker thread.
+ */
+void	auth_slurm_check(const char *job, struct auth_result *r);
+
 #endif

@@ -24,7 +24,7 @@
 #define DEFAULT_CONFIG "/etc/rdzv/rdzvd.conf"
 
 enum kind { K_STR, K_BOOL, K_LISTEN, K_ADMIN, K_SIZE, K_U32, K_DURATION_S,
-    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP, K_HTTP, K_AUTH };
+    K_DURATION_MS, K_LOGLEVEL, K_MODE, K_GROUP, K_HTTP, K_CHOICE };
 
 /*
  * A number's bounds are in its unit (bytes, a count, milliseconds, a file
@@ -69,8 +69,10 @@ static const struct setting settings[] = {
 	    "(repeatable)" },
 	{ "admin-group", K_STR, OFF(admin_group), "group whose members may "
 	    "act on every job (with auth = munge)" },
-	{ "auth", K_AUTH, OFF(auth), "none|munge: who a call comes from "
+	{ "auth", K_CHOICE, OFF(auth), "none|munge: who a call comes from "
 	    "beyond TLS" },
+	{ "slurm-job-owner", K_CHOICE, OFF(slurm_job_owner), "off|check: "
+	    "numeric job ids only from the Slurm job's owner (munge)" },
 	{ "munge-socket", K_STR, OFF(munge_socket), "munged's socket "
 	    "(auth = munge)" },
 	{ "max-message", K_SIZE, OFF(max_message), "largest message, bytes",
@@ -299,14 +301,19 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 	}
 	case K_GROUP:
 		return set_group(cfg, val, err, errlen);
-	case K_AUTH:
-		if (strcmp(val, "none") == 0)
-			cfg->auth = AUTH_NONE;
-		else if (strcmp(val, "munge") == 0)
-			cfg->auth = AUTH_MUNGE;
-		else
-			break;
-		return 0;
+	case K_CHOICE: {
+		/* The value's index in the setting's help, "a|b: ...". */
+		int i = 0;
+		for (const char *h = st->help; *h != ':' && *h != '\0'; i++) {
+			size_t n = strcspn(h, "|:");
+			if (strlen(val) == n && strncmp(h, val, n) == 0) {
+				*(int *)(base + st->off) = i;
+				return 0;
+			}
+			h += n + (h[n] == '|');
+		}
+		break;
+	}
 	case K_HTTP:
 		cfg->http_given = 1;
 		if (strcasecmp(val, "none") == 0) {
@@ -610,10 +617,11 @@ validate_auth(const struct config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (cfg->auth != AUTH_MUNGE && (cfg->admin_group != NULL ||
-	    cfg->munge_socket != NULL)) {
+	    cfg->munge_socket != NULL || cfg->slurm_job_owner)) {
 		snprintf(err, errlen, "--%s needs auth = munge (--auth munge): "
 		    "without it callers have no uid", cfg->admin_group != NULL ?
-		    "admin-group" : "munge-socket");
+		    "admin-group" : cfg->munge_socket != NULL ? "munge-socket" :
+		    "slurm-job-owner check");
 		return -1;
 	}
 	if (cfg->admin_group != NULL && getgrnam(cfg->admin_group) == NULL) {
@@ -736,6 +744,8 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "auth = %s\n", cfg->auth == AUTH_MUNGE ? "munge" : "none");
 	fprintf(f, "munge-socket = %s\n", cfg->munge_socket != NULL ?
 	    cfg->munge_socket : "");
+	fprintf(f, "slurm-job-owner = %s\n", cfg->slurm_job_owner ? "check" :
+	    "off");
 	fprintf(f, "max-message = %zu\n", cfg->max_message);
 	fprintf(f, "max-streams = %u\n", cfg->max_streams);
 	fprintf(f, "max-connections = %u\n", cfg->max_conns);

@@ -52,6 +52,7 @@ struct config {
 	char		*admin_group;	/* its members are admins (munge) */
 	int		 auth;		/* enum auth_kind */
 	char		*munge_socket;	/* NULL: libmunge's default */
+	int		 slurm_job_owner; /* 1: check numeric ids (auth.c) */
 	size_t		 max_message;
 	uint32_t	 max_streams;
 	uint32_t	 max_conns;

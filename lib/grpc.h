@@ -280,6 +280,10 @@ void grpc_call_on_writable(struct grpc_call *call,
 int grpc_call_proceed(struct grpc_call *call, const char *identity,
     unsigned int flags);
 
+/* The decoded request of a call that grpc_server_opts.authenticate holds,
+ * or NULL once its handler has run. */
+const ProtobufCMessage *grpc_call_request(const struct grpc_call *call);
+
 /* The flags grpc_call_proceed gave the call; 0 without. */
 unsigned int grpc_call_auth_flags(const struct grpc_call *call);
 

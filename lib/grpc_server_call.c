@@ -357,6 +357,12 @@ grpc_call_proceed(struct grpc_call *call, const char *identity,
 	return 0;
 }
 
+const ProtobufCMessage *
+grpc_call_request(const struct grpc_call *call)
+{
+	return call->held;
+}
+
 unsigned int
 grpc_call_auth_flags(const struct grpc_call *call)
 {

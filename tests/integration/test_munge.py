@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import types
 from concurrent import futures
 
 import grpc
@@ -56,10 +57,10 @@ class Site:
         self.munged = [mt.Munged(self.dir)]
         self.daemon = None
 
-    def rdzvd(self, *args, munged=None):
+    def rdzvd(self, *args, munged=None, env=None):
         m = munged or self.munged[0]
         self.daemon = rt.Daemon(self.dir, ["--auth", "munge", "--munge-socket", m.socket,
-                                           "--http-listen", "none"] + list(args))
+                                           "--http-listen", "none"] + list(args), env=env)
         self.procs.append(self.daemon)
         return self.daemon
 
@@ -295,3 +296,43 @@ def test_mtls_and_munge(site):
     r = site.ctl(mt.USER_A, "abort", "j1", "--reason", "done", tls=tls)
     assert r.returncode == 0, r.stderr
     assert a.wait(30) == 1
+
+
+def test_slurm_job_owner_check(site):
+    import slurmtest as st
+    if st.missing() is not None:
+        pytest.skip(st.missing())
+    slurm = st.Slurm(site.dir)
+    try:
+        # Other uids reach Slurm's munged, as on a cluster.
+        os.chmod(os.path.join(slurm.dir, "munge"), 0o755)
+        sock = slurm.munge_socket
+        # User A's Slurm job, held so that it stays in the queue.
+        r = subprocess.run(mt.as_user(mt.USER_A, [
+            "sbatch", "--parsable", "--hold", "--chdir", "/tmp", "--wrap", "sleep 60"]),
+            env=slurm.env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        job = r.stdout.strip().split(";")[0]
+        site.rdzvd("--slurm-job-owner", "check", munged=types.SimpleNamespace(socket=sock),
+                   env={"SLURM_CONF": slurm.conf})
+
+        b = site.agent(mt.USER_B, job, socket=sock)
+        assert b.wait(30) != 0
+        assert "job %s is Slurm job %s of daemon; nobody may not join it" % (
+            job, job) in b.output(), b.output()
+        none = site.agent(mt.USER_A, "999999", socket=sock)
+        assert none.wait(30) != 0
+        assert "Slurm has no job 999999" in none.output(), none.output()
+
+        a = site.agent(mt.USER_A, job, socket=sock)
+        running(a, job)
+        # Ids that are not numbers are anybody's, as before.
+        free = site.agent(mt.USER_B, "not-slurm", socket=sock)
+        running(free, "not-slurm")
+        r = site.ctl(mt.USER_A, "status", job, "-o", "json", socket=sock)
+        assert r.returncode == 0 and json.loads(r.stdout)["owner"] == "daemon", r.stderr
+    finally:
+        for p in site.procs:
+            p.stop(5)
+        site.procs = []
+        slurm.stop()
