@@ -57,6 +57,10 @@ STAILQ_HEAD(auth_queue, auth_job);
 static struct {
 	int			 on;
 	const char		*socket;	/* for messages */
+	/* The threads' own copies: one stuck in munged when rdzvd exits
+	 * must not read the freed config. Never freed. */
+	char			*munge_socket;	/* NULL: the default */
+	char			*admin_group;
 	unsigned int		 timeout_ms;
 	/* The loop's. */
 	struct auth_wait	 wait;
@@ -90,8 +94,8 @@ job_free(struct auth_job *j)
 static void *
 worker(void *arg)
 {
-	const char *sock = rdzvd.cfg.munge_socket;
-	const char *group = rdzvd.cfg.admin_group;
+	const char *sock = A.munge_socket;
+	const char *group = A.admin_group;
 	struct auth_job *j;
 	uint64_t one = 1;
 
@@ -324,7 +328,12 @@ auth_start(struct grpc_server_opts *so)
 	/* squeue has a deadline of its own, within this one. */
 	A.timeout_ms = rdzvd.cfg.slurm_job_owner ? AUTH_SLURM_TIMEOUT_MS :
 	    AUTH_TIMEOUT_MS;
-	A.socket = rdzvd.cfg.munge_socket != NULL ? rdzvd.cfg.munge_socket :
+	if ((rdzvd.cfg.munge_socket != NULL && (A.munge_socket =
+	    strdup(rdzvd.cfg.munge_socket)) == NULL) ||
+	    (rdzvd.cfg.admin_group != NULL && (A.admin_group =
+	    strdup(rdzvd.cfg.admin_group)) == NULL))
+		fatalx("auth: out of memory");
+	A.socket = A.munge_socket != NULL ? A.munge_socket :
 	    "/run/munge/munge.socket.2";
 	TAILQ_INIT(&A.wait);
 	STAILQ_INIT(&A.todo);
