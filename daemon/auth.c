@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 #define AUTH_THREADS		4
 #define AUTH_MAX_WAITING	20000
@@ -290,19 +291,11 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "credentials; try again", A.n_waiting, A.socket);
 		return;
 	}
-	if ((j = calloc(1, sizeof(*j))) == NULL ||
-	    (j->cred = strdup(cred)) == NULL ||
-	    (j->path = strdup(path)) == NULL) {
-		job_free(j);
-		grpc_call_finish(call, GRPC_INTERNAL, "rdzvd: out of memory");
-		return;
-	}
-	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) !=
-	    NULL && (j->slurm_job = strdup(jr->rdzv_id)) == NULL) {
-		job_free(j);
-		grpc_call_finish(call, GRPC_INTERNAL, "rdzvd: out of memory");
-		return;
-	}
+	j = xcalloc(1, sizeof(*j));
+	j->cred = xstrdup(cred);
+	j->path = xstrdup(path);
+	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) != NULL)
+		j->slurm_job = xstrdup(jr->rdzv_id);
 	j->call = call;
 	j->deadline_ms = mono_ms() + A.timeout_ms;
 	j->waiting = 1;
@@ -328,11 +321,10 @@ auth_start(struct grpc_server_opts *so)
 	/* squeue has a deadline of its own, within this one. */
 	A.timeout_ms = rdzvd.cfg.slurm_job_owner ? AUTH_SLURM_TIMEOUT_MS :
 	    AUTH_TIMEOUT_MS;
-	if ((rdzvd.cfg.munge_socket != NULL && (A.munge_socket =
-	    strdup(rdzvd.cfg.munge_socket)) == NULL) ||
-	    (rdzvd.cfg.admin_group != NULL && (A.admin_group =
-	    strdup(rdzvd.cfg.admin_group)) == NULL))
-		fatalx("auth: out of memory");
+	if (rdzvd.cfg.munge_socket != NULL)
+		A.munge_socket = xstrdup(rdzvd.cfg.munge_socket);
+	if (rdzvd.cfg.admin_group != NULL)
+		A.admin_group = xstrdup(rdzvd.cfg.admin_group);
 	A.socket = A.munge_socket != NULL ? A.munge_socket :
 	    "/run/munge/munge.socket.2";
 	TAILQ_INIT(&A.wait);
