@@ -12,8 +12,9 @@
  * the reason. The queue is bounded (AUTH_MAX_WAITING: more calls are
  * refused with UNAVAILABLE), and a call whose credential munged has not
  * decoded within AUTH_TIMEOUT_MS ends with UNAVAILABLE naming munged's
- * socket; its thread's answer is dropped when it comes. Calls leave the
- * threads in deadline order, so one timer for the oldest bounds them all.
+ * socket; its thread's answer is dropped when it comes. Every call may wait
+ * equally long, so the wait list is in deadline order and one timer for
+ * its oldest call bounds them all.
  */
 #include <sys/eventfd.h>
 #include <sys/queue.h>
