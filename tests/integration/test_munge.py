@@ -4,7 +4,7 @@ rdzvctl run as other uids through setpriv: a job belongs to the uid that
 created it, another uid's abort and join are refused, the owner's and an
 admin-group member's abort go through, rdzvctl names owners by user name;
 a credential replayed with a raw client (grpcio, the header rdzvctl sent),
-one made for another call, and none at all are refused; munged stopped on
+an expired one, one made for another call, and none at all are refused; munged stopped on
 the client's or on rdzvd's side gives an error naming its socket; mTLS and
 MUNGE together. Every wait is bounded."""
 
@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 import types
 from concurrent import futures
 
@@ -212,6 +213,17 @@ def test_replayed_missing_and_misdirected_credentials(site):
             list_jobs(C.ListJobsRequest(), metadata=[("rdzv-munge", other)], timeout=10)
         assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "another call" in e.value.details()
+
+    # Expired: a time to live of 1 s, used 3 s later (munged's clock decides).
+    made = time.monotonic()
+    old = subprocess.run(mt.as_user(mt.USER_A, ["munge", "-S", site.munged[0].socket,
+                                                "-t", "1", "-s", LIST]),
+                         capture_output=True, text=True, check=True).stdout.strip()
+    time.sleep(max(0.0, made + 3 - time.monotonic()))
+    with pytest.raises(grpc.RpcError) as e:
+        list_jobs(C.ListJobsRequest(), metadata=[("rdzv-munge", old)], timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "MUNGE credential expired" in e.value.details()
 
     # Garbage.
     with pytest.raises(grpc.RpcError) as e:
