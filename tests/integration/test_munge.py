@@ -283,11 +283,16 @@ def test_munged_stopped_on_rdzvd_side(site):
     assert "rdzvd cannot decode MUNGE credentials: munged at %s" % theirs.socket in r.stderr
     assert "is rdzvd running" not in r.stderr
     d.wait_line(r"auth: rdzvd cannot decode MUNGE credentials: munged at %s"
-                % theirs.socket, 10, mark)
+                % re.escape(theirs.socket), 10, mark)
     # Never anonymous instead: the job is untouched, its agent runs on.
     r = site.ctl(mt.USER_A, "abort", "j1")
     assert r.returncode == 5, r.stdout + r.stderr
     assert a.p.poll() is None
+    # A new agent hears why it cannot join.
+    b = site.agent(mt.USER_A, "j2")
+    b.wait_line(r"rdzvd cannot decode MUNGE credentials: munged at %s"
+                % re.escape(theirs.socket), 20)
+    assert not os.path.exists(b.marker)
 
 
 def test_mtls_and_munge(site):
