@@ -32,8 +32,9 @@ def missing():
                          capture_output=True, text=True).stdout
     if "--auth" not in out:
         return "rdzvd has no --auth"
-    r = subprocess.run([rt.build_path("daemon", "rdzvd"), "--auth", "munge",
-                        "--check-config"], capture_output=True, text=True)
+    r = subprocess.run([rt.build_path("daemon", "rdzvd"), "--config", "/dev/null",
+                        "--auth", "munge", "--check-config"],
+                       capture_output=True, text=True)
     if "built without MUNGE" in r.stderr:
         return "rdzvd was built without MUNGE (libmunge-dev)"
     return None
