@@ -292,7 +292,7 @@ class RdzvRendezvousHandler(RendezvousHandler):
             try:
                 tcp = TCPStore(addr, port, is_master=True, timeout=timeout,
                                wait_for_workers=False)
-            except RuntimeError as e:
+            except (RuntimeError, OSError) as e:
                 raise RendezvousError("generation %d: cannot host the round's "
                                       "store on port %d: %s" % (a["generation"], port, e))
         else:
@@ -301,7 +301,7 @@ class RdzvRendezvousHandler(RendezvousHandler):
                 try:
                     tcp = TCPStore(addr, port, is_master=False,
                                    timeout=datetime.timedelta(seconds=5))
-                except RuntimeError:
+                except (RuntimeError, OSError):     # 1.13: TimeoutError
                     with c.cond:
                         if c.ended is not None:
                             self._ended(c.ended)
