@@ -12,8 +12,8 @@ torch 2.6+ finds the backend through the entry point `torchrun.handlers`
 ARGS...` registers it and runs torch.distributed.run with ARGS.
 """
 
-import argparse
 import datetime
+import logging
 import os
 import re
 import socket
@@ -26,6 +26,8 @@ from torch.distributed.elastic.rendezvous import (RendezvousClosedError,
 from torch.distributed.elastic.rendezvous import api as rdzv_api
 
 from rdzv.coproc import Coproc
+
+log = logging.getLogger(__name__)
 
 BACKEND = "rdzv"
 DEFAULT_PORT = 29400
@@ -183,6 +185,10 @@ class RdzvRendezvousHandler(RendezvousHandler):
                 break
             after = a["generation"]     # a newer round came meanwhile
         self._handed = a
+        log.info("generation %d: node %d of %d, store %s:%d %s",
+                 a["generation"], a["group_rank"], a["group_world_size"],
+                 a["master_addr"], a["master_port"],
+                 "hosted here" if a["group_rank"] == 0 else "reached")
         os.environ["RDZV_GENERATION"] = str(a["generation"])
         os.environ["RDZV_RESTART_COUNT"] = str(a["restart_count"])
         rank, world = a["group_rank"], a["group_world_size"]
