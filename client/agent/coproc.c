@@ -41,10 +41,16 @@
 "workers' outcome, leaves or closes the job with JSON lines on stdin\n"	\
 "(docs/AGENT.md). The end of stdin ends the node without a Leave.\n"	\
 "\n"									\
-"It takes join's options (rdzv-agent join --help) that concern the job\n" \
-"and rdzvd; --nproc-per-node must be a number (the launcher's workers),\n" \
-"and the worker options (--log-dir, --tee, --gpucheck, --stop-timeout)\n" \
-"have no effect.\n"
+"It takes the options of `rdzv-agent join --help` that concern the job\n" \
+"and rdzvd (the worker options do nothing here), and:\n"		\
+"\n"									\
+"  --id ID                       the job (default $SLURM_JOB_ID,\n"	\
+"                                $PBS_JOBID)\n"				\
+"  --nproc-per-node N            the launcher's workers on this node: a\n" \
+"                                number (default 1)\n"			\
+"\n"									\
+"Exit status: as join's, the job's outcome once it ended; 1 when the\n" \
+"launcher went away.\n"
 
 void
 coproc_usage(FILE *f)
