@@ -12,6 +12,7 @@ torch 2.6+ finds the backend through the entry point `torchrun.handlers`
 ARGS...` registers it and runs torch.distributed.run with ARGS.
 """
 
+import atexit
 import datetime
 import logging
 import os
@@ -255,7 +256,19 @@ class RdzvRendezvousHandler(RendezvousHandler):
     def _start(self):
         if self._coproc is None:
             self._coproc = Coproc(self.args)
+            atexit.register(self._at_exit)
         return self._coproc
+
+    def _at_exit(self):
+        """torchrun stopped by a signal skips shutdown() (it would close a
+        c10d rendezvous for good); leaving is what a signal means here, so
+        the others' next round is a planned change, not a lost node."""
+        c = self._coproc
+        if c is None or c.p.poll() is not None or c.ended is not None:
+            return
+        c.send(cmd="leave", reason="torchrun on %s is exiting" % socket.gethostname())
+        c.wait(lambda: c.ended or c.p.poll() is not None, 5)
+        c.finish(5)
 
     def _ended(self, ev):
         msg = "job %s: %s" % (self._run_id, ev.get("message", ""))

@@ -120,6 +120,28 @@ def test_torchrun_killed(job):
     tt.check_closed(job, g2)
 
 
+def test_sigterm_to_torchrun_leaves(job):
+    """SIGTERM to one torchrun alone (not its process group): torch skips
+    the handler's shutdown(), the handler leaves at exit all the same, so
+    rdzvd records a planned leave, not a lost node."""
+    env = {"TRAIN_STOP_FILE": job.stop_file, "TRAIN_EPOCH_SECONDS": "0.2"}
+    for t in "ab":
+        job.agent(t, nnodes="1:2", max_restarts=3, env=env)
+    g1, start = job.wait_world(2, timeout=120)
+    job.wait_epochs(g1, 2, 1)
+    victim = start[1]["tag"]
+    job.agents[victim].signal(signal.SIGTERM)
+    job.wait_exits([victim], timeout=60)
+    survivor = start[0]["tag"]
+    g2, _ = job.wait_world(1, after=g1, timeout=90)
+    kinds = [e.kind for e in job.job().events]
+    assert "left" in kinds and "lost" not in kinds, kinds
+    job.wait_epochs(g2, 1, 1)
+    job.stop_workers()
+    assert job.wait_exits([survivor], timeout=90) == {survivor: 0}, job.outputs()
+    tt.check_closed(job, g2)
+
+
 def test_worker_failure_counts_one_restart(job):
     """A worker fails once with --max-restarts 1: one job-wide restart
     (rdzvctl status says 1), a new round of the same three, then success."""
