@@ -131,7 +131,7 @@ def test_bad_commands_answered(daemon, procs):
                         "succeeded")):
         n = len([e for e in a.events() if e["event"] == "error"])
         a.send(line)
-        e = a.wait_event("error", lambda e, n=n: len(
+        a.wait_event("error", lambda e, n=n: len(
             [x for x in a.events() if x["event"] == "error"]) > n)
         errs = [x for x in a.events() if x["event"] == "error"]
         assert what in errs[-1]["message"], (line, errs[-1])
