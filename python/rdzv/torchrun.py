@@ -138,7 +138,7 @@ class RdzvRendezvousHandler(RendezvousHandler):
         self._coproc = None
         self._handed = None     # the assignment torch has now
         self._tcp = None        # its store, hosted or reached
-        self._reported = set()  # generations reported
+        self._reported = set()  # (outcome, generation) sent
         self._closed = False
 
     @staticmethod
