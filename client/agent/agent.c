@@ -191,32 +191,33 @@ on_joined(void *arg)
 /*
  * An assignment must fit what this node offered and describe a world at
  * all; a server that says otherwise is broken or lying, and its numbers
- * would fork workers or hand out ranks (issue 12). Returns 0, or -1 with
- * what was wrong in |why|.
+ * would fork workers or hand out ranks (issue 12). |gen_seen| is the
+ * newest generation seen so far, |nproc| the workers offered at the join.
+ * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
+ * too.
  */
-static int
-assignment_check(const struct agent *a, const Rdzv__V1__Assignment *pb,
-    char *why, size_t len)
+int
+assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
+    const Rdzv__V1__Assignment *pb, char *why, size_t len)
 {
 	uint64_t end = (uint64_t)pb->base_rank + pb->local_world_size;
 
-	if (pb->generation < a->gen_seen) {
+	if (pb->generation < gen_seen) {
 		snprintf(why, len, "generation %llu after generation %llu: "
 		    "generations only grow", (unsigned long long)pb->generation,
-		    (unsigned long long)a->gen_seen);
+		    (unsigned long long)gen_seen);
 		return -1;
 	}
 	if (pb->rdzv_id != NULL && pb->rdzv_id[0] != '\0' &&
-	    strcmp(pb->rdzv_id, a->opts->id) != 0) {
+	    strcmp(pb->rdzv_id, job_id) != 0) {
 		snprintf(why, len, "an assignment for job '%.*s', not %s",
-		    (int)utf8_prefix(pb->rdzv_id, 128), pb->rdzv_id,
-		    a->opts->id);
+		    (int)utf8_prefix(pb->rdzv_id, 128), pb->rdzv_id, job_id);
 		return -1;
 	}
-	if (pb->local_world_size > a->nproc_joined) {
+	if (pb->local_world_size > nproc) {
 		snprintf(why, len, "generation %llu asks for %u workers; this "
 		    "node offered %u", (unsigned long long)pb->generation,
-		    pb->local_world_size, a->nproc_joined);
+		    pb->local_world_size, nproc);
 		return -1;
 	}
 	if (end > pb->world_size) {
@@ -244,7 +245,8 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 
 	if (a->quitting)
 		return;
-	if (assignment_check(a, pb, why, sizeof(why)) != 0) {
+	if (assignment_check(a->opts->id, a->nproc_joined, a->gen_seen, pb,
+	    why, sizeof(why)) != 0) {
 		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
 		    "%s: %s", session_server(&a->session), why);
 		return;

@@ -371,10 +371,19 @@ int	agent_init(struct agent *, struct agent_opts *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 uint16_t agent_free_port(uint16_t avoid);
+int	assignment_check(const char *job_id, uint32_t nproc,
+	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
+	    size_t len);
+
+/* coproc.c */
+int	cmd_coproc(int argc, char **argv);
+void	coproc_usage(FILE *);	/* coproc --help, help coproc */
 
 /* join.c */
 int	cmd_join(int argc, char **argv);
 void	join_usage(FILE *);	/* join --help, help join */
+int	join_options(struct agent_opts *, int argc, char **argv,
+	    void (*usage)(FILE *), char *err, size_t errlen);
 
 /* sched.c */
 void	sched_defaults(struct agent_opts *);

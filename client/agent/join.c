@@ -417,8 +417,8 @@ opts_env(struct agent_opts *o, char *err, size_t len)
 }
 
 static int
-opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
-    size_t len)
+opts_flags(struct agent_opts *o, int argc, char **argv,
+    void (*usage)(FILE *), char *err, size_t len)
 {
 	struct option longopts[2 * N_SETTINGS + 16];
 	const struct option client_longopts[] = { CLIENT_LONG_OPTIONS };
@@ -446,7 +446,7 @@ opts_flags(struct agent_opts *o, int argc, char **argv, char *err,
 		const char *opt = argv[optind - 1];
 
 		if (ch == 'h') {
-			join_usage(stdout);
+			usage(stdout);
 			return 1;
 		}
 		if (ch == 'v') {
@@ -525,6 +525,26 @@ command_check(const char *cmd, char *err, size_t len)
 	return -1;
 }
 
+/*
+ * The defaults, the RDZV_* variables, the flags (up to the command) and
+ * the scheduler's values, in that order of weakness; `coproc` (coproc.c)
+ * takes the same options. 0; 1 when --help printed |usage|; -1 with the
+ * bad value named in |err|.
+ */
+int
+join_options(struct agent_opts *o, int argc, char **argv,
+    void (*usage)(FILE *), char *err, size_t len)
+{
+	int rc;
+
+	if ((rc = opts_defaults(o, err, len)) == 0 &&
+	    (rc = opts_env(o, err, len)) == 0)
+		rc = opts_flags(o, argc, argv, usage, err, len);
+	if (rc == 0)
+		sched_defaults(o);
+	return rc;
+}
+
 int
 cmd_join(int argc, char **argv)
 {
@@ -532,16 +552,13 @@ cmd_join(int argc, char **argv)
 	char err[512];
 	int rc;
 
-	if ((rc = opts_defaults(&o, err, sizeof(err))) == 0 &&
-	    (rc = opts_env(&o, err, sizeof(err))) == 0)
-		rc = opts_flags(&o, argc, argv, err, sizeof(err));
+	rc = join_options(&o, argc, argv, join_usage, err, sizeof(err));
 	if (rc > 0)
 		return 0;
 	if (rc < 0) {
 		fprintf(stderr, "rdzv-agent join: %s\n", err);
 		return AGENT_EXIT_USAGE;
 	}
-	sched_defaults(&o);
 	if (o.id == NULL) {
 		fprintf(stderr, "rdzv-agent join: no job id: give --id ID "
 		    "(or RDZV_ID; under Slurm or PBS the job's id is used)\n");

@@ -20,6 +20,10 @@ static const struct cmd_entry cmds[] = {
 	{ "join", "join --id ID [options] -- CMD [ARGS...]\n"
 	    "        join a job and run its workers on this node",
 	    cmd_join, join_usage },
+	{ "coproc", "coproc --id ID [options]\n"
+	    "        join a job for a launcher that runs the workers itself\n"
+	    "        (torchrun): JSON lines on stdin and stdout",
+	    cmd_coproc, coproc_usage },
 	{ "gpucheck", "gpucheck [--device N|all] [-o json]\n"
 	    "        check this node's GPUs by hand",
 	    cmd_gpucheck, gpucheck_usage },

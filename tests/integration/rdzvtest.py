@@ -54,6 +54,14 @@ def _generate_protos():
                 pass
     if out not in sys.path:
         sys.path.insert(0, out)
+    # The generated modules are rdzv.v1; python/rdzv (this tree's or an
+    # installed python3-rdzv) is the package rdzv, whose __init__ adds every
+    # rdzv folder on sys.path to its own. One imported before this folder
+    # was on sys.path gets it here.
+    pkg = sys.modules.get("rdzv")
+    gen = os.path.join(out, "rdzv")
+    if pkg is not None and hasattr(pkg, "__path__") and gen not in list(pkg.__path__):
+        pkg.__path__.append(gen)
 
 
 def protos():

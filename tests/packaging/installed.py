@@ -5,11 +5,21 @@ by the directory each goes in. docs/INSTALL.md says why each is there.
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
+
+def _version():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "..", "..", "meson.build")) as f:
+        return re.search(r"version : '([^']+)'", f.read()).group(1)
+
+
+VERSION = _version()
 
 # (directory, path under it). The directories are meson's (prefix, bindir,
-# ...) and two of ours: unitdir, where rdzvd.service goes, and sysusersdir.
+# ...), pythondir (the Python module folder) and two of ours: unitdir, where rdzvd.service goes, and sysusersdir.
 EXPECTED = [
     ("sbindir", "rdzvd"),
     ("bindir", "rdzv-agent"),
@@ -24,6 +34,13 @@ EXPECTED = [
     ("mandir", "man1/rdzvctl.1"),
     ("mandir", "man5/rdzvd.conf.5"),
     ("mandir", "man8/rdzvd.8"),
+    # python/meson.build: the package and its metadata.
+    ("pythondir", "rdzv/__init__.py"),
+    ("pythondir", "rdzv/coproc.py"),
+    ("pythondir", "rdzv/torchrun.py"),
+    ("pythondir", "rdzv-%s.dist-info/METADATA" % VERSION),
+    ("pythondir", "rdzv-%s.dist-info/entry_points.txt" % VERSION),
+    ("pythondir", "rdzv-%s.dist-info/top_level.txt" % VERSION),
 ]
 
 
@@ -48,7 +65,28 @@ def build_dirs(build_root):
                 unitdir = r.stdout.strip()
     dirs["unitdir"] = unitdir
     dirs["sysusersdir"] = os.path.join(prefix, "lib/sysusers.d")
+    dirs["pythondir"] = pythondir(build_root, opts)
     return dirs
+
+
+def pythondir(build_root, opts):
+    """Where python/meson.build puts the package: python.purelibdir if
+    given; Debian's folders under /usr and /usr/local; else meson's
+    choice for the prefix."""
+    prefix = opts["prefix"]
+    if opts.get("python.purelibdir"):
+        return opts["python.purelibdir"]
+    if prefix == "/usr":
+        return "/usr/lib/python3/dist-packages"
+    if prefix == "/usr/local":
+        return "/usr/local/lib/python%d.%d/dist-packages" % sys.version_info[:2]
+    out = subprocess.run(["meson", "introspect", build_root, "--installed"],
+                         capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    for src, dest in json.loads(out).items():
+        if src.endswith(os.path.join("python", "rdzv", "__init__.py")):
+            return os.path.dirname(os.path.dirname(dest))
+    raise AssertionError("python/rdzv is not installed by this build")
 
 
 def expected_files(dirs):

@@ -93,7 +93,7 @@ def test_rdzvctl_commands_and_options():
 
 
 def test_rdzv_agent_commands_options_and_the_workers_command():
-    assert complete("rdzv-agent", "") == ["gpucheck", "help", "join"]
+    assert complete("rdzv-agent", "") == ["coproc", "gpucheck", "help", "join"]
     assert complete("rdzv-agent", "--v") == ["--version"]
     assert complete("rdzv-agent", "join", "--nproc") == ["--nproc-per-node"]
     assert complete("rdzv-agent", "join", "--rej") == ["--rejoin-timeout"]
@@ -106,7 +106,9 @@ def test_rdzv_agent_commands_options_and_the_workers_command():
     assert complete("rdzv-agent", "gpucheck", "-o", "") == ["json", "table"]
     assert "--bytes" in complete("rdzv-agent", "gpucheck", "--")
     # help COMMAND: the commands, and nothing after the one.
-    assert complete("rdzv-agent", "help", "") == ["gpucheck", "join"]
+    assert complete("rdzv-agent", "help", "") == ["coproc", "gpucheck", "join"]
+    assert complete("rdzv-agent", "coproc", "--nproc") == ["--nproc-per-node"]
+    assert complete("rdzv-agent", "coproc", "--rej") == ["--rejoin-timeout"]
     assert complete("rdzv-agent", "help", "j") == ["join"]
     assert complete("rdzv-agent", "help", "join", "") == []
     assert complete("rdzv-agent", "join", "--att") == ["--attempt"]

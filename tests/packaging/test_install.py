@@ -3,6 +3,7 @@ unit with this prefix's paths (and systemd-analyze verify content with it),
 and a config file that is there already kept.
 """
 
+import json
 import os
 import re
 import shutil
@@ -105,3 +106,62 @@ def test_an_existing_config_is_kept(dirs, tmp_path):
     # Everything else is installed as usual.
     assert installed.files_under(str(tmp_path)) == \
         installed.expected_files(dirs)
+
+
+# Run by Debian's python3 with only the installed tree's module folder
+# added: the entry point torch 2.6+ loads, its factory, the creator, and
+# torch's own registry (as torch 2.6 registers out-of-tree backends).
+ENTRY_POINT_CHECK = r'''
+import json, sys
+site = sys.argv[1]
+sys.path.insert(0, site)
+from importlib.metadata import entry_points, version
+eps = [e for e in entry_points(group="torchrun.handlers") if e.name == "rdzv"]
+assert len(eps) == 1, eps
+import rdzv
+assert rdzv.__file__.startswith(site), rdzv.__file__
+creator = eps[0].load()()
+from torch.distributed.elastic.rendezvous import (RendezvousParameters,
+    rendezvous_handler_registry as registry)
+params = RendezvousParameters("rdzv", "rdzvd.example:29400", "job-7", 2, 4,
+                              join_timeout=5, last_call_timeout=1,
+                              nproc_per_node=3)
+h = creator(params)
+registry.register("rdzv", creator)
+h2 = registry.create_handler(params)
+try:
+    creator(RendezvousParameters("rdzv", "h", "j", 1, 1, no_such_key=1))
+    bad = None
+except ValueError as e:
+    bad = str(e)
+print(json.dumps({"value": eps[0].value, "version": version("rdzv"),
+                  "backend": h.get_backend(), "run_id": h.get_run_id(),
+                  "args": h.args, "registry": type(h2).__name__,
+                  "bad": bad}))
+'''
+
+
+def test_entry_point_from_the_installed_tree(dirs, destdir, tmp_path):
+    r = subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                       capture_output=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip("torch cannot be imported by /usr/bin/python3 "
+                    "(Debian: python3-torch)")
+    site = str(destdir) + dirs["pythondir"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run(["/usr/bin/python3", "-c", ENTRY_POINT_CHECK, site],
+                       capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["value"] == "rdzv.torchrun:handler"
+    assert got["version"] == installed.VERSION
+    assert got["backend"] == "rdzv" and got["run_id"] == "job-7"
+    assert got["registry"] == "RdzvRendezvousHandler"
+    args = got["args"]
+    for flag, value in (("--id", "job-7"), ("--nnodes", "2:4"),
+                        ("--nproc-per-node", "3"),
+                        ("--server", "rdzvd.example:29400"),
+                        ("--join-timeout", "5"), ("--last-call", "1")):
+        assert args[args.index(flag) + 1] == value, args
+    assert "no_such_key" in got["bad"], got["bad"]

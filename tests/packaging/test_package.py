@@ -32,7 +32,7 @@ import pytest
 import installed
 import rdzvtest
 
-PACKAGES = ["rdzvd", "rdzv-agent"]
+PACKAGES = ["rdzvd", "rdzv-agent", "python3-rdzv"]
 
 # The package's directories (debian/rules: prefix /usr, the unit in
 # Debian 12's /lib/systemd/system).
@@ -41,6 +41,7 @@ DEB_DIRS = {
     "sysconfdir": "/etc", "datadir": "/usr/share",
     "mandir": "/usr/share/man", "unitdir": "/lib/systemd/system",
     "sysusersdir": "/usr/lib/sysusers.d",
+    "pythondir": "/usr/lib/python3/dist-packages",
 }
 
 # Runs in the new mount namespace: an overlay of / with its upper layer on
@@ -257,7 +258,8 @@ def test_install_run_purge(built, tmp_path):
         if sb.run("getent passwd rdzv", check=False).returncode == 0:
             pytest.skip("this machine has a user rdzv already")
 
-        sb.run("dpkg -i /mnt/rdzvd_*.deb /mnt/rdzv-agent_*.deb",
+        sb.run("dpkg -i /mnt/rdzvd_*.deb /mnt/rdzv-agent_*.deb "
+               "/mnt/python3-rdzv_*.deb",
                timeout=300)
 
         # The user, the unit enabled (not started: no systemd runs here,
@@ -324,6 +326,12 @@ def test_install_run_purge(built, tmp_path):
             assert sb.run("man -w " + args).stdout.strip() == \
                 "/usr/share/man/" + page
         assert sb.exists("/usr/share/bash-completion/completions/rdzvctl")
+
+        # torch finds the backend by its entry point (python3-rdzv).
+        r = sb.run("/usr/bin/python3 -c 'from importlib.metadata import "
+                   "entry_points; print([e.value for e in entry_points("
+                   "group=\"torchrun.handlers\") if e.name == \"rdzv\"])'")
+        assert r.stdout.strip() == "['rdzv.torchrun:handler']", r.stdout
 
         daemon.signal(signal.SIGTERM)
         assert daemon.wait(30) == 0, daemon.output()

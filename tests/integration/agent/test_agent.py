@@ -113,7 +113,7 @@ def test_help_command():
         return subprocess.run([AGENT] + list(args), capture_output=True,
                               text=True, timeout=15, stdin=subprocess.DEVNULL,
                               env=dict(os.environ, **(env or {})))
-    for cmd in ("join", "gpucheck"):
+    for cmd in ("join", "coproc", "gpucheck"):
         direct = agent(cmd, "--help")
         assert direct.returncode == 0 and direct.stdout.startswith(
             "usage: rdzv-agent %s " % cmd), direct
@@ -129,7 +129,7 @@ def test_help_command():
     h = agent("help", "frob")
     assert h.returncode == 2 and h.stdout == "" and h.stderr == \
         "rdzv-agent: help: unknown command 'frob'; the commands are join, " \
-        "gpucheck\n", h
+        "coproc, gpucheck\n", h
     h = agent("help", "join", "gpucheck")
     assert h.returncode == 2 and "help takes one command" in h.stderr, h
 

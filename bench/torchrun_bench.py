@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""torchrun with torch's c10d rendezvous against torchrun with rdzv's
+(`--rdzv-backend rdzv`, python/rdzv), on this machine, in one run.
+
+For each node count and each backend, N torchruns (`python3 -m
+rdzv.torchrun`, which is torch.distributed.run with the backend registered
+and torch 1.13's flag quirks repaired, for both backends alike) start at
+once on loopback, one worker each (bench/torchrun_worker.py). Measured from
+just before the first torchrun starts:
+
+  spawned   the last worker started (before it imports torch): torchrun's
+            start, the rendezvous and the agents' rank exchange
+  running   the last worker past init_process_group and a barrier
+
+c10d: the first torchrun hosts the store (--rdzv-endpoint 127.0.0.1:PORT),
+as on a cluster. rdzv: a private rdzvd (the build's) with a fresh database.
+The backends alternate (c10d first at the first count, rdzv first at the
+next) so that neither always runs on a machine warmed by the other. Prints
+"name: value" lines and the ratios c10d/rdzv; exits 1 when a run fails or
+passes --timeout.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_rdzvd(build, tmp):
+    p = subprocess.Popen([os.path.join(build, "daemon", "rdzvd"), "--db",
+                          os.path.join(tmp, "rdzv.db"), "--listen",
+                          "127.0.0.1:0", "--http-listen", "none"],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    for line in p.stderr:
+        m = re.search(r"listening on (\S+)", line)
+        if m:
+            # Keep reading, so that rdzvd never blocks on a full pipe.
+            import threading
+            threading.Thread(target=lambda: [None for _ in p.stderr],
+                             daemon=True).start()
+            return p, m.group(1)
+        if time.monotonic() > deadline:
+            break
+    p.kill()
+    raise RuntimeError("rdzvd did not start")
+
+
+def run_once(backend, n, build, timeout):
+    tmp = tempfile.mkdtemp(prefix="torchrun-bench-")
+    out = os.path.join(tmp, "out")
+    os.makedirs(out)
+    daemon = None
+    procs = []
+    try:
+        if backend == "rdzv":
+            daemon, endpoint = start_rdzvd(build, tmp)
+        else:
+            endpoint = "127.0.0.1:%d" % free_port()
+        env = dict(os.environ, BENCH_OUT=out,
+                   RDZV_AGENT=os.path.join(build, "client", "agent", "rdzv-agent"),
+                   PYTHONPATH=os.path.join(SOURCE, "python"),
+                   OMP_NUM_THREADS="1")
+        argv = ["/usr/bin/python3", "-m", "rdzv.torchrun", "--nnodes", str(n),
+                "--nproc_per_node", "1", "--rdzv_backend", backend,
+                "--rdzv_endpoint", endpoint, "--rdzv_id", "bench-%s-%d" % (backend, n),
+                os.path.join(HERE, "torchrun_worker.py")]
+        logs = [open(os.path.join(tmp, "torchrun-%d.log" % i), "w") for i in range(n)]
+        t0 = time.time()
+        for i in range(n):
+            procs.append(subprocess.Popen(argv, env=env, stdout=logs[i],
+                                          stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        deadline = time.monotonic() + timeout
+        while len(glob.glob(os.path.join(out, "*.json"))) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s, %d nodes: %d of %d workers running after %d s"
+                                   % (backend, n, len(glob.glob(os.path.join(out, "*.json"))),
+                                      n, timeout))
+            bad = [p.returncode for p in procs if p.poll() not in (None, 0)]
+            if bad:
+                with open(os.path.join(tmp, "torchrun-0.log")) as f:
+                    tail = f.read()[-3000:]
+                raise RuntimeError("%s, %d nodes: a torchrun exited %s\n%s"
+                                   % (backend, n, bad, tail))
+            time.sleep(0.1)
+        got = []
+        for f in glob.glob(os.path.join(out, "*.json")):
+            with open(f) as h:
+                got.append(json.load(h))
+        assert all(g["world"] == n for g in got), got
+        for p in procs:
+            try:
+                p.wait(max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        return (max(g["spawned"] for g in got) - t0,
+                max(g["running"] for g in got) - t0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        # Workers of a killed torchrun are in its session.
+        if daemon is not None:
+            daemon.terminate()
+            daemon.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", default="8,32",
+                    help="comma-separated node counts (default 8,32)")
+    ap.add_argument("--build", default=os.path.join(SOURCE, "build"),
+                    help="the meson build folder (rdzvd, rdzv-agent)")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds per run before giving up (default 600)")
+    args = ap.parse_args()
+    counts = [int(x) for x in args.nodes.split(",") if x]
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                      capture_output=True).returncode != 0:
+        print("torchrun_bench.py: /usr/bin/python3 cannot import torch "
+              "(Debian: python3-torch)", file=sys.stderr)
+        return 3
+    print("cpus: %d" % os.cpu_count())
+    for k, n in enumerate(counts):
+        res = {}
+        order = ["c10d", "rdzv"] if k % 2 == 0 else ["rdzv", "c10d"]
+        for backend in order:
+            try:
+                res[backend] = run_once(backend, n, args.build, args.timeout)
+            except RuntimeError as e:
+                print("torchrun_bench.py: %s" % e, file=sys.stderr)
+                return 1
+            s, r = res[backend]
+            print("torchrun+%s at %d nodes: last worker spawned %.1f s, "
+                  "all running %.1f s" % (backend, n, s, r), flush=True)
+        (cs, cr), (rs, rr) = res["c10d"], res["rdzv"]
+        print("c10d/rdzv at %d nodes: spawned %.2fx, running %.2fx"
+              % (n, cs / rs, cr / rr), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,530 @@
+/*
+ * `rdzv-agent coproc`: a node of a job for a launcher that runs the
+ * workers itself (torchrun through python/rdzv, docs/TORCHRUN.md). It
+ * joins with join's options and keeps the lease exactly as `join` does
+ * (session.c: server lists, HA leaders, TLS, backoff, the checks on what
+ * rdzvd says; report.c: reports and the Leave), but starts no worker:
+ * what the session brings goes to stdout as one JSON object a line, and
+ * what the launcher has to say comes on stdin the same way (docs/AGENT.md
+ * lists both). stdout carries nothing else; the log goes to stderr.
+ *
+ * stdin's end means the launcher is gone (killed): the node ends without a
+ * Leave, so rdzvd sees it lost, as it would see a killed agent. A signal
+ * (SIGINT, SIGTERM, SIGHUP) is a planned departure: Leave, then exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <jansson.h>
+
+#include "agent.h"
+#include "log.h"
+#include "rdzv/v1/control.pb-c.h"
+
+#define COPROC_LINE_MAX		4096	/* one command */
+#define COPROC_CLOSE_TIMEOUT_MS	10000
+#define COPROC_QUIT_MS		(AGENT_LEAVE_TIMEOUT_MS + 5000)
+
+#define COPROC_HELP							\
+"usage: rdzv-agent coproc --id ID [options]\n"				\
+"\n"									\
+"Joins job ID on rdzvd for a launcher that runs this node's workers\n"	\
+"itself (torchrun's rendezvous backend `rdzv`, docs/TORCHRUN.md) and keeps\n" \
+"the node's lease. It starts no worker: every assignment, stop and the\n" \
+"end of the job go to stdout as JSON lines; the launcher reports its\n"	\
+"workers' outcome, leaves or closes the job with JSON lines on stdin\n"	\
+"(docs/AGENT.md). The end of stdin ends the node without a Leave.\n"	\
+"\n"									\
+"It takes the options of `rdzv-agent join --help` that concern the job\n" \
+"and rdzvd (the worker options do nothing here), and:\n"		\
+"\n"									\
+"  --id ID                       the job (default $SLURM_JOB_ID,\n"	\
+"                                $PBS_JOBID)\n"				\
+"  --nproc-per-node N            the launcher's workers on this node: a\n" \
+"                                number (default 1)\n"			\
+"\n"									\
+"Exit status: as join's, the job's outcome once it ended; 1 when the\n" \
+"launcher went away.\n"
+
+void
+coproc_usage(FILE *f)
+{
+	fputs(COPROC_HELP, f);
+}
+
+struct coproc {
+	struct agent_opts	*opts;
+	struct event_base	*base;
+	struct offer		 offer;
+	struct gpucheck_node	 gpucheck;	/* none: an empty GPU list */
+	struct session		 session;
+	struct report		 report;
+	struct event		*in_ev;		/* stdin */
+	struct evbuffer		*in;
+	uint64_t		 gen;		/* the newest assignment */
+	struct grpc_ccall	*close_cc;
+	bool			 quitting;
+	int			 exit_status;
+	struct event		*step_ev;
+	struct event		*quit_ev;
+	struct event		*sig_ev[3];
+};
+
+static void	coproc_quit(struct coproc *, int status, bool leave,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* One line of stdout; takes ownership of |o|. A launcher that no longer
+ * reads is gone. */
+static void
+emit(struct coproc *c, json_t *o)
+{
+	char *s;
+
+	if (o == NULL)
+		fatalx("out of memory");
+	s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(o);
+	if (s == NULL)
+		fatalx("out of memory");
+	if (printf("%s\n", s) < 0 || fflush(stdout) != 0) {
+		if (!c->quitting)
+			coproc_quit(c, AGENT_EXIT_FAILED, false, "cannot write "
+			    "to the launcher: %s", strerror(errno));
+	}
+	free(s);
+}
+
+/* Exits once nothing is in flight any more (each call has a deadline). */
+static void
+step_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct coproc *c = arg;
+
+	if (c->quitting && !report_busy(&c->report) && c->close_cc == NULL)
+		event_base_loopbreak(c->base);
+}
+
+static void
+step(struct coproc *c)
+{
+	event_active(c->step_ev, EV_TIMEOUT, 0);
+}
+
+static void
+quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct coproc *c = arg;
+
+	log_warnx("calls still in flight %d s after deciding to exit: exiting "
+	    "now", COPROC_QUIT_MS / 1000);
+	event_base_loopbreak(c->base);
+}
+
+/* The first decision to exit is the one; |leave|: a planned departure. */
+static void
+coproc_quit(struct coproc *c, int status, bool leave, const char *fmt, ...)
+{
+	struct timeval tv = { COPROC_QUIT_MS / 1000,
+	    (COPROC_QUIT_MS % 1000) * 1000 };
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->quitting) {
+		log_debug("also: %s", msg);
+		return;
+	}
+	if (status == AGENT_EXIT_OK || status >= 128)
+		log_info("%s", msg);
+	else
+		log_error("%s", msg);
+	c->quitting = true;
+	c->exit_status = status;
+	session_quit(&c->session);
+	report_quit(&c->report);
+	if (c->in_ev != NULL)
+		event_del(c->in_ev);
+	evtimer_add(c->quit_ev, &tv);
+	if (leave)
+		report_leave(&c->report, msg);
+	step(c);
+}
+
+/* ------------------------------------------------------ session events */
+
+static void
+on_joined(void *arg)
+{
+	struct coproc *c = arg;
+
+	report_flush(&c->report);
+	emit(c, json_pack("{s:s, s:I, s:s}", "event", "joined", "node_id",
+	    (json_int_t)c->session.node_id, "server",
+	    session_server(&c->session)));
+}
+
+static void
+on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
+{
+	struct coproc *c = arg;
+	char why[256];
+
+	if (c->quitting)
+		return;
+	if (assignment_check(c->opts->id, c->offer.nproc, c->gen, pb, why,
+	    sizeof(why)) != 0) {
+		coproc_quit(c, AGENT_EXIT_PROTOCOL, true, "protocol error from "
+		    "%s: %s", session_server(&c->session), why);
+		return;
+	}
+	if (pb->generation <= c->gen)
+		return;		/* a resume repeats it */
+	c->gen = pb->generation;
+	c->offer.started_gen = pb->generation;
+	log_info("generation %llu: node %u of %u, ranks %u to %u of %u, "
+	    "master %s:%u, restarts %u of %u",
+	    (unsigned long long)pb->generation, pb->group_rank,
+	    pb->group_world_size, pb->base_rank,
+	    pb->base_rank + pb->local_world_size - 1, pb->world_size,
+	    pb->master_addr, pb->master_port, pb->restart_count,
+	    pb->max_restarts);
+	emit(c, json_pack("{s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:s, s:i, "
+	    "s:i, s:i}", "event", "assignment",
+	    "generation", (json_int_t)pb->generation,
+	    "group_rank", (int)pb->group_rank,
+	    "group_world_size", (int)pb->group_world_size,
+	    "base_rank", (int)pb->base_rank,
+	    "local_world_size", (int)pb->local_world_size,
+	    "world_size", (int)pb->world_size,
+	    "master_addr", pb->master_addr,
+	    "master_port", (int)pb->master_port,
+	    "restart_count", (int)pb->restart_count,
+	    "max_restarts", (int)pb->max_restarts));
+	/* The next round's store gets a new port, as torch's own rounds do
+	 * (pytorch#135712: a reused store hands out stale values). */
+	if (c->opts->master_port == 0) {
+		c->offer.master_port = agent_free_port(
+		    (uint16_t)pb->master_port);
+		report_update(&c->report, false, true, false);
+	}
+}
+
+static void
+on_stop(void *arg, uint64_t gen, const char *why)
+{
+	struct coproc *c = arg;
+
+	log_info("generation %llu: rdzvd says stop: %s",
+	    (unsigned long long)gen, why);
+	emit(c, json_pack("{s:s, s:I, s:s}", "event", "stop", "generation",
+	    (json_int_t)gen, "reason", why != NULL ? why : ""));
+}
+
+static uint64_t
+on_resume_generation(void *arg)
+{
+	return ((struct coproc *)arg)->gen;
+}
+
+static void
+on_resume_refused(void *arg, uint64_t node_id, const char *why)
+{
+	struct coproc *c = arg;
+
+	log_warnx("resume of node %llu refused (%s): joining again",
+	    (unsigned long long)node_id, why != NULL ? why : "no reason given");
+	report_forget(&c->report);
+	emit(c, json_pack("{s:s, s:I, s:s}", "event", "rejoin", "node_id",
+	    (json_int_t)node_id, "reason", why != NULL ? why : ""));
+}
+
+static void
+on_session_ended(void *arg, int status, const char *msg)
+{
+	struct coproc *c = arg;
+
+	emit(c, json_pack("{s:s, s:i, s:s}", "event", "ended", "status",
+	    status, "message", msg));
+	coproc_quit(c, status, false, "%s", msg);
+}
+
+static const struct session_events session_events = {
+	.joined = on_joined,
+	.assignment = on_assignment,
+	.stop = on_stop,
+	.resume_refused = on_resume_refused,
+	.ended = on_session_ended,
+	.resume_generation = on_resume_generation,
+};
+
+static void
+on_report_done(void *arg)
+{
+	step(arg);
+}
+
+/* --------------------------------------------------------- commands */
+
+static void
+close_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
+{
+	struct coproc *c = arg;
+
+	c->close_cc = NULL;
+	if (status != GRPC_OK)
+		log_warnx("closing job %s: %s (%s)", c->opts->id,
+		    msg != NULL ? msg : "", grpc_status_name(status));
+	emit(c, json_pack("{s:s, s:b, s:s}", "event", "closed", "ok",
+	    status == GRPC_OK, "message", status == GRPC_OK ? "" :
+	    msg != NULL ? msg : grpc_status_name(status)));
+	step(c);
+}
+
+/* The launcher closes the job (torch's set_closed): no new rounds. */
+static const char *
+close_job(struct coproc *c)
+{
+	Rdzv__V1__CloseJobRequest req = RDZV__V1__CLOSE_JOB_REQUEST__INIT;
+
+	if (!session_connected(&c->session))
+		return "not connected to rdzvd; try again";
+	if (c->close_cc != NULL)
+		return NULL;
+	req.rdzv_id = (char *)c->opts->id;
+	c->close_cc = grpc_client_call(c->session.cli,
+	    "/rdzv.v1.Control/CloseJob", &req.base, &rdzv__v1__job__descriptor,
+	    COPROC_CLOSE_TIMEOUT_MS, NULL, close_done, c);
+	return c->close_cc == NULL ? "cannot start the call" : NULL;
+}
+
+static const char *
+do_report(struct coproc *c, json_t *cmd)
+{
+	const char *outcome = NULL, *message = "";
+	json_int_t gen = 0;
+	Rdzv__V1__Outcome oc;
+
+	if (json_unpack(cmd, "{s:I, s:s, s?:s}", "generation", &gen,
+	    "outcome", &outcome, "message", &message) != 0)
+		return "report needs \"generation\" (a number) and "
+		    "\"outcome\" (\"succeeded\" or \"failed\")";
+	if (strcmp(outcome, "succeeded") == 0)
+		oc = RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED;
+	else if (strcmp(outcome, "failed") == 0)
+		oc = RDZV__V1__OUTCOME__OUTCOME_FAILED;
+	else
+		return "outcome is \"succeeded\" or \"failed\"";
+	if (gen <= 0 || (uint64_t)gen > c->gen)
+		return "generation is not one this node was assigned";
+	log_info("generation %lld: the launcher reports %s%s%s", (long long)gen,
+	    outcome, *message ? ": " : "", message);
+	report_outcome(&c->report, (uint64_t)gen, oc, NULL, 0, message);
+	return NULL;
+}
+
+/* One command line; a bad one is answered with an error line and the
+ * node goes on. */
+static void
+command(struct coproc *c, const char *line)
+{
+	json_error_t jerr;
+	json_t *cmd;
+	const char *name = NULL, *reason = "the launcher leaves", *err = NULL;
+
+	if ((cmd = json_loads(line, 0, &jerr)) == NULL) {
+		err = "not a JSON object";
+	} else if (json_unpack(cmd, "{s:s}", "cmd", &name) != 0) {
+		err = "no \"cmd\"";
+	} else if (strcmp(name, "report") == 0) {
+		err = do_report(c, cmd);
+	} else if (strcmp(name, "leave") == 0) {
+		json_unpack(cmd, "{s?:s}", "reason", &reason);
+		coproc_quit(c, AGENT_EXIT_OK, true, "leaving job %s: %s",
+		    c->opts->id, reason);
+	} else if (strcmp(name, "close") == 0) {
+		err = close_job(c);
+	} else {
+		err = "unknown command; the commands are report, leave and "
+		    "close";
+	}
+	if (err != NULL) {
+		log_warnx("from the launcher: %s: %.200s", err, line);
+		emit(c, json_pack("{s:s, s:s}", "event", "error", "message",
+		    err));
+	}
+	json_decref(cmd);
+}
+
+static void
+stdin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct coproc *c = arg;
+	char *line;
+	size_t n;
+	int rc;
+
+	rc = evbuffer_read(c->in, fd, COPROC_LINE_MAX);
+	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	while (!c->quitting && (line = evbuffer_readln(c->in, &n,
+	    EVBUFFER_EOL_LF)) != NULL) {
+		command(c, line);
+		free(line);
+	}
+	if (!c->quitting && evbuffer_get_length(c->in) > COPROC_LINE_MAX) {
+		coproc_quit(c, AGENT_EXIT_USAGE, true, "a command line of more "
+		    "than %d bytes from the launcher", COPROC_LINE_MAX);
+		return;
+	}
+	if (rc <= 0 && !c->quitting)
+		coproc_quit(c, AGENT_EXIT_FAILED, false, "the launcher is gone "
+		    "(%s): ending without a Leave", rc == 0 ? "end of stdin" :
+		    strerror(errno));
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct coproc *c = arg;
+
+	coproc_quit(c, 128 + (int)sig, true, "%s: leaving job %s",
+	    strsignal((int)sig), c->opts->id);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static void
+coproc_free(struct coproc *c)
+{
+	c->quitting = true;
+	report_quit(&c->report);
+	session_free(&c->session);
+	report_free(&c->report);
+	for (size_t i = 0; i < sizeof(c->sig_ev) / sizeof(c->sig_ev[0]); i++)
+		if (c->sig_ev[i] != NULL)
+			event_free(c->sig_ev[i]);
+	if (c->in_ev != NULL)
+		event_free(c->in_ev);
+	if (c->in != NULL)
+		evbuffer_free(c->in);
+	if (c->step_ev != NULL)
+		event_free(c->step_ev);
+	if (c->quit_ev != NULL)
+		event_free(c->quit_ev);
+	if (c->base != NULL)
+		event_base_free(c->base);
+}
+
+static int
+coproc_setup(struct coproc *c, char *err, size_t len)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct session_events sev = session_events;
+	struct report_events rev = { .done = on_report_done };
+
+	if ((c->base = event_base_new()) == NULL ||
+	    (c->step_ev = event_new(c->base, -1, 0, step_cb, c)) == NULL ||
+	    (c->quit_ev = evtimer_new(c->base, quit_deadline_cb, c)) == NULL ||
+	    (c->in = evbuffer_new()) == NULL) {
+		snprintf(err, len, "cannot create the event loop");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		c->sig_ev[i] = evsignal_new(c->base, sigs[i], signal_cb, c);
+		if (c->sig_ev[i] == NULL ||
+		    event_add(c->sig_ev[i], NULL) != 0) {
+			snprintf(err, len, "cannot handle signals");
+			return -1;
+		}
+	}
+	/* stdin must be something the loop can wait on: a pipe or a
+	 * socket, as a launcher gives it. */
+	if (evutil_make_socket_nonblocking(STDIN_FILENO) != 0 ||
+	    (c->in_ev = event_new(c->base, STDIN_FILENO, EV_READ | EV_PERSIST,
+	    stdin_cb, c)) == NULL || event_add(c->in_ev, NULL) != 0) {
+		snprintf(err, len, "stdin must be a pipe or a socket from the "
+		    "launcher");
+		return -1;
+	}
+	sev.arg = rev.arg = c;
+	if (report_init(&c->report, c->base, &c->session, &c->offer,
+	    c->opts->id, &rev) != 0) {
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	return session_init(&c->session, c->base, c->opts, &c->offer, &sev,
+	    err, len);
+}
+
+static int
+coproc_run(struct agent_opts *o)
+{
+	struct coproc c;
+	char err[512];
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.opts = o;
+	if (gethostname(c.offer.hostname, sizeof(c.offer.hostname)) != 0)
+		snprintf(c.offer.hostname, sizeof(c.offer.hostname),
+		    "localhost");
+	c.offer.hostname[sizeof(c.offer.hostname) - 1] = '\0';
+	c.gpucheck.policy = GPUCHECK_OFF;
+	c.offer.gpus = &c.gpucheck;
+	c.offer.nproc = o->nproc;
+	c.offer.master_port = o->master_port != 0 ? o->master_port :
+	    agent_free_port(0);
+	if (coproc_setup(&c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rdzv-agent coproc: %s\n", err);
+		coproc_free(&c);
+		return AGENT_EXIT_USAGE;
+	}
+	log_info("job %s: joining through %s as %s for a launcher with %u "
+	    "worker%s", o->id, o->client.server, c.offer.hostname,
+	    c.offer.nproc, c.offer.nproc == 1 ? "" : "s");
+	session_start(&c.session);
+	event_base_dispatch(c.base);
+	rc = c.exit_status;
+	coproc_free(&c);
+	return rc;
+}
+
+int
+cmd_coproc(int argc, char **argv)
+{
+	struct agent_opts o;
+	char err[512];
+	int rc;
+
+	rc = join_options(&o, argc, argv, coproc_usage, err, sizeof(err));
+	if (rc > 0)
+		return 0;
+	if (rc < 0) {
+		fprintf(stderr, "rdzv-agent coproc: %s\n", err);
+		return AGENT_EXIT_USAGE;
+	}
+	if (o.id == NULL) {
+		fprintf(stderr, "rdzv-agent coproc: no job id: give --id ID "
+		    "(or RDZV_ID)\n");
+		return AGENT_EXIT_USAGE;
+	}
+	if (o.argc > 0) {
+		fprintf(stderr, "rdzv-agent coproc: runs no command ('%s'): "
+		    "the launcher runs the workers\n", o.argv[0]);
+		return AGENT_EXIT_USAGE;
+	}
+	if (o.nproc_mode != NPROC_FIXED && o.nproc_mode != NPROC_SLURM) {
+		fprintf(stderr, "rdzv-agent coproc: --nproc-per-node must be "
+		    "the number of the launcher's workers, not gpu or auto\n");
+		return AGENT_EXIT_USAGE;
+	}
+	return coproc_run(&o);
+}
