@@ -196,6 +196,22 @@ on_joined(void *arg)
  * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
  * too.
  */
+/*
+ * "node rank" (the group rank) beside the session's "node id" (rdzvd's
+ * counter across jobs): two numbers a reader must not mix up.
+ */
+void
+assignment_log(const Rdzv__V1__Assignment *pb)
+{
+	log_info("generation %llu: node rank %u of %u nodes, worker ranks %u "
+	    "to %u of %u, master %s:%u, restart %u of max %u",
+	    (unsigned long long)pb->generation, pb->group_rank,
+	    pb->group_world_size, pb->base_rank,
+	    pb->base_rank + pb->local_world_size - 1, pb->world_size,
+	    pb->master_addr, pb->master_port, pb->restart_count,
+	    pb->max_restarts);
+}
+
 int
 assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
     const Rdzv__V1__Assignment *pb, char *why, size_t len)
@@ -272,16 +288,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	w->max_restarts = pb->max_restarts;
 	w->arrived_us = now;
 	a->have_want = true;
-	/* "node rank" (the group rank) beside the session's "node id"
-	 * (rdzvd's counter across jobs): two numbers a reader must not mix
-	 * up. */
-	log_info("generation %llu: node rank %u of %u nodes, worker ranks %u "
-	    "to %u of %u, master %s:%u, restart %u of max %u",
-	    (unsigned long long)w->generation, w->group_rank,
-	    w->group_world_size, w->base_rank,
-	    w->base_rank + w->local_world_size - 1, w->world_size,
-	    w->master_addr, w->master_port, w->restart_count,
-	    w->max_restarts);
+	assignment_log(pb);
 	if (w->local_world_size == 0) {
 		log_warnx("generation %llu gives this node no worker; ignored",
 		    (unsigned long long)w->generation);
@@ -319,7 +326,7 @@ on_resume_refused(void *arg, uint64_t node_id, const char *why)
 {
 	struct agent *a = arg;
 
-	log_warnx("resume of node %llu refused (%s): stopping the workers "
+	log_warnx("resume of node id %llu refused (%s): stopping the workers "
 	    "and joining again", (unsigned long long)node_id,
 	    why != NULL ? why : "no reason given");
 	report_forget(&a->report);

@@ -374,6 +374,8 @@ uint16_t agent_free_port(uint16_t avoid);
 int	assignment_check(const char *job_id, uint32_t nproc,
 	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
 	    size_t len);
+/* Logs an assignment in the words of docs/AGENT.md. */
+void	assignment_log(const Rdzv__V1__Assignment *);
 
 /* coproc.c */
 int	cmd_coproc(int argc, char **argv);

@@ -189,13 +189,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;		/* a resume repeats it */
 	c->gen = pb->generation;
 	c->offer.started_gen = pb->generation;
-	log_info("generation %llu: node %u of %u, ranks %u to %u of %u, "
-	    "master %s:%u, restarts %u of %u",
-	    (unsigned long long)pb->generation, pb->group_rank,
-	    pb->group_world_size, pb->base_rank,
-	    pb->base_rank + pb->local_world_size - 1, pb->world_size,
-	    pb->master_addr, pb->master_port, pb->restart_count,
-	    pb->max_restarts);
+	assignment_log(pb);
 	emit(c, json_pack("{s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:s, s:i, "
 	    "s:i, s:i}", "event", "assignment",
 	    "generation", (json_int_t)pb->generation,
@@ -239,7 +233,7 @@ on_resume_refused(void *arg, uint64_t node_id, const char *why)
 {
 	struct coproc *c = arg;
 
-	log_warnx("resume of node %llu refused (%s): joining again",
+	log_warnx("resume of node id %llu refused (%s): joining again",
 	    (unsigned long long)node_id, why != NULL ? why : "no reason given");
 	report_forget(&c->report);
 	emit(c, json_pack("{s:s, s:I, s:s}", "event", "rejoin", "node_id",
