@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "pbjson.h"
 #include "rdzvctl.h"
 
 static void
@@ -203,14 +204,18 @@ json_server(const Rdzv__V1__ServerInfoResponse *r)
 	return o;
 }
 
+/* Written with pbjson_dumps: a C1 or bidi control a client sent is
+ * \u-escaped, never raw on the operator's terminal. */
 int
 json_emit(json_t *j, bool compact)
 {
-	int	rc;
+	char	*s;
+	int	 rc;
 
-	rc = json_dumpf(j, stdout, compact ? JSON_COMPACT :
-	    JSON_INDENT(2));
+	s = pbjson_dumps(j, compact ? JSON_COMPACT : JSON_INDENT(2));
 	json_decref(j);
+	rc = s != NULL && fputs(s, stdout) != EOF ? 0 : -1;
+	free(s);
 	if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
 		fprintf(stderr, "rdzvctl: cannot write the JSON output\n");
 		return CTL_EXIT_ERROR;
