@@ -134,7 +134,7 @@ def test_gpu_check_failures(daemon):
         # The page's data names the device and the failed step.
         es = EventStream(daemon.http, "/events?job=gpu1")
         try:
-            node = es.next()[1]["node_list"][0]
+            node = es.next()[1]["job"]["nodes"][0]
             assert node["gpus_healthy"] == 1 and node["gpus_total"] == 2
             assert [x["failed_step"] for x in node["gpus"]
                     if not x["ok"]] == ["memtest"]
@@ -208,23 +208,31 @@ def test_event_stream_follows_changes(daemon):
         try:
             # One rdzvd on SQLite leads, and is its own leader.
             assert es.role == {"role": "leader", "leader": daemon.addr}
-            name, j = es.next()
-            assert name == "job" and j["id"] == "e1"
-            assert j["state"] == "running" and j["nodes"] == 1
+            name, ev = es.next()
+            j = ev["job"]
+            # Control.Watch's words: the proto's field names, states as
+            # rdzvctl -o json says them.
+            assert name == "job" and j["rdzv_id"] == "e1"
+            assert ev["removed"] is False and ev["now_unix_ms"] > 0
+            assert j["state"] == "running" and j["participants"] == 1
+            assert j["restart_count"] == 0 and j["created_unix_ms"] > 0
+            assert j["settings"]["min_nodes"] == 1
             # Summaries carry no nodes; one job's stream does.
-            assert "node_list" not in j
+            assert j["nodes"] == []
             b.join("e1", min_nodes=1, max_nodes=3, last_call_ms=200,
                    hostname="<script>alert(1)</script>")
             while True:
-                name, j = es.next()
-                if j["nodes"] == 2:
+                name, ev = es.next()
+                j = ev["job"]
+                if j["participants"] + j["waiting"] == 2:
                     break
         finally:
             es.close()
         es = EventStream(daemon.http, "/events?job=e1")
         try:
-            name, j = es.next()
-            hosts = {n["host"] for n in j["node_list"]}
+            name, ev = es.next()
+            j = ev["job"]
+            hosts = {n["hostname"] for n in j["nodes"]}
             assert hosts == {"a", "<script>alert(1)</script>"}
             assert j["events"] and j["settings"]["last_call_timeout_ms"]
         finally:
