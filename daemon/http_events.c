@@ -46,6 +46,10 @@ struct stream {
 	struct evhttp_connection	*conn;
 	struct follower			*f;	/* NULL once dropped */
 	struct event			*drop_ev;
+	/* The first answer, gathered into one chunk: an evbuffer chain
+	 * and a chunk header per event would cost several times the
+	 * bytes counted. */
+	struct evbuffer			*batch;
 };
 
 static int	page_send(void *, const Rdzv__V1__Job *, int, struct core_now);
@@ -132,9 +136,10 @@ queued(const struct stream *s)
 	struct bufferevent *u;
 	size_t n;
 
+	n = s->batch != NULL ? evbuffer_get_length(s->batch) : 0;
 	if (bev == NULL)
-		return 0;
-	n = evbuffer_get_length(bufferevent_get_output(bev));
+		return n;
+	n += evbuffer_get_length(bufferevent_get_output(bev));
 	if ((u = bufferevent_get_underlying(bev)) != NULL)
 		n += evbuffer_get_length(bufferevent_get_output(u));
 	return n;
@@ -162,11 +167,14 @@ add_total(void *arg, void *ctx)
 
 /*
  * Room for |len| more bytes on |s|: within its budget, and within the total
- * once the slowest readers are dropped. 0, or -1 after dropping |s|.
+ * once the slowest readers are dropped. 0, or -1 after dropping |s|. The
+ * total is counted again only when what was queued since the last count
+ * could pass it: it only ever overestimates.
  */
 static int
 make_room(struct stream *s, size_t len)
 {
+	static size_t counted, added;
 	size_t mine = queued(s);
 
 	if (mine + len > EVENTS_STREAM_BUDGET) {
@@ -174,13 +182,19 @@ make_room(struct stream *s, size_t len)
 		return -1;
 	}
 	/* A reader that keeps up holds nothing here: no need to count. */
-	if (mine == 0)
+	if (mine == 0 || counted + added + len <= EVENTS_TOTAL_BUDGET) {
+		added += len;
 		return 0;
+	}
 	for (;;) {
 		struct total t = { 0 };
 		follow_foreach(&page_sink, add_total, &t);
-		if (t.bytes + len <= EVENTS_TOTAL_BUDGET || t.slowest == NULL)
+		counted = t.bytes;
+		added = 0;
+		if (t.bytes + len <= EVENTS_TOTAL_BUDGET || t.slowest == NULL) {
+			added = len;
 			return 0;
+		}
 		stream_drop(t.slowest, "read least while the event streams' "
 		    "memory was full");
 		if (t.slowest == s)
@@ -197,13 +211,17 @@ emit(struct stream *s, const char *event, const char *data)
 
 	if (s->f == NULL || make_room(s, len) != 0)
 		return -1;
-	if ((b = evbuffer_new()) == NULL)
+	if (s->batch != NULL)
+		b = s->batch;
+	else if ((b = evbuffer_new()) == NULL)
 		fatalx("out of memory");
 	/* JSON has no raw newline, so it is one data line. */
 	if (event != NULL)
 		evbuffer_add_printf(b, "event: %s\ndata: %s\n\n", event, data);
 	else
 		evbuffer_add_printf(b, "%s", data);
+	if (b == s->batch)
+		return 0;
 	evhttp_send_reply_chunk(s->req, b);
 	evbuffer_free(b);
 	return 0;
@@ -337,6 +355,8 @@ http_events_request(struct evhttp_request *req, void *arg)
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	metrics_http_request();
 	evhttp_send_reply_start(req, HTTP_OK, "OK");
+	if ((s->batch = evbuffer_new()) == NULL)
+		fatalx("out of memory");
 	if (send_role(s) != 0)
 		goto out;
 	if (job != NULL && core_job_find(rdzvd.core, job) == NULL) {
@@ -352,6 +372,11 @@ http_events_request(struct evhttp_request *req, void *arg)
 		emit(s, "more", more);
 	}
 out:
+	/* Dropped or not: a stream dropped is freed on the next turn. */
+	if (s->f != NULL)
+		evhttp_send_reply_chunk(req, s->batch);
+	evbuffer_free(s->batch);
+	s->batch = NULL;
 	free(job);
 }
 
