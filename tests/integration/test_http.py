@@ -284,6 +284,14 @@ def run(*args):
 def test_settings(tmp_path):
     r = run("--check-config", "--db", str(tmp_path / "x.db"))
     assert "http-listen = 127.0.0.1:29401" in r.stdout
+    assert "http-max-connections = 1024" in r.stdout
+    assert "http-request-timeout = 10000ms" in r.stdout
+    r = run("--check-config", "--http-max-connections", "64",
+            "--http-request-timeout", "2s")
+    assert "http-max-connections = 64" in r.stdout
+    assert "http-request-timeout = 2000ms" in r.stdout
+    r = run("--check-config", "--http-request-timeout", "1ms")
+    assert r.returncode == 2 and "http-request-timeout" in r.stderr
     r = run("--check-config", "--http-listen", "none")
     assert "http-listen = none" in r.stdout
     # Off loopback the page and metrics would go out in cleartext.
