@@ -218,13 +218,14 @@ http_conn_set_closecb(struct evhttp_connection *evcon,
 {
 	struct hconn *c;
 
+	/* Served a loop turn after it came, a connection is hooked; be sure. */
+	hook_cb(-1, 0, NULL);
 	TAILQ_FOREACH(c, &hc.all, entry)
 		if (c->evcon == evcon) {
 			c->closecb = cb;
 			c->closecb_arg = arg;
 			return;
 		}
-	/* A request is served a loop turn after its connection came. */
 	fatalx("http_conn_set_closecb: not a connection of ours");
 }
 
@@ -363,7 +364,8 @@ input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	if (c->bad) {
 		log_debug("HTTP request refused: a bare CR or LF, a folded "
 		    "header, a NUL or two Content-Lengths");
-		evtimer_del(c->deadline);
+		/* The deadline stays: it closes the connection should evhttp
+		 * not answer. */
 		truncate_to(buf, i);
 		evbuffer_add_printf(buf, "%s!\r\n", c->prev_cr ? "\n" :
 		    c->line_len > 0 ? "\r\n" : "");

@@ -351,6 +351,12 @@ def test_tls(tmp_path):
         r = conn.getresponse()
         assert r.status == 200 and b"rdzvd_jobs" in r.read()
         assert conn.sock.selected_alpn_protocol() == "http/1.1"
+        # The request head is checked under TLS too (a bare LF: 400).
+        raw = ctx.wrap_socket(socket.create_connection(
+            ("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        raw.sendall(b"GET /metrics HTTP/1.1\nHost: x\n\n")
+        assert raw.recv(100).startswith(b"HTTP/1.1 400 "), "not refused"
+        raw.close()
         # An event stream left open at shutdown.
         es = http.client.HTTPSConnection("localhost", port, timeout=10,
                                          context=ctx)
