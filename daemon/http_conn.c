@@ -89,8 +89,9 @@ static struct {
 	uint32_t		 n;
 	int			 paused;	/* out of descriptors */
 	int			 full;		/* at max */
-	uint64_t		 episode_ms;	/* paused or full since */
-	uint64_t		 failures;
+	uint64_t		 full_ms;	/* at max since */
+	uint64_t		 failed_ms;	/* accepts failing since */
+	uint64_t		 failures;	/* ... this many */
 } hc;
 
 static void
@@ -130,7 +131,7 @@ accept_error_cb(struct evconnlistener *evl, void *arg)
 	listener_update();
 	evtimer_add(hc.resume_ev, &tv);
 	if (hc.failures++ == 0) {
-		hc.episode_ms = mono_ms();
+		hc.failed_ms = mono_ms();
 		log_warnx("HTTP accept: %s: new HTTP clients wait in the listen "
 		    "backlog until a descriptor is free (http-max-connections "
 		    "%u, %u open)", strerror(err), hc.max, hc.n);
@@ -162,7 +163,7 @@ hconn_end(struct hconn *c, struct hconns *list)
 	if (hc.full && hc.n < hc.max) {
 		log_info("HTTP connections below http-max-connections again "
 		    "after %llu ms", (unsigned long long)(mono_ms() -
-		    hc.episode_ms));
+		    hc.full_ms));
 		hc.full = 0;
 	}
 	if (hc.resume_ev == NULL)
@@ -384,7 +385,7 @@ hconn_bev(struct event_base *base, void *arg)
 	if (hc.failures > 0) {
 		log_warnx("HTTP accept: accepting again after %llu ms; %llu "
 		    "accepts failed meanwhile", (unsigned long long)(mono_ms() -
-		    hc.episode_ms), (unsigned long long)hc.failures);
+		    hc.failed_ms), (unsigned long long)hc.failures);
 		hc.failures = 0;
 	}
 	if (hc.tls != NULL) {
@@ -412,7 +413,7 @@ hconn_bev(struct event_base *base, void *arg)
 	arm(c);
 	if (++hc.n >= hc.max && !hc.full) {
 		hc.full = 1;
-		hc.episode_ms = mono_ms();
+		hc.full_ms = mono_ms();
 		log_warnx("http-max-connections (%u) reached: new HTTP clients "
 		    "wait in the listen backlog until a connection closes",
 		    hc.max);

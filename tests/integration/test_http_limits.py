@@ -280,6 +280,14 @@ def sse_first_answer(port, path):
 STREAMS_RSS_BOUND_MIB = 64
 
 
+def asan_build():
+    """Whether rdzvd carries AddressSanitizer, whose quarantine and shadow
+    memory make RSS say nothing of rdzvd's own use: the memory bound is
+    checked in the default build, the rest in both."""
+    with open(rt.build_path("daemon", "rdzvd"), "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def test_event_streams_are_bounded(tmp_path):
     """20,000 retained ended jobs: the first answer of /events holds the
     100 that ended last and says how many more there are; 256 clients that
@@ -299,6 +307,7 @@ def test_event_streams_are_bounded(tmp_path):
     assert sum(e[0] == "job" for e in events) == 1000
 
     base = rss_mib(d.pid)
+    bound = STREAMS_RSS_BOUND_MIB if not asan_build() else float("inf")
     # The page's default first answer, then 1,000 ended jobs each (about
     # 600 KB): 100 of those pass the total budget, and the slowest readers
     # are dropped.
@@ -333,7 +342,7 @@ def test_event_streams_are_bounded(tmp_path):
                   "read (bound +%d MiB), %d kept" % (
                       path, base, peak, n_streams, STREAMS_RSS_BOUND_MIB,
                       kept))
-            assert peak - base < STREAMS_RSS_BOUND_MIB
+            assert peak - base < bound
             if everyone:
                 assert st == 503
             else:
@@ -348,7 +357,7 @@ def test_event_streams_are_bounded(tmp_path):
                     == 0, 30, what="the streams to be forgotten")
         after = rss_mib(d.pid)
         print("RSS %.1f MiB after they closed" % after)
-        assert after - base < STREAMS_RSS_BOUND_MIB / 4
+        assert after - base < bound / 4
     assert d.stop() == 0, d.output()[-3000:]
 
 
