@@ -108,7 +108,7 @@ on_metrics(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, HTTP_INTERNAL, NULL);
 		return;
 	}
-	metrics_write(b, http_events_count());
+	metrics_write(b, http_conn_count(), http_events_count());
 	reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8",
 	    b);
 	evbuffer_free(b);

@@ -211,7 +211,8 @@ void		 metrics_commit(uint64_t usec);
 void		 metrics_turn(const struct core *, struct core_now);
 void		 metrics_http_request(void);
 /* The exposition in Prometheus' text format. */
-void		 metrics_write(struct evbuffer *, size_t sse_clients);
+void		 metrics_write(struct evbuffer *, size_t http_conns,
+		    size_t sse_clients);
 
 /* joblog.c: one info line per job event that matters, per turn (after
  * the commit, before the core clears its changes). */

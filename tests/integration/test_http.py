@@ -79,6 +79,8 @@ def test_metrics_follow_a_job(daemon):
         assert metric(text, "rdzvd_rounds_total") == 1
         assert metric(text, "rdzvd_rendezvous_seconds_count") == 1
         assert metric(text, "rdzvd_agents_connected") == 2
+        # The scrape's own connection, at least.
+        assert metric(text, "rdzvd_http_connections") >= 1
         assert metric(text, "rdzvd_store_commit_seconds_count") >= 1
         assert metric(text, "rdzvd_store_transactions_total") >= 1
         assert metric(text, "rdzvd_grpc_calls_total",
