@@ -201,6 +201,33 @@ pbjson_message(const ProtobufCMessage *m)
 	return o;
 }
 
+static int
+named(const char *const *list, const char *name)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, name) == 0)
+			return 1;
+	return 0;
+}
+
+int
+pbjson_add_rest(json_t *o, const ProtobufCMessage *m,
+    const char *const *mapped)
+{
+	json_t *all = pbjson_message(m), *v;
+	const char *key;
+	int rc = 0;
+
+	if (all == NULL)
+		return -1;
+	json_object_foreach(all, key, v)
+		if (!named(mapped, key) && json_object_get(o, key) == NULL &&
+		    json_object_set(o, key, v) != 0)
+			rc = -1;
+	json_decref(all);
+	return rc;
+}
+
 char *
 pbjson_dumps(const json_t *j, size_t flags)
 {

@@ -24,6 +24,16 @@
  */
 json_t	*pbjson_message(const ProtobufCMessage *m);
 
+/*
+ * Adds to |o| every field of |m| that is neither named in |mapped| (a NULL-
+ * ended list of the field names a caller writes in its own shape) nor a key
+ * of |o| already, as pbjson_message writes it: a shape of one's own that
+ * still shows the fields added to the message later. 0, or -1 when out of
+ * memory.
+ */
+int	 pbjson_add_rest(json_t *o, const ProtobufCMessage *m,
+	    const char *const *mapped);
+
 /* The short name of enum value |v| as pbjson_message writes it, into
  * |buf|; the number when |v| has no name. */
 const char *pbjson_enum_name(const ProtobufCEnumDescriptor *d, int v,

@@ -205,6 +205,17 @@ test_pbjson(void)
 	j = pbjson_message(&job.base);
 	CHECK(json_is_null(json_object_get(j, "settings")));
 	json_decref(j);
+
+	/* A shape of one's own, and the fields it does not name. */
+	j = json_pack("{s:s, s:i}", "id", "j1", "restart_count", 7);
+	CHECK_INT(pbjson_add_rest(j, &job.base, (const char *const[]){
+	    "rdzv_id", "nodes", NULL }), 0);
+	CHECK(json_object_get(j, "rdzv_id") == NULL);
+	CHECK(json_object_get(j, "nodes") == NULL);
+	CHECK_INT(json_integer_value(json_object_get(j, "restart_count")), 7);
+	CHECK_STR(json_string_value(json_object_get(j, "state")), "running");
+	CHECK(json_object_get(j, "held_failure") != NULL);
+	json_decref(j);
 }
 
 int
