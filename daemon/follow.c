@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 /* A job's latest events on the page's view of one job. */
 #define FOLLOW_EVENTS_SHOWN	30
@@ -32,9 +32,8 @@ follow_add(const struct follow_sink *sink, void *arg, const char *rdzv_id,
 {
 	struct follower *f;
 
-	if ((f = calloc(1, sizeof(*f))) == NULL ||
-	    (rdzv_id != NULL && (f->rdzv_id = strdup(rdzv_id)) == NULL))
-		fatal("follow_add");
+	f = xcalloc(1, sizeof(*f));
+	f->rdzv_id = rdzv_id != NULL ? xstrdup(rdzv_id) : NULL;
 	f->sink = sink;
 	f->arg = arg;
 	f->detail = detail;
@@ -139,9 +138,8 @@ follow_snapshot(struct follower *f, struct core_now now,
 				continue;
 			if (n_ended == cap) {
 				cap = cap ? cap * 2 : 64;
-				ended = realloc(ended, cap * sizeof(*ended));
-				if (ended == NULL)
-					fatal("follow_snapshot");
+				ended = xreallocarray(ended, cap,
+				    sizeof(*ended));
 			}
 			ended[n_ended++] = j;
 			continue;

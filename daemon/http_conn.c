@@ -50,6 +50,7 @@
 #include "clock.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 #include "tls.h"
 
 /* How long accepting pauses when we are out of file descriptors. */
@@ -398,8 +399,8 @@ hconn_bev(struct event_base *base, void *arg)
 		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	} else
 		bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL || (c = calloc(1, sizeof(*c))) == NULL ||
-	    (c->deadline = evtimer_new(base, deadline_cb, c)) == NULL ||
+	c = xcalloc(1, sizeof(*c));
+	if (bev == NULL || (c->deadline = evtimer_new(base, deadline_cb, c)) == NULL ||
 	    evbuffer_add_cb(bufferevent_get_input(bev), input_cb, c) == NULL)
 		fatalx("HTTP listener: out of memory for a connection");
 	c->bev = bev;

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "pbjson.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 #define EVENTS_MAX_CLIENTS	256
 #define EVENTS_STREAM_BUDGET	(1024 * 1024)	/* bytes, per stream */
@@ -295,8 +296,8 @@ parse_query(struct evhttp_request *req, char **job, size_t *ended)
 	if (rc == 0 && (v = evhttp_find_header(&q, "job")) != NULL) {
 		if (rdzv_id_check(v, err, sizeof(err)) != 0)
 			rc = -1;
-		else if ((*job = strdup(v)) == NULL)
-			fatal("http_events_request");
+		else
+			*job = xstrdup(v);
 	}
 	if (rc == 0 && (v = evhttp_find_header(&q, "ended")) != NULL) {
 		n = strtoul(v, &end, 10);
@@ -340,9 +341,9 @@ http_events_request(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 503, "Too many status pages are open");
 		return;
 	}
-	if ((s = calloc(1, sizeof(*s))) == NULL ||
-	    (s->drop_ev = evtimer_new(rdzvd.base, drop_cb, s)) == NULL)
-		fatal("http_events_request");
+	s = xcalloc(1, sizeof(*s));
+	if ((s->drop_ev = evtimer_new(rdzvd.base, drop_cb, s)) == NULL)
+		fatalx("http_events_request: cannot create an event");
 	n_streams++;
 	s->req = req;
 	s->conn = evhttp_request_get_connection(req);

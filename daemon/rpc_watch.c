@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 struct watcher {
 	struct grpc_call	*call;
@@ -85,8 +85,7 @@ rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
 		return;
 	}
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("rpc_watch");
+	w = xcalloc(1, sizeof(*w));
 	w->call = call;
 	/* Watching one job includes its nodes. */
 	w->f = follow_add(&watch_sink, w, req->rdzv_id[0] != '\0' ?
