@@ -13,9 +13,10 @@
  *   sending a header line every few seconds holds open for ever.
  * - Accept errors (out of descriptors) pause accepting instead of spinning,
  *   and are logged once per episode, as the gRPC listeners do.
- * - The request head is checked byte by byte before evhttp parses it: a
- *   bare LF or CR, a folded header line, a NUL, or two Content-Length
- *   headers that differ are refused with 400. evhttp would take each.
+ * - The request head is checked byte by byte (lib/httphead.c) before
+ *   evhttp parses it: a bare LF or CR, a folded header line, a NUL, or two
+ *   Content-Length headers that differ are refused with 400. evhttp would
+ *   take each.
  *
  * evhttp still accepts (2.1 exports neither evhttp_get_request nor 2.2's
  * evhttp_set_max_connections), and its per-connection bufferevent callback
@@ -38,7 +39,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -48,6 +48,7 @@
 #include <event2/listener.h>
 
 #include "clock.h"
+#include "httphead.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "xmalloc.h"
@@ -55,8 +56,6 @@
 
 /* How long accepting pauses when we are out of file descriptors. */
 #define ACCEPT_PAUSE_MS		500
-/* The Content-Length value kept to compare with a second one. */
-#define CLEN_MAX		24
 
 struct hconn {
 	struct bufferevent	*bev;
@@ -66,14 +65,7 @@ struct hconn {
 	void			(*closecb)(struct evhttp_connection *, void *);
 	void			*closecb_arg;
 	int			 busy;		/* rewriting its input */
-	int			 bad;		/* refused: input dropped */
-	int			 in_head;	/* a request head has begun */
-	int			 first_line;	/* the next line is the
-						   request line */
-	int			 prev_cr;
-	size_t			 line_len;
-	char			 line[32];	/* the current line's start */
-	char			 clen[CLEN_MAX];/* its Content-Length, or "" */
+	struct http_head	 head;
 	TAILQ_ENTRY(hconn)	 entry;
 };
 TAILQ_HEAD(hconns, hconn);
@@ -241,75 +233,6 @@ arm(struct hconn *c)
 		evtimer_add(c->deadline, &tv);
 }
 
-/* A complete header line: the first Content-Length, or 0 when it is a
- * second one that differs. */
-static int
-header_ok(struct hconn *c)
-{
-	static const char name[] = "content-length:";
-	char v[CLEN_MAX];
-	size_t i, k = 0;
-
-	if (c->line_len < sizeof(name) - 1 ||
-	    strncasecmp(c->line, name, sizeof(name) - 1) != 0)
-		return 1;
-	for (i = sizeof(name) - 1; i < c->line_len && i < sizeof(c->line) &&
-	    k + 1 < sizeof(v); i++)
-		if (c->line[i] != ' ' && c->line[i] != '\t')
-			v[k++] = c->line[i];
-	v[k] = '\0';
-	if (c->clen[0] == '\0') {
-		memcpy(c->clen, v, k + 1);
-		return 1;
-	}
-	return strcmp(c->clen, v) == 0;
-}
-
-/*
- * One byte of a request head; 0 when it makes the request one to refuse.
- * Every byte is part of a head: evhttp takes no request body here.
- */
-static int
-head_byte(struct hconn *c, unsigned char b)
-{
-	if (!c->in_head) {
-		/* A new request: its head has the whole deadline. */
-		c->in_head = 1;
-		c->first_line = 1;
-		c->clen[0] = '\0';
-		arm(c);
-	}
-	if (c->prev_cr && b != '\n')
-		return 0;			/* a bare CR */
-	if (b == '\n') {
-		if (!c->prev_cr)
-			return 0;		/* a bare LF */
-		c->prev_cr = 0;
-		if (c->line_len == 0) {
-			if (c->first_line)
-				return 0;	/* no request line */
-			c->in_head = 0;
-			evtimer_del(c->deadline);
-		} else if (!c->first_line && !header_ok(c))
-			return 0;		/* two Content-Lengths */
-		c->first_line = c->line_len == 0 ? c->first_line : 0;
-		c->line_len = 0;
-		return 1;
-	}
-	if (b == '\r') {
-		c->prev_cr = 1;
-		return 1;
-	}
-	if (b == '\0')
-		return 0;
-	if (c->line_len == 0 && (b == ' ' || b == '\t'))
-		return 0;			/* a folded header line */
-	if (c->line_len < sizeof(c->line))
-		c->line[c->line_len] = (char)b;
-	c->line_len++;
-	return 1;
-}
-
 /* Keeps the first |keep| bytes of |buf| and drops the rest. */
 static void
 truncate_to(struct evbuffer *buf, size_t keep)
@@ -335,15 +258,16 @@ input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     void *arg)
 {
 	struct hconn *c = arg;
-	size_t len = evbuffer_get_length(buf), i, k, n;
+	size_t len = evbuffer_get_length(buf), i, n, good;
 	struct evbuffer_ptr pos;
 	unsigned char chunk[2048];
+	unsigned events;
 
 	if (info->n_added == 0 || c->busy || info->n_added > len)
 		return;
 	c->busy = 1;
 	i = len - info->n_added;
-	if (c->bad) {
+	if (c->head.bad) {
 		truncate_to(buf, i);
 		c->busy = 0;
 		return;
@@ -353,24 +277,23 @@ input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		n = len - i < sizeof(chunk) ? len - i : sizeof(chunk);
 		if (evbuffer_copyout_from(buf, &pos, chunk, n) != (ev_ssize_t)n)
 			break;
-		for (k = 0; k < n && head_byte(c, chunk[k]); k++)
-			;
-		if (k < n) {
-			i += k;
-			c->bad = 1;
+		good = http_head_feed(&c->head, chunk, n, &events);
+		/* A head that ended has met its deadline; one begun has it. */
+		if (events & HTTP_HEAD_ENDED)
+			evtimer_del(c->deadline);
+		if (c->head.in_head)
+			arm(c);
+		i += good;
+		if (good < n)
 			break;
-		}
-		i += n;
 		evbuffer_ptr_set(buf, &pos, n, EVBUFFER_PTR_ADD);
 	}
-	if (c->bad) {
-		log_debug("HTTP request refused: a bare CR or LF, a folded "
-		    "header, a NUL or two Content-Lengths");
+	if (c->head.bad) {
 		/* The deadline stays: it closes the connection should evhttp
 		 * not answer. */
+		log_debug("HTTP request refused: %s", c->head.why);
 		truncate_to(buf, i);
-		evbuffer_add_printf(buf, "%s!\r\n", c->prev_cr ? "\n" :
-		    c->line_len > 0 ? "\r\n" : "");
+		evbuffer_add_printf(buf, "%s", http_head_poison(&c->head));
 	}
 	c->busy = 0;
 }
@@ -409,8 +332,7 @@ hconn_bev(struct event_base *base, void *arg)
 	TAILQ_INSERT_TAIL(&hc.unhooked, c, entry);
 	event_active(hc.hook_ev, EV_TIMEOUT, 0);
 	/* The deadline covers the TLS handshake too. */
-	c->in_head = 1;
-	c->first_line = 1;
+	http_head_init(&c->head);
 	arm(c);
 	if (++hc.n >= hc.max && !hc.full) {
 		hc.full = 1;
