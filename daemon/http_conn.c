@@ -81,7 +81,8 @@ static struct {
 	uint32_t		 timeout_ms;
 	uint32_t		 n;
 	int			 paused;	/* out of descriptors */
-	int			 full;		/* at max */
+	int			 full;		/* at max: not accepting */
+	int			 full_said;	/* the episode was logged */
 	uint64_t		 full_ms;	/* at max since */
 	uint64_t		 failed_ms;	/* accepts failing since */
 	uint64_t		 failures;	/* ... this many */
@@ -153,11 +154,15 @@ hconn_end(struct hconn *c, struct hconns *list)
 	event_free(c->deadline);
 	free(c);
 	hc.n--;
-	if (hc.full && hc.n < hc.max) {
+	if (hc.full && hc.n < hc.max)
+		hc.full = 0;
+	/* The episode ends well below the cap: clients that refill each
+	 * slot as it frees make one episode, not one a connection. */
+	if (hc.full_said && hc.n + hc.max / 4 < hc.max) {
 		log_info("HTTP connections below http-max-connections again "
 		    "after %llu ms", (unsigned long long)(mono_ms() -
 		    hc.full_ms));
-		hc.full = 0;
+		hc.full_said = 0;
 	}
 	if (hc.resume_ev == NULL)
 		return;		/* the listener is gone */
@@ -334,13 +339,16 @@ hconn_bev(struct event_base *base, void *arg)
 	/* The deadline covers the TLS handshake too. */
 	http_head_init(&c->head);
 	arm(c);
-	if (++hc.n >= hc.max && !hc.full) {
+	if (++hc.n >= hc.max) {
 		hc.full = 1;
-		hc.full_ms = mono_ms();
-		log_warnx("http-max-connections (%u) reached: new HTTP clients "
-		    "wait in the listen backlog until a connection closes",
-		    hc.max);
 		listener_update();
+		if (!hc.full_said) {
+			hc.full_said = 1;
+			hc.full_ms = mono_ms();
+			log_warnx("http-max-connections (%u) reached: new HTTP "
+			    "clients wait in the listen backlog until a "
+			    "connection closes", hc.max);
+		}
 	}
 	return bev;
 }
