@@ -5,15 +5,17 @@
  * writes all of the turn's changes in one transaction (group commit: ten
  * thousand joins are one fsync, not ten thousand), and only then hands the
  * output to the consumers registered at start (the Join streams, and the
- * followers of job changes: Watch and the status page, follow.c) and answers unary calls (SPEC §9: nothing is acknowledged before
- * it is durable). A failed commit ends the daemon's service: memory and the
+ * followers of job changes: Watch and the status page, follow.c) and
+ * answers unary calls (SPEC §9: nothing is acknowledged before it is
+ * durable). A failed commit ends the daemon's service: memory and the
  * store must not disagree. With SQLite it exits; on etcd it steps down
  * (ha.c), and the turn's output goes nowhere: a standby that wins loads
  * what was committed.
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
  * reaches the streams, the followers and the metrics only through struct
- * turn_out, so that no two of these files call each other in a loop. It also times the commit.
+ * turn_out, so that no two of these files call each other in a loop. It
+ * also times the commit.
  */
 #include <stdlib.h>
 #include <sys/queue.h>
