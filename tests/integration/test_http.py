@@ -373,3 +373,59 @@ def test_tls(tmp_path):
         assert d.stop() == 0, d.output()[-3000:]
     finally:
         d.stop()
+
+
+def test_page_and_watch_say_the_same(daemon):
+    """Control.Watch and /events are two sinks of one follower list: after
+    each change both carry the same Job, the page's as proto3 JSON with the
+    proto's field names (enums as the words rdzvctl prints)."""
+    from google.protobuf.json_format import MessageToDict
+    P = rt.protos()
+
+    def same(pb, js):
+        want = MessageToDict(pb, preserving_proto_field_name=True,
+                             including_default_value_fields=True,
+                             use_integers_for_enums=False)
+        for k, v in want.items():
+            if k in ("nodes", "events", "settings"):
+                continue
+            got = js[k]
+            if k == "state":
+                v = v.split("_STATE_", 1)[1].lower()
+            elif isinstance(got, int) and not isinstance(got, bool):
+                v = int(v)
+            assert got == v, (k, got, v)
+        assert js["settings"] == {k: int(v) for k, v in MessageToDict(
+            pb.settings, preserving_proto_field_name=True,
+            including_default_value_fields=True).items()}
+        return True
+
+    with Control(daemon.addr) as ctl, Node(daemon.addr, name="a") as a:
+        a.join("same", min_nodes=1, max_nodes=2, max_restarts=3,
+               last_call_ms=100)
+        gen = a.wait_assignment().generation
+        watch = ctl.watch("same")
+        es = EventStream(daemon.http, "/events?job=same")
+        try:
+            first = next(watch).job
+            name, ev = es.next()
+            assert name == "job" and same(first, ev["job"])
+            # A restart: the next change of each is the same job again.
+            a.report(gen, "FAILED", message="worker 0 exited 1")
+            a.wait_assignment(after=gen)
+            for _ in range(20):
+                w = next(watch).job
+                name, ev = es.next()
+                while name != "job":
+                    name, ev = es.next()
+                assert same(w, ev["job"])
+                if w.restart_count == 1 and w.state == \
+                        P.types.JobState.Value("JOB_STATE_RUNNING"):
+                    break
+            else:
+                raise AssertionError("no restart seen")
+            assert ev["job"]["restart_count"] == 1
+            assert [n["hostname"] for n in ev["job"]["nodes"]] == ["a"]
+        finally:
+            es.close()
+            watch.cancel()
