@@ -49,8 +49,13 @@ def limited(tmp_path, nofile, *args):
             "--log-level", "debug", "--listen", "127.0.0.1:0",
             "--http-listen", "127.0.0.1:0"] + list(args)
     d = rt.Proc(argv)
-    d.addr = rt.listening(d)
-    d.http = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+    try:
+        d.addr = rt.listening(d)
+        d.http = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):")
+                     .group(1))
+    except BaseException:
+        d.stop()
+        raise
     return d
 
 
@@ -97,58 +102,59 @@ def test_slowloris_at_a_low_descriptor_limit(tmp_path):
     limit, its log stays small, and /healthz answers once they stop."""
     nofile, cap = 128, 32
     d = limited(tmp_path, nofile, "--http-request-timeout", "2s")
-    clients = []
-    try:
-        d.wait_line(r"at most %d HTTP connections" % cap)
-        t_end = time.monotonic() + 6
-        first_closed = None
-        for i in range(200):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex(("127.0.0.1", d.http))
-            clients.append([s, time.monotonic(), False])
-        worst, checks, max_fds = 0.0, 0, 0
-        while time.monotonic() < t_end:
-            for c in clients:
-                try:
-                    c[0].send(b"X-Slow: 1\r\n" if c[2] else
-                              b"GET / HTTP/1.1\r\n")
-                    c[2] = True
-                except OSError:
-                    pass        # not connected yet, or closed by rdzvd
-            worst = max(worst, health_on_a_new_connection(d.addr))
-            checks += 1
-            max_fds = max(max_fds, open_fds(d.pid))
-            # The first connection accepted is closed by its deadline.
-            if first_closed is None:
-                try:
-                    if clients[0][0].recv(4096) == b"":
+    with d:
+        clients = []
+        try:
+            d.wait_line(r"at most %d HTTP connections" % cap)
+            t_end = time.monotonic() + 6
+            first_closed = None
+            for i in range(200):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", d.http))
+                clients.append([s, time.monotonic(), False])
+            worst, checks, max_fds = 0.0, 0, 0
+            while time.monotonic() < t_end:
+                for c in clients:
+                    try:
+                        c[0].send(b"X-Slow: 1\r\n" if c[2] else
+                                  b"GET / HTTP/1.1\r\n")
+                        c[2] = True
+                    except OSError:
+                        pass        # not connected yet, or closed by rdzvd
+                worst = max(worst, health_on_a_new_connection(d.addr))
+                checks += 1
+                max_fds = max(max_fds, open_fds(d.pid))
+                # The first connection accepted is closed by its deadline.
+                if first_closed is None:
+                    try:
+                        if clients[0][0].recv(4096) == b"":
+                            first_closed = time.monotonic() - clients[0][1]
+                    except ConnectionResetError:
                         first_closed = time.monotonic() - clients[0][1]
-                except ConnectionResetError:
-                    first_closed = time.monotonic() - clients[0][1]
-                except OSError:
-                    pass        # nothing yet
-            time.sleep(0.5)
-        print("health: %d checks, the slowest %.3f s; rdzvd's descriptors "
-              "at most %d; the first slowloris closed after %s s" % (
-                  checks, worst, max_fds, first_closed))
-        assert worst < 1.0
-        assert max_fds < nofile - 16
-        assert first_closed is not None and first_closed < 2 + 3
-    finally:
-        for c in clients:
-            c[0].close()
-    rt.wait_for(lambda: http_get(d.http, "/healthz") == 200, 15,
-                what="/healthz after the slowloris clients left")
-    log = d.output()
-    assert "Error from accept" not in log
-    # Each full episode is said once, not once per client that waited or
-    # per slot freed and refilled: about one for each round of deadlines
-    # (2 s) over the 6 s and the drain of the backlog after.
-    reached = log.count("http-max-connections (%d) reached" % cap)
-    assert 1 <= reached <= 10, reached
-    assert len(log) < 200_000, len(log)
-    assert d.stop() == 0, log[-3000:]
+                    except OSError:
+                        pass        # nothing yet
+                time.sleep(0.5)
+            print("health: %d checks, the slowest %.3f s; rdzvd's descriptors "
+                  "at most %d; the first slowloris closed after %s s" % (
+                      checks, worst, max_fds, first_closed))
+            assert worst < 1.0
+            assert max_fds < nofile - 16
+            assert first_closed is not None and first_closed < 2 + 3
+        finally:
+            for c in clients:
+                c[0].close()
+        rt.wait_for(lambda: http_get(d.http, "/healthz") == 200, 15,
+                    what="/healthz after the slowloris clients left")
+        log = d.output()
+        assert "Error from accept" not in log
+        # Each full episode is said once, not once per client that waited or
+        # per slot freed and refilled: about one for each round of deadlines
+        # (2 s) over the 6 s and the drain of the backlog after.
+        reached = log.count("http-max-connections (%d) reached" % cap)
+        assert 1 <= reached <= 10, reached
+        assert len(log) < 200_000, len(log)
+        assert d.stop() == 0, log[-3000:]
 
 
 def test_http_when_grpc_holds_every_descriptor(tmp_path):
@@ -158,35 +164,36 @@ def test_http_when_grpc_holds_every_descriptor(tmp_path):
     once a gRPC connection closes."""
     nofile = 64
     d = limited(tmp_path, nofile)
-    held = []
-    try:
-        while open_fds(d.pid) < nofile:
-            held.append(h2_open(d.addr))
-        mark = len(d.lines)
-        cpu0 = cpu_seconds(d.pid)
-        s = socket.create_connection(("127.0.0.1", d.http), timeout=10)
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        d.wait_line(r"HTTP accept: Too many open files", start=mark)
-        # A window to measure: what two seconds out of descriptors cost.
-        time.sleep(2)
-        spent = cpu_seconds(d.pid) - cpu0
-        episode = d.lines[mark:]
-        print("CPU %.3f s over 2 s out of descriptors; %d log lines" % (
-            spent, len(episode)))
-        assert spent < 0.5
-        assert sum("HTTP accept: Too many" in l for l in episode) == 1
-        assert not any("Error from accept" in l for l in episode)
-        assert len(episode) < 100, episode[-20:]
-        held.pop().close()
-        s.settimeout(10)
-        assert s.recv(4096).startswith(b"HTTP/1.1 200"), "not served"
-        d.wait_line(r"HTTP accept: accepting again after \d+ ms; \d+ "
-                    r"accepts failed meanwhile", start=mark)
-        s.close()
-    finally:
-        for h in held:
-            h.close()
-    assert d.stop() == 0, d.output()[-3000:]
+    with d:
+        held = []
+        try:
+            while open_fds(d.pid) < nofile:
+                held.append(h2_open(d.addr))
+            mark = len(d.lines)
+            cpu0 = cpu_seconds(d.pid)
+            s = socket.create_connection(("127.0.0.1", d.http), timeout=10)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            d.wait_line(r"HTTP accept: Too many open files", start=mark)
+            # A window to measure: what two seconds out of descriptors cost.
+            time.sleep(2)
+            spent = cpu_seconds(d.pid) - cpu0
+            episode = d.lines[mark:]
+            print("CPU %.3f s over 2 s out of descriptors; %d log lines" % (
+                spent, len(episode)))
+            assert spent < 0.5
+            assert sum("HTTP accept: Too many" in l for l in episode) == 1
+            assert not any("Error from accept" in l for l in episode)
+            assert len(episode) < 100, episode[-20:]
+            held.pop().close()
+            s.settimeout(10)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200"), "not served"
+            d.wait_line(r"HTTP accept: accepting again after \d+ ms; \d+ "
+                        r"accepts failed meanwhile", start=mark)
+            s.close()
+        finally:
+            for h in held:
+                h.close()
+        assert d.stop() == 0, d.output()[-3000:]
 
 
 def test_request_heads_evhttp_would_take_get_400(tmp_path):
@@ -223,15 +230,16 @@ def retain_ended_jobs(tmp_path, n):
     closed, then copied row for row (jobs and events, whatever columns the
     schema has) under new ids."""
     d = rt.Daemon(tmp_path, ["--http-listen", "none"])
-    with Node(d.addr, name="seed-host") as a, Control(d.addr) as ctl:
-        a.join("seed", min_nodes=1, max_nodes=1)
-        a.wait_assignment()
-        ctl.close_job("seed")
-        a.leave()
-        closed = P.types.JobState.Value("JOB_STATE_CLOSED")
-        rt.wait_for(lambda: job_state(ctl, "seed") == closed, 10,
-                    what="the seed job to close")
-    assert d.stop() == 0
+    with d:
+        with Node(d.addr, name="seed-host") as a, Control(d.addr) as ctl:
+            a.join("seed", min_nodes=1, max_nodes=1)
+            a.wait_assignment()
+            ctl.close_job("seed")
+            a.leave()
+            closed = P.types.JobState.Value("JOB_STATE_CLOSED")
+            rt.wait_for(lambda: job_state(ctl, "seed") == closed, 10,
+                        what="the seed job to close")
+        assert d.stop() == 0
     db = sqlite3.connect(os.path.join(str(tmp_path), "rdzv.db"))
     with db:
         for table in ("jobs", "events"):
@@ -299,68 +307,71 @@ def test_event_streams_are_bounded(tmp_path):
     n = 20000
     retain_ended_jobs(tmp_path, n)
     d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0"])
-    port = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
-    events = sse_first_answer(port, "/events")
-    jobs = [e[1]["job"] for e in events if e[0] == "job"]
-    more = [e[1] for e in events if e[0] == "more"]
-    assert len(jobs) == 100 and all(j["state"] == "closed" for j in jobs)
-    assert more == [{"active": 0, "ended": n + 1 - 100}], more
-    events = sse_first_answer(port, "/events?ended=1000")
-    assert sum(e[0] == "job" for e in events) == 1000
+    with d:
+        port = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):")
+                   .group(1))
+        events = sse_first_answer(port, "/events")
+        jobs = [e[1]["job"] for e in events if e[0] == "job"]
+        more = [e[1] for e in events if e[0] == "more"]
+        assert len(jobs) == 100 and all(j["state"] == "closed" for j in jobs)
+        assert more == [{"active": 0, "ended": n + 1 - 100}], more
+        events = sse_first_answer(port, "/events?ended=1000")
+        assert sum(e[0] == "job" for e in events) == 1000
 
-    base = rss_mib(d.pid)
-    bound = STREAMS_RSS_BOUND_MIB if not asan_build() else float("inf")
-    # The page's default first answer, then 1,000 ended jobs each (about
-    # 600 KB): 100 of those pass the total budget, and the slowest readers
-    # are dropped.
-    for path, n_streams in (("/events", 256), ("/events?ended=1000", 100)):
-        everyone = n_streams == 256
-        streams = []
-        try:
-            for i in range(n_streams):
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                s.settimeout(30)
-                s.connect(("127.0.0.1", port))
-                s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" %
-                          path.encode())
-                streams.append(s)
-            rt.wait_for(lambda: all(answered(s) for s in streams), 60,
-                        what="%d first answers" % n_streams)
-            if everyone:
-                assert http_metric(port, "rdzvd_http_event_streams") == 256
-            # Changes while nobody reads: each goes to every stream.
-            with Node(d.addr, name="a") as a:
-                a.join("live-%d" % everyone, min_nodes=1, max_nodes=1)
-                gen = a.wait_assignment().generation
-                for i in range(20):
-                    a.report(gen, "UPDATE", nproc=2 - i % 2)
-                    gen = a.wait_assignment(after=gen).generation
-            assert health_on_a_new_connection(d.addr) < 1.0
-            peak = rss_mib(d.pid)
-            kept = http_metric(port, "rdzvd_http_event_streams")
-            st = raw_status(port, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-            print("%s: RSS %.1f MiB before, %.1f MiB with %d streams not "
-                  "read (bound +%d MiB), %d kept" % (
-                      path, base, peak, n_streams, STREAMS_RSS_BOUND_MIB,
-                      kept))
-            assert peak - base < bound
-            if everyone:
-                assert st == 503
-            else:
-                # The total budget dropped the slowest.
-                assert kept < n_streams
-                d.wait_line(r"status page read least while the event "
-                            r"streams' memory was full: dropped")
-        finally:
-            for s in streams:
-                s.close()
-        rt.wait_for(lambda: http_metric(port, "rdzvd_http_event_streams")
-                    == 0, 30, what="the streams to be forgotten")
-        after = rss_mib(d.pid)
-        print("RSS %.1f MiB after they closed" % after)
-        assert after - base < bound / 4
-    assert d.stop() == 0, d.output()[-3000:]
+        base = rss_mib(d.pid)
+        bound = STREAMS_RSS_BOUND_MIB if not asan_build() else float("inf")
+        # The page's default first answer, then 1,000 ended jobs each (about
+        # 600 KB): 100 of those pass the total budget, and the slowest readers
+        # are dropped.
+        for path, n_streams in (("/events", 256), ("/events?ended=1000", 100)):
+            everyone = n_streams == 256
+            streams = []
+            try:
+                for i in range(n_streams):
+                    s = socket.socket()
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.settimeout(30)
+                    s.connect(("127.0.0.1", port))
+                    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" %
+                              path.encode())
+                    streams.append(s)
+                rt.wait_for(lambda: all(answered(s) for s in streams), 60,
+                            what="%d first answers" % n_streams)
+                if everyone:
+                    assert http_metric(port, "rdzvd_http_event_streams") == 256
+                # Changes while nobody reads: each goes to every stream.
+                with Node(d.addr, name="a") as a:
+                    a.join("live-%d" % everyone, min_nodes=1, max_nodes=1)
+                    gen = a.wait_assignment().generation
+                    for i in range(20):
+                        a.report(gen, "UPDATE", nproc=2 - i % 2)
+                        gen = a.wait_assignment(after=gen).generation
+                assert health_on_a_new_connection(d.addr) < 1.0
+                peak = rss_mib(d.pid)
+                kept = http_metric(port, "rdzvd_http_event_streams")
+                st = raw_status(port, b"GET /events HTTP/1.1\r\n"
+                                b"Host: x\r\n\r\n")
+                print("%s: RSS %.1f MiB before, %.1f MiB with %d streams not "
+                      "read (bound +%d MiB), %d kept" % (
+                          path, base, peak, n_streams, STREAMS_RSS_BOUND_MIB,
+                          kept))
+                assert peak - base < bound
+                if everyone:
+                    assert st == 503
+                else:
+                    # The total budget dropped the slowest.
+                    assert kept < n_streams
+                    d.wait_line(r"status page read least while the event "
+                                r"streams' memory was full: dropped")
+            finally:
+                for s in streams:
+                    s.close()
+            rt.wait_for(lambda: http_metric(port, "rdzvd_http_event_streams")
+                        == 0, 30, what="the streams to be forgotten")
+            after = rss_mib(d.pid)
+            print("RSS %.1f MiB after they closed" % after)
+            assert after - base < bound / 4
+        assert d.stop() == 0, d.output()[-3000:]
 
 
 def answered(s):
