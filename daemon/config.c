@@ -49,6 +49,12 @@ static const struct setting settings[] = {
 	{ "listen", K_LISTEN, 0, "ADDR:PORT or unix:PATH (repeatable)" },
 	{ "http-listen", K_HTTP, 0, "ADDR:PORT for /metrics, probes and "
 	    "the status page, or none" },
+	{ "http-max-connections", K_U32, OFF(http_max_conns),
+	    "open HTTP connections (at most a quarter of the open-file "
+	    "limit)", 1, 1000000 },
+	{ "http-request-timeout", K_DURATION_MS, OFF(http_request_timeout_ms),
+	    "close an HTTP connection whose request head is not complete by "
+	    "then", 100, 600 * SEC },
 	{ "db", K_STR, OFF(db), "SQLite database path (the same as "
 	    "--store sqlite:PATH)" },
 	{ "store", K_STR, OFF(store), "sqlite:PATH or "
@@ -421,6 +427,8 @@ defaults(struct config *cfg)
 	cfg->max_message = 4 * 1024 * 1024;
 	cfg->max_streams = 100;
 	cfg->max_conns = 100000;
+	cfg->http_max_conns = 1024;
+	cfg->http_request_timeout_ms = 10 * 1000;
 	cfg->max_nodes_per_job = 10000;
 	cfg->max_jobs_per_identity = 1000;
 	cfg->max_join_timeout_ms = 86400 * 1000;
@@ -749,6 +757,9 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-message = %zu\n", cfg->max_message);
 	fprintf(f, "max-streams = %u\n", cfg->max_streams);
 	fprintf(f, "max-connections = %u\n", cfg->max_conns);
+	fprintf(f, "http-max-connections = %u\n", cfg->http_max_conns);
+	fprintf(f, "http-request-timeout = %ums\n",
+	    cfg->http_request_timeout_ms);
 	fprintf(f, "max-nodes-per-job = %u\n", cfg->max_nodes_per_job);
 	fprintf(f, "max-jobs-per-identity = %u\n", cfg->max_jobs_per_identity);
 	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);

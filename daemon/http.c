@@ -1,9 +1,11 @@
 /*
  * rdzvd's HTTP listener (SPEC §15): /metrics for Prometheus, /healthz and
  * /readyz for probes, and the read-only status page at / with its event
- * stream (http_events.c). libevent's evhttp parses HTTP; nothing here
- * does. It only reads: no request changes a job. With tls-cert it speaks
- * TLS with rdzvd's certificate, as the gRPC listeners do.
+ * stream (http_events.c). libevent's evhttp parses HTTP, after
+ * http_conn.c has checked each request head and within its bounds on
+ * connections and time. It only reads: no request changes a job. With
+ * tls-cert it speaks TLS with rdzvd's certificate, as the gRPC listeners
+ * do.
  */
 #include <sys/socket.h>
 
@@ -28,7 +30,8 @@ extern const char http_page_index[];
 /* Headers and request lines beyond this are refused by evhttp. */
 #define HTTP_MAX_HEADERS	(16 * 1024)
 /* Idle connections close after this (seconds); event streams send a
- * comment more often than that. */
+ * comment more often than that. A request head has http-request-timeout
+ * (http_conn.c). */
 #define HTTP_TIMEOUT_S		60
 
 static struct evhttp		*http;
@@ -65,16 +68,47 @@ reply_text(struct evhttp_request *req, int code, const char *reason,
 	evbuffer_free(b);
 }
 
+/*
+ * What evhttp lets through but a request here may not have: a path that
+ * decodes to a NUL (evhttp matches "/%00" as "/") or to another control
+ * character. 0, or -1 after answering 400.
+ */
+int
+http_request_check(struct evhttp_request *req)
+{
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(
+	    req));
+	size_t len = 0, i;
+	char *d;
+	int ok = 1;
+
+	if (path != NULL) {
+		if ((d = evhttp_uridecode(path, 0, &len)) == NULL)
+			fatalx("out of memory");
+		for (i = 0; i < len; i++)
+			if ((unsigned char)d[i] < 0x20 || d[i] == 0x7f)
+				ok = 0;
+		free(d);
+	}
+	if (ok)
+		return 0;
+	reply_text(req, HTTP_BADREQUEST, "Bad Request", "bad request: the "
+	    "path holds a control character");
+	return -1;
+}
+
 static void
 on_metrics(struct evhttp_request *req, void *arg)
 {
-	struct evbuffer *b = evbuffer_new();
+	struct evbuffer *b;
 
-	if (b == NULL) {
+	if (http_request_check(req) != 0)
+		return;
+	if ((b = evbuffer_new()) == NULL) {
 		evhttp_send_error(req, HTTP_INTERNAL, NULL);
 		return;
 	}
-	metrics_write(b, http_events_count());
+	metrics_write(b, http_conn_count(), http_events_count());
 	reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8",
 	    b);
 	evbuffer_free(b);
@@ -84,6 +118,8 @@ on_metrics(struct evhttp_request *req, void *arg)
 static void
 on_healthz(struct evhttp_request *req, void *arg)
 {
+	if (http_request_check(req) != 0)
+		return;
 	reply_text(req, HTTP_OK, "OK", "ok");
 }
 
@@ -94,6 +130,8 @@ on_readyz(struct evhttp_request *req, void *arg)
 {
 	char text[400];
 
+	if (http_request_check(req) != 0)
+		return;
 	if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby)
 		reply_text(req, HTTP_OK, "OK", "ready");
 	else if (rdzvd.serving && rdzvd.standby) {
@@ -109,9 +147,11 @@ static void
 on_page(struct evhttp_request *req, void *arg)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	struct evbuffer *b = evbuffer_new();
+	struct evbuffer *b;
 
-	if (b == NULL) {
+	if (http_request_check(req) != 0)
+		return;
+	if ((b = evbuffer_new()) == NULL) {
 		evhttp_send_error(req, HTTP_INTERNAL, NULL);
 		return;
 	}
@@ -130,21 +170,10 @@ on_page(struct evhttp_request *req, void *arg)
 static void
 on_other(struct evhttp_request *req, void *arg)
 {
+	if (http_request_check(req) != 0)
+		return;
 	reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: this server "
 	    "has /, /metrics, /healthz, /readyz and /events");
-}
-
-/* evhttp's bufferevent for each new connection: TLS, accepting. */
-static struct bufferevent *
-tls_bev(struct event_base *base, void *arg)
-{
-	SSL *ssl = SSL_new(tls_ssl_ctx(tls));
-
-	/* evhttp would serve cleartext on NULL: never on this port. */
-	if (ssl == NULL)
-		fatalx("HTTP listener: out of memory for a TLS connection");
-	return bufferevent_openssl_socket_new(base, -1, ssl,
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 }
 
 static void
@@ -159,7 +188,6 @@ setup_tls(void)
 
 	if (tls_server_new(&o, &tls, err, sizeof(err)) != 0)
 		fatalx("HTTP listener: %s", err);
-	evhttp_set_bevcb(http, tls_bev, NULL);
 }
 
 static uint16_t
@@ -220,7 +248,8 @@ http_start(void)
 	}
 	ep.port = bound_port();
 	endpoint_format(&ep, addr, sizeof(addr));
-	http_events_init();
+	http_conn_start(http, bound, tls);
+	http_events_start();
 	/* Not "listening on": that line names the gRPC listeners. */
 	const char *scheme = tls != NULL ? "https" : "http";
 	log_info("serving HTTP on %s%s: status page %s://%s/, metrics "
@@ -234,16 +263,17 @@ http_pages_reset(void)
 {
 	if (http == NULL)
 		return;
-	http_events_free();
-	http_events_init();
+	http_events_end_all();
 }
 
 void
 http_stop(void)
 {
-	http_events_free();
-	if (http != NULL)
+	if (http != NULL) {
+		http_events_stop();
+		http_conn_stop();
 		evhttp_free(http);
+	}
 	http = NULL;
 	bound = NULL;
 	tls_free(tls);

@@ -1,17 +1,27 @@
 /*
  * The status page's live data: /events is a server-sent event stream of
- * jobs as JSON, the current ones first, then each change after the commit
- * of the turn that made it, fed like Control.Watch (turn.c calls
- * http_events_jobs_changed next to watch_jobs_changed; nothing polls).
- * /events follows every job as a summary; /events?job=ID one job with
- * its nodes and latest events. The page builds its DOM from this data with
- * textContent, so nothing a client sent can become markup.
+ * jobs, a sink of the one list of followers (follow.c) that Control.Watch
+ * also is: each job is the protobuf Job of Watch as JSON (lib/pbjson.c,
+ * the names rdzvctl -o json uses), the current ones first, then each change
+ * after the commit of the turn that made it. /events follows every job as
+ * a summary; /events?job=ID one job with its nodes and latest events. The
+ * page builds its DOM from this data with textContent, so nothing a client
+ * sent can become markup.
  *
- * A page that stops reading is dropped rather than buffered without limit.
+ * Memory is bounded (docs/RDZVD.md, "Limits"): the first answer holds the
+ * active jobs and the latest ended ones, at most EVENTS_SNAPSHOT_MAX jobs
+ * (?ended=N asks for more or fewer ended ones), and says how many it left
+ * out; each stream may hold EVENTS_STREAM_BUDGET bytes that its reader has
+ * not taken, all streams together EVENTS_TOTAL_BUDGET, and a reader that
+ * would pass either is dropped before its output is queued (the slowest
+ * first when the total is reached). Its connection is freed on the next
+ * loop turn, outside evhttp's callbacks, and its memory goes back to the
+ * system when the last stream closes.
  */
+#include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -21,36 +31,55 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "pbjson.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 #define EVENTS_MAX_CLIENTS	256
-#define EVENTS_MAX_QUEUED	(1024 * 1024)	/* bytes, per client */
-#define EVENTS_KEEPALIVE_S	20		/* below HTTP_TIMEOUT_S */
-#define EVENTS_SHOWN		30		/* a job's latest events */
+#define EVENTS_STREAM_BUDGET	(1024 * 1024)	/* bytes, per stream */
+#define EVENTS_TOTAL_BUDGET	(32 * 1024 * 1024) /* bytes, all streams */
+#define EVENTS_SNAPSHOT_MAX	1000	/* jobs in a first answer */
+#define EVENTS_ENDED_DEFAULT	100	/* ended jobs in a first answer */
+#define EVENTS_KEEPALIVE_S	20	/* below the HTTP idle timeout */
 
-struct follower {
+struct stream {
 	struct evhttp_request		*req;
 	struct evhttp_connection	*conn;
-	char				*rdzv_id;	/* NULL: every job */
-	TAILQ_ENTRY(follower)		 entry;
+	struct follower			*f;	/* NULL once dropped */
+	struct event			*drop_ev;
+	/* The first answer, gathered into one chunk: an evbuffer chain
+	 * and a chunk header per event would cost several times the
+	 * bytes counted. */
+	struct evbuffer			*batch;
 };
-static TAILQ_HEAD(, follower) followers = TAILQ_HEAD_INITIALIZER(followers);
-static size_t		 n_followers;
+
+static int	page_send(void *, const Rdzv__V1__Job *, int, struct core_now);
+static void	page_end(void *, const char *);
+
+static const struct follow_sink page_sink = {
+	.send = page_send,
+	.end = page_end,
+};
+static size_t		 n_streams;	/* dropped ones too, until freed */
 static struct event	*keepalive_ev;
 
 size_t
 http_events_count(void)
 {
-	return n_followers;
+	return follow_count(&page_sink);
 }
 
 static void
-follower_free(struct follower *f)
+stream_free(struct stream *s)
 {
-	TAILQ_REMOVE(&followers, f, entry);
-	n_followers--;
-	free(f->rdzv_id);
-	free(f);
+	follow_remove(s->f);
+	if (s->drop_ev != NULL)
+		event_free(s->drop_ev);
+	free(s);
+	/* The streams' buffers were the daemon's largest passing use of
+	 * memory: give it back once they are all gone. */
+	if (--n_streams == 0)
+		malloc_trim(0);
 }
 
 /*
@@ -60,164 +89,180 @@ follower_free(struct follower *f)
  * is still the connection's, and goes with it.
  */
 static void
-follower_closed(struct evhttp_connection *conn, void *arg)
+stream_closed(struct evhttp_connection *conn, void *arg)
 {
-	struct follower *f = arg;
+	struct stream *s = arg;
 
-	if (evhttp_request_get_connection(f->req) == NULL)
-		evhttp_request_free(f->req);
-	follower_free(f);
+	if (evhttp_request_get_connection(s->req) == NULL)
+		evhttp_request_free(s->req);
+	stream_free(s);
 }
 
-/* Ends a follower's stream on our side. */
+/* Ends a stream on our side, now: never inside an evhttp callback of its
+ * own connection. */
 static void
-follower_drop(struct follower *f)
+stream_drop_now(struct stream *s)
 {
-	struct evhttp_connection *conn = f->conn;
+	struct evhttp_connection *conn = s->conn;
 
-	evhttp_connection_set_closecb(conn, NULL, NULL);
-	follower_free(f);
+	http_conn_set_closecb(conn, NULL, NULL);
+	stream_free(s);
 	evhttp_connection_free(conn);
 }
 
 static void
-set_str(json_t *o, const char *key, const char *s)
+drop_cb(evutil_socket_t fd, short what, void *arg)
 {
-	json_object_set_new(o, key, json_string(s != NULL ? s : ""));
+	stream_drop_now(arg);
 }
+
+/* Ends a stream on the next loop turn; it hears nothing more. */
+static void
+stream_drop(struct stream *s, const char *why)
+{
+	if (s->f == NULL)
+		return;
+	log_debug("status page %s: dropped", why);
+	follow_remove(s->f);
+	s->f = NULL;
+	event_active(s->drop_ev, EV_TIMEOUT, 0);
+}
+
+/* Bytes written to the stream that its reader has not taken, in rdzvd: in
+ * the connection's buffer (and a TLS one's beneath it, if any). */
+static size_t
+queued(const struct stream *s)
+{
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(s->conn);
+	struct bufferevent *u;
+	size_t n;
+
+	n = s->batch != NULL ? evbuffer_get_length(s->batch) : 0;
+	if (bev == NULL)
+		return n;
+	n += evbuffer_get_length(bufferevent_get_output(bev));
+	if ((u = bufferevent_get_underlying(bev)) != NULL)
+		n += evbuffer_get_length(bufferevent_get_output(u));
+	return n;
+}
+
+struct total {
+	size_t		 bytes;
+	struct stream	*slowest;
+	size_t		 slowest_bytes;
+};
 
 static void
-set_int(json_t *o, const char *key, long long v)
+add_total(void *arg, void *ctx)
 {
-	json_object_set_new(o, key, json_integer(v));
-}
+	struct stream *s = arg;
+	struct total *t = ctx;
+	size_t n = queued(s);
 
-static json_t *
-node_json(const struct core_node *n, struct core_now now)
-{
-	json_t *o = json_object(), *gpus = json_array();
-
-	set_int(o, "id", (long long)n->node_id);
-	set_str(o, "host", n->hostname);
-	set_str(o, "addr", n->advertise_addr);
-	set_int(o, "group_rank", n->group_rank);
-	set_int(o, "base_rank", n->base_rank);
-	set_int(o, "nproc", n->nproc);
-	set_str(o, "state", core_node_state_name(n->state));
-	set_int(o, "gpus_healthy", n->gpus_healthy);
-	set_int(o, "gpus_total", n->gpus_total);
-	set_int(o, "last_seen_ms", streams_last_seen_ms(n, now));
-	json_object_set_new(o, "connected", json_boolean(n->connected));
-	set_str(o, "reason", n->reason);
-	for (uint32_t i = 0; i < n->n_gpus; i++) {
-		const struct core_gpu *g = &n->gpus[i];
-		json_t *x = json_object();
-		set_int(x, "device", g->device);
-		json_object_set_new(x, "ok", json_boolean(g->ok));
-		set_str(x, "name", g->name);
-		set_str(x, "failed_step", g->failed_step);
-		set_str(x, "error", g->error);
-		json_array_append_new(gpus, x);
+	t->bytes += n;
+	if (t->slowest == NULL || n > t->slowest_bytes) {
+		t->slowest = s;
+		t->slowest_bytes = n;
 	}
-	json_object_set_new(o, "gpus", gpus);
-	return o;
-}
-
-/* A job as the page shows it; with its settings, nodes and events when
- * |detail|. */
-static json_t *
-job_json(const struct core_job *j, struct core_now now, int detail,
-    int removed)
-{
-	const struct core_settings *s = &j->settings;
-	json_t *o = json_object();
-
-	set_str(o, "id", j->rdzv_id);
-	json_object_set_new(o, "removed", json_boolean(removed));
-	set_int(o, "now_ms", now.wall_ms);
-	set_str(o, "state", core_job_state_name(j->state));
-	set_str(o, "owner", j->owner);
-	set_str(o, "reason", j->reason);
-	set_int(o, "generation", (long long)j->generation);
-	set_int(o, "nodes", j->n_state[CORE_NODE_PARTICIPANT] +
-	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE]);
-	set_int(o, "min_nodes", s->min_nodes);
-	set_int(o, "max_nodes", s->max_nodes);
-	set_int(o, "world_size", j->world_size);
-	set_int(o, "restarts", j->restart_count);
-	set_int(o, "max_restarts", s->max_restarts);
-	set_int(o, "created_ms", j->created_ms);
-	set_int(o, "attempt", j->attempt);
-	if (!detail)
-		return o;
-
-	json_t *st = json_object(), *nodes = json_array(), *evs = json_array();
-	set_int(st, "last_call_timeout_ms", s->last_call_timeout_ms);
-	set_int(st, "join_timeout_ms", s->join_timeout_ms);
-	set_int(st, "lease_ttl_ms", s->lease_ttl_ms);
-	set_int(st, "reconnect_grace_ms", s->reconnect_grace_ms);
-	set_int(st, "rejoin_timeout_ms", s->rejoin_timeout_ms);
-	json_object_set_new(o, "settings", st);
-	set_str(o, "master", j->master_addr);
-	set_int(o, "master_port", j->master_port);
-	set_int(o, "round_nodes", j->round_n);
-
-	const struct core_node *n;
-	TAILQ_FOREACH(n, &j->nodes, entry)
-		json_array_append_new(nodes, node_json(n, now));
-	TAILQ_FOREACH(n, &j->ended, ended_entry)
-		json_array_append_new(nodes, node_json(n, now));
-	json_object_set_new(o, "node_list", nodes);
-
-	uint32_t from = j->events_n > EVENTS_SHOWN ? j->events_n -
-	    EVENTS_SHOWN : 0;
-	for (uint32_t i = j->events_n; i-- > from; ) {
-		const struct core_event *e = core_job_event(j, i);
-		json_t *x = json_object();
-		set_int(x, "seq", (long long)e->seq);
-		set_int(x, "wall_ms", e->wall_ms);
-		set_str(x, "kind", e->kind);
-		set_str(x, "message", e->message);
-		json_array_append_new(evs, x);
-	}
-	json_object_set_new(o, "events", evs);
-	return o;
 }
 
 /*
- * Queues one job as an event; 0, or -1 after dropping the follower. The
- * first answer (|limit| 0) is every job at once, bounded by what rdzvd
- * holds; only later changes are held to EVENTS_MAX_QUEUED, and that
- * outside evhttp's callbacks, where freeing the connection is safe.
+ * Room for |len| more bytes on |s|: within its budget, and within the total
+ * once the slowest readers are dropped. 0, or -1 after dropping |s|. The
+ * total is counted again only when what was queued since the last count
+ * could pass it: it only ever overestimates.
  */
 static int
-send_job(struct follower *f, const struct core_job *j, struct core_now now,
-    int removed, int limit)
+make_room(struct stream *s, size_t len)
 {
-	struct bufferevent *bev = evhttp_connection_get_bufferevent(f->conn);
-	struct evbuffer *b;
-	json_t *o;
-	char *s;
+	static size_t counted, added;
+	size_t mine = queued(s);
 
-	if (limit && bev != NULL &&
-	    evbuffer_get_length(bufferevent_get_output(bev)) >
-	    EVENTS_MAX_QUEUED) {
-		log_debug("status page does not keep up with the changes: "
-		    "dropped");
-		follower_drop(f);
+	if (mine + len > EVENTS_STREAM_BUDGET) {
+		stream_drop(s, "does not keep up with the changes");
 		return -1;
 	}
-	o = job_json(j, now, f->rdzv_id != NULL, removed);
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (s == NULL || (b = evbuffer_new()) == NULL)
+	/* A reader that keeps up holds nothing here: no need to count. */
+	if (mine == 0 || counted + added + len <= EVENTS_TOTAL_BUDGET) {
+		added += len;
+		return 0;
+	}
+	for (;;) {
+		struct total t = { 0 };
+		follow_foreach(&page_sink, add_total, &t);
+		counted = t.bytes;
+		added = 0;
+		if (t.bytes + len <= EVENTS_TOTAL_BUDGET || t.slowest == NULL) {
+			added = len;
+			return 0;
+		}
+		stream_drop(t.slowest, "read least while the event streams' "
+		    "memory was full");
+		if (t.slowest == s)
+			return -1;
+	}
+}
+
+/* Queues one event; 0, or -1 after dropping the stream. */
+static int
+emit(struct stream *s, const char *event, const char *data)
+{
+	struct evbuffer *b;
+	size_t len = strlen(data) + 32;
+
+	if (s->f == NULL || make_room(s, len) != 0)
+		return -1;
+	if (s->batch != NULL)
+		b = s->batch;
+	else if ((b = evbuffer_new()) == NULL)
 		fatalx("out of memory");
 	/* JSON has no raw newline, so it is one data line. */
-	evbuffer_add_printf(b, "event: job\ndata: %s\n\n", s);
-	free(s);
-	evhttp_send_reply_chunk(f->req, b);
+	if (event != NULL)
+		evbuffer_add_printf(b, "event: %s\ndata: %s\n\n", event, data);
+	else
+		evbuffer_add_printf(b, "%s", data);
+	if (b == s->batch)
+		return 0;
+	evhttp_send_reply_chunk(s->req, b);
 	evbuffer_free(b);
 	return 0;
+}
+
+static int
+emit_json(struct stream *s, const char *event, json_t *o)
+{
+	char *text;
+	int rc;
+
+	if (o == NULL || (text = pbjson_dumps(o, JSON_COMPACT)) == NULL)
+		fatalx("out of memory");
+	json_decref(o);
+	rc = emit(s, event, text);
+	free(text);
+	return rc;
+}
+
+/* A job as Control.Watch's WatchEvent says it, and the server's clock. */
+static int
+page_send(void *arg, const Rdzv__V1__Job *job, int removed,
+    struct core_now now)
+{
+	json_t *o = json_object(), *j = pbjson_message(&job->base);
+
+	if (o == NULL || j == NULL)
+		fatalx("out of memory");
+	json_object_set_new(o, "job", j);
+	json_object_set_new(o, "removed", json_boolean(removed));
+	json_object_set_new(o, "now_unix_ms", json_integer(now.wall_ms));
+	return emit_json(arg, "job", o);
+}
+
+/* A change of role or the listener stopping: not inside an evhttp callback
+ * of the stream, so it ends at once. */
+static void
+page_end(void *arg, const char *why)
+{
+	stream_drop_now(arg);
 }
 
 /*
@@ -225,127 +270,143 @@ send_job(struct follower *f, const struct core_job *j, struct core_now now,
  * page says whose page to open instead. A change of role ends every stream
  * (http_pages_reset), so the page reconnects and hears the new one.
  */
-static void
-send_role(struct follower *f)
+static int
+send_role(struct stream *s)
 {
-	struct evbuffer *b;
-	json_t *o;
-	char *s;
-
-	o = json_pack("{s:s, s:s}", "role", role_name(), "leader",
-	    rdzvd.leader);
-	if (o == NULL || (s = json_dumps(o, JSON_COMPACT)) == NULL ||
-	    (b = evbuffer_new()) == NULL)
-		fatalx("out of memory");
-	json_decref(o);
-	evbuffer_add_printf(b, "event: role\ndata: %s\n\n", s);
-	free(s);
-	evhttp_send_reply_chunk(f->req, b);
-	evbuffer_free(b);
+	return emit_json(s, "role", json_pack("{s:s, s:s}", "role",
+	    role_name(), "leader", rdzvd.leader));
 }
 
+/* ?job=ID and ?ended=N; 0, or -1 after answering 400. */
 static int
-matches(const struct follower *f, const struct core_job *j)
+parse_query(struct evhttp_request *req, char **job, size_t *ended)
 {
-	return f->rdzv_id == NULL || strcmp(f->rdzv_id, j->rdzv_id) == 0;
+	struct evkeyvalq q;
+	const char *query, *v;
+	char err[512], *end;
+	unsigned long n;
+	int rc = 0;
+
+	*job = NULL;
+	*ended = EVENTS_ENDED_DEFAULT;
+	TAILQ_INIT(&q);
+	query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	if (query != NULL && evhttp_parse_query_str(query, &q) != 0)
+		rc = -1;
+	if (rc == 0 && (v = evhttp_find_header(&q, "job")) != NULL) {
+		if (rdzv_id_check(v, err, sizeof(err)) != 0)
+			rc = -1;
+		else
+			*job = xstrdup(v);
+	}
+	if (rc == 0 && (v = evhttp_find_header(&q, "ended")) != NULL) {
+		n = strtoul(v, &end, 10);
+		if (*v < '0' || *v > '9' || *end != '\0' ||
+		    n > EVENTS_SNAPSHOT_MAX)
+			rc = -1;
+		else
+			*ended = n;
+	}
+	evhttp_clear_headers(&q);
+	if (rc != 0) {
+		free(*job);
+		*job = NULL;
+		evhttp_send_error(req, HTTP_BADREQUEST, "job=ID (a valid job id) "
+		    "or ended=N (0 to 1000)");
+	}
+	return rc;
 }
 
 void
 http_events_request(struct evhttp_request *req, void *arg)
 {
-	struct evkeyvalq q, *h = evhttp_request_get_output_headers(req);
-	const char *job = NULL, *query;
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	struct core_now now = turn_now();
-	struct core_job *j;
-	struct follower *f;
-	char err[512];
+	struct follow_limits lim = { .max = EVENTS_SNAPSHOT_MAX };
+	struct follow_left left;
+	struct stream *s;
+	char *job, more[128];
 
+	if (http_request_check(req) != 0)
+		return;
 	/* A HEAD would hold a stream open with nothing to send it. */
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
 		evhttp_send_error(req, 405, "Use GET");
 		return;
 	}
-	TAILQ_INIT(&q);
-	query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-	if (query != NULL && evhttp_parse_query_str(query, &q) == 0)
-		job = evhttp_find_header(&q, "job");
-	if (job != NULL && rdzv_id_check(job, err, sizeof(err)) != 0) {
-		evhttp_clear_headers(&q);
-		evhttp_send_error(req, HTTP_BADREQUEST, NULL);
+	if (parse_query(req, &job, &lim.ended_max) != 0)
 		return;
-	}
-	if (n_followers >= EVENTS_MAX_CLIENTS) {
-		evhttp_clear_headers(&q);
+	if (n_streams >= EVENTS_MAX_CLIENTS) {
+		free(job);
 		evhttp_send_error(req, 503, "Too many status pages are open");
 		return;
 	}
-	if ((f = calloc(1, sizeof(*f))) == NULL ||
-	    (job != NULL && (f->rdzv_id = strdup(job)) == NULL))
-		fatal("http_events_request");
-	evhttp_clear_headers(&q);
-	f->req = req;
-	f->conn = evhttp_request_get_connection(req);
-	TAILQ_INSERT_TAIL(&followers, f, entry);
-	n_followers++;
-	evhttp_connection_set_closecb(f->conn, follower_closed, f);
+	s = xcalloc(1, sizeof(*s));
+	if ((s->drop_ev = evtimer_new(rdzvd.base, drop_cb, s)) == NULL)
+		fatalx("http_events_request: cannot create an event");
+	n_streams++;
+	s->req = req;
+	s->conn = evhttp_request_get_connection(req);
+	/* One job's page shows its nodes and latest events. */
+	s->f = follow_add(&page_sink, s, job, job != NULL ? FOLLOW_EVENTS :
+	    FOLLOW_SUMMARY);
+	http_conn_set_closecb(s->conn, stream_closed, s);
 
 	evhttp_add_header(h, "Content-Type", "text/event-stream");
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	metrics_http_request();
 	evhttp_send_reply_start(req, HTTP_OK, "OK");
-	send_role(f);
-	if (f->rdzv_id != NULL && core_job_find(rdzvd.core, f->rdzv_id) ==
-	    NULL) {
-		struct evbuffer *b = evbuffer_new();
-		if (b == NULL)
-			fatalx("out of memory");
-		evbuffer_add_printf(b, "event: missing\ndata: {}\n\n");
-		evhttp_send_reply_chunk(req, b);
-		evbuffer_free(b);
-		return;
+	if ((s->batch = evbuffer_new()) == NULL)
+		fatalx("out of memory");
+	if (send_role(s) != 0)
+		goto out;
+	if (job != NULL && core_job_find(rdzvd.core, job) == NULL) {
+		emit(s, "missing", "{}");
+		goto out;
 	}
-	TAILQ_FOREACH(j, &rdzvd.core->jobs, entry)
-		if (matches(f, j))
-			send_job(f, j, now, 0, 0);
-}
-
-void
-http_events_jobs_changed(const struct core *c, struct core_now now)
-{
-	struct follower *f, *next;
-	struct core_job *j;
-
-	for (f = TAILQ_FIRST(&followers); f != NULL; f = next) {
-		next = TAILQ_NEXT(f, entry);
-		int gone = 0;
-		TAILQ_FOREACH(j, &c->changed_jobs, changed_entry)
-			if (!gone && matches(f, j) && !j->removed)
-				gone = send_job(f, j, now, 0, 1) != 0;
-		TAILQ_FOREACH(j, &c->removed_jobs, entry)
-			if (!gone && matches(f, j))
-				gone = send_job(f, j, now, 1, 1) != 0;
+	if (follow_snapshot(s->f, now, &lim, &left) != 0 || s->f == NULL)
+		goto out;
+	/* What the first answer left out, for the page to say so. */
+	if (left.active > 0 || left.ended > 0) {
+		snprintf(more, sizeof(more), "{\"active\":%zu,\"ended\":%zu}",
+		    left.active, left.ended);
+		emit(s, "more", more);
 	}
+out:
+	/* Dropped or not: a stream dropped is freed on the next turn. */
+	if (s->f != NULL)
+		evhttp_send_reply_chunk(req, s->batch);
+	evbuffer_free(s->batch);
+	s->batch = NULL;
+	free(job);
 }
 
 /* A comment now and then keeps idle streams inside the HTTP timeout and
  * tells a page its connection is alive. */
 static void
+keepalive_one(void *arg, void *ctx)
+{
+	struct stream *s = arg;
+
+	/* Not emit(): no stream may go from the list while it is walked. */
+	if (queued(s) + 16 > EVENTS_STREAM_BUDGET)
+		return;
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL)
+		fatalx("out of memory");
+	evbuffer_add_printf(b, ": alive\n\n");
+	evhttp_send_reply_chunk(s->req, b);
+	evbuffer_free(b);
+}
+
+static void
 keepalive_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct follower *f;
-	struct evbuffer *b;
-
-	TAILQ_FOREACH(f, &followers, entry) {
-		if ((b = evbuffer_new()) == NULL)
-			fatalx("out of memory");
-		evbuffer_add_printf(b, ": alive\n\n");
-		evhttp_send_reply_chunk(f->req, b);
-		evbuffer_free(b);
-	}
+	follow_foreach(&page_sink, keepalive_one, NULL);
 }
 
 void
-http_events_init(void)
+http_events_start(void)
 {
 	struct timeval tv = { EVENTS_KEEPALIVE_S, 0 };
 
@@ -356,12 +417,15 @@ http_events_init(void)
 }
 
 void
-http_events_free(void)
+http_events_end_all(void)
 {
-	struct follower *f;
+	follow_end_all(&page_sink, "the role changed");
+}
 
-	while ((f = TAILQ_FIRST(&followers)) != NULL)
-		follower_drop(f);
+void
+http_events_stop(void)
+{
+	http_events_end_all();
 	if (keepalive_ev != NULL)
 		event_free(keepalive_ev);
 	keepalive_ev = NULL;

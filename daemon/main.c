@@ -237,15 +237,13 @@ store_opts_from(const struct config *cfg, struct store_opts *o)
 }
 
 /*
- * After a change of role (ha.c): a leader's changed jobs go to the status
- * page's streams too; and those streams show the core they started on, so
- * they end and the page's EventSource connects again to see the new one.
+ * After a change of role (ha.c): the status page's streams show the core
+ * they started on, so they end and the page's EventSource connects again
+ * to see the new one.
  */
 static void
 role_changed(int leading)
 {
-	if (leading)
-		turn_also_changed(http_events_jobs_changed);
 	http_pages_reset();
 }
 

@@ -271,7 +271,7 @@ method_label(size_t i)
 }
 
 void
-metrics_write(struct evbuffer *b, size_t sse_clients)
+metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 {
 	const struct core *c = rdzvd.core;
 	const struct core_job *j;
@@ -338,6 +338,8 @@ metrics_write(struct evbuffer *b, size_t sse_clients)
 				    (unsigned long long)m.calls[i][s]);
 	gauge(b, "rdzvd_grpc_connections", "Open gRPC connections.",
 	    rdzvd.srv != NULL ? (double)grpc_server_conn_count(rdzvd.srv) : 0);
+	gauge(b, "rdzvd_http_connections", "Open HTTP connections.",
+	    (double)http_conns);
 	gauge(b, "rdzvd_http_event_streams", "Status pages following changes "
 	    "(server-sent events).", (double)sse_clients);
 	counter(b, "rdzvd_http_requests_total", "HTTP requests answered.",

@@ -32,6 +32,8 @@ struct config {
 	struct endpoint	 http_listen;	/* the HTTP listener (SPEC §15) */
 	int		 http_off;	/* http-listen = none */
 	int		 http_given;	/* set by the file or a flag */
+	uint32_t	 http_max_conns;
+	uint32_t	 http_request_timeout_ms;
 	char		*db;
 	int		 db_given;	/* 1 by the file, 2 by a flag */
 	int		 store_given;	/* likewise */
@@ -131,9 +133,9 @@ void		 role_set_leader(const char *addr);
 /*
  * turn.c: one event-loop turn's changes become one transaction, then the
  * turn's output goes out (SPEC §9: nothing is acknowledged before it is
- * durable) to the consumers main.c registers at start: the Join streams and
- * the Watch streams. They call turn.c to feed the core; turn.c calls none
- * of them by name.
+ * durable) to the consumers services.c registers at start: the Join streams
+ * and the followers of job changes (follow.c). They call turn.c to feed
+ * the core; turn.c calls none of them by name.
  */
 struct turn_out {
 	/* One message of the core's outbox, for |node|. */
@@ -151,10 +153,6 @@ struct turn_out {
 	void	(*commit_failed)(const char *err);
 };
 void		 turn_init(const struct turn_out *);
-/* One more consumer of the changed jobs, after the Watch streams: the
- * status page's event streams, which only rdzvd itself has. */
-void		 turn_also_changed(void (*)(const struct core *,
-		    struct core_now));
 void		 turn_free(void);
 /* The time to give the core now. */
 struct core_now	 turn_now(void);
@@ -213,12 +211,14 @@ void		 metrics_commit(uint64_t usec);
 void		 metrics_turn(const struct core *, struct core_now);
 void		 metrics_http_request(void);
 /* The exposition in Prometheus' text format. */
-void		 metrics_write(struct evbuffer *, size_t sse_clients);
+void		 metrics_write(struct evbuffer *, size_t http_conns,
+		    size_t sse_clients);
 
 /* joblog.c: one info line per job event that matters, per turn (after
  * the commit, before the core clears its changes). */
 void		 joblog_turn(const struct core *, struct core_now);
 
+struct evhttp_request;
 /* http.c: the HTTP listener: /metrics, /healthz, /readyz, the page. */
 /* Listens on http-listen unless it is none; 0, or -1 when the default
  * address is taken (logged; an address asked for is fatal). */
@@ -227,20 +227,89 @@ void		 http_stop(void);
 /* Ends the status page's event streams, which then connect again: they
  * show the core they started on, and the role changed (ha.c). */
 void		 http_pages_reset(void);
+/* Refuses (400) what evhttp lets through in a request's path; 0, or -1
+ * after answering. Every handler calls it first. */
+int		 http_request_check(struct evhttp_request *);
 
-/* http_events.c: the status page's server-sent events. */
+/* http_conn.c: the HTTP listener's connections: the cap, the request
+ * deadline, the check of each request head, pausing on accept errors. */
+struct evhttp;
+struct evhttp_bound_socket;
+struct tls_ctx;
+void		 http_conn_start(struct evhttp *, struct evhttp_bound_socket *,
+		    struct tls_ctx *);
+void		 http_conn_stop(void);
+size_t		 http_conn_count(void);
+/* The one close callback of an HTTP connection is http_conn.c's: another
+ * file hears of the end through it (NULL |cb|: no longer). */
+struct evhttp_connection;
+void		 http_conn_set_closecb(struct evhttp_connection *,
+		    void (*cb)(struct evhttp_connection *, void *), void *arg);
+
+/* http_events.c: the status page's server-sent events, a sink of
+ * follow.c. */
 struct evhttp_request;
-void		 http_events_init(void);
-void		 http_events_free(void);
+void		 http_events_start(void);
+void		 http_events_stop(void);
 void		 http_events_request(struct evhttp_request *, void *);
-void		 http_events_jobs_changed(const struct core *, struct core_now);
+/* Ends every event stream (a change of role, or the listener stops): the
+ * page's EventSource connects again. */
+void		 http_events_end_all(void);
 size_t		 http_events_count(void);
 
-/* rpc_watch.c */
-/* Tells the watchers of the jobs on the core's changed and removed lists. */
-void		 watch_jobs_changed(const struct core *, struct core_now);
+/* rpc_watch.c: Control.Watch, a sink of follow.c. */
 /* Ends every Watch with UNAVAILABLE, |why| and the leader hint. */
 void		 watch_end_all(const char *why);
+
+/*
+ * follow.c: the one list of followers of job changes; Control.Watch and the
+ * page's event streams are its sinks. A follower is a sink and its
+ * argument, optionally one job, and how much of each job it wants.
+ */
+enum follow_detail {
+	FOLLOW_SUMMARY,		/* the job alone */
+	FOLLOW_NODES,		/* with its nodes */
+	FOLLOW_EVENTS,		/* with its nodes and latest events */
+	FOLLOW_NDETAIL
+};
+struct follow_sink {
+	/* Sends |job| (|removed|: retention deleted it) to the follower of
+	 * |arg|; 0, or -1 after ending that follower (follow_remove). */
+	int	(*send)(void *arg, const Rdzv__V1__Job *job, int removed,
+		    struct core_now now);
+	/* Ends the follower of |arg| (follow_end_all), with follow_remove. */
+	void	(*end)(void *arg, const char *why);
+};
+struct follower;
+/* A new follower of the job |rdzv_id| (NULL: every job). */
+struct follower	*follow_add(const struct follow_sink *, void *arg,
+		    const char *rdzv_id, enum follow_detail);
+/* Forgets |f|; NULL does nothing. */
+void		 follow_remove(struct follower *f);
+size_t		 follow_count(const struct follow_sink *);
+void		 follow_end_all(const struct follow_sink *, const char *why);
+/* Calls |fn| with each argument of |sink|'s followers and |ctx|; |fn| may
+ * not add or remove followers. */
+void		 follow_foreach(const struct follow_sink *sink,
+		    void (*fn)(void *arg, void *ctx), void *ctx);
+/* What a first answer holds: at most |max| jobs, of the ended ones (when
+ * following every job) the |ended_max| that ended last. */
+struct follow_limits {
+	size_t		 max;
+	size_t		 ended_max;
+};
+/* The jobs a first answer left out. */
+struct follow_left {
+	size_t		 active;
+	size_t		 ended;
+};
+/* Sends |f| the matching jobs as they are now, active ones first; 0, or -1
+ * when the sink ended the follower. */
+int		 follow_snapshot(struct follower *f, struct core_now,
+		    const struct follow_limits *, struct follow_left *left);
+/* turn_out.jobs_changed: the turn's changed and removed jobs to every
+ * follower that matches. */
+void		 follow_jobs_changed(const struct core *, struct core_now);
 
 /* convert.c: core state to protobuf messages and back; no clock, no
  * connection. An arena owns every allocation a conversion makes; arena_free

@@ -1,53 +1,50 @@
 /*
  * Control.Watch: the current state of the matching jobs, then every change,
- * sent after the commit of the turn that made it. Watching one job includes
- * its nodes; watching all sends summaries. A watcher that stops reading is
- * dropped with RESOURCE_EXHAUSTED rather than buffered without limit.
+ * sent after the commit of the turn that made it; a sink of the one list of
+ * followers (follow.c). Watching one job includes its nodes; watching all
+ * sends summaries. A watcher that stops reading is dropped with
+ * RESOURCE_EXHAUSTED rather than buffered without limit.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
 
-#include "log.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 struct watcher {
 	struct grpc_call	*call;
-	char			*rdzv_id;	/* NULL: every job */
-	int			 all;
-	TAILQ_ENTRY(watcher)	 entry;
+	struct follower		*f;
 };
-static TAILQ_HEAD(, watcher) watchers = TAILQ_HEAD_INITIALIZER(watchers);
 
-static void
-watcher_free(struct watcher *w)
-{
-	TAILQ_REMOVE(&watchers, w, entry);
-	free(w->rdzv_id);
-	free(w);
-}
+static int	watch_send(void *, const Rdzv__V1__Job *, int, struct core_now);
+static void	watch_end(void *, const char *);
+
+static const struct follow_sink watch_sink = {
+	.send = watch_send,
+	.end = watch_end,
+};
 
 static void
 watcher_closed(struct grpc_call *call, int cancelled, void *arg)
 {
-	watcher_free(arg);
+	struct watcher *w = arg;
+
+	follow_remove(w->f);
+	free(w);
 }
 
 /* Sends one job; 0, or -1 after ending the watcher's call. */
 static int
-send_job(struct watcher *w, const struct core_job *job, struct core_now now,
-    int removed)
+watch_send(void *arg, const Rdzv__V1__Job *job, int removed,
+    struct core_now now)
 {
+	struct watcher *w = arg;
 	Rdzv__V1__WatchEvent ev = RDZV__V1__WATCH_EVENT__INIT;
-	struct arena a = { 0 };
 
-	/* Watching one job includes its nodes. */
-	ev.job = job_to_pb(&a, job, now, w->rdzv_id != NULL ?
-	    streams_last_seen_ms : NULL, 0);
+	ev.job = (Rdzv__V1__Job *)job;
 	ev.removed = removed;
 	int rc = grpc_call_send(w->call, &ev.base);
-	arena_free(&a);
 	if (rc == 0)
 		return 0;
 	/* Finishing runs watcher_closed, which frees w. */
@@ -57,19 +54,30 @@ send_job(struct watcher *w, const struct core_job *job, struct core_now now,
 	return -1;
 }
 
-static int
-matches(const struct watcher *w, const struct core_job *job)
+static void
+watch_end(void *arg, const char *why)
 {
-	return w->rdzv_id == NULL || strcmp(w->rdzv_id, job->rdzv_id) == 0;
+	struct watcher *w = arg;
+	struct grpc_call *call = w->call;
+
+	/* Forgotten here, not by watcher_closed: the list is being walked. */
+	grpc_call_on_close(call, NULL, NULL);
+	follow_remove(w->f);
+	free(w);
+	role_hint(call);
+	grpc_call_finish(call, GRPC_UNAVAILABLE, "%s", why);
 }
 
 void
 rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__WatchRequest *req = (const Rdzv__V1__WatchRequest *)msg;
-	struct core_now now = turn_now();
+	const struct follow_limits lim = {
+		.max = SIZE_MAX,
+		.ended_max = req->all ? SIZE_MAX : 0,
+	};
+	struct follow_left left;
 	struct watcher *w;
-	struct core_job *job;
 	char err[512];
 
 	if (req->rdzv_id[0] != '\0' &&
@@ -77,55 +85,18 @@ rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%s", err);
 		return;
 	}
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("rpc_watch");
+	w = xcalloc(1, sizeof(*w));
 	w->call = call;
-	w->all = req->all;
-	if (req->rdzv_id[0] != '\0' && (w->rdzv_id = strdup(req->rdzv_id)) == NULL)
-		fatal("rpc_watch");
-	TAILQ_INSERT_TAIL(&watchers, w, entry);
+	/* Watching one job includes its nodes. */
+	w->f = follow_add(&watch_sink, w, req->rdzv_id[0] != '\0' ?
+	    req->rdzv_id : NULL, req->rdzv_id[0] != '\0' ? FOLLOW_NODES :
+	    FOLLOW_SUMMARY);
 	grpc_call_on_close(call, watcher_closed, w);
-
-	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry) {
-		if (!matches(w, job) || (!w->all && w->rdzv_id == NULL &&
-		    core_job_ended(job)))
-			continue;
-		if (send_job(w, job, now, 0) != 0)
-			return;
-	}
-}
-
-/* Called after each commit: the jobs that changed or were removed. */
-void
-watch_jobs_changed(const struct core *c, struct core_now now)
-{
-	struct watcher *w, *next;
-	struct core_job *job;
-
-	for (w = TAILQ_FIRST(&watchers); w != NULL; w = next) {
-		next = TAILQ_NEXT(w, entry);
-		int gone = 0;
-		TAILQ_FOREACH(job, &c->changed_jobs, changed_entry)
-			if (!gone && matches(w, job) && !job->removed)
-				gone = send_job(w, job, now, 0) != 0;
-		TAILQ_FOREACH(job, &c->removed_jobs, entry)
-			if (!gone && matches(w, job))
-				gone = send_job(w, job, now, 1) != 0;
-	}
+	follow_snapshot(w->f, turn_now(), &lim, &left);
 }
 
 void
 watch_end_all(const char *why)
 {
-	struct watcher *w;
-
-	while ((w = TAILQ_FIRST(&watchers)) != NULL) {
-		role_hint(w->call);
-		grpc_call_finish(w->call, GRPC_UNAVAILABLE, "%s", why);
-		/* watcher_closed freed it; be sure. */
-		if (TAILQ_FIRST(&watchers) == w) {
-			grpc_call_on_close(w->call, NULL, NULL);
-			watcher_free(w);
-		}
-	}
+	follow_end_all(&watch_sink, why);
 }

@@ -120,7 +120,7 @@ services_start(void (*commit_failed)(const char *err))
 {
 	struct turn_out out = {
 		.send = streams_send,
-		.jobs_changed = watch_jobs_changed,
+		.jobs_changed = follow_jobs_changed,
 		.node_removed = streams_forget,
 		.committed = metrics_commit,
 		.turn_done = turn_done,

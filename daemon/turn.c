@@ -4,17 +4,18 @@
  * it runs once after everything that arrived in this turn was handled. It
  * writes all of the turn's changes in one transaction (group commit: ten
  * thousand joins are one fsync, not ten thousand), and only then hands the
- * output to the consumers registered at start (the Join streams, the Watch
- * streams) and answers unary calls (SPEC §9: nothing is acknowledged before
- * it is durable). A failed commit ends the daemon's service: memory and the
+ * output to the consumers registered at start (the Join streams, and the
+ * followers of job changes: Watch and the status page, follow.c) and
+ * answers unary calls (SPEC §9: nothing is acknowledged before it is
+ * durable). A failed commit ends the daemon's service: memory and the
  * store must not disagree. With SQLite it exits; on etcd it steps down
  * (ha.c), and the turn's output goes nowhere: a standby that wins loads
  * what was committed.
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
- * reaches the streams, the watchers and the metrics only through struct
- * turn_out (and the status page through turn_also_changed), so that no
- * two of these files call each other in a loop. It also times the commit.
+ * reaches the streams, the followers and the metrics only through struct
+ * turn_out, so that no two of these files call each other in a loop. It
+ * also times the commit.
  */
 #include <stdlib.h>
 #include <sys/queue.h>
@@ -47,7 +48,6 @@ struct answer {
 TAILQ_HEAD(answers, answer);
 
 static struct turn_out	 out;
-static void		(*also_changed)(const struct core *, struct core_now);
 static struct event	*flush_ev;
 static struct event	*timer_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
@@ -132,8 +132,6 @@ turn_flush(void)
 		out.send(node, &msg);
 	now = turn_now();
 	out.jobs_changed(c, now);
-	if (also_changed != NULL)
-		also_changed(c, now);
 	if (out.turn_done != NULL)
 		out.turn_done(c, now);
 
@@ -184,12 +182,6 @@ turn_init(const struct turn_out *o)
 }
 
 void
-turn_also_changed(void (*fn)(const struct core *, struct core_now))
-{
-	also_changed = fn;
-}
-
-void
 turn_abandon(const char *why)
 {
 	struct answer *a;
@@ -221,5 +213,4 @@ turn_free(void)
 		event_free(timer_ev);
 	flush_ev = timer_ev = NULL;
 	timer_at = UINT64_MAX;
-	also_changed = NULL;
 }

@@ -41,6 +41,12 @@ utf8_char(const unsigned char *s, size_t avail, uint32_t *cp)
 	return n;
 }
 
+size_t
+utf8_decode(const char *s, size_t avail, uint32_t *cp)
+{
+	return avail > 0 ? utf8_char((const unsigned char *)s, avail, cp) : 0;
+}
+
 bool
 utf8_valid(const char *s, size_t len)
 {
@@ -109,13 +115,25 @@ textf(char *buf, size_t len, const char *fmt, ...)
 	return n;
 }
 
+bool
+text_cp_hidden(uint32_t cp)
+{
+	if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+		return true;
+	/* Bidi marks, embeddings, overrides and isolates (Unicode's
+	 * Bidi_Control), and the line and paragraph separators. */
+	return cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+	    cp == 0x2028 || cp == 0x2029;
+}
+
 size_t
 vis_buf(char *dst, size_t len, const char *s)
 {
 	const unsigned char	*p = (const unsigned char *)s;
 	size_t			 o = 0, n, avail = strlen(s);
 	uint32_t		 cp;
-	char			 esc[8];
+	char			 esc[16];
 	const char		*out;
 
 	if (len == 0)
@@ -136,9 +154,10 @@ vis_buf(char *dst, size_t len, const char *s)
 		else if (cp < 0x20 || cp == 0x7f) {
 			snprintf(esc, sizeof(esc), "\\x%02x", (unsigned)cp);
 			out = esc;
-		} else if (cp >= 0x80 && cp <= 0x9f) {
+		} else if (cp >= 0x80 && text_cp_hidden(cp)) {
 			/* C1 controls: CSI (U+009B) is an escape to some
-			 * terminals. */
+			 * terminals; a bidi override (U+202E) makes text
+			 * read backwards. */
 			snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)cp);
 			out = esc;
 		} else
@@ -165,7 +184,8 @@ vis_buf(char *dst, size_t len, const char *s)
 char *
 vis_dup(const char *s)
 {
-	size_t	 len = strlen(s) * 4 + 1;	/* an escape: 4 bytes a byte */
+	size_t	 len = strlen(s) * 4 + 1;	/* an escape: at most 4
+						   bytes a byte */
 	char	*d;
 
 	if ((d = malloc(len)) == NULL)

@@ -9,10 +9,15 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Whether |len| bytes of |s| are valid UTF-8 (RFC 3629: no overlong forms,
  * no surrogates, nothing above U+10FFFF). */
 bool	utf8_valid(const char *s, size_t len);
+
+/* The length of the UTF-8 character at |s| (|avail| bytes there) with its
+ * code point in *cp, or 0 when no valid character starts there. */
+size_t	utf8_decode(const char *s, size_t avail, uint32_t *cp);
 
 /*
  * The longest prefix of the valid UTF-8 string |s| that fits in |max|
@@ -32,8 +37,17 @@ int	vtextf(char *buf, size_t len, const char *fmt, va_list ap)
 	    __attribute__((format(printf, 3, 0)));
 
 /*
+ * Whether code point |cp| must not reach a terminal or a reader raw: C0,
+ * DEL and C1 controls, bidi controls (U+202E turns text around) and the
+ * line and paragraph separators. The one list vis_buf and the JSON writers
+ * (pbjson.h) escape.
+ */
+bool	text_cp_hidden(uint32_t cp);
+
+/*
  * Copies |s| into |dst| (|len| bytes, always terminated) with every control
- * character (C0, DEL and C1) and every byte that is not valid UTF-8 written
+ * character (C0, DEL and C1), every other text_cp_hidden() character
+ * (as \uXXXX) and every byte that is not valid UTF-8 written
  * as a C-style escape (\n, \r, \t, \e, \xNN), so the result is one line of
  * printable text. Stops before an escape or a character that would not
  * fit. Returns the length written.

@@ -1,14 +1,18 @@
 /*
  * `-o json`: the shape docs/RDZVCTL.md documents, built with jansson. It is
- * rdzvctl's own, not protobuf's JSON mapping, so scripts get snake_case
- * names, states as words, and null where a value does not apply (no rank
- * outside the round, no deadline armed, not ended yet). Fields are only
- * ever added.
+ * rdzvctl's own, so scripts get null where a value does not apply (no rank
+ * outside the round, no deadline armed, not ended yet) and a few fields
+ * grouped (master, gpus); names are the proto's, states are words. Fields
+ * are only ever added: any field of a message that this file does not
+ * write in its own way follows as the status page's JSON has it (lib's
+ * pbjson, docs/PROTOCOL.md "JSON"), so a field added to the proto shows up
+ * here with no more code.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "log.h"
+#include "pbjson.h"
 #include "rdzvctl.h"
 
 static void
@@ -16,6 +20,14 @@ set(json_t *o, const char *key, json_t *v)
 {
 	if (v == NULL || json_object_set_new(o, key, v) != 0)
 		fatalx("json: cannot set %s", key);
+}
+
+/* The rest of |m|'s fields, past those of |mapped|. */
+static void
+rest(json_t *o, const ProtobufCMessage *m, const char *const *mapped)
+{
+	if (pbjson_add_rest(o, m, mapped) != 0)
+		fatalx("json: out of memory");
 }
 
 static json_t *
@@ -62,6 +74,7 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "max_restarts", integer(s->max_restarts));
 	set(o, "lease_ttl_ms", integer(s->lease_ttl_ms));
 	set(o, "reconnect_grace_ms", integer(s->reconnect_grace_ms));
+	rest(o, &s->base, (const char *const[]){ NULL });
 	return o;
 }
 
@@ -81,9 +94,11 @@ gpu(const Rdzv__V1__GpuResult *g)
 		json_t *s = json_object();
 		set(s, "name", text(g->steps[i]->name));
 		set(s, "elapsed_us", integer((int64_t)g->steps[i]->elapsed_us));
+		rest(s, &g->steps[i]->base, (const char *const[]){ NULL });
 		json_array_append_new(steps, s);
 	}
 	set(o, "steps", steps);
+	rest(o, &g->base, (const char *const[]){ NULL });
 	return o;
 }
 
@@ -112,6 +127,8 @@ json_node(const Rdzv__V1__Node *n)
 		json_array_append_new(devs, gpu(n->gpus[i]));
 	set(g, "devices", devs);
 	set(o, "gpus", g);
+	rest(o, &n->base, (const char *const[]){ "advertise_addr",
+	    "has_rank_hint", "gpus_healthy", "gpus_total", NULL });
 	return o;
 }
 
@@ -125,6 +142,7 @@ json_event(const Rdzv__V1__Event *e)
 	set(o, "generation", integer((int64_t)e->generation));
 	set(o, "kind", text(e->kind));
 	set(o, "message", text(e->message));
+	rest(o, &e->base, (const char *const[]){ NULL });
 	return o;
 }
 
@@ -160,6 +178,9 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	    integer(j->last_call_in_ms) : json_null());
 	set(o, "join_timeout_in_ms", j->join_timeout_in_ms >= 0 ?
 	    integer(j->join_timeout_in_ms) : json_null());
+	/* Summaries have no nodes and events to show. */
+	rest(o, &j->base, (const char *const[]){ "rdzv_id", "master_addr",
+	    "master_port", "nodes", "events", NULL });
 	if (!detail)
 		return o;
 
@@ -200,17 +221,22 @@ json_server(const Rdzv__V1__ServerInfoResponse *r)
 	set(o, "connections", integer(r->connections));
 	set(o, "transactions", integer((int64_t)r->transactions));
 	set(o, "identity", text(r->identity));
+	rest(o, &r->base, (const char *const[]){ NULL });
 	return o;
 }
 
+/* Written with pbjson_dumps: a C1 or bidi control a client sent is
+ * \u-escaped, never raw on the operator's terminal. */
 int
 json_emit(json_t *j, bool compact)
 {
-	int	rc;
+	char	*s;
+	int	 rc;
 
-	rc = json_dumpf(j, stdout, compact ? JSON_COMPACT :
-	    JSON_INDENT(2));
+	s = pbjson_dumps(j, compact ? JSON_COMPACT : JSON_INDENT(2));
 	json_decref(j);
+	rc = s != NULL && fputs(s, stdout) != EOF ? 0 : -1;
+	free(s);
 	if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
 		fprintf(stderr, "rdzvctl: cannot write the JSON output\n");
 		return CTL_EXIT_ERROR;

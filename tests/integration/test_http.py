@@ -79,6 +79,8 @@ def test_metrics_follow_a_job(daemon):
         assert metric(text, "rdzvd_rounds_total") == 1
         assert metric(text, "rdzvd_rendezvous_seconds_count") == 1
         assert metric(text, "rdzvd_agents_connected") == 2
+        # The scrape's own connection, at least.
+        assert metric(text, "rdzvd_http_connections") >= 1
         assert metric(text, "rdzvd_store_commit_seconds_count") >= 1
         assert metric(text, "rdzvd_store_transactions_total") >= 1
         assert metric(text, "rdzvd_grpc_calls_total",
@@ -134,7 +136,7 @@ def test_gpu_check_failures(daemon):
         # The page's data names the device and the failed step.
         es = EventStream(daemon.http, "/events?job=gpu1")
         try:
-            node = es.next()[1]["node_list"][0]
+            node = es.next()[1]["job"]["nodes"][0]
             assert node["gpus_healthy"] == 1 and node["gpus_total"] == 2
             assert [x["failed_step"] for x in node["gpus"]
                     if not x["ok"]] == ["memtest"]
@@ -208,23 +210,31 @@ def test_event_stream_follows_changes(daemon):
         try:
             # One rdzvd on SQLite leads, and is its own leader.
             assert es.role == {"role": "leader", "leader": daemon.addr}
-            name, j = es.next()
-            assert name == "job" and j["id"] == "e1"
-            assert j["state"] == "running" and j["nodes"] == 1
+            name, ev = es.next()
+            j = ev["job"]
+            # Control.Watch's words: the proto's field names, states as
+            # rdzvctl -o json says them.
+            assert name == "job" and j["rdzv_id"] == "e1"
+            assert ev["removed"] is False and ev["now_unix_ms"] > 0
+            assert j["state"] == "running" and j["participants"] == 1
+            assert j["restart_count"] == 0 and j["created_unix_ms"] > 0
+            assert j["settings"]["min_nodes"] == 1
             # Summaries carry no nodes; one job's stream does.
-            assert "node_list" not in j
+            assert j["nodes"] == []
             b.join("e1", min_nodes=1, max_nodes=3, last_call_ms=200,
                    hostname="<script>alert(1)</script>")
             while True:
-                name, j = es.next()
-                if j["nodes"] == 2:
+                name, ev = es.next()
+                j = ev["job"]
+                if j["participants"] + j["waiting"] == 2:
                     break
         finally:
             es.close()
         es = EventStream(daemon.http, "/events?job=e1")
         try:
-            name, j = es.next()
-            hosts = {n["host"] for n in j["node_list"]}
+            name, ev = es.next()
+            j = ev["job"]
+            hosts = {n["hostname"] for n in j["nodes"]}
             assert hosts == {"a", "<script>alert(1)</script>"}
             assert j["events"] and j["settings"]["last_call_timeout_ms"]
         finally:
@@ -276,6 +286,14 @@ def run(*args):
 def test_settings(tmp_path):
     r = run("--check-config", "--db", str(tmp_path / "x.db"))
     assert "http-listen = 127.0.0.1:29401" in r.stdout
+    assert "http-max-connections = 1024" in r.stdout
+    assert "http-request-timeout = 10000ms" in r.stdout
+    r = run("--check-config", "--http-max-connections", "64",
+            "--http-request-timeout", "2s")
+    assert "http-max-connections = 64" in r.stdout
+    assert "http-request-timeout = 2000ms" in r.stdout
+    r = run("--check-config", "--http-request-timeout", "1ms")
+    assert r.returncode == 2 and "http-request-timeout" in r.stderr
     r = run("--check-config", "--http-listen", "none")
     assert "http-listen = none" in r.stdout
     # Off loopback the page and metrics would go out in cleartext.
@@ -335,6 +353,12 @@ def test_tls(tmp_path):
         r = conn.getresponse()
         assert r.status == 200 and b"rdzvd_jobs" in r.read()
         assert conn.sock.selected_alpn_protocol() == "http/1.1"
+        # The request head is checked under TLS too (a bare LF: 400).
+        raw = ctx.wrap_socket(socket.create_connection(
+            ("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        raw.sendall(b"GET /metrics HTTP/1.1\nHost: x\n\n")
+        assert raw.recv(100).startswith(b"HTTP/1.1 400 "), "not refused"
+        raw.close()
         # An event stream left open at shutdown.
         es = http.client.HTTPSConnection("localhost", port, timeout=10,
                                          context=ctx)
@@ -349,3 +373,59 @@ def test_tls(tmp_path):
         assert d.stop() == 0, d.output()[-3000:]
     finally:
         d.stop()
+
+
+def test_page_and_watch_say_the_same(daemon):
+    """Control.Watch and /events are two sinks of one follower list: after
+    each change both carry the same Job, the page's as proto3 JSON with the
+    proto's field names (enums as the words rdzvctl prints)."""
+    from google.protobuf.json_format import MessageToDict
+    P = rt.protos()
+
+    def same(pb, js):
+        want = MessageToDict(pb, preserving_proto_field_name=True,
+                             including_default_value_fields=True,
+                             use_integers_for_enums=False)
+        for k, v in want.items():
+            if k in ("nodes", "events", "settings"):
+                continue
+            got = js[k]
+            if k == "state":
+                v = v.split("_STATE_", 1)[1].lower()
+            elif isinstance(got, int) and not isinstance(got, bool):
+                v = int(v)
+            assert got == v, (k, got, v)
+        assert js["settings"] == {k: int(v) for k, v in MessageToDict(
+            pb.settings, preserving_proto_field_name=True,
+            including_default_value_fields=True).items()}
+        return True
+
+    with Control(daemon.addr) as ctl, Node(daemon.addr, name="a") as a:
+        a.join("same", min_nodes=1, max_nodes=2, max_restarts=3,
+               last_call_ms=100)
+        gen = a.wait_assignment().generation
+        watch = ctl.watch("same")
+        es = EventStream(daemon.http, "/events?job=same")
+        try:
+            first = next(watch).job
+            name, ev = es.next()
+            assert name == "job" and same(first, ev["job"])
+            # A restart: the next change of each is the same job again.
+            a.report(gen, "FAILED", message="worker 0 exited 1")
+            a.wait_assignment(after=gen)
+            for _ in range(20):
+                w = next(watch).job
+                name, ev = es.next()
+                while name != "job":
+                    name, ev = es.next()
+                assert same(w, ev["job"])
+                if w.restart_count == 1 and w.state == \
+                        P.types.JobState.Value("JOB_STATE_RUNNING"):
+                    break
+            else:
+                raise AssertionError("no restart seen")
+            assert ev["job"]["restart_count"] == 1
+            assert [n["hostname"] for n in ev["job"]["nodes"]] == ["a"]
+        finally:
+            es.close()
+            watch.cancel()

@@ -226,6 +226,30 @@ def test_status_page(tmp_path, browser):
         d.stop()
 
 
+def test_many_ended_jobs(tmp_path, browser):
+    """150 retained ended jobs: the list shows the 100 that ended last,
+    says how many it leaves out, and its link asks for up to 1,000."""
+    from test_http_limits import retain_ended_jobs
+    retain_ended_jobs(tmp_path, 150)
+    d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0"])
+    http = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+    page = None
+    try:
+        page = open_tab(browser, "http://127.0.0.1:%d/" % http)
+        rt.wait_for(lambda: "Jobs (100)" in (page.eval(TEXT) or ""), 30,
+                    interval=0.1, what="the 100 jobs that ended last")
+        assert "Not shown: 0 active and 51 ended jobs" in page.eval(TEXT)
+        page.eval("document.querySelector('p.more a').click()")
+        rt.wait_for(lambda: "Jobs (151)" in (page.eval(TEXT) or ""), 30,
+                    interval=0.1, what="every ended job")
+        assert "Not shown" not in page.eval(TEXT)
+        assert d.stop() == 0, d.output()[-3000:]
+    finally:
+        if page is not None:
+            page.close()
+        d.stop()
+
+
 def test_standby_page_names_the_leader(tmp_path, browser):
     """Two replicas on etcd (SPEC §14): a standby's page holds no jobs, says
     it is a standby and names the leader. When the leader is killed, the

@@ -1,14 +1,17 @@
 /*
  * lib/text.c: UTF-8 validity by RFC 3629's table, cutting at character
  * boundaries, and the escapes that keep client text off the terminal; and
- * lib/pb_strings.c, which finds every string of a message.
+ * lib/pb_strings.c, which finds every string of a message; and lib/pbjson.c,
+ * messages as JSON and JSON that shows no control raw.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "pb_strings.h"
+#include "pbjson.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
+#include "rdzv/v1/types.pb-c.h"
 #include "text.h"
 
 static void
@@ -84,6 +87,11 @@ test_vis(void)
 	CHECK_STR(buf, "gpu ж 100%");
 	vis_buf(buf, sizeof(buf), "\xc2\x9b" "2J \x7f");	/* C1 CSI, DEL */
 	CHECK_STR(buf, "\\u009b2J \\x7f");
+	/* Bidi override and isolate, line separator: U+202E turns "exe.txt"
+	 * into what reads as "txt.exe". */
+	vis_buf(buf, sizeof(buf), "a\xe2\x80\xae" "b\xe2\x81\xa6" "c"
+	    "\xe2\x80\xa8" "d\xe2\x80\x8b");
+	CHECK_STR(buf, "a\\u202eb\\u2066c\\u2028d\xe2\x80\x8b");
 	vis_buf(buf, sizeof(buf), "x\xd0 \xff");		/* not UTF-8 */
 	CHECK_STR(buf, "x\\xd0 \\xff");
 
@@ -149,6 +157,67 @@ test_pb_strings(void)
 	CHECK_STR(path, "hostname");
 }
 
+static void
+test_pbjson(void)
+{
+	Rdzv__V1__Job job = RDZV__V1__JOB__INIT;
+	Rdzv__V1__JobSettings st = RDZV__V1__JOB_SETTINGS__INIT;
+	Rdzv__V1__Node node = RDZV__V1__NODE__INIT, *nodes[] = { &node };
+	json_t *j;
+	char *s;
+
+	/* C1 and bidi controls come out as \u escapes; other text as is. */
+	j = json_pack("{s:s}", "k", "a\xc2\x9b" "2J\xe2\x80\xae" "ж\x1b");
+	s = pbjson_dumps(j, JSON_COMPACT);
+	CHECK_STR(s, "{\"k\":\"a\\u009b2J\\u202eж\\u001B\"}");
+	free(s);
+	json_decref(j);
+
+	/* The proto's names, enums as words, nested messages, repeated. */
+	job.rdzv_id = "j1";
+	job.state = RDZV__V1__JOB_STATE__JOB_STATE_RUNNING;
+	job.restart_count = 2;
+	job.created_unix_ms = 1700000000123LL;
+	st.min_nodes = 3;
+	job.settings = &st;
+	node.hostname = "h";
+	node.state = RDZV__V1__NODE_STATE__NODE_STATE_PARTICIPANT;
+	node.group_rank = -1;
+	job.n_nodes = 1;
+	job.nodes = nodes;
+	j = pbjson_message(&job.base);
+	CHECK(j != NULL);
+	CHECK_STR(json_string_value(json_object_get(j, "rdzv_id")), "j1");
+	CHECK_STR(json_string_value(json_object_get(j, "state")), "running");
+	CHECK_INT(json_integer_value(json_object_get(j, "restart_count")), 2);
+	CHECK(json_integer_value(json_object_get(j, "created_unix_ms")) ==
+	    1700000000123LL);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(j,
+	    "settings"), "min_nodes")), 3);
+	json_t *n = json_array_get(json_object_get(j, "nodes"), 0);
+	CHECK_STR(json_string_value(json_object_get(n, "state")),
+	    "participant");
+	CHECK_INT(json_integer_value(json_object_get(n, "group_rank")), -1);
+	CHECK(json_is_false(json_object_get(n, "connected")));
+	CHECK_INT(json_array_size(json_object_get(j, "events")), 0);
+	json_decref(j);
+	job.settings = NULL;
+	j = pbjson_message(&job.base);
+	CHECK(json_is_null(json_object_get(j, "settings")));
+	json_decref(j);
+
+	/* A shape of one's own, and the fields it does not name. */
+	j = json_pack("{s:s, s:i}", "id", "j1", "restart_count", 7);
+	CHECK_INT(pbjson_add_rest(j, &job.base, (const char *const[]){
+	    "rdzv_id", "nodes", NULL }), 0);
+	CHECK(json_object_get(j, "rdzv_id") == NULL);
+	CHECK(json_object_get(j, "nodes") == NULL);
+	CHECK_INT(json_integer_value(json_object_get(j, "restart_count")), 7);
+	CHECK_STR(json_string_value(json_object_get(j, "state")), "running");
+	CHECK(json_object_get(j, "held_failure") != NULL);
+	json_decref(j);
+}
+
 int
 main(void)
 {
@@ -157,5 +226,6 @@ main(void)
 	test_textf();
 	test_vis();
 	test_pb_strings();
+	test_pbjson();
 	return check_done("test_text");
 }

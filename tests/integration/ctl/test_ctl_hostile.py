@@ -10,9 +10,11 @@ import rdzvtest as rt
 import ctlharness as h
 from rdzvnode import Node
 
-HOSTILE = "\x1b[31mRED\x1b]0;pwned\x07\nfake\r\u009b2J"
-# Any C0 control but the line ends, DEL, or a C1 control.
-CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f]")
+HOSTILE = "\x1b[31mRED\x1b]0;pwned\x07\nfake\r\u009b2J\u202etxt.exe"
+# Any C0 control but the line ends, DEL, a C1 control, a bidi control
+# (U+202E shows "exe.txt" backwards) or a line separator.
+CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f\u061c\u200e"
+                     "\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
 def no_control(text, what):
@@ -33,7 +35,8 @@ def test_hostile_strings_are_escaped_for_the_terminal(tmp_path):
             cp = h.check(h.ctl(d.addr, *args, fixed=False))
             no_control(cp.stdout + cp.stderr, "rdzvctl " + " ".join(args))
         cp = h.ctl(d.addr, "status", "hostile", fixed=False)
-        assert "\\e[31mRED\\e]0;pwned\\x07\\nfake\\r\\u009b2J" in cp.stdout, cp.stdout
+        assert ("\\e[31mRED\\e]0;pwned\\x07\\nfake\\r\\u009b2J\\u202etxt.exe"
+                in cp.stdout), cp.stdout
 
         with rt.Proc([h.RDZVCTL, "--server", d.addr, "status", "hostile",
                       "--watch"]) as w:
@@ -41,6 +44,8 @@ def test_hostile_strings_are_escaped_for_the_terminal(tmp_path):
         no_control("\n".join(w.lines), "rdzvctl status --watch")
 
         cp = h.check(h.ctl(d.addr, "status", "hostile", "-o", "json", fixed=False))
+        no_control(cp.stdout.replace("\n", " "), "rdzvctl -o json")
+        assert "\\u009b2J\\u202etxt.exe" in cp.stdout, cp.stdout
         job = json.loads(cp.stdout)
         assert job["nodes"][0]["hostname"] == HOSTILE
 
