@@ -92,8 +92,24 @@ set_int(json_t *o, const char *key, long long v)
 	json_object_set_new(o, key, json_integer(v));
 }
 
+/* Keys as the proto's Node fields are named. */
+static void
+progress_json(json_t *o, const struct core_node *n, uint64_t lead,
+    struct core_now now)
+{
+	struct core_node_progress p;
+
+	core_node_progress(n, lead, now, &p);
+	json_object_set_new(o, "has_step", json_boolean(p.has_step));
+	set_int(o, "step", (long long)p.step);
+	set_int(o, "step_unix_ms", p.step_wall_ms);
+	set_int(o, "steps_behind", (long long)p.steps_behind);
+	set_int(o, "behind_ms", p.behind_ms);
+	json_object_set_new(o, "straggler", json_boolean(p.straggler));
+}
+
 static json_t *
-node_json(const struct core_node *n, struct core_now now)
+node_json(const struct core_node *n, uint64_t lead, struct core_now now)
 {
 	json_t *o = json_object(), *gpus = json_array();
 
@@ -109,6 +125,7 @@ node_json(const struct core_node *n, struct core_now now)
 	set_int(o, "last_seen_ms", streams_last_seen_ms(n, now));
 	json_object_set_new(o, "connected", json_boolean(n->connected));
 	set_str(o, "reason", n->reason);
+	progress_json(o, n, lead, now);
 	for (uint32_t i = 0; i < n->n_gpus; i++) {
 		const struct core_gpu *g = &n->gpus[i];
 		json_t *x = json_object();
@@ -157,16 +174,23 @@ job_json(const struct core_job *j, struct core_now now, int detail,
 	set_int(st, "lease_ttl_ms", s->lease_ttl_ms);
 	set_int(st, "reconnect_grace_ms", s->reconnect_grace_ms);
 	set_int(st, "rejoin_timeout_ms", s->rejoin_timeout_ms);
+	set_int(st, "hang_timeout_ms", s->hang_timeout_ms);
 	json_object_set_new(o, "settings", st);
 	set_str(o, "master", j->master_addr);
 	set_int(o, "master_port", j->master_port);
 	set_int(o, "round_nodes", j->round_n);
 
 	const struct core_node *n;
+	uint64_t lead;
+	uint32_t stragglers;
+	bool has_lead = core_job_progress(j, now, &lead, &stragglers);
+	json_object_set_new(o, "has_lead_step", json_boolean(has_lead));
+	set_int(o, "lead_step", (long long)lead);
+	set_int(o, "stragglers", stragglers);
 	TAILQ_FOREACH(n, &j->nodes, entry)
-		json_array_append_new(nodes, node_json(n, now));
+		json_array_append_new(nodes, node_json(n, lead, now));
 	TAILQ_FOREACH(n, &j->ended, ended_entry)
-		json_array_append_new(nodes, node_json(n, now));
+		json_array_append_new(nodes, node_json(n, lead, now));
 	json_object_set_new(o, "node_list", nodes);
 
 	uint32_t from = j->events_n > EVENTS_SHOWN ? j->events_n -

@@ -130,8 +130,8 @@ round_restart(const struct core_event *e)
 static int
 ends_round(const char *kind)
 {
-	return strcmp(kind, "failure") == 0 || strcmp(kind, "lost") == 0 ||
-	    strcmp(kind, "left") == 0 || strcmp(kind, "evicted") == 0 ||
+	return strcmp(kind, "failure") == 0 || strcmp(kind, "hang") == 0 ||
+	    strcmp(kind, "lost") == 0 || strcmp(kind, "left") == 0 || strcmp(kind, "evicted") == 0 ||
 	    strcmp(kind, "nproc") == 0;
 }
 
@@ -175,6 +175,7 @@ round_formed(const struct core_event *e, const struct core_job *j,
 		if (gathers(x->kind))
 			opened = x->wall_ms;
 		if (cause == NULL && (strcmp(x->kind, "failure") == 0 ||
+		    strcmp(x->kind, "hang") == 0 ||
 		    strcmp(x->kind, "lost") == 0))
 			cause = x->kind;
 		if (strcmp(x->kind, "created") == 0 ||
