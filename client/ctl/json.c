@@ -62,6 +62,7 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "max_restarts", integer(s->max_restarts));
 	set(o, "lease_ttl_ms", integer(s->lease_ttl_ms));
 	set(o, "reconnect_grace_ms", integer(s->reconnect_grace_ms));
+	set(o, "hang_timeout_ms", integer(s->hang_timeout_ms));
 	return o;
 }
 
@@ -112,6 +113,18 @@ json_node(const Rdzv__V1__Node *n)
 		json_array_append_new(devs, gpu(n->gpus[i]));
 	set(g, "devices", devs);
 	set(o, "gpus", g);
+	/* Training progress (docs/HEALTH.md); null: no step reported in
+	 * the current generation. */
+	if (n->has_step) {
+		json_t *p = json_object();
+		set(p, "step", integer((int64_t)n->step));
+		set(p, "step_unix_ms", instant(n->step_unix_ms));
+		set(p, "steps_behind", integer((int64_t)n->steps_behind));
+		set(p, "behind_ms", integer(n->behind_ms));
+		set(p, "straggler", json_boolean(n->straggler));
+		set(o, "progress", p);
+	} else
+		set(o, "progress", json_null());
 	return o;
 }
 
@@ -160,6 +173,9 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	    integer(j->last_call_in_ms) : json_null());
 	set(o, "join_timeout_in_ms", j->join_timeout_in_ms >= 0 ?
 	    integer(j->join_timeout_in_ms) : json_null());
+	set(o, "lead_step", j->has_lead_step ? integer((int64_t)j->lead_step) :
+	    json_null());
+	set(o, "stragglers", integer(j->stragglers));
 	if (!detail)
 		return o;
 

@@ -88,7 +88,7 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 4 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 5 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
