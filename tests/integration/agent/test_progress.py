@@ -1,0 +1,180 @@
+"""Worker progress and hung workers (docs/HEALTH.md), end to end: real
+rdzvd and rdzv-agent processes whose workers are a small training loop
+(pworker.py, no torch) calling rdzv.progress(step) from python/rdzv.
+
+- A worker that stops reporting (a sleep in its loop) is found within the
+  hang timeout + 2 s: its node is reported FAILED with cause hang (an event
+  of kind "hang", in rdzvctl status too), its stacks reach its stderr log
+  through faulthandler, the job restarts once, job-wide, and completes.
+- A slow worker's node shows as a straggler in `rdzvctl status ID` (text
+  and JSON) and in the status page's job data.
+- rdzv.progress is a no-op without RDZV_PROGRESS.
+"""
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+
+import pytest
+
+import rdzvagent
+import rdzvnode
+import rdzvtest as rt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "pworker.py")
+PYDIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "python"))
+CTL = rt.build_path("client", "ctl", "rdzvctl")
+PB = rdzvnode.pb
+
+for k in list(os.environ):
+    if k.startswith(("RDZV_", "SLURM_", "PBS_")) and k not in (
+            "RDZV_BUILD_ROOT", "RDZV_SOURCE_ROOT"):
+        del os.environ[k]
+
+
+class Job(rdzvagent.AgentJob):
+    worker = WORKER
+
+    def agent(self, tag, rank, args=(), env=None):
+        argv = ["--nnodes", "2", "--node-rank", rank, "--last-call", "1s",
+                "--stop-timeout", "2s", "--tee",
+                "--log-dir", os.path.join(self.tmp, "logs-" + tag)]
+        e = {"W_OUT": self.out, "W_STOP": self.stop_file, "TMPDIR": self.tmp,
+             "PYTHONPATH": PYDIR}
+        e.update(env or {})
+        return self.start(tag, argv + list(args), e)
+
+
+def ctl(daemon, *args):
+    r = subprocess.run([CTL, "--server", daemon.addr] + list(args),
+                       capture_output=True, text=True, timeout=15)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_hang_detected_and_restarted(tmp_path, request):
+    j = Job(tmp_path, rdzvagent.job_name(request))
+    try:
+        env = {"P_HANG_RANK": "1", "P_HANG_AT": "5", "P_STEPS": "20"}
+        # The job's setting is the first joiner's; the other asks for
+        # none and gets the job's.
+        j.agent("a", 0, ["--hang-timeout", "3s", "--max-restarts", "1"], env)
+        j.wait_job(lambda x: True, 15, "job created by agent a")
+        j.agent("b", 1, [], env)
+        hung = rt.wait_for(lambda: j.files("hang").get((1, 1)), 30, 0.05,
+                           "rank 1 hanging in generation 1\n" + j.outputs())
+        # Detected within the hang timeout + 2 s of the last report.
+        jb = j.wait_job(lambda x: any(e.kind == "hang" for e in x.events),
+                        20, "a hang event")
+        ev = [e for e in jb.events if e.kind == "hang"]
+        assert len(ev) == 1, ev
+        took = ev[0].time_unix_ms / 1000.0 - hung["last_report"]
+        assert 2.95 <= took <= 5.0, (took, ev[0])
+        assert ev[0].generation == 1
+        assert re.search(r"hung in generation 1: no worker made progress "
+                         r"for \d+\.\d s since step 5 \(hang timeout 3\.0 s\)",
+                         ev[0].message), ev[0].message
+        assert jb.settings.hang_timeout_ms == 3000
+        # One restart, job-wide: generation 2 runs both ranks again and
+        # completes.
+        assert j.wait_exits(timeout=40) == {"a": 0, "b": 0}, j.outputs()
+        jb = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
+                        "job closed")
+        assert jb.restart_count == 1 and jb.generation == 2, jb
+        assert sorted(j.files("done", 2)) == [(2, 0), (2, 1)]
+        assert sorted(j.files("env")) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+        # The hung worker's stacks, from faulthandler (registered by
+        # rdzv.progress), in its stderr log of generation 1.
+        with open(os.path.join(j.tmp, "logs-b", "1", "0", "stderr.log")) as f:
+            err = f.read()
+        assert "most recent call first" in err and "pworker.py" in err, err
+        agent_b = j.agents["b"].output()
+        assert "hung: no worker made progress" in agent_b, agent_b
+        assert "SIGUSR1" in agent_b, agent_b
+        # rdzvctl shows the setting and the event.
+        out = ctl(j.daemon, "status", j.id)
+        assert "hang timeout 3s" in out, out
+        assert re.search(r"\bhang\b.*hung in generation 1", out), out
+    finally:
+        j.close()
+
+
+def page_job(port, job_id):
+    """The status page's data for one job (its /events stream's first
+    answer)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        s.sendall(("GET /events?job=%s HTTP/1.1\r\nHost: x\r\n"
+                   "Accept: text/event-stream\r\n\r\n" % job_id).encode())
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            assert chunk, buf
+            buf += chunk
+            for line in buf.split(b"\n"):
+                if line.startswith(b"data: ") and b'"node_list"' in line:
+                    return json.loads(line[6:])
+    finally:
+        s.close()
+
+
+def test_straggler(tmp_path, request):
+    d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0",
+                             "--straggler-steps", "5",
+                             "--straggler-seconds", "0"])
+    port = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+    j = Job(tmp_path, rdzvagent.job_name(request), daemon=d)
+    try:
+        env = {"P_FOREVER": "1", "P_STEP_S": "0.05", "P_SLOW_RANK": "1",
+               "P_SLOW_S": "1"}
+        j.agent("a", 0, [], env)
+        j.agent("b", 1, [], env)
+
+        def straggling():
+            jb = j.job()
+            nodes = {n.hostname and n.node_id: n for n in jb.nodes}
+            slow = [n for n in nodes.values() if n.straggler]
+            return jb if jb.stragglers == 1 and len(slow) == 1 else None
+        jb = rt.wait_for(straggling, 30, 0.1, "a straggler\n" + j.outputs())
+        fast = max(jb.nodes, key=lambda n: n.step)
+        slow = min(jb.nodes, key=lambda n: n.step)
+        assert slow.straggler and not fast.straggler
+        assert slow.steps_behind > 5 and jb.lead_step == fast.step
+        assert slow.group_rank == 1 and fast.group_rank == 0
+
+        out = ctl(d, "status", j.id)
+        assert re.search(r"^progress +leading step \d+, 1 straggler$", out,
+                         re.M), out
+        assert re.search(r"STEP", out), out
+        rows = [l for l in out.splitlines() if "STRAGGLER" in l]
+        assert len(rows) == 1 and " 1 " in rows[0], out
+        doc = json.loads(ctl(d, "status", j.id, "-o", "json"))
+        assert doc["stragglers"] == 1 and doc["lead_step"] >= 6, doc
+        flags = {n["group_rank"]: n["progress"]["straggler"]
+                 for n in doc["nodes"]}
+        assert flags == {0: False, 1: True}, doc["nodes"]
+
+        page = page_job(port, j.id)
+        assert page["stragglers"] >= 1, page
+        marked = {n["group_rank"]: n["straggler"] for n in page["node_list"]
+                  if n["has_step"]}
+        assert marked.get(1) is True and marked.get(0) is False, page
+    finally:
+        j.close()
+
+
+def test_progress_without_agent(tmp_path):
+    """Outside rdzv-agent rdzv.progress does nothing and raises nothing;
+    a bad step is refused."""
+    env = {k: v for k, v in os.environ.items() if k != "RDZV_PROGRESS"}
+    env["PYTHONPATH"] = PYDIR
+    r = subprocess.run(["/usr/bin/python3", "-c",
+                        "import rdzv\nfor i in range(3): rdzv.progress(i)\n"
+                        "try:\n  rdzv.progress(-1)\nexcept ValueError:\n"
+                        "  print('refused')\n"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout == "refused\n", r
