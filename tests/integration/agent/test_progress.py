@@ -39,8 +39,8 @@ for k in list(os.environ):
 class Job(rdzvagent.AgentJob):
     worker = WORKER
 
-    def agent(self, tag, rank, args=(), env=None):
-        argv = ["--nnodes", "2", "--node-rank", rank, "--last-call", "1s",
+    def agent(self, tag, rank, args=(), env=None, nnodes=2):
+        argv = ["--nnodes", nnodes, "--node-rank", rank, "--last-call", "1s",
                 "--stop-timeout", "2s", "--tee",
                 "--log-dir", os.path.join(self.tmp, "logs-" + tag)]
         e = {"W_OUT": self.out, "W_STOP": self.stop_file, "TMPDIR": self.tmp,
@@ -99,6 +99,36 @@ def test_hang_detected_and_restarted(tmp_path, request):
         out = ctl(j.daemon, "status", j.id)
         assert "hang timeout 3s" in out, out
         assert re.search(r"\bhang\b.*hung in generation 1", out), out
+    finally:
+        j.close()
+
+
+def test_hang_dumped_by_pyspy(tmp_path, request):
+    """With py-spy on PATH the agent runs `py-spy dump --pid PID` for each
+    worker into py-spy.txt beside its logs (here a stand-in py-spy that
+    says how it was called), and sends no SIGUSR1."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "py-spy").write_text("#!/bin/sh\necho \"stand-in py-spy: $*\"\n")
+    (fake / "py-spy").chmod(0o755)
+    j = Job(tmp_path, rdzvagent.job_name(request))
+    try:
+        env = {"P_HANG_RANK": "0", "P_HANG_AT": "2", "P_STEPS": "5",
+               "PATH": "%s:%s" % (fake, os.environ["PATH"])}
+        j.agent("a", 0, ["--hang-timeout", "2s", "--max-restarts", "1"], env,
+                nnodes=1)
+        assert j.wait_exits(timeout=40) == {"a": 0}, j.outputs()
+        jb = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
+                        "job closed")
+        assert jb.restart_count == 1 and [e.kind for e in jb.events
+                                          ].count("hang") == 1, jb
+        pid = j.files("env", 1)[(1, 0)]["pid"]
+        logs = os.path.join(j.tmp, "logs-a", "1", "0")
+        with open(os.path.join(logs, "py-spy.txt")) as f:
+            assert f.read() == "stand-in py-spy: dump --pid %d\n" % pid
+        with open(os.path.join(logs, "stderr.log")) as f:
+            assert "most recent call first" not in f.read()
+        assert "py-spy dump --pid %d" % pid in j.agents["a"].output()
     finally:
         j.close()
 
