@@ -90,11 +90,11 @@ static const struct setting settings[] = {
 	{ "retention", K_DURATION_S, OFF(retention_s),
 	    "how long ended jobs stay visible", 0, 3650 * DAY },
 	{ "straggler-steps", K_U32, OFF(straggler_steps),
-	    "a node this many steps behind the job's leader is a straggler "
-	    "(0: off)", 0, UINT32_MAX },
+	    "a node more than this many steps behind the job's leader is a "
+	    "straggler (0: off)", 0, UINT32_MAX },
 	{ "straggler-seconds", K_DURATION_MS, OFF(straggler_ms),
-	    "a node that passes a step this long after the job's leader is "
-	    "a straggler (0: off)", 0, 30 * DAY },
+	    "a node that passes a step more than this long after the job's "
+	    "leader is a straggler (0: off)", 0, 30 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
 	    "PING a silent connection after this", 100, 3600 * SEC },
 	{ "preface-timeout", K_DURATION_MS, OFF(preface_timeout_ms),
