@@ -135,8 +135,10 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 	m->join_timeout_in_ms = core_job_join_timeout_in(j, now);
 	m->attempt = j->attempt;
 	m->held_failure = (char *)j->held_reason;	/* "" when none */
-	m->has_lead_step = core_job_progress(j, now, &m->lead_step,
-	    &m->stragglers);
+	/* With the nodes only: a list of jobs does not walk every node. */
+	if (last_seen != NULL)
+		m->has_lead_step = core_job_progress(j, now, &m->lead_step,
+		    &m->stragglers);
 
 	if (last_seen != NULL && j->n_nodes > 0) {
 		const struct core_node *n;

@@ -106,9 +106,10 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	a->offer.started_gen = a->want.generation;
 	a->cur = a->want;
-	if (workers_start(ws, &a->cur, &a->gpucheck) != 0 ||
-	    progress_start(&a->progress, a->cur.generation, ws->n,
-	    a->session.hang_timeout_ms) != 0) {
+	/* Watching first: what the new workers report is theirs. */
+	if (progress_start(&a->progress, a->cur.generation,
+	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0 ||
+	    workers_start(ws, &a->cur, &a->gpucheck) != 0) {
 		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
 		    (unsigned long long)a->cur.generation);

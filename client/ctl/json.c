@@ -173,11 +173,11 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	    integer(j->last_call_in_ms) : json_null());
 	set(o, "join_timeout_in_ms", j->join_timeout_in_ms >= 0 ?
 	    integer(j->join_timeout_in_ms) : json_null());
+	if (!detail)
+		return o;
 	set(o, "lead_step", j->has_lead_step ? integer((int64_t)j->lead_step) :
 	    json_null());
 	set(o, "stragglers", integer(j->stragglers));
-	if (!detail)
-		return o;
 
 	json_t *nodes = json_array(), *events = json_array();
 	for (size_t i = 0; i < j->n_nodes; i++)
