@@ -208,3 +208,49 @@ def test_progress_without_agent(tmp_path):
                         "  print('refused')\n"],
                        env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stdout == "refused\n", r
+
+
+def test_progress_call(tmp_path):
+    """Rendezvous.Progress through gRPC (rdzvnode, no agent): steps never
+    commit (rdzvd's transaction count stands still), a generation that is
+    not the node's is refused, so is a cause other than hang."""
+    import grpc
+    d = rt.Daemon(tmp_path)
+    ctl_ = rdzvnode.Control(d.addr)
+    a, b = rdzvnode.Node(d.addr, name="a"), rdzvnode.Node(d.addr, name="b")
+    try:
+        for n in (a, b):
+            n.join("steps", min_nodes=2, max_nodes=2, nproc=1)
+        gen = a.wait_assignment().generation
+        before = ctl_.server_info().transactions
+        for step in range(50):
+            a.progress(gen, step)
+            b.progress(gen, step // 2)
+        assert ctl_.server_info().transactions == before
+        job = ctl_.get_job("steps")
+        steps = sorted((n.hostname, n.step, n.has_step) for n in job.nodes)
+        assert steps == [("a", 49, True), ("b", 24, True)], steps
+        assert job.has_lead_step and job.lead_step == 49
+        # Fenced: another generation, an unknown session.
+        code, msg, _ = rdzvnode.rpc_code(a.progress, gen + 1, 50)
+        assert code == grpc.StatusCode.FAILED_PRECONDITION, msg
+        assert "generation 2 does not run on node 1" in msg, msg
+        code, _, _ = rdzvnode.rpc_code(a.progress, gen, 50,
+                                       session_id=b"x" * 16)
+        assert code == grpc.StatusCode.NOT_FOUND
+        code, msg, _ = rdzvnode.rpc_code(a.report, gen, "FAILED",
+                                         cause="bored")
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
+        assert "unknown cause 'bored'" in msg, msg
+        # A hang report: an event of its own, a failure like any other.
+        a.report(gen, "FAILED", cause="hang", message="no progress")
+        job = ctl_.get_job("steps", events=50)
+        hang = [e for e in job.events if e.kind == "hang"]
+        assert len(hang) == 1 and "node a (node 1) hung in generation 1: " \
+            "no progress" in hang[0].message, job.events
+        assert job.state == PB.types.JOB_STATE_FAILED  # max_restarts 0
+    finally:
+        a.close()
+        b.close()
+        ctl_.close()
+        d.stop()
