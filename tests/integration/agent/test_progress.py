@@ -164,12 +164,9 @@ def test_straggler(tmp_path, request):
         j.agent("a", 0, [], env)
         j.agent("b", 1, [], env)
 
-        def straggling():
-            jb = j.job()
-            nodes = {n.hostname and n.node_id: n for n in jb.nodes}
-            slow = [n for n in nodes.values() if n.straggler]
-            return jb if jb.stragglers == 1 and len(slow) == 1 else None
-        jb = rt.wait_for(straggling, 30, 0.1, "a straggler\n" + j.outputs())
+        jb = j.wait_job(lambda x: x.stragglers == 1 and
+                        [n.straggler for n in x.nodes].count(True) == 1,
+                        30, "a straggler")
         fast = max(jb.nodes, key=lambda n: n.step)
         slow = min(jb.nodes, key=lambda n: n.step)
         assert slow.straggler and not fast.straggler
