@@ -12,17 +12,14 @@ rpc_progress(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	const Rdzv__V1__ProgressRequest *req =
 	    (const Rdzv__V1__ProgressRequest *)msg;
 	Rdzv__V1__ProgressResponse resp = RDZV__V1__PROGRESS_RESPONSE__INIT;
+	const uint8_t *session = session_or_finish(call, req->session_id);
 	char err[512];
 
-	if (req->session_id.len != CORE_SESSION_LEN) {
-		grpc_call_finish(call, GRPC_NOT_FOUND, "no node has this "
-		    "session_id (%zu bytes; rdzvd's have %d)",
-		    req->session_id.len, CORE_SESSION_LEN);
+	if (session == NULL)
 		return;
-	}
 	int rc = core_progress(rdzvd.core, turn_now(),
-	    grpc_call_identity(call), req->session_id.data, req->generation,
-	    req->step, err, sizeof(err));
+	    grpc_call_identity(call), session, req->generation, req->step,
+	    err, sizeof(err));
 	if (rc != GRPC_OK) {
 		grpc_call_finish(call, rc, "%s", err);
 		return;
