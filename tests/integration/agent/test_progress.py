@@ -133,6 +133,32 @@ def test_hang_dumped_by_pyspy(tmp_path, request):
         j.close()
 
 
+def test_step_and_setting_survive_rdzvd_restart(tmp_path, request):
+    """rdzvd keeps steps in memory only: after kill -9 and a restart on the
+    same database the resumed agent sends its latest step again at once
+    (here the worker makes no further progress to send), and the job's hang
+    timeout comes back from the store."""
+    j = Job(tmp_path, rdzvagent.job_name(request))
+    try:
+        j.agent("a", 0, ["--hang-timeout", "60s"],
+                {"P_FOREVER": "1", "P_STEP_S": "60"}, nnodes=1)
+        j.wait_job(lambda x: len(x.nodes) == 1 and x.nodes[0].has_step, 30,
+                   "step 0 at rdzvd")
+        addr, db = j.daemon.addr, j.daemon.db
+        j.daemon.kill()
+        j.ctl.close()
+        j.agents["a"].wait_line("lost rdzvd", timeout=10)
+        j.daemon = rt.Daemon(j.tmp, listen=addr, db=db)
+        j.ctl = rdzvnode.Control(j.daemon.addr)
+        jb = j.wait_job(lambda x: len(x.nodes) == 1 and x.nodes[0].connected
+                        and x.nodes[0].has_step, 15,
+                        "the step back after the resume")
+        assert jb.nodes[0].step == 0 and jb.has_lead_step, jb
+        assert jb.settings.hang_timeout_ms == 60000, jb.settings
+    finally:
+        j.close()
+
+
 def page_job(port, job_id):
     """The status page's data for one job (its /events stream's first
     answer)."""
