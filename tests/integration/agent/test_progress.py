@@ -6,8 +6,13 @@ rdzvd and rdzv-agent processes whose workers are a small training loop
   hang timeout + 2 s: its node is reported FAILED with cause hang (an event
   of kind "hang", in rdzvctl status too), its stacks reach its stderr log
   through faulthandler, the job restarts once, job-wide, and completes.
+- With py-spy on PATH the stacks come from `py-spy dump` instead.
 - A slow worker's node shows as a straggler in `rdzvctl status ID` (text
   and JSON) and in the status page's job data.
+- Steps are in memory only: they never commit, and after an rdzvd restart
+  the resumed agent sends its latest again; the hang timeout is stored.
+- Rendezvous.Progress is fenced by session and generation; Report's cause
+  is "hang" or nothing.
 - rdzv.progress is a no-op without RDZV_PROGRESS.
 """
 
