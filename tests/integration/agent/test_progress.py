@@ -116,7 +116,9 @@ def test_hang_dumped_by_pyspy(tmp_path, request):
     fake.mkdir()
     (fake / "py-spy").write_text("#!/bin/sh\necho \"stand-in py-spy: $*\"\n")
     (fake / "py-spy").chmod(0o755)
-    j = Job(tmp_path, rdzvagent.job_name(request))
+    d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0"])
+    port = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+    j = Job(tmp_path, rdzvagent.job_name(request), daemon=d)
     try:
         env = {"P_HANG_RANK": "0", "P_HANG_AT": "2", "P_STEPS": "5",
                "PATH": "%s:%s" % (fake, os.environ["PATH"])}
@@ -134,6 +136,7 @@ def test_hang_dumped_by_pyspy(tmp_path, request):
         with open(os.path.join(logs, "stderr.log")) as f:
             assert "most recent call first" not in f.read()
         assert "py-spy dump --pid %d" % pid in j.agents["a"].output()
+        assert metric(port, "rdzvd_hangs_total") == 1
     finally:
         j.close()
 
@@ -162,6 +165,19 @@ def test_step_and_setting_survive_rdzvd_restart(tmp_path, request):
         assert jb.settings.hang_timeout_ms == 60000, jb.settings
     finally:
         j.close()
+
+
+def metric(port, name):
+    """One unlabelled sample of rdzvd's /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    assert m, "no %s in /metrics" % name
+    return float(m.group(1))
 
 
 def page_job(port, job_id):
@@ -216,6 +232,7 @@ def test_straggler(tmp_path, request):
                  for n in doc["nodes"]}
         assert flags == {0: False, 1: True}, doc["nodes"]
 
+        assert metric(port, "rdzvd_stragglers") == 1
         page = page_job(port, j.id)
         assert page["stragglers"] >= 1, page
         marked = {n["group_rank"]: n["straggler"] for n in page["node_list"]
