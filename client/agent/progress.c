@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <stddef.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,40 +27,9 @@
 
 #include "agent.h"
 #include "log.h"
+#include "progress_msg.h"
 
-#define PROGRESS_MSG_MAX	64	/* bytes of one datagram */
 #define PROGRESS_READS_MAX	256	/* datagrams per wakeup */
-
-/* "1 LOCAL_RANK STEP", optionally with a newline; 0 or -1. */
-static int
-parse(const char *s, size_t len, uint32_t *rank, uint64_t *step)
-{
-	uint64_t v[3];
-	size_t i = 0;
-
-	if (len > 0 && s[len - 1] == '\n')
-		len--;
-	for (int f = 0; f < 3; f++) {
-		size_t start = i;
-
-		if (f > 0 && (i >= len || s[i++] != ' '))
-			return -1;
-		start = i;
-		v[f] = 0;
-		while (i < len && s[i] >= '0' && s[i] <= '9') {
-			if (v[f] > (UINT64_MAX - 9) / 10)
-				return -1;
-			v[f] = v[f] * 10 + (uint64_t)(s[i++] - '0');
-		}
-		if (i == start || i - start > 20)
-			return -1;
-	}
-	if (i != len || v[0] != 1 || v[1] > 65535)
-		return -1;
-	*rank = (uint32_t)v[1];
-	*step = v[2];
-	return 0;
-}
 
 /* The node's step: the slowest reporting worker's. */
 static uint64_t
@@ -131,7 +99,7 @@ read_one(struct progress *p)
 	/* Only our own user (or root) may say how training goes. */
 	if (cred == NULL || (cred->uid != getuid() && cred->uid != 0) ||
 	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
-	    parse(buf, (size_t)n, &rank, &step) != 0) {
+	    progress_msg_parse(buf, (size_t)n, &rank, &step) != 0) {
 		if (p->dropped++ == 0)
 			log_warnx("progress: ignoring a malformed or foreign "
 			    "message on %s (expected \"1 LOCAL_RANK STEP\")",
