@@ -174,7 +174,7 @@ core_changes_clear(struct core *c)
 	}
 	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
-		j->changed = false;
+		j->changed = j->steps_only = false;
 	}
 	while ((j = TAILQ_FIRST(&c->removed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->removed_jobs, j, entry);

@@ -313,6 +313,9 @@ struct core_job {
 	uint32_t		 lead_n, lead_start;
 	uint64_t		 progress_told_ms;	/* monotonic */
 	struct core_timer	 progress_timer;
+	/* In changed_jobs for new steps only: what a job's summary shows
+	 * did not change (watchers of every job can skip it). */
+	bool			 steps_only;
 };
 TAILQ_HEAD(core_jobs, core_job);
 

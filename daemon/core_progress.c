@@ -68,9 +68,13 @@ core_progress_tell(struct core_job *j)
 		return;
 	if (j->progress_told_ms == 0 ||
 	    now >= j->progress_told_ms + CORE_PROGRESS_TELL_MS) {
+		bool was = j->changed;
+
 		/* 0 means never told; a clock at 0 tells once more, no harm. */
 		j->progress_told_ms = now;
 		core_job_changed(j);
+		if (!was)
+			j->steps_only = true;
 		return;
 	}
 	core_timer_set(c, &j->progress_timer,

@@ -342,9 +342,13 @@ http_events_jobs_changed(const struct core *c, struct core_now now)
 	for (f = TAILQ_FIRST(&followers); f != NULL; f = next) {
 		next = TAILQ_NEXT(f, entry);
 		int gone = 0;
-		TAILQ_FOREACH(j, &c->changed_jobs, changed_entry)
+		TAILQ_FOREACH(j, &c->changed_jobs, changed_entry) {
+			/* New steps show only in a job's detail. */
+			if (j->steps_only && f->rdzv_id == NULL)
+				continue;
 			if (!gone && matches(f, j) && !j->removed)
 				gone = send_job(f, j, now, 0, 1) != 0;
+		}
 		TAILQ_FOREACH(j, &c->removed_jobs, entry)
 			if (!gone && matches(f, j))
 				gone = send_job(f, j, now, 1, 1) != 0;

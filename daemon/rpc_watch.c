@@ -105,9 +105,13 @@ watch_jobs_changed(const struct core *c, struct core_now now)
 	for (w = TAILQ_FIRST(&watchers); w != NULL; w = next) {
 		next = TAILQ_NEXT(w, entry);
 		int gone = 0;
-		TAILQ_FOREACH(job, &c->changed_jobs, changed_entry)
+		TAILQ_FOREACH(job, &c->changed_jobs, changed_entry) {
+			/* New steps show only with the nodes. */
+			if (job->steps_only && w->rdzv_id == NULL)
+				continue;
 			if (!gone && matches(w, job) && !job->removed)
 				gone = send_job(w, job, now, 0) != 0;
+		}
 		TAILQ_FOREACH(job, &c->removed_jobs, entry)
 			if (!gone && matches(w, job))
 				gone = send_job(w, job, now, 1) != 0;

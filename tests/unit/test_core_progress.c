@@ -3,7 +3,8 @@
  * (docs/HEALTH.md). Steps are kept in memory and never make a change to
  * commit; a node trails the job's leading node in steps and in time, and
  * is a straggler past either threshold; a step of another generation is
- * refused; watchers hear of steps at most once a second; a hang is a
+ * refused; watchers hear of steps at most once a second, and only those
+ * that see the job's nodes when nothing else changed; a hang is a
  * failure like any other, with an event of its own; the hang timeout is a
  * job setting that survives a restart.
  */
@@ -180,13 +181,14 @@ test_fenced_by_generation(void)
 static void
 test_told_once_a_second(void)
 {
-	struct core_node	*n[3];
+	struct core_node	*n[3], *spare;
 	struct core_job		*j;
+	struct core_join	 r;
 
 	setup(NULL);
 	j = three("tell", n);
 	CHECK_RC(step(n[0], 1, 1), 0);
-	CHECK(j->changed);
+	CHECK(j->changed && j->steps_only);
 	turn();
 	tick(100);
 	CHECK_RC(step(n[0], 1, 2), 0);
@@ -198,8 +200,17 @@ test_told_once_a_second(void)
 	NOW.mono_ms += 900;
 	NOW.wall_ms += 900;
 	core_advance(C, NOW);
-	CHECK(j->changed);
+	CHECK(j->changed && j->steps_only);
 	CHECK(nothing_to_commit());
+	turn();
+	/* A change of the job itself in the same turn is more than steps:
+	 * watchers of every job hear of it. */
+	tick(1000);
+	CHECK_RC(step(n[0], 1, 3), 0);
+	CHECK(j->steps_only);
+	r = req("tell", "d", 1, 3, 3);	/* a spare */
+	CHECK_RC(core_join(C, NOW, &r, &spare, err, sizeof(err)), 0);
+	CHECK(j->changed && !j->steps_only);
 	turn();
 	teardown();
 }
