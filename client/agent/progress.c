@@ -169,9 +169,16 @@ progress_stop(struct progress *p)
 static socklen_t
 address(struct progress *p, const char *dir, struct sockaddr_un *sun)
 {
+	char cwd[256];
+
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	snprintf(p->path, sizeof(p->path), "%s/progress.sock", dir);
+	/* Absolute, so that a worker that changes directory still finds it. */
+	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+		snprintf(p->path, sizeof(p->path), "%s/%s/progress.sock", cwd,
+		    dir);
+	else
+		snprintf(p->path, sizeof(p->path), "%s/progress.sock", dir);
 	if (strlen(p->path) < sizeof(sun->sun_path)) {
 		memcpy(sun->sun_path, p->path, strlen(p->path) + 1);
 		snprintf(p->env, sizeof(p->env), "%s", p->path);
