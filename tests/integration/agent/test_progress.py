@@ -137,6 +137,9 @@ def test_hang_dumped_by_pyspy(tmp_path, request):
             assert "most recent call first" not in f.read()
         assert "py-spy dump --pid %d" % pid in j.agents["a"].output()
         assert metric(port, "rdzvd_hangs_total") == 1
+        # rdzvd's journal has the hang.
+        d.wait_line(r"job %s: hang: node \S+ \(node 1\) hung in "
+                    r"generation 1" % re.escape(j.id), timeout=5)
     finally:
         j.close()
 
