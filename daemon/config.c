@@ -95,6 +95,12 @@ static const struct setting settings[] = {
 	    "the longest join timeout a job may ask for", SEC, 30 * DAY },
 	{ "retention", K_DURATION_S, OFF(retention_s),
 	    "how long ended jobs stay visible", 0, 3650 * DAY },
+	{ "straggler-steps", K_U32, OFF(straggler_steps),
+	    "a node more than this many steps behind the job's leader is a "
+	    "straggler (0: off)", 0, UINT32_MAX },
+	{ "straggler-seconds", K_DURATION_MS, OFF(straggler_ms),
+	    "a node that passes a step more than this long after the job's "
+	    "leader is a straggler (0: off)", 0, 30 * DAY },
 	{ "keepalive", K_DURATION_MS, OFF(keepalive_ms),
 	    "PING a silent connection after this", 100, 3600 * SEC },
 	{ "preface-timeout", K_DURATION_MS, OFF(preface_timeout_ms),
@@ -266,8 +272,8 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		char *end;
 		errno = 0;
 		unsigned long v = strtoul(val, &end, 10);
-		if (errno != 0 || *end != '\0' || end == val || v == 0 ||
-		    v > UINT32_MAX || *val == '-')
+		if (errno != 0 || *end != '\0' || end == val ||
+		    (v == 0 && st->min != 0) || v > UINT32_MAX || *val == '-')
 			break;
 		if (out_of_bounds(st, v, val, err, errlen))
 			return -1;
@@ -433,6 +439,8 @@ defaults(struct config *cfg)
 	cfg->max_jobs_per_identity = 1000;
 	cfg->max_join_timeout_ms = 86400 * 1000;
 	cfg->retention_s = 7 * 86400;
+	cfg->straggler_steps = 20;
+	cfg->straggler_ms = 30 * 1000;
 	cfg->keepalive_ms = 5000;
 	cfg->preface_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 600 * 1000;
@@ -764,6 +772,8 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-jobs-per-identity = %u\n", cfg->max_jobs_per_identity);
 	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);
 	fprintf(f, "retention = %us\n", cfg->retention_s);
+	fprintf(f, "straggler-steps = %u\n", cfg->straggler_steps);
+	fprintf(f, "straggler-seconds = %ums\n", cfg->straggler_ms);
 	fprintf(f, "keepalive = %ums\n", cfg->keepalive_ms);
 	fprintf(f, "preface-timeout = %ums\n", cfg->preface_timeout_ms);
 	fprintf(f, "idle-timeout = %ums\n", cfg->idle_timeout_ms);

@@ -44,6 +44,7 @@ settings_to_pb(struct arena *a, const struct core_settings *s)
 	m->lease_ttl_ms = s->lease_ttl_ms;
 	m->reconnect_grace_ms = s->reconnect_grace_ms;
 	m->rejoin_timeout_ms = s->rejoin_timeout_ms;
+	m->hang_timeout_ms = s->hang_timeout_ms;
 	return m;
 }
 
@@ -74,7 +75,8 @@ gpu_to_pb(struct arena *a, const struct core_gpu *g)
 }
 
 static Rdzv__V1__Node *
-node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms)
+node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
+    const struct core_node_progress *p)
 {
 	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
 	rdzv__v1__node__init(m);
@@ -98,6 +100,12 @@ node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms)
 	m->last_seen_unix_ms = last_seen_ms;
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
+	m->has_step = p->has_step;
+	m->step = p->step;
+	m->step_unix_ms = p->step_wall_ms;
+	m->steps_behind = p->steps_behind;
+	m->behind_ms = p->behind_ms;
+	m->straggler = p->straggler;
 	return m;
 }
 
@@ -127,13 +135,20 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 	m->join_timeout_in_ms = core_job_join_timeout_in(j, now);
 	m->attempt = j->attempt;
 	m->held_failure = (char *)j->held_reason;	/* "" when none */
+	/* With the nodes only: a list of jobs does not walk every node. */
+	if (last_seen != NULL)
+		m->has_lead_step = core_job_progress(j, now, &m->lead_step,
+		    &m->stragglers);
 
 	if (last_seen != NULL && j->n_nodes > 0) {
 		const struct core_node *n;
+		struct core_node_progress p;
 		m->nodes = arena_alloc(a, j->n_nodes * sizeof(*m->nodes));
-		TAILQ_FOREACH(n, &j->nodes, entry)
+		TAILQ_FOREACH(n, &j->nodes, entry) {
+			core_node_progress(n, m->lead_step, now, &p);
 			m->nodes[m->n_nodes++] = node_to_pb(a, n,
-			    last_seen(n, now));
+			    last_seen(n, now), &p);
+		}
 	}
 	if (events > j->events_n)
 		events = j->events_n;

@@ -106,6 +106,8 @@ core_config_defaults(struct core_config *cfg)
 	cfg->defaults.max_restarts = 0;
 	cfg->defaults.lease_ttl_ms = 15 * 1000;
 	cfg->defaults.reconnect_grace_ms = 3 * 1000;
+	cfg->straggler_steps = 20;
+	cfg->straggler_ms = 30 * 1000;
 }
 
 struct core *
@@ -172,7 +174,7 @@ core_changes_clear(struct core *c)
 	}
 	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
-		j->changed = false;
+		j->changed = j->steps_only = false;
 	}
 	while ((j = TAILQ_FIRST(&c->removed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->removed_jobs, j, entry);
@@ -250,6 +252,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	core_timer_init(&j->last_call, CORE_TIMER_LAST_CALL, j);
 	core_timer_init(&j->join_deadline, CORE_TIMER_JOIN, j);
 	core_timer_init(&j->retention, CORE_TIMER_RETENTION, j);
+	core_timer_init(&j->progress_timer, CORE_TIMER_PROGRESS, j);
 	if (hash_insert(&c->by_id, hash_bytes(rdzv_id, strlen(rdzv_id)),
 	    j) != 0)
 		abort();
@@ -382,6 +385,7 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 	FILL(join_timeout_ms);
 	FILL(lease_ttl_ms);
 	FILL(reconnect_grace_ms);
+	FILL(hang_timeout_ms);
 #undef FILL
 	if (s->max_restarts == 0)
 		s->max_restarts = d->max_restarts;
@@ -479,6 +483,15 @@ join_validate(const struct core *c, const struct core_join *req,
 		textf(err, errlen, "job %s: rejoin timeout %s is over this "
 		    "rdzvd's limit of %s (max-join-timeout); ask for less "
 		    "(--rejoin-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->hang_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->hang_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: hang timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--hang-timeout)", req->rdzv_id, t, max);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	return 0;
@@ -661,6 +674,7 @@ core_job_remove(struct core_job *j)
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
 	core_timer_clear(c, &j->retention);
+	core_timer_clear(c, &j->progress_timer);
 	for (i = k = 0; i < c->n_new_events; i++) {
 		if (c->new_events[i].job != j)
 			c->new_events[k++] = c->new_events[i];

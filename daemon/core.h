@@ -53,6 +53,8 @@
  * grace has passed already).
  */
 #define CORE_LEAVE_SETTLE_MS	1000
+#define CORE_LEAD_KEPT		64	/* leading steps kept per job */
+#define CORE_PROGRESS_TELL_MS	1000	/* watchers hear of steps this often */
 
 /* The time of an input: monotonic for deadlines, wall for display. */
 struct core_now {
@@ -76,6 +78,9 @@ struct core_settings {
 	 */
 	bool		has_rejoin_timeout;
 	uint32_t	rejoin_timeout_ms;
+	/* Workers silent this long fail their node as hung; 0: off. The
+	 * agents watch it; the job only carries it (docs/HEALTH.md). */
+	uint32_t	hang_timeout_ms;
 };
 
 struct core_config {
@@ -84,6 +89,11 @@ struct core_config {
 	uint64_t		max_join_timeout_ms;	/* 1 day */
 	uint64_t		retention_ms;		/* 7 days */
 	struct core_settings	defaults;		/* SPEC §3 */
+	/* A node is a straggler when it trails the job's leading node by
+	 * more than this many steps, or passed its step more than this long
+	 * after the leader did (docs/HEALTH.md); 0: that test is off. */
+	uint64_t		straggler_steps;	/* 20 */
+	uint64_t		straggler_ms;		/* 30 s */
 };
 
 /* Numbered as rdzv.v1.JobState and rdzv.v1.NodeState. */
@@ -191,6 +201,11 @@ struct core_node {
 	uint32_t		 n_gpus;
 	bool			 gpus_dirty;	/* gpus changed this turn */
 	char			*reason;	/* why it left, was lost, evicted */
+	/* Training progress; volatile like last_seen_ms (core_progress.c). */
+	bool			 has_step;
+	uint64_t		 step;
+	uint64_t		 step_gen;	/* the generation it is of */
+	int64_t			 step_wall_ms;	/* when it last moved */
 
 	/* Core-private below. */
 	struct core_timer	 lease;		/* armed while disconnected */
@@ -282,6 +297,25 @@ struct core_job {
 	 * keeps it, so the failure names the node after a daemon restart too.
 	 */
 	char			 rejoin_lost[CORE_REASON_MAX];
+
+	/*
+	 * Progress (core_progress.c), volatile: the leading step of
+	 * generation progress_gen and when it rose to each of its latest
+	 * values (a ring, oldest at lead_start), so that a node's lag can be
+	 * told in time as well as in steps. Watchers hear of new steps at
+	 * most once per CORE_PROGRESS_TELL_MS (the progress timer).
+	 */
+	uint64_t		 progress_gen;
+	struct core_lead {
+		uint64_t	 step;
+		uint64_t	 mono_ms;
+	}			 lead[CORE_LEAD_KEPT];
+	uint32_t		 lead_n, lead_start;
+	uint64_t		 progress_told_ms;	/* monotonic */
+	struct core_timer	 progress_timer;
+	/* In changed_jobs for new steps only: what a job's summary shows
+	 * did not change (watchers of every job can skip it). */
+	bool			 steps_only;
 };
 TAILQ_HEAD(core_jobs, core_job);
 
@@ -421,6 +455,12 @@ int		 core_resume(struct core *, struct core_now,
 		    uint64_t generation, struct core_node **nodep,
 		    char *err, size_t errlen);
 
+/* Why a node failed (ReportRequest.cause). */
+enum core_cause {
+	CORE_CAUSE_WORKER = 0,	/* a worker exited non-zero */
+	CORE_CAUSE_HANG,	/* "hang": no progress for hang_timeout */
+};
+
 struct core_report {
 	const uint8_t	*session_id;		/* CORE_SESSION_LEN bytes */
 	uint64_t	 generation;
@@ -434,6 +474,9 @@ struct core_report {
 	/* CORE_OUTCOME_UPDATE only; 0: unchanged. */
 	uint32_t	 nproc;			/* fewer workers: re-round */
 	uint32_t	 master_port;		/* offered from now on */
+	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
+	 * for the hang timeout, else CORE_CAUSE_WORKER. */
+	enum core_cause	 cause;
 };
 /* *restart_count (may be NULL) gets the job's count for ReportResponse. */
 int		 core_report(struct core *, struct core_now,
@@ -448,6 +491,36 @@ void		 core_disconnect(struct core *, struct core_now,
 /* The node's connection went silent for lease_ttl: it is lost now. */
 void		 core_lease_lost(struct core *, struct core_now,
 		    struct core_node *);
+
+/* core_progress.c: training progress (docs/HEALTH.md). */
+/*
+ * The node of |session_id| says its workers of |generation| reached
+ * |step|. Kept in memory only: nothing becomes dirty, so no commit follows.
+ * A generation other than the node's current one: FAILED_PRECONDITION.
+ */
+int		 core_progress(struct core *, struct core_now,
+		    const char *identity,
+		    const uint8_t session_id[CORE_SESSION_LEN],
+		    uint64_t generation, uint64_t step, char *err,
+		    size_t errlen);
+
+/* Where a node stands against its job's leading node at now. */
+struct core_node_progress {
+	bool		has_step;	/* false: nothing else is set */
+	uint64_t	step;
+	int64_t		step_wall_ms;
+	uint64_t	steps_behind;
+	int64_t		behind_ms;	/* since the leader passed its step */
+	bool		straggler;
+};
+/* The job's leading step (false: none this generation) and how many of
+ * its nodes are stragglers at now. */
+bool		 core_job_progress(const struct core_job *, struct core_now,
+		    uint64_t *lead_step, uint32_t *stragglers);
+/* The node against |lead_step|, core_job_progress()'s (0 when it said
+ * false: then nothing is set). */
+void		 core_node_progress(const struct core_node *, uint64_t lead_step,
+		    struct core_now, struct core_node_progress *);
 
 /* core_ops.c: operator actions (SPEC §4 rule 9) and the clock. */
 int		 core_close(struct core *, struct core_now, const char *identity,
@@ -527,6 +600,7 @@ enum {
 	CORE_TIMER_JOIN,
 	CORE_TIMER_RETENTION,
 	CORE_TIMER_LEASE,
+	CORE_TIMER_PROGRESS,
 };
 
 /* core_util.c */
@@ -571,6 +645,9 @@ int		 core_owner_check(const struct core_job *, const char *identity,
 		    const char *what, char *err, size_t errlen);
 void		 core_tell_current(struct core_node *, bool always);
 void		 core_queue_accepted(struct core_node *, bool resumed);
+
+/* core_progress.c */
+void		 core_progress_tell(struct core_job *);
 
 /* core_agent.c */
 void		 core_node_end(struct core_node *, enum core_node_state,

@@ -309,17 +309,23 @@ core_report(struct core *c, struct core_now now, const char *identity,
 			core_event_add(j, "closing", "%s", j->reason);
 		}
 	} else {
-		/* Rule 6; or, while closing, rule 7's failure. */
+		/* Rule 6; or, while closing, rule 7's failure. A hang counts
+		 * as any failure; only its words and event kind differ. */
+		bool hang = r->cause == CORE_CAUSE_HANG;
+		char what[CORE_REASON_MAX];
+
+		textf(what, sizeof(what), "node %s (node %llu) %s in "
+		    "generation %llu%s%s", n->hostname,
+		    (unsigned long long)n->node_id, hang ? "hung" :
+		    "reported a worker failure",
+		    (unsigned long long)r->generation,
+		    r->message != NULL && *r->message != '\0' ?
+		    ": " : "", r->message != NULL ? r->message : "");
 		if (!j->pend_failure)
-			textf(j->pend_reason, sizeof(j->pend_reason),
-			    "node %s (node %llu) reported a worker failure in "
-			    "generation %llu%s%s", n->hostname,
-			    (unsigned long long)n->node_id,
-			    (unsigned long long)r->generation,
-			    r->message != NULL && *r->message != '\0' ?
-			    ": " : "", r->message != NULL ? r->message : "");
+			textf(j->pend_reason, sizeof(j->pend_reason), "%s",
+			    what);
 		j->pend_failure = true;
-		core_event_add(j, "failure", "%s", j->pend_reason);
+		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}
 	core_settle(j);
 	if (restart_count != NULL)

@@ -172,6 +172,9 @@ core_advance(struct core *c, struct core_now now)
 		case CORE_TIMER_LEASE:
 			core_lease_expired(t->owner);
 			break;
+		case CORE_TIMER_PROGRESS:
+			core_progress_tell(t->owner);
+			break;
 		}
 	}
 	while ((j = TAILQ_FIRST(&c->settle)) != NULL) {

@@ -152,6 +152,7 @@ core_job_join_timeout_in(const struct core_job *j, struct core_now now)
 void
 core_job_changed(struct core_job *j)
 {
+	j->steps_only = false;
 	if (j->changed || j->removed)
 		return;
 	j->changed = true;

@@ -185,6 +185,9 @@ changed_one(const struct core_job *j, int removed, struct core_now now)
 		next = TAILQ_NEXT(f, entry);
 		if (!matches(f, j))
 			continue;
+		/* New steps show only with the nodes (docs/HEALTH.md). */
+		if (j->steps_only && !removed && f->detail == FOLLOW_SUMMARY)
+			continue;
 		if (pb[f->detail] == NULL)
 			pb[f->detail] = to_pb(&a, j, now, f->detail);
 		f->sink->send(f->arg, pb[f->detail], removed, now);

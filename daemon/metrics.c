@@ -48,6 +48,7 @@ static struct {
 	struct histogram	 rendezvous;
 	uint64_t		 rounds;
 	uint64_t		 restarts_failure;
+	uint64_t		 hangs;
 	uint64_t		 restarts_lost;
 	uint64_t		 leases_ended;
 	uint64_t		 gpu_failures;
@@ -130,8 +131,8 @@ round_restart(const struct core_event *e)
 static int
 ends_round(const char *kind)
 {
-	return strcmp(kind, "failure") == 0 || strcmp(kind, "lost") == 0 ||
-	    strcmp(kind, "left") == 0 || strcmp(kind, "evicted") == 0 ||
+	return strcmp(kind, "failure") == 0 || strcmp(kind, "hang") == 0 ||
+	    strcmp(kind, "lost") == 0 || strcmp(kind, "left") == 0 || strcmp(kind, "evicted") == 0 ||
 	    strcmp(kind, "nproc") == 0;
 }
 
@@ -175,6 +176,7 @@ round_formed(const struct core_event *e, const struct core_job *j,
 		if (gathers(x->kind))
 			opened = x->wall_ms;
 		if (cause == NULL && (strcmp(x->kind, "failure") == 0 ||
+		    strcmp(x->kind, "hang") == 0 ||
 		    strcmp(x->kind, "lost") == 0))
 			cause = x->kind;
 		if (strcmp(x->kind, "created") == 0 ||
@@ -204,6 +206,8 @@ metrics_turn(const struct core *c, struct core_now now)
 		const struct core_event *e = &c->new_events[i];
 		if (strcmp(e->kind, "lost") == 0)
 			m.leases_ended++;
+		else if (strcmp(e->kind, "hang") == 0)
+			m.hangs++;
 		else if (strcmp(e->kind, "round") == 0 && e->job != NULL &&
 		    !e->job->removed)
 			round_formed(e, e->job, now.wall_ms);
@@ -276,6 +280,9 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	const struct core *c = rdzvd.core;
 	const struct core_job *j;
 	uint64_t jobs[6] = { 0 }, nodes[CORE_NODE_NSTATES] = { 0 };
+	uint64_t stragglers = 0, lead;
+	uint32_t k;
+	struct core_now now = turn_now();
 
 	head(b, "rdzvd_build_info", "gauge", "rdzvd's version, always 1.");
 	evbuffer_add_printf(b, "rdzvd_build_info{version=\"%s\"} 1\n",
@@ -296,6 +303,9 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 			jobs[j->state]++;
 		for (int s = 1; s < CORE_NODE_NSTATES; s++)
 			nodes[s] += j->n_state[s];
+		if (j->state == CORE_JOB_RUNNING &&
+		    core_job_progress(j, now, &lead, &k))
+			stragglers += k;
 	}
 	head(b, "rdzvd_jobs", "gauge", "Jobs the daemon holds, by state.");
 	for (int s = 1; s <= 5; s++)
@@ -318,6 +328,11 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    (unsigned long long)m.restarts_lost);
 	counter(b, "rdzvd_leases_ended_total", "Nodes lost because their "
 	    "lease ended.", m.leases_ended);
+	counter(b, "rdzvd_hangs_total", "Nodes their agents reported hung "
+	    "(no worker progress for the job's hang timeout).", m.hangs);
+	gauge(b, "rdzvd_stragglers", "Nodes of running jobs that trail "
+	    "their job's leading node (straggler-steps, straggler-seconds).",
+	    (double)stragglers);
 	counter(b, "rdzvd_gpu_check_failures_total", "Failed GPU results "
 	    "reported by agents' health checks.", m.gpu_failures);
 	histogram(b, "rdzvd_rendezvous_seconds", "From a round being sought "

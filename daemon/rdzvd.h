@@ -62,6 +62,8 @@ struct config {
 	uint32_t	 max_jobs_per_identity;
 	uint32_t	 max_join_timeout_ms;
 	uint32_t	 retention_s;
+	uint32_t	 straggler_steps;	/* 0: off */
+	uint32_t	 straggler_ms;		/* 0: off */
 	uint32_t	 keepalive_ms;
 	uint32_t	 preface_timeout_ms;
 	uint32_t	 idle_timeout_ms;
@@ -401,6 +403,7 @@ void rpc_server_info(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_join(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_report(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_leave(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_progress(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_list_jobs(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_get_job(struct grpc_call *, const ProtobufCMessage *, void *);
 void rpc_watch(struct grpc_call *, const ProtobufCMessage *, void *);

@@ -55,6 +55,7 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 			.reconnect_grace_ms = req->reconnect_grace_ms,
 			.has_rejoin_timeout = req->has_rejoin_timeout,
 			.rejoin_timeout_ms = req->rejoin_timeout_ms,
+			.hang_timeout_ms = req->hang_timeout_ms,
 		},
 		.hostname = req->hostname,
 		/* By default a node is reached where its connection to us

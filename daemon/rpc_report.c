@@ -3,9 +3,11 @@
  * after the commit that holds it.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "rdzvd.h"
+#include "text.h"
 
 static void
 answer(struct grpc_call *call, void *arg)
@@ -39,6 +41,14 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		    "unknown outcome %d", (int)req->outcome);
 		return;
 	}
+	if (req->cause[0] != '\0' && strcmp(req->cause, "hang") != 0) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "unknown cause "
+		    "'%.*s': expected \"hang\" or none",
+		    (int)utf8_prefix(req->cause, 64), req->cause);
+		return;
+	}
+	if (req->cause[0] != '\0')
+		r.cause = CORE_CAUSE_HANG;
 	struct core_gpu *gpus;
 	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &r.gpus_healthy,
 	    &r.gpus_total, err, sizeof(err));

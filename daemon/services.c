@@ -35,6 +35,7 @@ gated_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
 GATED(rpc_join)
 GATED(rpc_report)
 GATED(rpc_leave)
+GATED(rpc_progress)
 GATED(rpc_list_jobs)
 GATED(rpc_get_job)
 GATED(rpc_watch)
@@ -52,6 +53,8 @@ const struct grpc_method rdzvd_methods[] = {
 	{ RDZV "Join", REQ(join_request), 1, gated_rpc_join, NULL },
 	{ RDZV "Report", REQ(report_request), 0, gated_rpc_report, NULL },
 	{ RDZV "Leave", REQ(leave_request), 0, gated_rpc_leave, NULL },
+	{ RDZV "Progress", REQ(progress_request), 0, gated_rpc_progress,
+	    NULL },
 
 	{ CONTROL "ListJobs", REQ(list_jobs_request), 0, gated_rpc_list_jobs,
 	    NULL },
@@ -88,6 +91,8 @@ services_core_config(struct core_config *cc)
 	cc->max_jobs_per_owner = rdzvd.cfg.max_jobs_per_identity;
 	cc->max_join_timeout_ms = rdzvd.cfg.max_join_timeout_ms;
 	cc->retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
+	cc->straggler_steps = rdzvd.cfg.straggler_steps;
+	cc->straggler_ms = rdzvd.cfg.straggler_ms;
 }
 
 void

@@ -76,6 +76,7 @@ enc_job(const struct core_job *j, const struct ejob *ej, size_t *len)
 	m.held_reason = S(j->held_failure ? j->held_reason : "");
 	m.rejoin_timeout_ms = j->settings.rejoin_timeout_ms;
 	m.rejoin_lost = S(j->rejoin_lost);
+	m.hang_timeout_ms = j->settings.hang_timeout_ms;
 	m.wver = ej->wver;
 	for (i = 0; i < ej->nb; i++) {
 		rdzv__store__v1__bucket_ref__init(&refs[i]);
@@ -363,6 +364,7 @@ dec_job(struct core *c, const Rdzv__Store__V1__Job *m, char *err, size_t errlen)
 		    m->held_reason);
 	j->settings.has_rejoin_timeout = true;
 	j->settings.rejoin_timeout_ms = m->rejoin_timeout_ms;
+	j->settings.hang_timeout_ms = m->hang_timeout_ms;
 	snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", m->rejoin_lost);
 	return 0;
 }

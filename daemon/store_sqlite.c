@@ -161,6 +161,7 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 		bind_text(&b, j->rejoin_lost);
 	else
 		bind_null(&b);
+	bind_i64(&b, j->settings.hang_timeout_ms);
 	snprintf(what, sizeof(what), "writing job %s", j->rdzv_id);
 	return run(s, &b, err, errlen, what);
 }

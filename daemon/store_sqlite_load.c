@@ -117,6 +117,9 @@ row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	if (sqlite3_column_type(st, 22) != SQLITE_NULL)
 		snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s",
 		    col_text(st, 22));
+	if (!col_u32(st, 23, &set->hang_timeout_ms))
+		return errf(-1, err, errlen, "job %s: hang_timeout_ms is out "
+		    "of range", id);
 	return 0;
 }
 

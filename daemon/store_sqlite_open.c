@@ -121,6 +121,10 @@ static const char *const migrations[] = {
 	 * (NULL when none). */
 	("ALTER TABLE jobs ADD COLUMN rejoin_timeout_ms INTEGER;"
 	"ALTER TABLE jobs ADD COLUMN rejoin_lost TEXT;"),
+	/* 4 -> 5: the job's hang timeout (docs/HEALTH.md); 0: off, as older
+	 * jobs had it. */
+	"ALTER TABLE jobs ADD COLUMN hang_timeout_ms INTEGER NOT NULL "
+	"DEFAULT 0;",
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -132,7 +136,7 @@ static const char *const statements[ST_COUNT] = {
 	[ST_NODE_DEL] = "DELETE FROM nodes WHERE node_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	    "?18, ?19, ?20, ?21, ?22, ?23) ON CONFLICT (rdzv_id) DO UPDATE SET "
+	    "?18, ?19, ?20, ?21, ?22, ?23, ?24) ON CONFLICT (rdzv_id) DO UPDATE SET "
 	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
 	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
 	    "max_restarts = ?7, lease_ttl_ms = ?8, reconnect_grace_ms = ?9, "
@@ -140,7 +144,8 @@ static const char *const statements[ST_COUNT] = {
 	    "restart_count = ?13, attempt = ?14, created_ms = ?15, "
 	    "updated_ms = ?16, ended_ms = ?17, event_seq = ?18, "
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
-	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23",
+	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
+	    "hang_timeout_ms = ?24",
 	[ST_NODE_PUT] = "INSERT INTO nodes (" NODE_COLS ") VALUES (?1, ?2, "
 	    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
 	    "?17, ?18) ON CONFLICT (node_id) DO UPDATE SET rdzv_id = ?2, "

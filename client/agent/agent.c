@@ -68,6 +68,9 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	struct workers *ws = &a->ws;
 	char why[192];
 
+	/* A hung set is being dumped: it stops once that is over. */
+	if (a->hang.active)
+		return;
 	if (ws->state == WS_RUNNING && (!a->have_want ||
 	    a->want.generation != ws->generation)) {
 		if (a->quitting)
@@ -103,7 +106,10 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	a->offer.started_gen = a->want.generation;
 	a->cur = a->want;
-	if (workers_start(ws, &a->cur, &a->gpucheck) != 0) {
+	/* Watching first: what the new workers report is theirs. */
+	if (progress_start(&a->progress, a->cur.generation,
+	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0 ||
+	    workers_start(ws, &a->cur, &a->gpucheck) != 0) {
 		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
 		    (unsigned long long)a->cur.generation);
@@ -185,6 +191,11 @@ on_joined(void *arg)
 {
 	struct agent *a = arg;
 
+	/* rdzvd keeps steps in memory only: after a resume (perhaps on a
+	 * restarted or another rdzvd) it hears the latest again. */
+	if (a->progress.has_step)
+		report_progress(&a->report, a->progress.generation,
+		    a->progress.step);
 	report_flush(&a->report);
 }
 
@@ -474,8 +485,16 @@ on_workers_ended(void *arg)
 	char msg[AGENT_MESSAGE_MAX + 1];
 
 	event_active(a->prepare_ev, EV_TIMEOUT, 0);
+	progress_stop(&a->progress);
 	offer_fewer_gpus(a);
 	if (a->quitting || !current) {
+		agent_step(a);
+		return;
+	}
+	/* A hung set was reported when the hang was found; whatever its
+	 * workers did while being dumped and stopped is moot. */
+	if (a->hung_gen == ws->generation) {
+		a->have_want = false;
 		agent_step(a);
 		return;
 	}
@@ -495,11 +514,67 @@ on_workers_ended(void *arg)
 		break;
 	case WS_END_GPUCHECK:
 	case WS_END_STOPPED:
+	case WS_END_HANG:
 		a->have_want = false;
 		break;
 	}
 	agent_step(a);
 }
+
+/* ----------------------------------------------------- progress events */
+
+/* The node's step moved: rdzvd hears of it (rate-limited). */
+static void
+on_progress_moved(void *arg, uint64_t gen, uint64_t step)
+{
+	struct agent *a = arg;
+
+	log_debug("generation %llu: step %llu", (unsigned long long)gen,
+	    (unsigned long long)step);
+	report_progress(&a->report, gen, step);
+}
+
+/*
+ * No worker made progress for the job's hang timeout (docs/HEALTH.md).
+ * The failure is reported at once, so that rdzvd restarts the job without
+ * waiting; this node's workers first give their stacks (hang.c), then
+ * stop. step_cb() waits for the dump, even for a new generation.
+ */
+static void
+on_progress_hung(void *arg)
+{
+	struct agent *a = arg;
+	const struct progress *p = &a->progress;
+	char msg[AGENT_MESSAGE_MAX + 1];
+
+	if (a->ws.state != WS_RUNNING || a->quitting)
+		return;
+	snprintf(msg, sizeof(msg), "no worker made progress for %.1f s "
+	    "since step %llu (hang timeout %.1f s)",
+	    (double)(mono_us() - p->moved_us) / 1e6,
+	    (unsigned long long)p->step, p->hang_ms / 1000.0);
+	log_error("generation %llu: hung: %s; reported to rdzvd, dumping "
+	    "the workers' stacks, then stopping them",
+	    (unsigned long long)a->ws.generation, msg);
+	a->hung_gen = a->ws.generation;
+	report_hang(&a->report, a->ws.generation, msg);
+	hang_dump(&a->hang, &a->ws);
+}
+
+/* The hung workers' stacks were dumped: now they stop. */
+static void
+on_hang_dumped(void *arg)
+{
+	struct agent *a = arg;
+
+	workers_stop(&a->ws, WS_END_HANG, "no worker made progress");
+	agent_step(a);
+}
+
+static const struct progress_events progress_events = {
+	.moved = on_progress_moved,
+	.hung = on_progress_hung,
+};
 
 static const struct workers_events workers_events = {
 	.checked = on_worker_checked,
@@ -556,6 +631,7 @@ setup(struct agent *a, char *err, size_t len)
 	struct session_events sev = session_events;
 	struct workers_events wev = workers_events;
 	struct report_events rev = report_events;
+	struct progress_events pev = progress_events;
 
 	if ((a->base = event_base_new()) == NULL ||
 	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
@@ -573,17 +649,25 @@ setup(struct agent *a, char *err, size_t len)
 			return -1;
 		}
 	}
-	sev.arg = wev.arg = rev.arg = a;
+	sev.arg = wev.arg = rev.arg = pev.arg = a;
 	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
 	    report_init(&a->report, a->base, &a->session, &a->offer,
-	    a->opts->id, &rev) != 0) {
+	    a->opts->id, &rev) != 0 ||
+	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
 	if (session_init(&a->session, a->base, a->opts, &a->offer, &sev, err,
 	    len) != 0)
 		return -1;
-	return logs_init(&a->logs, a->opts->log_dir, a->opts->id, err, len);
+	if (logs_init(&a->logs, a->opts->log_dir, a->opts->id, err, len) != 0)
+		return -1;
+	/* The workers' progress socket lives with their logs. */
+	if (progress_init(&a->progress, a->base, a->logs.dir, &pev, err,
+	    len) != 0)
+		return -1;
+	a->ws.progress_env = a->progress.env;
+	return 0;
 }
 
 /* The one teardown path: accepts a half-built agent. */
@@ -597,6 +681,8 @@ agent_free(struct agent *a)
 	session_free(&a->session);
 	report_free(&a->report);
 	workers_free(&a->ws);
+	hang_free(&a->hang);
+	progress_free(&a->progress);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
 		if (a->sig_ev[i] != NULL)
 			event_free(a->sig_ev[i]);
@@ -625,6 +711,7 @@ agent_init(struct agent *a, struct agent_opts *o)
 	int rc;
 
 	memset(a, 0, sizeof(*a));
+	a->progress.fd = a->hang.pipe_fd = -1;
 	a->opts = o;
 	if (gethostname(a->offer.hostname, sizeof(a->offer.hostname)) != 0)
 		snprintf(a->offer.hostname, sizeof(a->offer.hostname),

@@ -11,6 +11,8 @@
  *   workers.c        the set of workers of one generation;
  *   gpucheck_node.c  the node's GPUs and what a failed check means under
  *                    the policy;
+ *   progress.c       the workers' progress reports and the hang timer;
+ *   hang.c           the stacks of hung workers (py-spy or SIGUSR1);
  *   logs.c, env.c    the workers' log files and environment.
  *
  * A module tells the hub what happened through the table of callbacks the
@@ -85,6 +87,7 @@ struct agent_opts {
 	bool			 has_rejoin_timeout;	/* by a flag, RDZV_* or
 							 * sched.c */
 	uint32_t		 rejoin_timeout_ms;
+	uint32_t		 hang_timeout_ms;	/* 0: off (or the job's) */
 	const char		*role;
 	const char		*advertise_addr;	/* NULL: our address */
 	uint16_t		 master_port;	/* 0: a free port each round */
@@ -195,6 +198,7 @@ enum ws_end {
 	WS_END_SUCCEEDED,	/* every worker exited 0 */
 	WS_END_FAILED,		/* a worker exited non-zero */
 	WS_END_GPUCHECK,	/* a worker's GPU check failed */
+	WS_END_HANG,		/* no worker made progress: stopped */
 };
 
 /* What the workers tell the hub; each is called with |arg|. */
@@ -228,6 +232,52 @@ struct workers {
 	struct event		*kill_timer;	/* SIGKILL after stop_timeout */
 	struct event		*sigchld;
 	bool			 killed;	/* SIGKILL was sent */
+	const char		*progress_env;	/* RDZV_PROGRESS; NULL none */
+};
+
+/* ----------------------------------------------------------- progress.c */
+
+/* What the workers' progress tells the hub; each is called with |arg|. */
+struct progress_events {
+	/* The node's step (its slowest reporting worker's) moved. */
+	void	(*moved)(void *arg, uint64_t gen, uint64_t step);
+	/* No worker made progress for the hang timeout, after the first
+	 * report: called once per set of workers. */
+	void	(*hung)(void *arg);
+	void	*arg;
+};
+
+struct progress {
+	struct event_base	*base;
+	struct progress_events	 ev;
+	int			 fd;		/* the datagram socket */
+	struct event		*read_ev;
+	struct event		*hang_timer;
+	char			 env[128];	/* RDZV_PROGRESS: a path or
+						   @abstract-name */
+	char			 path[512];	/* to remove; "" abstract */
+	uint64_t		 generation;	/* watched; 0: none */
+	int			 n;		/* workers */
+	uint64_t		*steps;		/* each worker's latest */
+	bool			*seen;		/* it reported */
+	bool			 has_step;
+	uint64_t		 step;		/* the slowest worker's */
+	uint64_t		 moved_us;	/* last progress, monotonic */
+	uint32_t		 hang_ms;	/* 0: no hang detection */
+	bool			 hung;		/* told; until the next set */
+	uint64_t		 dropped;	/* messages ignored */
+};
+
+/* --------------------------------------------------------------- hang.c */
+
+struct hang {
+	struct event_base	*base;
+	void			(*done)(void *arg);	/* the dump is over */
+	void			*arg;
+	bool			 active;
+	struct event		*timer;
+	int			 pipe_fd;	/* EOF: every py-spy exited */
+	struct event		*pipe_ev;
 };
 
 /* ------------------------------------------------------------ session.c */
@@ -285,6 +335,8 @@ struct session {
 						   in this round */
 	uint64_t		 trying_since;	/* ms, first failed attempt */
 	bool			 ever_joined;
+	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
+	bool			 hang_warned;
 	char			 last_error[512];
 	bool			 spare_done;	/* a spare by node order has
 						   waited (session.c) */
@@ -300,9 +352,23 @@ struct outcome_report {
 	unsigned int		 seq, sent_seq;
 	uint64_t		 generation;
 	Rdzv__V1__Outcome	 outcome;
+	const char		*cause;		/* "hang", or NULL */
 	Rdzv__V1__WorkerExit	*exits;
 	int			 n_exits;
 	char			 message[AGENT_MESSAGE_MAX + 1];
+};
+
+/* The node's latest step for rdzvd: at most one call a second, only the
+ * latest step, nothing resent but the latest after a resume. */
+struct progress_report {
+	bool			 pending;	/* step not sent yet */
+	uint64_t		 generation;
+	uint64_t		 step;
+	struct grpc_ccall	*cc;
+	bool			 sent;		/* ever */
+	uint64_t		 sent_us;	/* monotonic */
+	bool			 unsupported;	/* rdzvd has no Progress */
+	struct event		*timer;
 };
 
 /* Changes to the node's offer (OUTCOME_UPDATE), merged while one is in
@@ -331,6 +397,7 @@ struct report {
 	bool			 quitting;	/* outcomes are moot */
 	struct outcome_report	 outcome;
 	struct update_report	 update;
+	struct progress_report	 progress;
 	struct event		*retry_ev;
 	struct grpc_ccall	*leave_cc;
 	bool			 left;
@@ -347,6 +414,9 @@ struct agent {
 	struct event		*prepare_ev;
 	struct session		 session;
 	struct report		 report;
+	struct progress		 progress;
+	struct hang		 hang;
+	uint64_t		 hung_gen;	/* reported as hung; 0 */
 
 	/* What should run, and what runs (agent_step). */
 	struct event		*step_ev;
@@ -409,6 +479,8 @@ int	report_init(struct report *, struct event_base *,
 	    const struct report_events *);
 void	report_outcome(struct report *, uint64_t gen, Rdzv__V1__Outcome,
 	    const int *status, int n, const char *message);
+void	report_hang(struct report *, uint64_t gen, const char *message);
+void	report_progress(struct report *, uint64_t gen, uint64_t step);
 void	report_update(struct report *, bool nproc, bool master_port,
 	    bool gpucheck);
 void	report_flush(struct report *);
@@ -428,6 +500,20 @@ void	workers_stop(struct workers *, enum ws_end, const char *why);
 void	workers_kill(struct workers *);
 void	workers_free(struct workers *);
 const char *workers_describe_status(int status, char *buf, size_t len);
+
+/* progress.c */
+int	progress_init(struct progress *, struct event_base *, const char *dir,
+	    const struct progress_events *, char *err, size_t errlen);
+int	progress_start(struct progress *, uint64_t gen, int n,
+	    uint32_t hang_ms);
+void	progress_stop(struct progress *);
+void	progress_free(struct progress *);
+
+/* hang.c */
+int	hang_init(struct hang *, struct event_base *, void (*done)(void *),
+	    void *arg);
+void	hang_dump(struct hang *, const struct workers *);
+void	hang_free(struct hang *);
 
 /* logs.c */
 int	logs_init(struct logs *, const char *dir, const char *job_id,

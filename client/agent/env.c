@@ -103,6 +103,9 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 		add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (w->visible != NULL && w->visible[0] != '\0')
 		add(e, "CUDA_VISIBLE_DEVICES", "%s", w->visible);
+	/* Where rdzv.progress(step) reports to (docs/HEALTH.md). */
+	if (w->progress != NULL && w->progress[0] != '\0')
+		add(e, "RDZV_PROGRESS", "%s", w->progress);
 }
 
 char **

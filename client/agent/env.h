@@ -32,6 +32,7 @@ struct env_worker {
 	const char	*role;		/* --role */
 	const char	*error_file;	/* torch's error file */
 	const char	*visible;	/* CUDA_VISIBLE_DEVICES; "": keep */
+	const char	*progress;	/* RDZV_PROGRESS; NULL: none */
 };
 
 #define ENV_VARS_MAX	24

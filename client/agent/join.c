@@ -61,6 +61,9 @@
 "                                --health-timeout)\n"			\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
+"  --hang-timeout DURATION       fail the node when its workers report no\n" \
+"                                progress for this long (default off;\n" \
+"                                the job's setting wins)\n"		\
 "  --reconnect-timeout DURATION  give up on a lost rdzvd after this (600s)\n" \
 "  --log-level LEVEL             error, warn, info or debug (info)\n"	\
 "  -v, --verbose                 --log-level debug\n"			\
@@ -238,6 +241,13 @@ set_rejoin_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
 	return 0;
 }
 
+/* A hang timeout of 0 is none (the default). */
+static int
+set_hang_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	return duration(v, &o->hang_timeout_ms, true, err, len);
+}
+
 /* A stop timeout of 0 sends SIGKILL at once. */
 static int
 set_stop_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
@@ -371,6 +381,8 @@ static const struct setting settings[] = {
 	    set_stop_timeout },
 	{ "reconnect-timeout", "RDZV_RECONNECT_TIMEOUT", required_argument,
 	    set_reconnect_timeout },
+	{ "hang-timeout", "RDZV_HANG_TIMEOUT", required_argument,
+	    set_hang_timeout },
 	{ "log-level", "RDZV_LOG_LEVEL", required_argument, set_log_level },
 	{ "verbose", NULL, no_argument, set_verbose },
 };

@@ -6,6 +6,10 @@
  * the stream is down and are sent again after the resume (the agent calls
  * report_flush() once the session is back). The calls go on the session's
  * client; when one ends the agent hears of it (report_events.done).
+ *
+ * The node's training step goes by Progress (docs/HEALTH.md): only the
+ * latest, at most once per PROGRESS_EVERY_MS, and never waited for; rdzvd
+ * keeps it in memory, so the latest is sent again after a resume.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,8 @@
 
 #define REPORT_TIMEOUT_MS	10000
 #define REPORT_RETRY_MS		1000
+#define PROGRESS_EVERY_MS	1000
+#define PROGRESS_TIMEOUT_MS	5000
 
 static void	send_outcome(struct report *);
 static void	send_update(struct report *);
@@ -94,9 +100,9 @@ outcome_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
  * ended, with each worker's exit: status[i] is local rank i's wait status.
  * A newer outcome replaces one not yet sent.
  */
-void
-report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
-    const int *status, int n, const char *message)
+static void
+outcome_queue(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
+    const int *status, int n, const char *message, const char *cause)
 {
 	struct outcome_report *r = &rp->outcome;
 
@@ -119,9 +125,26 @@ report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
 	snprintf(r->message, sizeof(r->message), "%s", message);
 	r->generation = gen;
 	r->outcome = outcome;
+	r->cause = cause;
 	r->pending = true;
 	r->seq++;
 	report_flush(rp);
+}
+
+void
+report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
+    const int *status, int n, const char *message)
+{
+	outcome_queue(rp, gen, outcome, status, n, message, NULL);
+}
+
+/* Generation |gen| hung (docs/HEALTH.md): a failure without exits, sent
+ * while its workers are still being dumped and stopped. */
+void
+report_hang(struct report *rp, uint64_t gen, const char *message)
+{
+	outcome_queue(rp, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0,
+	    message, "hang");
 }
 
 static void
@@ -142,6 +165,7 @@ send_outcome(struct report *rp)
 	req.n_exits = (size_t)r->n_exits;
 	req.exits = ptrs;
 	req.message = r->message;
+	req.cause = (char *)(r->cause != NULL ? r->cause : "");
 	r->sent_seq = r->seq;
 	r->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Report",
 	    &req.base, &rdzv__v1__report_response__descriptor,
@@ -219,6 +243,81 @@ send_update(struct report *rp)
 	gpucheck_pb_free(&gpb);
 }
 
+static void	progress_flush(struct report *);
+
+static void
+progress_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
+{
+	struct report *rp = arg;
+	struct progress_report *p = &rp->progress;
+
+	p->cc = NULL;
+	if (status == GRPC_UNIMPLEMENTED) {
+		log_info("rdzvd at %s keeps no training progress (an older "
+		    "rdzvd): steps are not forwarded",
+		    session_server(rp->session));
+		p->unsupported = true;
+		return;
+	}
+	/* A step lost to a hiccup goes again, unless a newer one waits. */
+	if (status != GRPC_OK) {
+		log_debug("progress: %s (%s)", msg != NULL ? msg : "",
+		    grpc_status_name(status));
+		if (grpc_status_transient(status))
+			p->pending = true;
+	}
+	progress_flush(rp);
+}
+
+static void
+progress_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	progress_flush(arg);
+}
+
+static void
+progress_flush(struct report *rp)
+{
+	const struct session *s = rp->session;
+	struct progress_report *p = &rp->progress;
+	Rdzv__V1__ProgressRequest req = RDZV__V1__PROGRESS_REQUEST__INIT;
+	uint64_t now = mono_us(), next;
+
+	if (!p->pending || p->cc != NULL || p->unsupported || rp->quitting ||
+	    !session_connected(s))
+		return;
+	next = p->sent_us + PROGRESS_EVERY_MS * 1000ULL;
+	if (p->sent && now < next) {
+		struct timeval tv = { (time_t)((next - now) / 1000000),
+		    (suseconds_t)((next - now) % 1000000) };
+		if (!evtimer_pending(p->timer, NULL))
+			evtimer_add(p->timer, &tv);
+		return;
+	}
+	req.session_id.data = (uint8_t *)s->id;
+	req.session_id.len = s->id_len;
+	req.generation = p->generation;
+	req.step = p->step;
+	p->pending = false;
+	p->sent = true;
+	p->sent_us = now;
+	p->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Progress",
+	    &req.base, &rdzv__v1__progress_response__descriptor,
+	    PROGRESS_TIMEOUT_MS, NULL, progress_done, rp);
+}
+
+/* The node's workers of generation |gen| reached |step|. */
+void
+report_progress(struct report *rp, uint64_t gen, uint64_t step)
+{
+	struct progress_report *p = &rp->progress;
+
+	p->generation = gen;
+	p->step = step;
+	p->pending = true;
+	progress_flush(rp);
+}
+
 /* Sends what is pending, when the session is up. An exiting agent
  * reports no outcome, but still its GPU results. */
 void
@@ -226,6 +325,7 @@ report_flush(struct report *rp)
 {
 	if (!session_connected(rp->session))
 		return;
+	progress_flush(rp);
 	if (rp->outcome.pending && rp->outcome.cc == NULL && !rp->quitting &&
 	    rp->outcome.seq != rp->outcome.sent_seq)
 		send_outcome(rp);
@@ -242,6 +342,9 @@ report_forget(struct report *rp)
 	struct update_report *u = &rp->update;
 
 	rp->outcome.pending = false;
+	rp->progress.pending = false;
+	if (rp->progress.cc != NULL)
+		grpc_ccall_cancel(rp->progress.cc);
 	u->pending = false;
 	u->nproc = u->master_port = u->gpucheck = false;
 	if (rp->outcome.cc != NULL)
@@ -313,7 +416,8 @@ report_init(struct report *rp, struct event_base *base,
 	rp->job_id = job_id;
 	rp->ev = *ev;
 	rp->retry_ev = evtimer_new(base, retry_cb, rp);
-	return rp->retry_ev != NULL ? 0 : -1;
+	rp->progress.timer = evtimer_new(base, progress_timer_cb, rp);
+	return rp->retry_ev != NULL && rp->progress.timer != NULL ? 0 : -1;
 }
 
 /* After the client is gone (its calls were cancelled). */
@@ -323,6 +427,9 @@ report_free(struct report *rp)
 	if (rp->retry_ev != NULL)
 		event_free(rp->retry_ev);
 	rp->retry_ev = NULL;
+	if (rp->progress.timer != NULL)
+		event_free(rp->progress.timer);
+	rp->progress.timer = NULL;
 	free(rp->outcome.exits);
 	rp->outcome.exits = NULL;
 }

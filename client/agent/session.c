@@ -419,6 +419,19 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		    js->join_timeout_ms, js->rejoin_timeout_ms,
 		    js->max_restarts, js->lease_ttl_ms,
 		    js->reconnect_grace_ms);
+	/* The job's hang timeout wins over ours, as its other settings do. */
+	if (js != NULL) {
+		if (s->opts->hang_timeout_ms != 0 && !s->hang_warned &&
+		    js->hang_timeout_ms != s->opts->hang_timeout_ms) {
+			log_warnx("job %s: the job's hang timeout is %.1f s "
+			    "(0: off), not the %.1f s of --hang-timeout: the "
+			    "job's settings win", id,
+			    js->hang_timeout_ms / 1000.0,
+			    s->opts->hang_timeout_ms / 1000.0);
+			s->hang_warned = true;
+		}
+		s->hang_timeout_ms = js->hang_timeout_ms;
+	}
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;
 	s->ever_joined = true;
@@ -540,6 +553,7 @@ send_join(struct session *s)
 		req.reconnect_grace_ms = o->reconnect_grace_ms;
 		req.has_rejoin_timeout = o->has_rejoin_timeout;
 		req.rejoin_timeout_ms = o->rejoin_timeout_ms;
+		req.hang_timeout_ms = o->hang_timeout_ms;
 		req.hostname = (char *)of->hostname;
 		/* Where rdzvd sees us from is the interface that reaches
 		 * the cluster; over a unix socket, our host name. */

@@ -23,6 +23,11 @@ static const char *const node_headers[] = {
 	"GPUS", "LAST SEEN",
 };
 
+static const char *const node_step_headers[] = {
+	"NODE", "HOST", "ADDRESS", "HINT", "GROUP", "RANKS", "NPROC", "STATE",
+	"GPUS", "STEP", "LAST SEEN",
+};
+
 static const char *const gpu_headers[] = {
 	"NODE", "HOST", "GPU", "NAME", "UUID", "STEP", "ERROR",
 };
@@ -172,19 +177,24 @@ print_held(FILE *f, const Rdzv__V1__Job *j)
 static void
 print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
 {
-	char	lc[32], jt[32], rj[32], lt[32], rg[32];
+	char	lc[32], jt[32], rj[32], lt[32], rg[32], ht[32];
 
 	if (s == NULL)
 		return;
 	key(f, "settings");
 	fprintf(f, "nodes %u:%u, last call %s, join timeout %s, rejoin "
-	    "timeout %s, max restarts %u, lease %s, reconnect grace %s\n",
+	    "timeout %s, max restarts %u, lease %s, reconnect grace %s",
 	    s->min_nodes, s->max_nodes,
 	    fmt_duration(lc, sizeof(lc), s->last_call_timeout_ms),
 	    fmt_duration(jt, sizeof(jt), s->join_timeout_ms),
 	    fmt_duration(rj, sizeof(rj), s->rejoin_timeout_ms), s->max_restarts,
 	    fmt_duration(lt, sizeof(lt), s->lease_ttl_ms),
 	    fmt_duration(rg, sizeof(rg), s->reconnect_grace_ms));
+	/* Off by default: said only when set. */
+	if (s->hang_timeout_ms > 0)
+		fprintf(f, ", hang timeout %s",
+		    fmt_duration(ht, sizeof(ht), s->hang_timeout_ms));
+	fputc('\n', f);
 }
 
 static void
@@ -239,9 +249,32 @@ print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 	    "%u)\n", j->participants, j->participants == 1 ? "" : "s",
 	    j->waiting, j->spares, j->spares == 1 ? "" : "s", min_nodes(j),
 	    max_nodes(j));
+	if (j->has_lead_step) {
+		key(f, "progress");
+		fprintf(f, "leading step %" PRIu64 ", %u straggler%s\n",
+		    j->lead_step, j->stragglers, j->stragglers == 1 ? "" : "s");
+	}
 	print_settings(f, j->settings);
 	print_when(ctl, f, "created", j->created_unix_ms);
 	print_when(ctl, f, "ended", j->ended_unix_ms);
+}
+
+/* A node's step and how far it trails the leader: "17 (-25, 31s)
+ * STRAGGLER"; "-" when it reported none. */
+static void
+step_cell(struct table *t, const Rdzv__V1__Node *n)
+{
+	char	d[32];
+
+	if (!n->has_step)
+		table_cell(t, "-");
+	else if (n->steps_behind == 0)
+		table_cell(t, "%" PRIu64, n->step);
+	else
+		table_cell(t, "%" PRIu64 " (-%" PRIu64 ", %s)%s", n->step,
+		    n->steps_behind, fmt_duration(d, sizeof(d),
+		    n->behind_ms > 0 ? n->behind_ms : 0),
+		    n->straggler ? " STRAGGLER" : "");
 }
 
 static void
@@ -249,12 +282,16 @@ print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 {
 	struct table	*t;
 	char		 buf[64];
+	/* The STEP column shows once some node reported a step, so jobs
+	 * that do not report progress read as before. */
+	bool		 steps = j->has_lead_step;
 
 	if (j->n_nodes == 0) {
 		fprintf(f, "\nno nodes\n");
 		return;
 	}
-	t = table_new(NCOLS(node_headers), node_headers);
+	t = steps ? table_new(NCOLS(node_step_headers), node_step_headers) :
+	    table_new(NCOLS(node_headers), node_headers);
 	for (size_t i = 0; i < j->n_nodes; i++) {
 		const Rdzv__V1__Node *n = j->nodes[i];
 		table_cell(t, "%" PRIu64, n->node_id);
@@ -277,6 +314,8 @@ print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 			table_cell(t, "%u/%u", n->gpus_healthy, n->gpus_total);
 		else
 			table_cell(t, "-");
+		if (steps)
+			step_cell(t, n);
 		if (n->connected)
 			table_cell(t, "connected");
 		else

@@ -74,6 +74,7 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "max_restarts", integer(s->max_restarts));
 	set(o, "lease_ttl_ms", integer(s->lease_ttl_ms));
 	set(o, "reconnect_grace_ms", integer(s->reconnect_grace_ms));
+	set(o, "hang_timeout_ms", integer(s->hang_timeout_ms));
 	rest(o, &s->base, (const char *const[]){ NULL });
 	return o;
 }
@@ -127,8 +128,21 @@ json_node(const Rdzv__V1__Node *n)
 		json_array_append_new(devs, gpu(n->gpus[i]));
 	set(g, "devices", devs);
 	set(o, "gpus", g);
+	/* Training progress (docs/HEALTH.md); null: no step reported in
+	 * the current generation. */
+	if (n->has_step) {
+		json_t *p = json_object();
+		set(p, "step", integer((int64_t)n->step));
+		set(p, "step_unix_ms", instant(n->step_unix_ms));
+		set(p, "steps_behind", integer((int64_t)n->steps_behind));
+		set(p, "behind_ms", integer(n->behind_ms));
+		set(p, "straggler", json_boolean(n->straggler));
+		set(o, "progress", p);
+	} else
+		set(o, "progress", json_null());
 	rest(o, &n->base, (const char *const[]){ "advertise_addr",
-	    "has_rank_hint", "gpus_healthy", "gpus_total", NULL });
+	    "has_rank_hint", "gpus_healthy", "gpus_total", "has_step", "step",
+	    "step_unix_ms", "steps_behind", "behind_ms", "straggler", NULL });
 	return o;
 }
 
@@ -180,9 +194,13 @@ json_job(const Rdzv__V1__Job *j, bool detail)
 	    integer(j->join_timeout_in_ms) : json_null());
 	/* Summaries have no nodes and events to show. */
 	rest(o, &j->base, (const char *const[]){ "rdzv_id", "master_addr",
-	    "master_port", "nodes", "events", NULL });
+	    "master_port", "nodes", "events", "has_lead_step", "lead_step",
+	    "stragglers", NULL });
 	if (!detail)
 		return o;
+	set(o, "lead_step", j->has_lead_step ? integer((int64_t)j->lead_step) :
+	    json_null());
+	set(o, "stragglers", integer(j->stragglers));
 
 	json_t *nodes = json_array(), *events = json_array();
 	for (size_t i = 0; i < j->n_nodes; i++)

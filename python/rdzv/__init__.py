@@ -1,4 +1,6 @@
-"""rdzv's Python side: torchrun's rendezvous backend `rdzv` (rdzv.torchrun).
+"""rdzv's Python side: torchrun's rendezvous backend `rdzv` (rdzv.torchrun),
+and rdzv.progress(step), with which workers tell their rdzv-agent how far
+training got (docs/HEALTH.md).
 
 The package's path is extended with every `rdzv` folder on sys.path, so
 that modules generated from proto/ (`rdzv.v1`, in a build folder) import
@@ -10,3 +12,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
+
+from rdzv.progress import progress  # noqa: E402
+
+__all__ = ["progress"]

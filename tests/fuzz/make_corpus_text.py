@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the seed corpora of the text parsers' fuzz targets:
-fuzz_endpoint.c, fuzz_parse.c, fuzz_pbs_nodes.c, fuzz_config.c and
-fuzz_servers.c.
+fuzz_endpoint.c, fuzz_parse.c, fuzz_pbs_nodes.c, fuzz_config.c,
+fuzz_servers.c and fuzz_progress_msg.c.
 
     /usr/bin/python3 tests/fuzz/make_corpus_text.py
 
@@ -196,6 +196,24 @@ def servers():
     return files
 
 
+def progress_msg():
+    """Workers' progress datagrams: what rdzv.progress sends and the usual
+    ways to get it wrong."""
+    return {
+        "ok-zero": b"1 0 0",
+        "ok-newline": b"1 3 1234\n",
+        "ok-max": b"1 65535 18446744073709551615",
+        "bad-overflow": b"1 0 18446744073709551616",
+        "bad-rank": b"1 65536 5",
+        "bad-version": b"2 0 5",
+        "bad-nul": b"1 0 5\x00",
+        "bad-space": b"1  0 5",
+        "bad-sign": b"1 0 -5",
+        "bad-crlf": b"1 0 5\r\n",
+        "bad-long": b"1 0 " + b"0" * 100,
+    }
+
+
 def write(name, files):
     out = os.path.join(HERE, "corpus", name)
     os.makedirs(out, exist_ok=True)
@@ -213,6 +231,7 @@ def main():
     write("pbs_nodes", pbs_nodes())
     write("config", config())
     write("servers", servers())
+    write("progress_msg", progress_msg())
 
 
 if __name__ == "__main__":

@@ -249,20 +249,29 @@ class Node:
 
     def report(self, generation, outcome="FAILED", exits=(), message="",
                session_id=None, timeout=10.0, gpus=None, nproc=0,
-               master_port=0):
+               master_port=0, cause=""):
         """Report(outcome) for |generation|; outcome is SUCCEEDED, FAILED or
         UPDATE. exits: (local_rank, exit_code, signal) tuples; gpus as for
-        join(); nproc and master_port for UPDATE."""
+        join(); nproc and master_port for UPDATE; cause "hang" for FAILED."""
         req = R.ReportRequest(
             session_id=self.session_id if session_id is None else session_id,
             generation=generation,
             outcome=R.Outcome.Value("OUTCOME_" + outcome),
-            message=message, nproc=nproc, master_port=master_port)
+            message=message, nproc=nproc, master_port=master_port,
+            cause=cause)
         for g in gpus or ():
             req.gpus.append(gpu(**g) if isinstance(g, dict) else g)
         for lr, code, sig in exits:
             req.exits.add(local_rank=lr, exit_code=code, signal=sig)
         return self._unary("Report", R.ReportRequest, R.ReportResponse)(req, timeout=timeout)
+
+    def progress(self, generation, step, session_id=None, timeout=10.0):
+        """Progress: the node's workers of |generation| reached |step|."""
+        req = R.ProgressRequest(
+            session_id=self.session_id if session_id is None else session_id,
+            generation=generation, step=step)
+        return self._unary("Progress", R.ProgressRequest,
+                           R.ProgressResponse)(req, timeout=timeout)
 
     def leave(self, reason="test", session_id=None, timeout=10.0):
         req = R.LeaveRequest(

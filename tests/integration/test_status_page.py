@@ -3,7 +3,8 @@ DevTools protocol with a minimal WebSocket client written here): a job and
 its nodes are shown, a node that joins while the page is open appears
 without a reload, and a hostname with markup in it is shown as text. On
 two replicas on etcd, a standby's page names the leader, and follows its
-replica into leading when the leader is killed.
+replica into leading when the leader is killed. Nodes' training steps show,
+a straggler marked.
 
 With RDZV_SCREENSHOT=PATH the page's screenshot is also written there (how
 docs/status-page.png is made)."""
@@ -11,6 +12,7 @@ docs/status-page.png is made)."""
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -247,6 +249,43 @@ def test_many_ended_jobs(tmp_path, browser):
     finally:
         if page is not None:
             page.close()
+        d.stop()
+
+
+def test_page_marks_stragglers(tmp_path, browser):
+    """Nodes' training steps (Rendezvous.Progress, docs/HEALTH.md) in the
+    job's node table, a straggler marked as one, the hang timeout among
+    the settings."""
+    d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0",
+                             "--straggler-steps", "5",
+                             "--straggler-seconds", "0"])
+    http = int(d.wait_line(r"serving HTTP on 127\.0\.0\.1:(\d+):").group(1))
+    nodes = [Node(d.addr, name=h) for h in ("fast-node", "slow-node")]
+    page = None
+    try:
+        for i, n in enumerate(nodes):
+            n.join("steps-1", min_nodes=2, max_nodes=2, rank_hint=i,
+                   extra=lambda r: setattr(r, "hang_timeout_ms", 600000))
+        gen = nodes[0].wait_assignment().generation
+        page = open_tab(browser, "http://127.0.0.1:%d/#job=steps-1" % http)
+        rt.wait_for(lambda: "hang timeout" in (page.eval(TEXT) or ""), 30,
+                    interval=0.1, what="the job's detail")
+        assert "600 s" in page.eval(TEXT)
+        nodes[0].progress(gen, 40)
+        nodes[1].progress(gen, 3)
+        cell = ("Array.from(document.querySelectorAll('td.straggler'))"
+                ".map(e => e.closest('tr').querySelector('td.node-host')"
+                ".textContent + ': ' + e.textContent).join('|')")
+        rt.wait_for(lambda: page.eval(cell) != "", 30, interval=0.1,
+                    what="a straggler on the page")
+        assert re.fullmatch(r"slow-node: 3 straggler \(37 behind, \d+ s\)",
+                            page.eval(cell)), page.eval(cell)
+        assert "\t40\t" in page.eval(TEXT), page.eval(TEXT)
+    finally:
+        if page is not None:
+            page.close()
+        for n in nodes:
+            n.close()
         d.stop()
 
 

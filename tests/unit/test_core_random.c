@@ -67,7 +67,7 @@ static char			 err[512];
 enum { S_JOIN, S_JOIN_OK, S_RESUME, S_RESUME_OK, S_REPORT, S_REPORT_OK,
     S_LEAVE, S_DISC, S_LOST, S_EVICT, S_CLOSE, S_ABORT, S_TICK, S_RESTART,
     S_ROUNDS, S_FAILED_JOBS, S_CLOSED_JOBS, S_REMOVED, S_MSGS, S_RESUME_NF,
-    S_RESUME_FP };
+    S_RESUME_FP, S_PROGRESS, S_PROGRESS_OK };
 
 static uint64_t
 rnd(void)
@@ -456,6 +456,57 @@ do_report(void)
 		agent_exit(a);		/* exits 0 */
 }
 
+/*
+ * A training step (docs/HEALTH.md): accepted from the generation an agent
+ * runs, refused otherwise, and never a change for the store. Where the
+ * node stands against its job's leader is always consistent.
+ */
+static void
+do_progress(void)
+{
+	struct agent			*a = random_agent(true);
+	struct core_node_progress	 p;
+	struct core_node		*n;
+	struct core_job			*j;
+	uint64_t			 gen, lead;
+	uint32_t			 k;
+	int				 rc;
+
+	if (a == NULL)
+		return;
+	gen = chance(5) ? rndn(6) : a->gen;
+	stats[S_PROGRESS]++;
+	rc = core_progress(C, NOW, jobs[a->job].owner, a->session, gen,
+	    rndn(1000), err, sizeof(err));
+	if (rc == 0)
+		stats[S_PROGRESS_OK]++;
+	else if (rc != GRPC_FAILED_PRECONDITION && rc != GRPC_NOT_FOUND)
+		die("progress: %s (%s)", grpc_status_name(rc), err);
+	if (!TAILQ_EMPTY(&C->dirty_jobs) || !TAILQ_EMPTY(&C->dirty_nodes) ||
+	    C->n_new_events > 0 || C->n_new_rounds > 0)
+		die("progress made a change to commit");
+	if ((n = core_node_find(C, a->node_id)) == NULL)
+		return;
+	j = n->job;
+	if (!core_job_progress(j, NOW, &lead, &k)) {
+		if (rc == 0)
+			die("progress accepted but the job has no leading step");
+		return;
+	}
+	if (k > j->n_nodes)
+		die("%u stragglers of %u nodes", k, j->n_nodes);
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		core_node_progress(n, lead, NOW, &p);
+		if (p.has_step && (p.step > lead ||
+		    p.steps_behind != lead - p.step || p.behind_ms < 0))
+			die("node %llu: step %llu, %llu behind a lead of %llu",
+			    (unsigned long long)n->node_id,
+			    (unsigned long long)p.step,
+			    (unsigned long long)p.steps_behind,
+			    (unsigned long long)lead);
+	}
+}
+
 static void
 do_leave(void)
 {
@@ -698,6 +749,8 @@ main(void)
 			do_disconnect(true);
 		else if (op < 64)
 			do_operator();
+		else if (op < 70)
+			do_progress();
 		else
 			do_tick();
 		turn();
@@ -709,6 +762,8 @@ main(void)
 	}
 	printf("resumes refused: not found %lu, precondition %lu\n",
 	    stats[S_RESUME_NF], stats[S_RESUME_FP]);
+	printf("progress %lu (ok %lu)\n", stats[S_PROGRESS],
+	    stats[S_PROGRESS_OK]);
 	printf("joins %lu (ok %lu), resumes %lu (ok %lu), reports %lu "
 	    "(ok %lu), leaves %lu, disconnects %lu, silent %lu, evicts %lu, "
 	    "closes %lu, aborts %lu, ticks %lu, restarts %lu, rounds %lu, "

@@ -73,7 +73,8 @@ worker_env(const struct assignment *asg, int lr, const char *visible,
 	struct env_vars e;
 	char error_file[128];
 	struct env_worker w = { .local_rank = lr, .run_id = JOB_ID,
-	    .role = ROLE, .error_file = error_file, .visible = visible };
+	    .role = ROLE, .error_file = error_file, .visible = visible,
+	    .progress = "/logs/progress.sock" };
 	char **envp;
 
 	snprintf(error_file, sizeof(error_file), "/logs/%llu/%d/error.json",
@@ -146,6 +147,8 @@ test_round(void)
 			/* Every node here runs more than one worker. */
 			check_var(envp, "OMP_NUM_THREADS", "1");
 			check_u(envp, "RDZV_GENERATION", 7);
+			check_var(envp, "RDZV_PROGRESS",
+			    "/logs/progress.sock");
 			/* Not asked for: the inherited one, if any. */
 			check_var(envp, "CUDA_VISIBLE_DEVICES", NULL);
 			/* The agent's own environment goes on. */

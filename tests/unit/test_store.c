@@ -41,6 +41,7 @@ test_roundtrip(void)
 	/* A running job that went through a failure and a leave. */
 	r = req("run", "hostb", 2, 2, 3);
 	r.settings.max_restarts = 3;
+	r.settings.hang_timeout_ms = 600000;
 	r.has_rank_hint = true;
 	r.rank_hint = 1;
 	r.gpus_healthy = 2;

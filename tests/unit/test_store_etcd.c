@@ -297,6 +297,7 @@ test_big_rewrite(void)
 		snprintf(host, sizeof(host), "gpu%05d.cluster", i);
 		r = req("big", host, 8, 10000, 10000);
 		r.settings.max_restarts = 3;
+		r.settings.hang_timeout_ms = 90000;
 		n = join_only(&r);
 		if (first == NULL)
 			first = n;
