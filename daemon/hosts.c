@@ -31,9 +31,12 @@ void
 host_policy_defaults(struct host_policy *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->gpu_failure = HOST_GPU_QUARANTINE;
+	/* Taking a machine out of service is the operator's choice to make
+	 * (rdzvd.conf): by default a host is only marked, and the agent's
+	 * exclude policy (SPEC §7) keeps its meaning. */
+	p->gpu_failure = HOST_GPU_SUSPECT;
 	p->suspect_crashes = 2;
-	p->quarantine_crashes = 3;
+	p->quarantine_crashes = 0;
 	p->crash_window_ms = 3600ULL * 1000;
 }
 

@@ -44,11 +44,12 @@ enum host_gpu_action {
 	HOST_GPU_QUARANTINE = 2,
 };
 
-/* rdzvd.conf's host-* settings; 0 thresholds are off. */
+/* rdzvd.conf's host-* settings (defaults in comments); 0 thresholds are
+ * off. */
 struct host_policy {
-	enum host_gpu_action	gpu_failure;		/* quarantine */
+	enum host_gpu_action	gpu_failure;		/* suspect */
 	uint32_t		suspect_crashes;	/* 2 */
-	uint32_t		quarantine_crashes;	/* 3 */
+	uint32_t		quarantine_crashes;	/* 0 */
 	uint64_t		crash_window_ms;	/* 1 h */
 };
 

@@ -105,10 +105,13 @@ static void
 test_gpu_failure_quarantines(void)
 {
 	struct core_gpu		 g[2] = { gpu(0, true), gpu(1, false) };
+	struct core_config	 cfg;
 	struct core_join	 r;
 	const struct host_change *hc;
 
-	setup(NULL);
+	core_config_defaults(&cfg);
+	cfg.hosts.gpu_failure = HOST_GPU_QUARANTINE;
+	setup(&cfg);
 	r = req("j1", "n2", 1, 1, 2);
 	r.gpus = g;
 	r.n_gpus = 2;
@@ -146,6 +149,31 @@ test_gpu_failure_quarantines(void)
 	/* Other hosts join. */
 	join("j2", "n3", 1, 1, 1);
 	CHECK(core_job_find(C, "j2") != NULL);
+	teardown();
+}
+
+/* The defaults mark a host and take nothing out of service. */
+static void
+test_defaults(void)
+{
+	struct core_gpu		 bad = gpu(0, false);
+	struct core_join	 r;
+	struct core_node	*n;
+
+	setup(NULL);
+	CHECK_INT(C->cfg.hosts.gpu_failure, HOST_GPU_SUSPECT);
+	CHECK_INT(C->cfg.hosts.crash_window_ms, HOUR);
+	r = req("j", "d", 1, 1, 1);
+	r.gpus = &bad;
+	r.n_gpus = 1;
+	n = join_req(&r, 0);
+	CHECK_INT(state_of("d"), HOST_SUSPECT);
+	for (int i = 0; i < 5; i++) {
+		n = join("k", "e", 1, 1, 1);
+		CHECK_INT(crash_report(n, SIGSEGV, NULL), 0);
+	}
+	CHECK_INT(state_of("e"), HOST_SUSPECT);
+	CHECK_INT(hosts_find(C->hosts, "e")->crashes, 5);
 	teardown();
 }
 
@@ -194,9 +222,12 @@ test_gpu_failure_suspect(void)
 static void
 test_crash_window(void)
 {
+	struct core_config	 cfg;
 	struct core_node	*a, *b;
 
-	setup(NULL);
+	core_config_defaults(&cfg);
+	cfg.hosts.quarantine_crashes = 3;
+	setup(&cfg);
 	a = join("j1", "h", 1, 1, 1);
 	CHECK_INT(crash_report(a, SIGSEGV, NULL), 0);
 	CHECK_INT(state_of("h"), HOST_OK);
@@ -380,6 +411,7 @@ main(int argc, char **argv)
 		{ "crash_classes", test_crash_classes },
 		{ "gpu_failure_quarantines", test_gpu_failure_quarantines },
 		{ "gpu_failure_suspect", test_gpu_failure_suspect },
+		{ "defaults", test_defaults },
 		{ "crash_window", test_crash_window },
 		{ "quarantine_evicts_spare_takes_over",
 		    test_quarantine_evicts_spare_takes_over },
