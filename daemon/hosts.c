@@ -367,6 +367,19 @@ hosts_restore(struct hosts *h, const struct host *src)
 }
 
 void
+hosts_dirty_all(struct hosts *h)
+{
+	struct host	*r;
+
+	TAILQ_FOREACH(r, &h->all, entry) {
+		if (!r->dirty) {
+			r->dirty = true;
+			TAILQ_INSERT_TAIL(&h->dirty, r, dirty_entry);
+		}
+	}
+}
+
+void
 hosts_changes_clear(struct hosts *h)
 {
 	struct host	*r;

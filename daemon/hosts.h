@@ -162,6 +162,9 @@ int		 hosts_set(struct hosts *, int64_t now_ms, const char *name,
  */
 void		 hosts_restore(struct hosts *, const struct host *);
 
+/* Every record to be written (rdzvd --migrate-store). */
+void		 hosts_dirty_all(struct hosts *);
+
 /* After the commit: forgets the dirty list and the changes. */
 void		 hosts_changes_clear(struct hosts *);
 
