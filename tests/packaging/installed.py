@@ -24,6 +24,7 @@ EXPECTED = [
     ("mandir", "man1/rdzvctl.1"),
     ("mandir", "man5/rdzvd.conf.5"),
     ("mandir", "man8/rdzvd.8"),
+    ("libexecdir", "rdzv/rdzv-drain"),
 ]
 
 
@@ -36,7 +37,8 @@ def build_dirs(build_root):
     opts = {o["name"]: o["value"] for o in json.loads(out)}
     prefix = opts["prefix"]
     dirs = {"prefix": prefix}
-    for d in ("bindir", "sbindir", "sysconfdir", "datadir", "mandir"):
+    for d in ("bindir", "sbindir", "sysconfdir", "datadir", "mandir",
+              "libexecdir"):
         dirs[d] = os.path.join(prefix, opts[d])
     unitdir = opts.get("systemdsystemunitdir", "")
     if not unitdir:
