@@ -237,6 +237,14 @@ void		 http_stop(void);
  * show the core they started on, and the role changed (ha.c). */
 void		 http_pages_reset(void);
 
+struct evhttp_request;
+/* Sends |body| with the headers every answer carries. */
+void		 http_reply(struct evhttp_request *, int code,
+		    const char *reason, const char *type, struct evbuffer *);
+
+/* http_hosts.c: /hosts, the page's view of host memory. */
+void		 http_hosts_request(struct evhttp_request *, void *);
+
 /* http_events.c: the status page's server-sent events. */
 struct evhttp_request;
 void		 http_events_init(void);
