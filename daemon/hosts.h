@@ -116,8 +116,9 @@ int		 hosts_refusal(const struct hosts *, const char *name,
 
 /*
  * A node on |name| reported GPU check results (a Join, or a Report): the
- * latest per device is kept, and a failed one is a failure of the host
- * under policy.gpu_failure. |what| says where it came from ("job X").
+ * latest per device is kept once the host has a record (a failed result
+ * makes one; passing results of a host without a record are not kept),
+ * and a failed one is a failure of the host under policy.gpu_failure. |what| says where it came from ("job X").
  * Returns the host's state afterwards (HOST_OK when nothing is recorded).
  */
 enum host_state	 hosts_gpus(struct hosts *, int64_t now_ms, const char *name,

@@ -67,8 +67,8 @@ hosts_text(struct ctl *ctl, const Rdzv__V1__ListHostsResponse *r)
 
 	if (r->n_hosts == 0) {
 		printf("no host%s\n", ctl->host_state ? " in that state" :
-		    " is recorded (a host gets a record when its GPUs are "
-		    "checked or its workers crash)");
+		    " is recorded (a host gets one when a GPU check fails on "
+		    "it, a worker crashes or an admin acts on it)");
 		return;
 	}
 	t = table_new(6, hdr);

@@ -152,6 +152,29 @@ test_gpu_failure_quarantines(void)
 	teardown();
 }
 
+/* Passing results of a host without a record make none: a join storm of
+ * healthy nodes writes no host. */
+static void
+test_healthy_hosts_not_written(void)
+{
+	struct core_gpu		 good[2] = { gpu(0, true), gpu(1, true) };
+	struct core_join	 r;
+	char			 host[16];
+
+	setup(NULL);
+	for (int i = 0; i < 100; i++) {
+		snprintf(host, sizeof(host), "h%03d", i);
+		r = req("storm", host, 2, 100, 100);
+		r.gpus = good;
+		r.n_gpus = 2;
+		CHECK_INT(core_join(C, NOW, &r, NULL, err, sizeof(err)), 0);
+	}
+	CHECK_INT(C->hosts->n, 0);
+	CHECK(TAILQ_EMPTY(&C->hosts->dirty));
+	turn();
+	teardown();
+}
+
 /* The defaults mark a host and take nothing out of service. */
 static void
 test_defaults(void)
@@ -412,6 +435,7 @@ main(int argc, char **argv)
 		{ "gpu_failure_quarantines", test_gpu_failure_quarantines },
 		{ "gpu_failure_suspect", test_gpu_failure_suspect },
 		{ "defaults", test_defaults },
+		{ "healthy_hosts_not_written", test_healthy_hosts_not_written },
 		{ "crash_window", test_crash_window },
 		{ "quarantine_evicts_spare_takes_over",
 		    test_quarantine_evicts_spare_takes_over },
