@@ -87,7 +87,9 @@ each_host(const Mvccpb__KeyValue *kv, void *arg, char *err, size_t errlen)
 	h.gpu_failures = m->gpu_failures;
 	h.n_crash = m->n_crash_ms < HOST_CRASHES_KEPT ?
 	    (uint32_t)m->n_crash_ms : HOST_CRASHES_KEPT;
-	memcpy(h.crash_ms, m->crash_ms, h.n_crash * sizeof(h.crash_ms[0]));
+	if (h.n_crash > 0)
+		memcpy(h.crash_ms, m->crash_ms, h.n_crash *
+		    sizeof(h.crash_ms[0]));
 	h.n_gpus = m->n_gpus < HOST_GPUS_MAX ? (uint32_t)m->n_gpus :
 	    HOST_GPUS_MAX;
 	for (uint32_t i = 0; i < h.n_gpus; i++) {
