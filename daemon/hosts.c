@@ -185,6 +185,16 @@ gpu_same(const struct host_gpu *a, const struct core_gpu *b)
 	    strcmp(a->error, b->ok ? "" : b->error) == 0;
 }
 
+/* The stored result of |dev| on |r|, or NULL. */
+static struct host_gpu *
+gpu_find(const struct host *r, uint32_t dev)
+{
+	for (uint32_t j = 0; j < r->n_gpus; j++)
+		if (r->gpus[j].device == dev)
+			return &r->gpus[j];
+	return NULL;
+}
+
 enum host_state
 hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
     const struct core_gpu *gpus, uint32_t n, const char *what)
@@ -192,7 +202,7 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 	const struct core_gpu	*bad = NULL;
 	struct host		*r = hosts_find(h, name);
 	struct host_gpu		*g;
-	uint32_t		 i, j, failed = 0;
+	uint32_t		 i, failed = 0;
 	bool			 changed = false;
 	char			 why[HOST_REASON_MAX];
 
@@ -200,12 +210,19 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 		return r != NULL ? r->state : HOST_OK;
 	if (n > HOST_GPUS_MAX)
 		n = HOST_GPUS_MAX;
+	/*
+	 * Agents send every device's latest result with each report: only a
+	 * failure not already recorded counts, once.
+	 */
 	for (i = 0; i < n; i++) {
-		if (!gpus[i].ok) {
-			failed++;
-			if (bad == NULL)
-				bad = &gpus[i];
-		}
+		if (gpus[i].ok)
+			continue;
+		g = r != NULL ? gpu_find(r, gpus[i].device) : NULL;
+		if (g != NULL && gpu_same(g, &gpus[i]))
+			continue;
+		failed++;
+		if (bad == NULL)
+			bad = &gpus[i];
 	}
 	/*
 	 * A healthy host is not written until something is held against it:
@@ -219,17 +236,14 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 		changed = true;
 	}
 	for (i = 0; i < n; i++) {
-		for (j = 0; j < r->n_gpus; j++)
-			if (r->gpus[j].device == gpus[i].device)
-				break;
-		if (j < r->n_gpus && gpu_same(&r->gpus[j], &gpus[i]))
+		if ((g = gpu_find(r, gpus[i].device)) != NULL &&
+		    gpu_same(g, &gpus[i]))
 			continue;
-		if (j == r->n_gpus) {
+		if (g == NULL) {
 			r->gpus = xreallocarray(r->gpus, r->n_gpus + 1,
 			    sizeof(*r->gpus));
-			r->n_gpus++;
+			g = &r->gpus[r->n_gpus++];
 		}
-		g = &r->gpus[j];
 		memset(g, 0, sizeof(*g));
 		g->device = gpus[i].device;
 		g->ok = gpus[i].ok;
@@ -241,10 +255,7 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 		}
 		changed = true;
 	}
-	if (failed > 0) {
-		r->gpu_failures += failed;
-		changed = true;
-	}
+	r->gpu_failures += failed;
 	if (changed)
 		host_dirty(h, r, now_ms);
 	if (bad == NULL || h->policy.gpu_failure == HOST_GPU_IGNORE ||
@@ -255,7 +266,7 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 	    bad->error[0] ? bad->error : "?", what);
 	if (h->policy.gpu_failure == HOST_GPU_QUARANTINE)
 		host_set_state(h, r, HOST_QUARANTINED, now_ms, why);
-	else
+	else if (r->state == HOST_OK)
 		host_set_state(h, r, HOST_SUSPECT, now_ms, why);
 	return r->state;
 }
@@ -336,7 +347,11 @@ hosts_set(struct hosts *h, int64_t now_ms, const char *name,
 	if (to == HOST_OK) {
 		if ((r = hosts_find(h, name)) == NULL)
 			return -1;
+		/* A fresh start: the next failure counts as new. */
 		r->n_crash = 0;
+		free(r->gpus);
+		r->gpus = NULL;
+		r->n_gpus = 0;
 		host_dirty(h, r, now_ms);
 	} else
 		r = host_get(h, name, now_ms);

@@ -118,7 +118,8 @@ int		 hosts_refusal(const struct hosts *, const char *name,
  * A node on |name| reported GPU check results (a Join, or a Report): the
  * latest per device is kept once the host has a record (a failed result
  * makes one; passing results of a host without a record are not kept),
- * and a failed one is a failure of the host under policy.gpu_failure. |what| says where it came from ("job X").
+ * and a failed one not recorded before is a failure of the host under
+ * policy.gpu_failure (agents resend every device's latest result). |what| says where it came from ("job X").
  * Returns the host's state afterwards (HOST_OK when nothing is recorded).
  */
 enum host_state	 hosts_gpus(struct hosts *, int64_t now_ms, const char *name,
@@ -150,7 +151,8 @@ enum host_state	 hosts_crash(struct hosts *, int64_t now_ms, const char *name,
 enum host_state	 hosts_seen(struct hosts *, int64_t now_ms, const char *name);
 
 /*
- * An operator's action: HOST_OK clears the host (its crash window too),
+ * An operator's action: HOST_OK clears the host (its crash window and
+ * GPU results too, so that a failure after it counts as new),
  * HOST_QUARANTINED quarantines it (a record is made for a host never
  * seen). Clearing an unknown host returns -1; else 0.
  */

@@ -149,6 +149,19 @@ test_gpu_failure_quarantines(void)
 	/* Other hosts join. */
 	join("j2", "n3", 1, 1, 1);
 	CHECK(core_job_find(C, "j2") != NULL);
+
+	/* Cleared, the host's old results are gone: the same failure again
+	 * is a new one and quarantines it again. */
+	CHECK_INT(core_host_set(C, NOW, "root", true, "n2", HOST_OK, "swapped",
+	    err, sizeof(err)), 0);
+	turn();
+	CHECK_INT(hosts_find(C->hosts, "n2")->n_gpus, 0);
+	r = req("j3", "n2", 1, 1, 2);
+	r.gpus = g;
+	r.n_gpus = 2;
+	join_req(&r, GRPC_FAILED_PRECONDITION);
+	CHECK_HAS(err, "in job j3");
+	CHECK_INT(hosts_find(C->hosts, "n2")->gpu_failures, 2);
 	teardown();
 }
 
@@ -219,6 +232,15 @@ test_gpu_failure_suspect(void)
 	CHECK_INT(state_of("n1"), HOST_SUSPECT);
 	CHECK(job_has_event(core_job_find(C, "j"), "host",
 	    "host n1 suspect: GPU check failed on device 0"));
+	/* The same failure reported again (agents resend every result) is
+	 * not a second one, and writes nothing. */
+	r = req("j2", "n1", 1, 1, 1);
+	r.gpus = &bad;
+	r.n_gpus = 1;
+	CHECK(core_join(C, NOW, &r, NULL, err, sizeof(err)) == 0);
+	CHECK(TAILQ_EMPTY(&C->hosts->dirty));
+	CHECK_INT(hosts_find(C->hosts, "n1")->gpu_failures, 1);
+	turn();
 	/* Its GPUs pass again and it crashed too little to be suspect: it
 	 * is ok again; the same results once more write nothing. */
 	r = req("k", "n1", 1, 1, 1);
