@@ -300,3 +300,35 @@ def test_hook_gets_arguments_not_a_shell_and_is_killed_at_its_timeout(tmp_path):
         assert r.returncode == 2, r.stderr
     finally:
         d.stop()
+
+
+def test_settings(tmp_path):
+    """The host-* and on-quarantine settings: defaults, bounds, a hook that
+    is not there, all refused at start naming the setting."""
+    def check(*args):
+        return subprocess.run([rt.build_path("daemon", "rdzvd"), "--config",
+                               "/dev/null", "--check-config"] + list(args),
+                              capture_output=True, text=True, timeout=20)
+    r = check()
+    assert r.returncode == 0, r.stderr
+    for line in ("host-gpu-failure = suspect", "host-suspect-crashes = 2",
+                 "host-quarantine-crashes = 0", "host-crash-window = 3600000ms",
+                 "on-quarantine = ", "on-quarantine-timeout = 60000ms"):
+        assert line + "\n" in r.stdout, (line, r.stdout)
+    r = check("--host-gpu-failure", "quarantine", "--host-quarantine-crashes",
+              "3", "--host-crash-window", "30m", "--on-quarantine",
+              "/bin/true")
+    assert r.returncode == 0, r.stderr
+    assert "host-gpu-failure = quarantine\n" in r.stdout
+    assert "host-crash-window = 1800000ms\n" in r.stdout
+    for args, msg in [
+            (["--host-gpu-failure", "drain"],
+             "--host-gpu-failure: invalid value 'drain'"),
+            (["--host-quarantine-crashes", "65"],
+             "--host-quarantine-crashes: 65 is above the maximum of 64"),
+            (["--host-crash-window", "0"], "host-crash-window"),
+            (["--on-quarantine", str(tmp_path / "missing")],
+             "--on-quarantine %s: No such file or directory"
+             % (tmp_path / "missing"))]:
+        r = check(*args)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
