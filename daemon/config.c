@@ -120,6 +120,21 @@ static const struct setting settings[] = {
 	{ "leader-lease", K_DURATION_MS, OFF(leader_lease_ms),
 	    "a replica's etcd lease; a dead leader's lasts this long (HA)",
 	    2 * SEC, 600 * SEC },
+	{ "host-gpu-failure", K_CHOICE, OFF(host_gpu_failure), "ignore|"
+	    "suspect|quarantine: what a failed GPU check makes its host" },
+	{ "host-suspect-crashes", K_U32, OFF(host_suspect_crashes),
+	    "worker crashes within host-crash-window that make a host "
+	    "suspect (0: never)", 0, HOST_CRASHES_KEPT },
+	{ "host-quarantine-crashes", K_U32, OFF(host_quarantine_crashes),
+	    "worker crashes within host-crash-window that quarantine a host "
+	    "(0: never)", 0, HOST_CRASHES_KEPT },
+	{ "host-crash-window", K_DURATION_MS, OFF(host_crash_window_ms),
+	    "how long a worker crash counts against its host", SEC,
+	    30 * DAY },
+	{ "on-quarantine", K_STR, OFF(on_quarantine), "command run as "
+	    "COMMAND HOST REASON when a host is quarantined" },
+	{ "on-quarantine-timeout", K_DURATION_MS, OFF(on_quarantine_timeout_ms),
+	    "kill the on-quarantine command after this", SEC, 3600 * SEC },
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -272,6 +287,7 @@ apply(struct config *cfg, const struct setting *st, const char *val,
 		char *end;
 		errno = 0;
 		unsigned long v = strtoul(val, &end, 10);
+		/* 0 only where the bounds start at it ("0: never"). */
 		if (errno != 0 || *end != '\0' || end == val ||
 		    (v == 0 && st->min != 0) || v > UINT32_MAX || *val == '-')
 			break;
@@ -446,6 +462,16 @@ defaults(struct config *cfg)
 	cfg->idle_timeout_ms = 600 * 1000;
 	cfg->shutdown_timeout_ms = 5000;
 	cfg->leader_lease_ms = 5000;
+	{
+		struct host_policy hp;
+
+		host_policy_defaults(&hp);
+		cfg->host_gpu_failure = (int)hp.gpu_failure;
+		cfg->host_suspect_crashes = hp.suspect_crashes;
+		cfg->host_quarantine_crashes = hp.quarantine_crashes;
+		cfg->host_crash_window_ms = (uint32_t)hp.crash_window_ms;
+	}
+	cfg->on_quarantine_timeout_ms = 60 * 1000;
 	endpoint_parse("127.0.0.1", RDZVD_HTTP_PORT, &cfg->http_listen, NULL,
 	    0);
 }
@@ -719,6 +745,14 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	/* A command named by a path must be there; a bare name is looked
+	 * up in PATH when it runs. */
+	if (cfg->on_quarantine != NULL && strchr(cfg->on_quarantine, '/') &&
+	    access(cfg->on_quarantine, X_OK) != 0) {
+		snprintf(err, errlen, "--on-quarantine %s: %s",
+		    cfg->on_quarantine, strerror(errno));
+		return -1;
+	}
 	if (cfg->max_message < 1024) {
 		snprintf(err, errlen, "--max-message %zu is below 1 KiB",
 		    cfg->max_message);
@@ -787,6 +821,16 @@ config_print(const struct config *cfg, FILE *f)
 		fprintf(f, "unix-mode = \n");
 	fprintf(f, "unix-group = %s\n", cfg->unix_group != NULL ?
 	    cfg->unix_group : "");
+	fprintf(f, "host-gpu-failure = %s\n",
+	    host_gpu_action_name((enum host_gpu_action)cfg->host_gpu_failure));
+	fprintf(f, "host-suspect-crashes = %u\n", cfg->host_suspect_crashes);
+	fprintf(f, "host-quarantine-crashes = %u\n",
+	    cfg->host_quarantine_crashes);
+	fprintf(f, "host-crash-window = %ums\n", cfg->host_crash_window_ms);
+	fprintf(f, "on-quarantine = %s\n", cfg->on_quarantine != NULL ?
+	    cfg->on_quarantine : "");
+	fprintf(f, "on-quarantine-timeout = %ums\n",
+	    cfg->on_quarantine_timeout_ms);
 }
 
 int
@@ -816,6 +860,7 @@ config_free(struct config *cfg)
 	free(cfg->advertise);
 	free(cfg->admin_group);
 	free(cfg->munge_socket);
+	free(cfg->on_quarantine);
 	for (size_t i = 0; i < cfg->n_admins; i++)
 		free(cfg->admins[i]);
 	memset(cfg, 0, sizeof(*cfg));

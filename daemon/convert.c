@@ -285,3 +285,38 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	*out = g;
 	return 0;
 }
+
+/* A host record as Control.ListHosts and SetHost return it; |window_ms|
+ * is the policy's crash window, for the crashes that still count. */
+Rdzv__V1__Host *
+host_to_pb(struct arena *a, const struct host *h, struct core_now now,
+    uint64_t window_ms)
+{
+	Rdzv__V1__Host *m = arena_alloc(a, sizeof(*m));
+
+	rdzv__v1__host__init(m);
+	m->name = h->name;
+	m->state = (Rdzv__V1__HostState)h->state;
+	m->reason = (char *)h->reason;
+	m->since_unix_ms = h->since_ms;
+	m->updated_unix_ms = h->updated_ms;
+	m->crashes = h->crashes;
+	m->gpu_failures = h->gpu_failures;
+	for (uint32_t i = 0; i < h->n_crash; i++)
+		if (now.wall_ms - h->crash_ms[i] < (int64_t)window_ms)
+			m->recent_crashes++;
+	m->gpus = arena_alloc(a, (h->n_gpus + 1) * sizeof(*m->gpus));
+	for (uint32_t i = 0; i < h->n_gpus; i++) {
+		const struct host_gpu *g = &h->gpus[i];
+		Rdzv__V1__GpuResult *r = arena_alloc(a, sizeof(*r));
+
+		rdzv__v1__gpu_result__init(r);
+		r->device = g->device;
+		r->ok = g->ok;
+		r->uuid = (char *)g->uuid;
+		r->failed_step = (char *)g->failed_step;
+		r->error = (char *)g->error;
+		m->gpus[m->n_gpus++] = r;
+	}
+	return m;
+}

@@ -108,6 +108,7 @@ core_config_defaults(struct core_config *cfg)
 	cfg->defaults.reconnect_grace_ms = 3 * 1000;
 	cfg->straggler_steps = 20;
 	cfg->straggler_ms = 30 * 1000;
+	host_policy_defaults(&cfg->hosts);
 }
 
 struct core *
@@ -133,6 +134,7 @@ core_new(const struct core_config *cfg)
 	TAILQ_INIT(&c->settle);
 	c->next_node_id = 1;
 	c->next_arrival = 1;
+	c->hosts = hosts_new(&c->cfg.hosts);
 	return c;
 }
 
@@ -155,6 +157,7 @@ core_free(struct core *c)
 	core_rounds_clear(c);
 	free(c->new_rounds);
 	free(c->heap);
+	hosts_free(c->hosts);
 	free(c);
 }
 
@@ -186,6 +189,7 @@ core_changes_clear(struct core *c)
 	}
 	c->n_new_events = 0;
 	core_rounds_clear(c);
+	hosts_changes_clear(c->hosts);
 }
 
 struct core_job *
@@ -582,11 +586,14 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	struct core_job		*j;
 	struct core_node	*n;
 	enum core_node_state	 st;
+	size_t			 host_from;
 	int			 rc;
 
 	core_set_now(c, now);
 	identity = req->identity != NULL ? req->identity : ANON;
 	if ((rc = join_validate(c, req, &s, err, errlen)) != 0)
+		return rc;
+	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0)
 		return rc;
 	j = core_job_find(c, req->rdzv_id);
 	if (j != NULL &&
@@ -641,6 +648,8 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	    "%u%s", n->hostname, (unsigned long long)n->node_id,
 	    core_node_state_name(n->state), n->nproc,
 	    n->has_rank_hint ? "" : ", no rank hint");
+
+	core_host_changed(c, host_from, j);
 
 	core_queue_accepted(n, false);
 	core_settle(j);

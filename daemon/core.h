@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "hosts.h"
 #include "rdzv_id.h"
 #include "xmalloc.h"
 
@@ -94,6 +95,7 @@ struct core_config {
 	 * after the leader did (docs/HEALTH.md); 0: that test is off. */
 	uint64_t		straggler_steps;	/* 20 */
 	uint64_t		straggler_ms;		/* 30 s */
+	struct host_policy	hosts;			/* docs/HEALTH.md */
 };
 
 /* Numbered as rdzv.v1.JobState and rdzv.v1.NodeState. */
@@ -379,6 +381,9 @@ struct core {
 	uint32_t		 n_jobs;
 	uint64_t		 next_node_id;	/* persist to keep ids unique */
 	uint64_t		 next_arrival;
+	/* What rdzvd remembers of each host across jobs (hosts.h): the
+	 * store writes its dirty records in the same commit as the jobs. */
+	struct hosts		*hosts;
 
 	/* The changes of this loop turn (see the top of this file). */
 	struct core_jobs	 dirty_jobs;
@@ -461,6 +466,12 @@ enum core_cause {
 	CORE_CAUSE_HANG,	/* "hang": no progress for hang_timeout */
 };
 
+/* A worker's end as the agent reported it (rdzv.v1.WorkerExit). */
+struct core_exit {
+	int32_t		 exit_code;		/* -1: killed by a signal */
+	int32_t		 signal;
+};
+
 struct core_report {
 	const uint8_t	*session_id;		/* CORE_SESSION_LEN bytes */
 	uint64_t	 generation;
@@ -477,6 +488,10 @@ struct core_report {
 	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
 	 * for the hang timeout, else CORE_CAUSE_WORKER. */
 	enum core_cause	 cause;
+	/* CORE_OUTCOME_FAILED: the workers' exits, held against the host
+	 * when they crashed (hosts_exit_is_crash). */
+	const struct core_exit *exits;
+	uint32_t	 n_exits;
 };
 /* *restart_count (may be NULL) gets the job's count for ReportResponse. */
 int		 core_report(struct core *, struct core_now,
@@ -532,6 +547,16 @@ int		 core_abort(struct core *, struct core_now, const char *identity,
 int		 core_evict(struct core *, struct core_now, const char *identity,
 		    bool is_admin, const char *rdzv_id, uint64_t node_id,
 		    const char *reason, char *err, size_t errlen);
+/*
+ * An admin's action on a host (docs/HEALTH.md): HOST_OK clears it,
+ * HOST_QUARANTINED quarantines it and evicts its live nodes from every
+ * job. PERMISSION_DENIED for a caller who is not an admin, NOT_FOUND when
+ * clearing a host rdzvd has no record of.
+ */
+int		 core_host_set(struct core *, struct core_now,
+		    const char *identity, bool is_admin, const char *host,
+		    enum host_state, const char *reason, char *err,
+		    size_t errlen);
 /* Fires every deadline due at now. */
 void		 core_advance(struct core *, struct core_now);
 /* The earliest monotonic deadline, or UINT64_MAX. */
@@ -648,6 +673,17 @@ void		 core_queue_accepted(struct core_node *, bool resumed);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);
+/* core_hosts.c */
+/* Before a join: 0, or the refusal of a quarantined host. *from is
+ * where the join's host changes start (for core_host_changed). */
+int		 core_join_host(struct core *, const struct core_join *,
+		    size_t *from, char *err, size_t errlen);
+/* Tells |j| (may be NULL) of the host changes since |from| and evicts
+ * the nodes of a host quarantined. */
+void		 core_host_changed(struct core *, size_t from,
+		    struct core_job *j);
+void		 core_report_host(struct core_node *,
+		    const struct core_report *);
 
 /* core_agent.c */
 void		 core_node_end(struct core_node *, enum core_node_state,

@@ -285,6 +285,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		*restart_count = j->restart_count;
 	if (r->outcome == CORE_OUTCOME_UPDATE) {
 		offer_update(n, r);
+		core_report_host(n, r);
 		return 0;
 	}
 	if (r->outcome == CORE_OUTCOME_SUCCEEDED &&
@@ -327,6 +328,9 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}
+	/* Before the round is settled, so that a host quarantined by this
+	 * report is left out of the next one. */
+	core_report_host(n, r);
 	core_settle(j);
 	if (restart_count != NULL)
 		*restart_count = j->restart_count;

@@ -40,8 +40,8 @@ static struct evhttp_bound_socket *bound;
  * certificate asked for (a browser has none; tls-ca is for gRPC). */
 static struct tls_ctx		*tls;
 
-static void
-reply(struct evhttp_request *req, int code, const char *reason,
+void
+http_reply(struct evhttp_request *req, int code, const char *reason,
     const char *type, struct evbuffer *body)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -64,7 +64,7 @@ reply_text(struct evhttp_request *req, int code, const char *reason,
 		return;
 	}
 	evbuffer_add_printf(b, "%s\n", text);
-	reply(req, code, reason, "text/plain; charset=utf-8", b);
+	http_reply(req, code, reason, "text/plain; charset=utf-8", b);
 	evbuffer_free(b);
 }
 
@@ -109,7 +109,7 @@ on_metrics(struct evhttp_request *req, void *arg)
 		return;
 	}
 	metrics_write(b, http_conn_count(), http_events_count());
-	reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8",
+	http_reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8",
 	    b);
 	evbuffer_free(b);
 }
@@ -162,7 +162,7 @@ on_page(struct evhttp_request *req, void *arg)
 	evhttp_add_header(h, "X-Frame-Options", "DENY");
 	evbuffer_add_reference(b, http_page_index, strlen(http_page_index),
 	    NULL, NULL);
-	reply(req, HTTP_OK, "OK", "text/html; charset=utf-8", b);
+	http_reply(req, HTTP_OK, "OK", "text/html; charset=utf-8", b);
 	evbuffer_free(b);
 }
 
@@ -224,6 +224,7 @@ http_start(void)
 	evhttp_set_cb(http, "/healthz", on_healthz, NULL);
 	evhttp_set_cb(http, "/readyz", on_readyz, NULL);
 	evhttp_set_cb(http, "/events", http_events_request, NULL);
+	evhttp_set_cb(http, "/hosts", http_hosts_request, NULL);
 	evhttp_set_gencb(http, on_other, NULL);
 	if (cfg->tls_cert != NULL)
 		setup_tls();

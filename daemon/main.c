@@ -428,6 +428,8 @@ main(int argc, char **argv)
 		fatalx("cannot create the event loop");
 	setup_tls();
 	metrics_init();
+	hook_init(rdzvd.base, rdzvd.cfg.on_quarantine,
+	    rdzvd.cfg.on_quarantine_timeout_ms);
 
 	struct grpc_server_opts so;
 
@@ -473,6 +475,7 @@ main(int argc, char **argv)
 	}
 	http_stop();
 	services_stop();
+	hook_free();
 	ha_free();
 	grpc_server_free(rdzvd.srv);
 	auth_stop();

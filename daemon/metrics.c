@@ -317,6 +317,21 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 		    core_node_state_name(s), (unsigned long long)nodes[s]);
 	gauge(b, "rdzvd_agents_connected", "Agents with an open Join stream.",
 	    (double)streams_count());
+	head(b, "rdzvd_hosts", "gauge", "Hosts rdzvd remembers, by state "
+	    "(docs/HEALTH.md).");
+	for (int s = HOST_OK; s <= HOST_QUARANTINED; s++)
+		evbuffer_add_printf(b, "rdzvd_hosts{state=\"%s\"} %u\n",
+		    host_state_name((enum host_state)s), c->hosts->n_state[s]);
+	{
+		uint64_t runs, failures;
+
+		hook_counts(&runs, &failures);
+		counter(b, "rdzvd_quarantine_hook_runs_total", "Runs of the "
+		    "on-quarantine command started.", runs);
+		counter(b, "rdzvd_quarantine_hook_failures_total", "Runs of "
+		    "the on-quarantine command that failed, timed out or could "
+		    "not start.", failures);
+	}
 
 	counter(b, "rdzvd_rounds_total", "Rounds formed (assignments sent).",
 	    m.rounds);

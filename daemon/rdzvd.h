@@ -71,6 +71,13 @@ struct config {
 	char		*advertise;	/* HOST:PORT; NULL: the first TCP
 					   listener */
 	uint32_t	 leader_lease_ms;	/* the etcd lease of a replica */
+	/* Host memory (docs/HEALTH.md): the policy and the hook. */
+	int		 host_gpu_failure;	/* enum host_gpu_action */
+	uint32_t	 host_suspect_crashes;
+	uint32_t	 host_quarantine_crashes;
+	uint32_t	 host_crash_window_ms;
+	char		*on_quarantine;		/* NULL or "": none */
+	uint32_t	 on_quarantine_timeout_ms;
 	unsigned int	 unix_mode;	/* 0: as the umask leaves it */
 	char		*unix_group;	/* NULL: the process's group */
 	gid_t		 unix_gid;	/* unix_group's */
@@ -150,6 +157,8 @@ struct turn_out {
 	void	(*committed)(uint64_t usec);
 	/* The turn's output is out: what it changed, for counting. */
 	void	(*turn_done)(const struct core *, struct core_now);
+	/* The turn's host changes (hosts->changes), after the commit. */
+	void	(*hosts_changed)(const struct hosts *);
 	/* The store refused the turn's commit (|err| says why): nothing of
 	 * the turn goes out, and the turn is gone. */
 	void	(*commit_failed)(const char *err);
@@ -232,6 +241,9 @@ void		 http_pages_reset(void);
 /* Refuses (400) what evhttp lets through in a request's path; 0, or -1
  * after answering. Every handler calls it first. */
 int		 http_request_check(struct evhttp_request *);
+/* Sends |body| with the headers every answer carries. */
+void		 http_reply(struct evhttp_request *, int code,
+		    const char *reason, const char *type, struct evbuffer *);
 
 /* http_conn.c: the HTTP listener's connections: the cap, the request
  * deadline, the check of each request head, pausing on accept errors. */
@@ -248,9 +260,11 @@ struct evhttp_connection;
 void		 http_conn_set_closecb(struct evhttp_connection *,
 		    void (*cb)(struct evhttp_connection *, void *), void *arg);
 
+/* http_hosts.c: /hosts, the page's view of host memory. */
+void		 http_hosts_request(struct evhttp_request *, void *);
+
 /* http_events.c: the status page's server-sent events, a sink of
  * follow.c. */
-struct evhttp_request;
 void		 http_events_start(void);
 void		 http_events_stop(void);
 void		 http_events_request(struct evhttp_request *, void *);
@@ -334,6 +348,8 @@ void		 event_to_pb(struct arena *, const struct core_event *,
 /* Fills |ev| from |msg| for |node|; allocations in |a|. */
 void		 msg_to_pb(struct arena *, const struct core_node *,
 		    const struct core_msg *, Rdzv__V1__JoinEvent *ev);
+Rdzv__V1__Host	*host_to_pb(struct arena *, const struct host *,
+		    struct core_now, uint64_t window_ms);
 /* A node's GPU results as the core keeps them (*out: free it), counted into
  * healthy/total. 0, or INVALID_ARGUMENT with a message. */
 #define GPUS_MAX	64
@@ -384,6 +400,20 @@ void		 services_stop(void);
  * the turn and the streams go, the clock stays. services_start() serves
  * a new core again. */
 void		 services_step_down(const char *why);
+
+/* hook.c: host state changes logged, on-quarantine run (docs/HEALTH.md). */
+/* command NULL or "": no hook. */
+void		 hook_init(struct event_base *, const char *command,
+		    uint32_t timeout_ms);
+/* After a turn's commit: its host changes. */
+void		 hook_hosts_changed(const struct hosts *);
+/* Runs started, and runs that failed (not 0, killed, not started). */
+void		 hook_counts(uint64_t *runs, uint64_t *failures);
+void		 hook_free(void);
+
+/* rpc_list_hosts.c, rpc_set_host.c (docs/HEALTH.md) */
+void rpc_list_hosts(struct grpc_call *, const ProtobufCMessage *, void *);
+void rpc_set_host(struct grpc_call *, const ProtobufCMessage *, void *);
 
 /* rpc_health.c */
 void rpc_health_check(struct grpc_call *, const ProtobufCMessage *, void *);

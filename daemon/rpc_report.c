@@ -58,10 +58,21 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	}
 	r.gpus = gpus;
 	r.n_gpus = r.gpus_total;
+	/* The workers' exits, for what is held against the host; a node
+	 * has at most CORE_NPROC_MAX workers. */
+	struct core_exit *exits = xcalloc(req->n_exits + 1, sizeof(*exits));
+	r.n_exits = req->n_exits < CORE_NPROC_MAX ? (uint32_t)req->n_exits :
+	    CORE_NPROC_MAX;
+	for (uint32_t i = 0; i < r.n_exits; i++) {
+		exits[i].exit_code = req->exits[i]->exit_code;
+		exits[i].signal = req->exits[i]->signal;
+	}
+	r.exits = exits;
 	restarts = xmalloc(sizeof(*restarts));
 	rc = core_report(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    &r, restarts, err, sizeof(err));
 	free(gpus);
+	free(exits);
 	if (rc != GRPC_OK) {
 		free(restarts);
 		grpc_call_finish(call, rc, "%s", err);

@@ -43,6 +43,8 @@ GATED(rpc_close_job)
 GATED(rpc_abort_job)
 GATED(rpc_evict_node)
 GATED(rpc_list_events)
+GATED(rpc_list_hosts)
+GATED(rpc_set_host)
 
 const struct grpc_method rdzvd_methods[] = {
 	{ HEALTH "Check", &grpc__health__v1__health_check_request__descriptor,
@@ -68,6 +70,10 @@ const struct grpc_method rdzvd_methods[] = {
 	    gated_rpc_evict_node, NULL },
 	{ CONTROL "ListEvents", REQ(list_events_request), 0,
 	    gated_rpc_list_events, NULL },
+	{ CONTROL "ListHosts", REQ(list_hosts_request), 0,
+	    gated_rpc_list_hosts, NULL },
+	{ CONTROL "SetHost", REQ(set_host_request), 0, gated_rpc_set_host,
+	    NULL },
 	/* Every replica answers: role, leader, store (SPEC §14). */
 	{ CONTROL "ServerInfo", REQ(server_info_request), 0, rpc_server_info,
 	    NULL },
@@ -93,6 +99,10 @@ services_core_config(struct core_config *cc)
 	cc->retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
 	cc->straggler_steps = rdzvd.cfg.straggler_steps;
 	cc->straggler_ms = rdzvd.cfg.straggler_ms;
+	cc->hosts.gpu_failure = (enum host_gpu_action)rdzvd.cfg.host_gpu_failure;
+	cc->hosts.suspect_crashes = rdzvd.cfg.host_suspect_crashes;
+	cc->hosts.quarantine_crashes = rdzvd.cfg.host_quarantine_crashes;
+	cc->hosts.crash_window_ms = rdzvd.cfg.host_crash_window_ms;
 }
 
 void
@@ -129,6 +139,7 @@ services_start(void (*commit_failed)(const char *err))
 		.node_removed = streams_forget,
 		.committed = metrics_commit,
 		.turn_done = turn_done,
+		.hosts_changed = hook_hosts_changed,
 		.commit_failed = commit_failed,
 	};
 

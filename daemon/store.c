@@ -86,7 +86,8 @@ turn_empty(const struct store *s, const struct core *c)
 	return TAILQ_EMPTY(&c->removed_jobs) &&
 	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
 	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
-	    c->n_new_rounds == 0 && c->next_node_id == s->next_node_id;
+	    c->n_new_rounds == 0 && TAILQ_EMPTY(&c->hosts->dirty) &&
+	    c->next_node_id == s->next_node_id;
 }
 
 int

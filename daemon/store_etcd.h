@@ -12,6 +12,8 @@
  *                              them all in one, INDEX ffffffff
  *   log/ID/WVER/CHUNK          Log: the events and rounds the turn that
  *                              wrote version WVER added to the job
+ *   host/NAME                  Host: what rdzvd remembers of a host
+ *                              (docs/HEALTH.md), written whole
  *
  * Values are protobuf (proto/rdzv/store/v1/store.proto). A job's record is
  * the point where its change happens: buckets and log chunks of a version
@@ -36,7 +38,9 @@
 #define STORE_ETCD_BUCKET	128		/* node ids per bucket */
 #define STORE_ETCD_BUCKET_ALL	0xffffffffULL	/* a small job's one bucket */
 #define STORE_ETCD_CHUNK	(256 * 1024)	/* bytes per log chunk */
-#define STORE_ETCD_KEY_MAX	(STORE_PREFIX_MAX + RDZV_ID_MAX + 64)
+/* Room for the longest key: a job's, or a host's. */
+#define STORE_ETCD_KEY_MAX	(STORE_PREFIX_MAX + RDZV_ID_MAX + \
+				 HOST_NAME_MAX_LEN + 64)
 /* What a Txn carries besides its operations: the fence compare, the meta
  * put, and protobuf and raft framing. */
 #define STORE_ETCD_TXN_BYTES	4096
@@ -111,7 +115,20 @@ int		 dec_node(struct core *, struct core_job *,
 		    const Rdzv__Store__V1__Node *, char *err, size_t errlen);
 void		 dec_event(const Rdzv__Store__V1__Event *, struct core_event *);
 
+/* store_etcd_hosts.c */
+/* The Host record of |h|: a malloc'd buffer, or NULL. */
+uint8_t		*enc_host(const struct host *, size_t *len);
+/* Every PREFIX/host/ record into the core's hosts; 0, or -1 + message. */
+int		 estore_load_hosts(struct estore *, struct core *, char *err,
+		    size_t errlen);
+
 /* store_etcd_load.c */
+/* Calls |each| with every key under |prefix| (values too unless
+ * keys_only), |page| keys per request, at one revision. */
+int		 estore_scan(struct estore *, const char *prefix, int64_t page,
+		    bool keys_only, int (*each)(const Mvccpb__KeyValue *,
+		    void *, char *, size_t), void *arg, char *err,
+		    size_t errlen);
 int		 estore_load(void *, struct core *, struct core_now, char *err,
 		    size_t errlen);
 int		 estore_events(void *, const char *rdzv_id, uint64_t after_seq,

@@ -428,6 +428,20 @@ collect(struct turn *t)
 			goto out;
 		t->job++;
 	}
+	/* Each changed host record is one more group of one write. */
+	const struct host *h;
+	TAILQ_FOREACH(h, &c->hosts->dirty, dirty_entry) {
+		char	 key[STORE_ETCD_KEY_MAX];
+		size_t	 len;
+		uint8_t	*val = enc_host(h, &len);
+
+		if (val == NULL)
+			goto out;
+		estore_key(t->s, key, "host/%s", h->name);
+		if (add(t, PLAN_FINAL, WOP_PUT, key, val, len) != 0)
+			goto out;
+		t->job++;
+	}
 	rc = 0;
 out:
 	for (i = 0; i < t->njobs; i++)

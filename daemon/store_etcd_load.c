@@ -70,8 +70,8 @@ range(struct estore *s, const uint8_t *key, size_t klen, const uint8_t *end,
  * page, in key order. |each| returns non-zero to stop with an error it
  * wrote into err.
  */
-static int
-scan(struct estore *s, const char *prefix, int64_t page, bool keys_only,
+int
+estore_scan(struct estore *s, const char *prefix, int64_t page, bool keys_only,
     int (*each)(const Mvccpb__KeyValue *, void *, char *, size_t), void *arg,
     char *err, size_t errlen)
 {
@@ -665,19 +665,20 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "job/");
-	if (scan(s, key, SCAN_PAGE_JOBS, false, each_job, &l, e,
+	if (estore_scan(s, key, SCAN_PAGE_JOBS, false, each_job, &l, e,
 	    sizeof(e)) != 0 ||
 	    load_jobs(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "node/");
 	l.plen = strlen(key);
-	if (scan(s, key, SCAN_PAGE_BUCKETS, false, each_bucket, &l, e,
+	if (estore_scan(s, key, SCAN_PAGE_BUCKETS, false, each_bucket, &l, e,
 	    sizeof(e)) != 0 ||
 	    load_nodes(&l, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "log/");
 	l.plen = strlen(key);
-	if (load_events(&l, c, e, sizeof(e)) != 0)
+	if (load_events(&l, c, e, sizeof(e)) != 0 ||
+	    estore_load_hosts(s, c, e, sizeof(e)) != 0)
 		goto out;
 	if (collect_garbage(&l, e, sizeof(e)) != 0 ||
 	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
@@ -745,5 +746,5 @@ estore_events(void *v, const char *rdzv_id, uint64_t after_seq,
 	 * them, and the job's version is what this store wrote last.
 	 */
 	estore_key(s, key, "log/%s/", rdzv_id);
-	return scan(s, key, SCAN_PAGE_LOGS, false, each_log, &x, err, errlen);
+	return estore_scan(s, key, SCAN_PAGE_LOGS, false, each_log, &x, err, errlen);
 }

@@ -78,6 +78,7 @@ mark_all(struct store *from, struct core *c, struct store_migrated *out,
 			return errf(-1, err, errlen, "out of memory");
 	}
 	out->events = c->n_new_events;
+	hosts_dirty_all(c->hosts);
 	return 0;
 }
 

@@ -388,6 +388,8 @@ commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
 		if (put_event(s, &c->new_events[i], err, errlen) != 0)
 			return -1;
 	}
+	if (sqlstore_put_hosts(s, c, err, errlen) != 0)
+		return -1;
 	if (write_meta && put_meta(s, c->next_node_id, err, errlen) != 0)
 		return -1;
 	return 0;

@@ -65,6 +65,13 @@ int		 sqlstore_commit(struct sqlstore *, struct core *,
 		    bool write_meta, char *err, size_t errlen);
 uint64_t	 sqlstore_transactions(const struct sqlstore *);
 
+/* store_sqlite_hosts.c: the core's dirty host records; every record into
+ * the core's hosts. 0, or -1 with a message. */
+int		 sqlstore_put_hosts(struct sqlstore *, const struct core *,
+		    char *err, size_t errlen);
+int		 sqlstore_load_hosts(struct sqlstore *, struct core *,
+		    char *err, size_t errlen);
+
 /* store_sqlite_open.c */
 int		 sqlstore_open(const char *path, struct sqlstore **out,
 		    char *err, size_t errlen);

@@ -331,6 +331,7 @@ sqlstore_load(struct sqlstore *s, struct core *c, struct core_now now, char *err
 		}
 	}
 	if (load_rows(s, c, st, e, sizeof(e)) != 0 ||
+	    sqlstore_load_hosts(s, c, e, sizeof(e)) != 0 ||
 	    core_restore_finish(c, now, s->next_node_id, e, sizeof(e)) != 0)
 		goto out;
 	s->next_node_id = c->next_node_id;

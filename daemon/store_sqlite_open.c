@@ -125,6 +125,26 @@ static const char *const migrations[] = {
 	 * jobs had it. */
 	"ALTER TABLE jobs ADD COLUMN hang_timeout_ms INTEGER NOT NULL "
 	"DEFAULT 0;",
+	/* 5 -> 6: host memory (docs/HEALTH.md): a record per host across
+	 * jobs, its state by name, the crash times within the window as
+	 * "MS,MS,...", and the latest GPU check per device. */
+	("CREATE TABLE hosts ("
+	"  name TEXT PRIMARY KEY NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  since_ms INTEGER NOT NULL,"
+	"  updated_ms INTEGER NOT NULL,"
+	"  crashes INTEGER NOT NULL,"
+	"  gpu_failures INTEGER NOT NULL,"
+	"  crash_ms TEXT NOT NULL) WITHOUT ROWID;"
+	"CREATE TABLE host_gpus ("
+	"  host TEXT NOT NULL REFERENCES hosts (name) ON DELETE CASCADE,"
+	"  device INTEGER NOT NULL,"
+	"  uuid TEXT NOT NULL,"
+	"  ok INTEGER NOT NULL,"
+	"  failed_step TEXT NOT NULL,"
+	"  error TEXT NOT NULL,"
+	"  PRIMARY KEY (host, device)) WITHOUT ROWID;"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 

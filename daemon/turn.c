@@ -130,6 +130,8 @@ turn_flush(void)
 
 	while (core_outbox_pop(c, &node, &msg))
 		out.send(node, &msg);
+	if (c->hosts->n_changes > 0 && out.hosts_changed != NULL)
+		out.hosts_changed(c->hosts);
 	now = turn_now();
 	out.jobs_changed(c, now);
 	if (out.turn_done != NULL)

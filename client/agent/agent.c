@@ -713,10 +713,12 @@ agent_init(struct agent *a, struct agent_opts *o)
 	memset(a, 0, sizeof(*a));
 	a->progress.fd = a->hang.pipe_fd = -1;
 	a->opts = o;
-	if (gethostname(a->offer.hostname, sizeof(a->offer.hostname)) != 0)
-		snprintf(a->offer.hostname, sizeof(a->offer.hostname),
+	if (gethostname(a->offer.machine, sizeof(a->offer.machine)) != 0)
+		snprintf(a->offer.machine, sizeof(a->offer.machine),
 		    "localhost");
-	a->offer.hostname[sizeof(a->offer.hostname) - 1] = '\0';
+	a->offer.machine[sizeof(a->offer.machine) - 1] = '\0';
+	snprintf(a->offer.hostname, sizeof(a->offer.hostname), "%s",
+	    o->host != NULL ? o->host : a->offer.machine);
 	a->offer.gpus = &a->gpucheck;
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */

@@ -89,6 +89,9 @@ struct agent_opts {
 	uint32_t		 rejoin_timeout_ms;
 	uint32_t		 hang_timeout_ms;	/* 0: off (or the job's) */
 	const char		*role;
+	/* The host as rdzvd remembers it (docs/HEALTH.md): --host, else
+	 * $SLURMD_NODENAME (sched.c), else NULL: the hostname. */
+	const char		*host;
 	const char		*advertise_addr;	/* NULL: our address */
 	uint16_t		 master_port;	/* 0: a free port each round */
 	const char		*log_dir;	/* NULL: a fresh one */
@@ -107,7 +110,9 @@ struct agent_opts {
  * it when they send.
  */
 struct offer {
-	char				 hostname[256];
+	char				 hostname[256];	/* the host's name for
+							 * rdzvd (opts.host) */
+	char				 machine[256];	/* gethostname() */
 	uint32_t			 nproc;		/* workers */
 	uint16_t			 master_port;
 	uint64_t			 started_gen;	/* highest started */

@@ -47,6 +47,8 @@
 "  --lease-ttl DURATION          silent connection ends a node (15s)\n" \
 "  --reconnect-grace DURATION    closed connection ends a node (3s)\n" \
 "  --role NAME                   ROLE_NAME of the workers (default)\n"	\
+"  --host NAME                   this host's name for rdzvd's host records\n" \
+"                                (default $SLURMD_NODENAME, else hostname)\n" \
 "  --advertise-addr ADDR         MASTER_ADDR if this node is rank 0\n"	\
 "                                (default: our address towards rdzvd)\n" \
 "  --master-port PORT            MASTER_PORT if this node is rank 0\n"	\
@@ -266,6 +268,25 @@ set_role(struct agent_opts *o, const char *v, char *err, size_t len)
 	return 0;
 }
 
+/* Printable ASCII without spaces: what schedulers and hostnames use, and
+ * what an operator can type back into `rdzvctl host clear`. */
+static int
+set_host(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i] <= ' ' || v[i] >= 0x7f)
+			n = 0;
+	if (n == 0 || n > 255) {
+		snprintf(err, len, "a host name has 1 to 255 printable "
+		    "characters without spaces");
+		return -1;
+	}
+	o->host = v;
+	return 0;
+}
+
 static int
 set_advertise(struct agent_opts *o, const char *v, char *err, size_t len)
 {
@@ -367,6 +388,7 @@ static const struct setting settings[] = {
 	{ "reconnect-grace", "RDZV_RECONNECT_GRACE", required_argument,
 	    set_reconnect_grace },
 	{ "role", "RDZV_ROLE", required_argument, set_role },
+	{ "host", "RDZV_HOST", required_argument, set_host },
 	{ "advertise-addr", "RDZV_ADVERTISE_ADDR", required_argument,
 	    set_advertise },
 	{ "master-port", "RDZV_MASTER_PORT", required_argument,

@@ -109,6 +109,13 @@ slurm(struct agent_opts *o)
 		o->nproc_mode = NPROC_SLURM;
 		o->nproc = n;
 	}
+	/* The host as Slurm names it (rdzvd remembers hosts by it, and
+	 * `scontrol update NodeName=` drains it by it): several node names
+	 * may share one hostname. */
+	const char *node = env("SLURMD_NODENAME");
+	if (o->host == NULL && node != NULL && *node != '\0' &&
+	    strlen(node) <= 255)
+		o->host = node;
 }
 
 /* The host name without its domain. */

@@ -560,7 +560,7 @@ send_join(struct session *s)
 		addr = o->advertise_addr;
 		if (addr == NULL && (addr = grpc_client_local_addr(s->cli)) !=
 		    NULL && strcmp(addr, "unix") == 0)
-			addr = of->hostname;
+			addr = of->machine;
 		req.advertise_addr = (char *)(addr != NULL ? addr : "");
 		req.master_port = of->master_port;
 		req.nproc = of->nproc;

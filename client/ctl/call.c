@@ -251,6 +251,18 @@ fix_times(struct ctl *ctl, ProtobufCMessage *m)
 		for (size_t i = 0; i < r->n_events; i++)
 			r->events[i]->time_unix_ms = fixed(ctl,
 			    r->events[i]->time_unix_ms);
+	} else if (d == &rdzv__v1__list_hosts_response__descriptor) {
+		Rdzv__V1__ListHostsResponse *r = (Rdzv__V1__ListHostsResponse *)m;
+		for (size_t i = 0; i < r->n_hosts; i++) {
+			r->hosts[i]->since_unix_ms = fixed(ctl,
+			    r->hosts[i]->since_unix_ms);
+			r->hosts[i]->updated_unix_ms = fixed(ctl,
+			    r->hosts[i]->updated_unix_ms);
+		}
+	} else if (d == &rdzv__v1__host__descriptor) {
+		Rdzv__V1__Host *h = (Rdzv__V1__Host *)m;
+		h->since_unix_ms = fixed(ctl, h->since_unix_ms);
+		h->updated_unix_ms = fixed(ctl, h->updated_unix_ms);
 	} else if (d == &rdzv__v1__server_info_response__descriptor) {
 		Rdzv__V1__ServerInfoResponse *r =
 		    (Rdzv__V1__ServerInfoResponse *)m;

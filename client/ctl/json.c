@@ -261,3 +261,26 @@ json_emit(json_t *j, bool compact)
 	}
 	return CTL_EXIT_OK;
 }
+
+/* A host record (docs/HEALTH.md), as `rdzvctl hosts -o json` lists it. */
+json_t *
+json_host(const Rdzv__V1__Host *h)
+{
+	static const char *const states[] = { "unknown", "ok", "suspect",
+	    "quarantined" };
+	json_t	*o = json_object(), *gpus = json_array();
+
+	set(o, "name", text(h->name));
+	set(o, "state", text(h->state >= 1 && h->state <= 3 ?
+	    states[h->state] : states[0]));
+	set(o, "reason", text(h->reason));
+	set(o, "since_unix_ms", instant(h->since_unix_ms));
+	set(o, "updated_unix_ms", instant(h->updated_unix_ms));
+	set(o, "crashes", integer(h->crashes));
+	set(o, "recent_crashes", integer(h->recent_crashes));
+	set(o, "gpu_failures", integer(h->gpu_failures));
+	for (size_t i = 0; i < h->n_gpus; i++)
+		json_array_append_new(gpus, gpu(h->gpus[i]));
+	set(o, "gpus", gpus);
+	return o;
+}

@@ -23,6 +23,8 @@ static const struct ctl_cmd *const commands[] = {
 	&cmd_events_entry,
 	&cmd_server_entry,
 	&cmd_wait_entry,
+	&cmd_hosts_entry,
+	&cmd_host_entry,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -57,6 +57,7 @@ struct ctl {
 	bool			 must_exist;	/* wait --must-exist */
 	bool			 quiet_not_found; /* ctl_call: NOT_FOUND
 						   is the caller's to tell */
+	int			 host_state;	/* hosts --state; 0 all */
 };
 
 /* One command. Its options come on top of the shared ones. */
@@ -82,6 +83,8 @@ extern const struct ctl_cmd cmd_evict_entry;
 extern const struct ctl_cmd cmd_events_entry;
 extern const struct ctl_cmd cmd_server_entry;
 extern const struct ctl_cmd cmd_wait_entry;
+extern const struct ctl_cmd cmd_hosts_entry;
+extern const struct ctl_cmd cmd_host_entry;
 
 /* main.c */
 int	ctl_usage_error(const char *fmt, ...)
@@ -160,6 +163,7 @@ json_t	*json_job(const Rdzv__V1__Job *, bool detail);
 json_t	*json_node(const Rdzv__V1__Node *);
 json_t	*json_event(const Rdzv__V1__Event *);
 json_t	*json_server(const Rdzv__V1__ServerInfoResponse *);
+json_t	*json_host(const Rdzv__V1__Host *);
 /* Prints |j| indented (or compact, one line) and frees it. 0 or exit. */
 int	 json_emit(json_t *j, bool compact);
 

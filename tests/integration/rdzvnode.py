@@ -362,6 +362,16 @@ class Control:
         return self._unary("ServerInfo", C.ServerInfoRequest(),
                            C.ServerInfoResponse, timeout)
 
+    def list_hosts(self, state=0, timeout=10.0):
+        """{name: Host} of the hosts rdzvd remembers (docs/HEALTH.md)."""
+        hosts = self._unary("ListHosts", C.ListHostsRequest(state=state),
+                            C.ListHostsResponse, timeout).hosts
+        return {h.name: h for h in hosts}
+
+    def set_host(self, host, state, reason="", timeout=10.0):
+        return self._unary("SetHost", C.SetHostRequest(
+            host=host, state=state, reason=reason), pb.types.Host, timeout)
+
     def watch(self, rdzv_id="", all=False, timeout=30.0):
         """A Watch stream; iterate it for WatchEvents."""
         call = self.channel.unary_stream(

@@ -41,6 +41,7 @@ EXPECTED = [
     ("pythondir", "rdzv-%s.dist-info/METADATA" % VERSION),
     ("pythondir", "rdzv-%s.dist-info/entry_points.txt" % VERSION),
     ("pythondir", "rdzv-%s.dist-info/top_level.txt" % VERSION),
+    ("libexecdir", "rdzv/rdzv-drain"),
 ]
 
 
@@ -53,7 +54,8 @@ def build_dirs(build_root):
     opts = {o["name"]: o["value"] for o in json.loads(out)}
     prefix = opts["prefix"]
     dirs = {"prefix": prefix}
-    for d in ("bindir", "sbindir", "sysconfdir", "datadir", "mandir"):
+    for d in ("bindir", "sbindir", "sysconfdir", "datadir", "mandir",
+              "libexecdir"):
         dirs[d] = os.path.join(prefix, opts[d])
     unitdir = opts.get("systemdsystemunitdir", "")
     if not unitdir:

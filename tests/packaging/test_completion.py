@@ -73,7 +73,9 @@ def complete(*words, timeout=10):
 def test_rdzvctl_commands_and_options():
     assert complete("rdzvctl", "") == sorted(
         ["status", "close", "abort", "evict", "events", "server", "wait",
-         "help"])
+         "hosts", "host", "help"])
+    assert complete("rdzvctl", "host", "") == ["clear", "quarantine"]
+    assert complete("rdzvctl", "hosts", "--state", "q") == ["quarantined"]
     assert complete("rdzvctl", "st") == ["status"]
     assert complete("rdzvctl", "wait", "--ti") == ["--timeout"]
     assert complete("rdzvctl", "help", "ev") == ["events", "evict"]

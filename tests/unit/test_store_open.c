@@ -88,7 +88,7 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 5 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 6 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
@@ -115,9 +115,10 @@ test_migrate_v1(void)
 		sqlite3	*db;
 
 		CHECK_INT(sqlite3_open(dbpath, &db), SQLITE_OK);
-		CHECK_INT(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN "
-		    "hang_timeout_ms; ALTER TABLE jobs DROP COLUMN "
-		    "rejoin_lost; ALTER TABLE jobs DROP COLUMN "
+		CHECK_INT(sqlite3_exec(db, "DROP TABLE host_gpus; DROP TABLE "
+		    "hosts; ALTER TABLE jobs DROP COLUMN hang_timeout_ms; "
+		    "ALTER TABLE jobs DROP COLUMN rejoin_lost; "
+		    "ALTER TABLE jobs DROP COLUMN "
 		    "rejoin_timeout_ms; ALTER TABLE jobs DROP COLUMN "
 		    "held_reason; DROP TABLE gpus; ALTER TABLE nodes "
 		    "DROP COLUMN port_offer; PRAGMA user_version = 1", NULL,
@@ -126,13 +127,14 @@ test_migrate_v1(void)
 	}
 	CHECK_INT(q("PRAGMA user_version"), 1);
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 5);
+	CHECK_INT(q("PRAGMA user_version"), 6);
 	L = reload();
 	compare_cores(C, L);
 	core_free(L);
 	CHECK_INT(q("SELECT port_offer FROM nodes WHERE hostname = 'h1'"), 0);
 	CHECK_INT(q("SELECT count(*) FROM gpus"), 0);
 	CHECK_INT(q("SELECT count(*) FROM jobs WHERE held_reason IS NULL"), 1);
+	CHECK_INT(q("SELECT count(*) FROM hosts"), 0);
 	teardown();
 }
 
@@ -228,7 +230,7 @@ test_open_settings(void)
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
 	sqlite3_finalize(st);
-	CHECK_INT(q("PRAGMA user_version"), 5);
+	CHECK_INT(q("PRAGMA user_version"), 6);
 	/* Also from outside, as the sqlite3 CLI would see it. */
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
 	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
@@ -242,7 +244,7 @@ test_open_settings(void)
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	store_close(S);
 	S = NULL;
-	CHECK_INT(q("PRAGMA user_version"), 5);
+	CHECK_INT(q("PRAGMA user_version"), 6);
 }
 
 /* Load refuses data that would hand out a generation twice. */

@@ -34,7 +34,7 @@ def daemon(tmp_path_factory):
 @pytest.mark.parametrize("args,needle", [
     ([], "usage: rdzvctl"),
     (["frobnicate"], "unknown command 'frobnicate' (commands: status, close, "
-     "abort, evict, events, server, wait; rdzvctl --help)"),
+     "abort, evict, events, server, wait, hosts, host; rdzvctl --help)"),
     (["help", "frobnicate"], "help: unknown command 'frobnicate' (commands: "),
     (["help", "wait", "status"], "help takes one command, not 'status'"),
     (["status", "--bogus"], "status: unknown option '--bogus'"),

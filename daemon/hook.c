@@ -1,0 +1,348 @@
+/*
+ * What rdzvd does when hosts change state (docs/HEALTH.md): each change is
+ * logged, and a host newly quarantined runs the on-quarantine command, as
+ * `COMMAND HOST REASON` through posix_spawn: the host name and the reason
+ * come from clients, so they are arguments, never part of a shell string.
+ * The command runs beside the event loop, never blocking it: its output
+ * (stdout and stderr together) is read from a pipe, its exit is seen from
+ * SIGCHLD, and one that outlives hook-timeout is killed with its process
+ * group. Its exit status and output are logged. At most HOOK_RUNNING run at
+ * once; more wait in order, up to HOOK_QUEUED (then they are dropped with
+ * a warning: the log still names the host).
+ */
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "log.h"
+#include "rdzvd.h"
+#include "text.h"
+#include "xmalloc.h"
+
+#define HOOK_RUNNING	8
+#define HOOK_QUEUED	1024
+#define HOOK_OUTPUT	4096	/* bytes of output kept for the log */
+
+extern char **environ;
+
+struct hook_run {
+	char		 host[HOST_NAME_MAX_LEN + 1];
+	char		 reason[HOST_REASON_MAX];
+	pid_t		 pid;		/* 0: not started; -1: reaped */
+	int		 status;
+	int		 fd;		/* the output pipe; -1 at EOF */
+	bool		 killed;
+	struct event	*read_ev;
+	struct event	*timer_ev;
+	char		 out[HOOK_OUTPUT];
+	size_t		 out_n;
+	bool		 out_cut;
+	uint64_t	 started_ms;
+	TAILQ_ENTRY(hook_run) entry;
+};
+TAILQ_HEAD(hook_runs, hook_run);
+
+static struct {
+	struct event_base	*base;
+	char			*command;	/* NULL: no hook */
+	uint32_t		 timeout_ms;
+	struct event		*chld_ev;
+	struct hook_runs	 running, queued;
+	size_t			 n_running, n_queued;
+	uint64_t		 runs, failures;
+} hk = {
+	.running = TAILQ_HEAD_INITIALIZER(hk.running),
+	.queued = TAILQ_HEAD_INITIALIZER(hk.queued),
+};
+
+static void	hook_start_queued(void);
+
+static void
+run_free(struct hook_run *r)
+{
+	if (r->read_ev != NULL)
+		event_free(r->read_ev);
+	if (r->timer_ev != NULL)
+		event_free(r->timer_ev);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
+}
+
+/* Logs the end of a run once it exited and its output ended. */
+static void
+run_done(struct hook_run *r)
+{
+	char	out[HOOK_OUTPUT * 4 + 1], why[64];
+	size_t	n = r->out_n;
+
+	if (r->pid != -1 || r->fd >= 0)
+		return;
+	while (n > 0 && (r->out[n - 1] == '\n' || r->out[n - 1] == '\r'))
+		n--;
+	r->out[n] = '\0';
+	vis_buf(out, sizeof(out), r->out);
+	if (r->killed)
+		snprintf(why, sizeof(why), "was killed after %u ms",
+		    hk.timeout_ms);
+	else if (WIFEXITED(r->status))
+		snprintf(why, sizeof(why), "exited %d", WEXITSTATUS(r->status));
+	else if (WIFSIGNALED(r->status))
+		snprintf(why, sizeof(why), "died of signal %d",
+		    WTERMSIG(r->status));
+	else
+		snprintf(why, sizeof(why), "ended (status %d)", r->status);
+	if (!r->killed && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0)
+		log_info("on-quarantine for host %s %s%s%s%s", r->host, why,
+		    n > 0 ? ": " : "", out, r->out_cut ? " [...]" : "");
+	else {
+		hk.failures++;
+		log_warnx("on-quarantine for host %s %s%s%s%s", r->host, why,
+		    n > 0 ? ": " : "", out, r->out_cut ? " [...]" : "");
+	}
+	TAILQ_REMOVE(&hk.running, r, entry);
+	hk.n_running--;
+	run_free(r);
+	hook_start_queued();
+}
+
+static void
+read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct hook_run	*r = arg;
+	char		 buf[4096];
+	ssize_t		 n;
+
+	for (;;) {
+		n = read(r->fd, buf, sizeof(buf));
+		if (n > 0) {
+			size_t room = sizeof(r->out) - 1 - r->out_n;
+			size_t take = (size_t)n < room ? (size_t)n : room;
+
+			memcpy(r->out + r->out_n, buf, take);
+			r->out_n += take;
+			if (take < (size_t)n)
+				r->out_cut = true;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		break;	/* EOF or an error: the output has ended */
+	}
+	event_del(r->read_ev);
+	close(r->fd);
+	r->fd = -1;
+	run_done(r);
+}
+
+static void
+timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct hook_run	*r = arg;
+
+	if (r->pid > 0) {
+		/* Its own process group: whatever it started goes too. */
+		r->killed = true;
+		kill(-r->pid, SIGKILL);
+		kill(r->pid, SIGKILL);
+	}
+	/* A grandchild that keeps the pipe open no longer holds us up. */
+	if (r->fd >= 0) {
+		event_del(r->read_ev);
+		close(r->fd);
+		r->fd = -1;
+	}
+	run_done(r);
+}
+
+static void
+chld_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct hook_run	*r, *next;
+	int		 status;
+
+	/* Only our own children, by pid: rdzvd reaps nothing else. */
+	for (r = TAILQ_FIRST(&hk.running); r != NULL; r = next) {
+		next = TAILQ_NEXT(r, entry);
+		if (r->pid <= 0)
+			continue;
+		if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
+			r->pid = -1;
+			r->status = status;
+			run_done(r);
+		}
+	}
+}
+
+static int
+run_start(struct hook_run *r)
+{
+	posix_spawn_file_actions_t	 fa;
+	posix_spawnattr_t		 at;
+	sigset_t			 none, dfl;
+	char				*argv[4];
+	int				 p[2], rc;
+	struct timeval			 tv;
+
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+		log_warn("on-quarantine for host %s: pipe", r->host);
+		return -1;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGPIPE);
+	sigaddset(&dfl, SIGCHLD);
+	sigaddset(&dfl, SIGTERM);
+	sigaddset(&dfl, SIGINT);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dfl);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
+	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	argv[0] = hk.command;
+	argv[1] = r->host;
+	argv[2] = r->reason;
+	argv[3] = NULL;
+	rc = posix_spawnp(&r->pid, hk.command, &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(p[1]);
+	if (rc != 0) {
+		errno = rc;
+		log_warn("on-quarantine for host %s: cannot run %s", r->host,
+		    hk.command);
+		close(p[0]);
+		r->pid = 0;
+		return -1;
+	}
+	r->fd = p[0];
+	r->started_ms = mono_ms();
+	r->read_ev = event_new(hk.base, r->fd, EV_READ | EV_PERSIST, read_cb,
+	    r);
+	r->timer_ev = evtimer_new(hk.base, timeout_cb, r);
+	if (r->read_ev == NULL || r->timer_ev == NULL)
+		fatalx("on-quarantine: cannot create events");
+	tv.tv_sec = hk.timeout_ms / 1000;
+	tv.tv_usec = (suseconds_t)(hk.timeout_ms % 1000) * 1000;
+	event_add(r->read_ev, NULL);
+	event_add(r->timer_ev, &tv);
+	hk.runs++;
+	log_info("on-quarantine for host %s: running %s (pid %d)", r->host,
+	    hk.command, (int)r->pid);
+	return 0;
+}
+
+static void
+hook_start_queued(void)
+{
+	struct hook_run	*r;
+
+	while (hk.n_running < HOOK_RUNNING &&
+	    (r = TAILQ_FIRST(&hk.queued)) != NULL) {
+		TAILQ_REMOVE(&hk.queued, r, entry);
+		hk.n_queued--;
+		if (run_start(r) != 0) {
+			hk.failures++;
+			run_free(r);
+			continue;
+		}
+		TAILQ_INSERT_TAIL(&hk.running, r, entry);
+		hk.n_running++;
+	}
+}
+
+void
+hook_init(struct event_base *base, const char *command, uint32_t timeout_ms)
+{
+	hk.base = base;
+	hk.timeout_ms = timeout_ms;
+	if (command == NULL || *command == '\0')
+		return;
+	hk.command = xstrdup(command);
+	hk.chld_ev = evsignal_new(base, SIGCHLD, chld_cb, NULL);
+	if (hk.chld_ev == NULL || event_add(hk.chld_ev, NULL) != 0)
+		fatalx("on-quarantine: cannot watch SIGCHLD");
+}
+
+void
+hook_hosts_changed(const struct hosts *hs)
+{
+	const struct host_change	*hc;
+	struct hook_run			*r;
+
+	for (size_t i = 0; i < hs->n_changes; i++) {
+		hc = &hs->changes[i];
+		log_info("host %s %s (was %s): %s", hc->name,
+		    host_state_name(hc->to), host_state_name(hc->from),
+		    hc->reason);
+		if (hc->to != HOST_QUARANTINED || hc->from == HOST_QUARANTINED ||
+		    hk.command == NULL)
+			continue;
+		if (hk.n_queued >= HOOK_QUEUED) {
+			log_warnx("on-quarantine for host %s: %zu runs wait "
+			    "already; not run", hc->name, hk.n_queued);
+			hk.failures++;
+			continue;
+		}
+		r = xcalloc(1, sizeof(*r));
+		r->fd = -1;
+		textf(r->host, sizeof(r->host), "%s", hc->name);
+		textf(r->reason, sizeof(r->reason), "%s", hc->reason);
+		TAILQ_INSERT_TAIL(&hk.queued, r, entry);
+		hk.n_queued++;
+	}
+	hook_start_queued();
+}
+
+void
+hook_counts(uint64_t *runs, uint64_t *failures)
+{
+	*runs = hk.runs;
+	*failures = hk.failures;
+}
+
+void
+hook_free(void)
+{
+	struct hook_run	*r;
+
+	/* Runs still going are left to finish on their own; only our
+	 * bookkeeping goes. */
+	while ((r = TAILQ_FIRST(&hk.running)) != NULL) {
+		TAILQ_REMOVE(&hk.running, r, entry);
+		if (r->pid > 0)
+			log_warnx("on-quarantine for host %s (pid %d) still "
+			    "runs at exit", r->host, (int)r->pid);
+		run_free(r);
+	}
+	while ((r = TAILQ_FIRST(&hk.queued)) != NULL) {
+		TAILQ_REMOVE(&hk.queued, r, entry);
+		log_warnx("on-quarantine for host %s: not run (rdzvd exits)",
+		    r->host);
+		run_free(r);
+	}
+	hk.n_running = hk.n_queued = 0;
+	if (hk.chld_ev != NULL)
+		event_free(hk.chld_ev);
+	hk.chld_ev = NULL;
+	free(hk.command);
+	hk.command = NULL;
+}
