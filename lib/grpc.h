@@ -344,9 +344,8 @@ struct grpc_client_opts {
  * (may be NULL) runs when an established or attempted connection ends, with
  * -errno or a negative GRPC error and why, for the program's log, as the
  * server's conn_closed has it ("127.0.0.1:7400: connection refused",
- * "...: the server sent GOAWAY", "closed by this client"; never NULL, valid
- * during the call only); the calls on it have already been completed with
- * UNAVAILABLE.
+ * "...: the server sent GOAWAY"; never NULL, valid during the call only);
+ * the calls on it have already been completed with UNAVAILABLE.
  */
 struct grpc_client *grpc_client_new(struct event_base *base,
     const struct grpc_client_opts *opts,

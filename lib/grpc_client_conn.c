@@ -113,10 +113,9 @@ conn_close(struct cconn *conn, int err, const char *fmt, ...)
 	while ((cc = TAILQ_FIRST(&conn->calls)) != NULL)
 		call_complete(cc, GRPC_UNAVAILABLE, "%s",
 		    msg != NULL ? msg : "connection closed");
-	/* Without a format the owner itself closed it (grpc_client_close). */
 	if (!cli->dead && cli->on_closed != NULL)
-		cli->on_closed(cli, err, msg != NULL ? msg : fmt == NULL ?
-		    "closed by this client" : "connection closed", cli->arg);
+		cli->on_closed(cli, err, msg != NULL ? msg :
+		    "connection closed", cli->arg);
 	free(msg);
 }
 
