@@ -12,6 +12,8 @@
 #   100,000 nodes            all assigned by one rdzvd (10 jobs of 10,000
 #                            over --addrs 4: loopback source addresses)
 #   256 nodes                torch-c10d/rdzv (compare.sh)       >= 1,000x
+#   1,000 nodes, 100 closed  grace end to the last survivor's   <= 1 s
+#   (reconnect grace 0.5 s)  new assignment (an earlier target)
 #
 #   bench/targets.sh [BUILD_DIR] [RUNS]
 #
@@ -106,6 +108,7 @@ echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
 
 scenario big --nodes 10000
 scenario jobs --nodes 8 --jobs 1000
+scenario kill --nodes 1000 --kill 100 --grace 500ms
 
 # 100,000 nodes need 100,000 descriptors in rdzvd and in the bench, and
 # more source ports than one address has (about 28,000 per destination).
@@ -147,6 +150,7 @@ per_node big connect 10000 >"$out/v4"
 collect big "daemon peak rss per node" >"$out/v5"
 collect jobs "first connect to last assignment" >"$out/v6"
 collect jobs "last join to last assignment" >"$out/v7"
+collect kill "grace to last new assignment" >"$out/v11"
 collect huge assigned >"$out/v8"
 collect huge "first connect to last assignment" >"$out/v9"
 collect huge "daemon peak rss per node" >"$out/v10"
@@ -162,6 +166,7 @@ row "10,000 nodes: rdzvd CPU per connection" "$out/v4" "<=" 15 us
 row "10,000 nodes: rdzvd peak RSS per node" "$out/v5" "<=" 16 KiB
 row "1,000 jobs x 8: first connect to last assign." "$out/v6" "<=" 500 ms
 info "1,000 jobs x 8: last join to last assignment" "$out/v7" ms
+row "100 of 1,000 closed: grace end to last new" "$out/v11" "<=" 1000 ms
 if [ "$huge_nodes" -eq 100000 ]; then
 	row "100,000 nodes, one rdzvd: nodes assigned" "$out/v8" ">=" \
 	    100000 nodes
