@@ -21,6 +21,10 @@
 #   bench/rdzv-bench.sh build --store both --nodes 10000
 #   bench/rdzv-bench.sh build --nodes 1000 --kill 100 --grace 500ms
 #
+# RDZV_BENCH_PERF="SUBCOMMAND OPTIONS" attaches perf to rdzvd for the run,
+# e.g. "record -e cpu-clock -g -o FILE" (a profile without hardware
+# counters) or "stat -e syscalls:sys_enter_* -o FILE" (system calls).
+#
 # Every wait is bounded; rdzvd is stopped and its directory removed on any
 # exit.
 
@@ -59,6 +63,14 @@ run_one() {
 	start_rdzvd rdzv-bench.sh "$build" "$bench"
 	trap 'stop_rdzvd; rm -rf "$out_dir"' EXIT
 	echo "rdzvd on $rdzvd_store $servers(pid $pid); rdzv-bench $*"
+	perf_pid=
+	if [ -n "${RDZV_BENCH_PERF:-}" ]; then
+		# perf attached to rdzvd for the whole run.
+		# shellcheck disable=SC2086 # perf's subcommand and options
+		perf $RDZV_BENCH_PERF -p "$pid" 2>/dev/null &
+		perf_pid=$!
+		sleep 0.5
+	fi
 	# shellcheck disable=SC2086 # $servers is a list of options
 	if ! timeout 600 "$bench" $servers --daemon-pid "$pid" --timeout 300 \
 	    "$@" >"$out_dir/$rdzvd_store"; then
@@ -66,6 +78,10 @@ run_one() {
 		echo "rdzv-bench.sh: rdzv-bench failed; rdzvd's log ends:" >&2
 		tail -n 20 "$tmp/rdzvd.log" >&2
 		exit 1
+	fi
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" || true
 	fi
 	stop_rdzvd
 	echo "rdzvd: $store_line" >"$out_dir/$rdzvd_store.store"

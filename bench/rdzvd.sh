@@ -131,8 +131,10 @@ start_rdzvd() {
 		start_etcd "$name"
 		where="--store etcd://$etcd_addr/bench"
 	fi
+	# RDZVD_WRAP runs rdzvd under a tool, e.g. "valgrind --tool=callgrind
+	# --callgrind-out-file=FILE" (docs/PERFORMANCE.md).
 	# shellcheck disable=SC2086 # rdzvd_args and where are lists of options
-	"$build/daemon/rdzvd" "$@" $where ${rdzvd_args:-} \
+	${RDZVD_WRAP:-} "$build/daemon/rdzvd" "$@" $where ${rdzvd_args:-} \
 	    2>>"$tmp/rdzvd.log" &
 	pid=$!
 

@@ -73,7 +73,9 @@ elect_warn(const char *what, const char *why)
 {
 	char msg[sizeof(el.last_err)];
 
-	snprintf(msg, sizeof(msg), "%s: %s", what, why);
+	/* A longer message is cut: it only has to tell repeats apart. */
+	if (snprintf(msg, sizeof(msg), "%s: %s", what, why) >= (int)sizeof(msg))
+		msg[sizeof(msg) - 2] = '~';
 	if (strcmp(msg, el.last_err) == 0)
 		return;
 	snprintf(el.last_err, sizeof(el.last_err), "%s", msg);

@@ -87,7 +87,10 @@ step_done(struct check *c, const char *why)
 		return (0);
 	r->ok = false;
 	snprintf(r->failed_step, sizeof r->failed_step, "%s", name);
-	snprintf(r->error, sizeof r->error, "%s", why);
+	/* A longer |why| is cut to the report's field on purpose. */
+	if (snprintf(r->error, sizeof r->error, "%s", why) >=
+	    (int)sizeof r->error)
+		r->error[sizeof r->error - 2] = '~';
 	return (-1);
 }
 

@@ -342,12 +342,15 @@ struct grpc_client_opts {
  * Creates a client. It connects on the first call and reconnects on a later
  * call after the connection failed; it does not retry calls. |on_closed|
  * (may be NULL) runs when an established or attempted connection ends, with
- * -errno or a negative GRPC error; the calls on it have already been
- * completed with UNAVAILABLE.
+ * -errno or a negative GRPC error and why, for the program's log, as the
+ * server's conn_closed has it ("127.0.0.1:7400: connection refused",
+ * "...: the server sent GOAWAY"; never NULL, valid during the call only);
+ * the calls on it have already been completed with UNAVAILABLE.
  */
 struct grpc_client *grpc_client_new(struct event_base *base,
     const struct grpc_client_opts *opts,
-    void (*on_closed)(struct grpc_client *cli, int err, void *arg), void *arg);
+    void (*on_closed)(struct grpc_client *cli, int err, const char *reason,
+    void *arg), void *arg);
 
 /* Closes the connection; calls in flight complete with CANCELLED first.
  * Accepts NULL. */
@@ -370,8 +373,9 @@ typedef void (*grpc_done_fn)(struct grpc_ccall *cc, int status,
  * locally. Returns the call, or NULL with errno set; a call that cannot be
  * started because the connection failed still returns a call and completes
  * with UNAVAILABLE from the event loop. |done| never runs before this
- * returns: called outside the client's callbacks, the request is sent
- * from the event loop too.
+ * returns. Called outside the client's callbacks on a connection that is
+ * up, the request is written before this returns; a write that fails, and
+ * what the socket does not take, are handled from the event loop.
  */
 struct grpc_ccall *grpc_client_call(struct grpc_client *cli, const char *path,
     const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply,

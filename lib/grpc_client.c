@@ -107,7 +107,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 
 struct grpc_client *
 grpc_client_new(struct event_base *base, const struct grpc_client_opts *opts,
-    void (*on_closed)(struct grpc_client *, int, void *), void *arg)
+    void (*on_closed)(struct grpc_client *, int, const char *, void *),
+    void *arg)
 {
 	struct grpc_client *cli;
 
@@ -279,8 +280,10 @@ call_start(struct grpc_client *cli, const char *path,
 	}
 	/* Sending here could fail, close the connection and end this call
 	 * before the caller has it: when this is the outermost frame, the
-	 * loop sends (lib/grpc.h). */
-	if (cli->busy == 1)
+	 * request goes out now only where that cannot happen, and the loop
+	 * sends the rest (lib/grpc.h). */
+	if (cli->busy == 1 && (cc->conn != cli->conn ||
+	    conn_send_early(cc->conn) != 0))
 		cli->flush_later = 1;
 	cli_leave(cli);
 	return cc;
@@ -383,7 +386,9 @@ call_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct grpc_client *cli = cc->cli;
 
 	cli_enter(cli);
-	if (cc->fail_later && cc->fail_status != 0)
+	if (cc->finish_later)
+		call_finish_stream(cc, cc->close_code);
+	else if (cc->fail_later && cc->fail_status != 0)
 		call_complete(cc, cc->fail_status, "%s", cc->fail_msg != NULL ?
 		    cc->fail_msg : "no credential for the call");
 	else if (cc->fail_later)

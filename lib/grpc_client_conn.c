@@ -114,7 +114,8 @@ conn_close(struct cconn *conn, int err, const char *fmt, ...)
 		call_complete(cc, GRPC_UNAVAILABLE, "%s",
 		    msg != NULL ? msg : "connection closed");
 	if (!cli->dead && cli->on_closed != NULL)
-		cli->on_closed(cli, err, cli->arg);
+		cli->on_closed(cli, err, msg != NULL ? msg :
+		    "connection closed", cli->arg);
 	free(msg);
 }
 
@@ -270,7 +271,13 @@ stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t code,
 		return 0;
 	if ((cc = call_find(conn, stream_id)) != NULL) {
 		cc->stream_closed = 1;
-		call_finish_stream(cc, code);
+		if (conn->early) {
+			/* Inside grpc_client_call: end it from the loop. */
+			cc->finish_later = 1;
+			cc->close_code = code;
+			call_fail_later(cc);
+		} else
+			call_finish_stream(cc, code);
 	}
 	return 0;
 }
@@ -344,6 +351,12 @@ conn_write(struct cconn *conn)
 {
 	char why[128];
 
+	if (conn->write_errno != 0) {
+		errno = conn->write_errno;
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+		conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
+		return -1;
+	}
 	while (evbuffer_get_length(conn->out) > 0) {
 		int n = evbuffer_write(conn->out, conn->fd);
 		if (n > 0)
@@ -360,6 +373,44 @@ conn_write(struct cconn *conn)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * grpc_client_call's write, at once: the request is on the wire when the
+ * call returns (a node's Join leaves when it is made, not a loop turn
+ * later), yet nothing ends inside the caller's call. It only hands
+ * nghttp2's frames to the socket; whatever else happens is the loop's
+ * conn_flush's to handle: an nghttp2 error, output the socket did not take,
+ * a failed write (its errno kept in write_errno, so that conn_flush reports
+ * it rather than the EPIPE of a second try), a stream closed meanwhile
+ * (stream_close_cb ends its call from the loop while |early| is set).
+ * 0 when everything went out, -1 when the loop must flush.
+ */
+int
+conn_send_early(struct cconn *conn)
+{
+	int rv;
+
+	if (conn->state != CCONN_READY || conn->bev != NULL ||
+	    conn->write_errno != 0)
+		return -1;
+	conn->send_blocked = 0;
+	conn->early = 1;
+	rv = nghttp2_session_send(conn->h2);
+	conn->early = 0;
+	if (rv != 0 || conn->state != CCONN_READY)
+		return -1;
+	while (evbuffer_get_length(conn->out) > 0) {
+		int n = evbuffer_write(conn->out, conn->fd);
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			conn->write_errno = errno;
+		return -1;
+	}
+	return conn->send_blocked ? -1 : 0;
 }
 
 /* Sends what nghttp2 has queued; closes a session that has ended and a

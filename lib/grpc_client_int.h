@@ -10,9 +10,11 @@
  * are only marked and queued, nghttp2_session_send runs only in the
  * outermost cli_leave(), and finished calls, closed connections and a freed
  * client are released there, after every frame above has returned. The
- * outermost leave of grpc_client_call() leaves the sending to the loop
- * (flush_ev): a write that fails closes the connection and ends its calls,
- * and the new call must not end before its caller holds it.
+ * outermost leave of grpc_client_call() must not end the new call before
+ * its caller holds it: it writes the request at once through
+ * conn_send_early(), which ends nothing (a failed write, an nghttp2 error
+ * or a stream nghttp2 closed meanwhile are left to the loop), and leaves
+ * the rest to the loop (flush_ev).
  */
 #ifndef RDZV_GRPC_CLIENT_INT_H
 #define RDZV_GRPC_CLIENT_INT_H
@@ -75,6 +77,9 @@ struct grpc_ccall {
 	int fail_status;		/* the credential failed (cred_fn) */
 	char *fail_msg;
 	char *cred;			/* the cred_key header's value */
+	int finish_later;		/* the timer ends it (stream closed
+					   inside conn_send_early) */
+	uint32_t close_code;		/* with finish_later */
 	int finished;			/* done has run or is running */
 };
 
@@ -101,6 +106,9 @@ struct cconn {
 					   left output behind */
 	struct evbuffer *out;		/* cleartext: output not yet written */
 	int send_blocked;		/* nghttp2 stopped at OUTPUT_HIGH */
+	int early;			/* inside conn_send_early */
+	int write_errno;		/* conn_send_early's failed write,
+					   for conn_flush to report */
 	nghttp2_session *h2;
 	struct event *ka_ev;		/* keepalive PING interval */
 	struct event *ka_timeout;	/* PING ACK deadline */
@@ -123,7 +131,7 @@ struct grpc_client {
 	char peer[300];			/* "host:port" for messages */
 	char authority[300];
 
-	void (*on_closed)(struct grpc_client *, int, void *);
+	void (*on_closed)(struct grpc_client *, int, const char *, void *);
 	void *arg;
 
 	struct cconn *conn;		/* where new calls go; NULL: connect */
@@ -165,6 +173,7 @@ void	conn_close(struct cconn *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
 int	conn_submit(struct cconn *, struct grpc_ccall *);
 void	conn_flush(struct cconn *);
+int	conn_send_early(struct cconn *);
 void	conn_ready(struct cconn *);
 void	conn_read_cb(struct bufferevent *, void *);
 void	conn_write_cb(struct bufferevent *, void *);

@@ -572,6 +572,7 @@ grpc_server_free(struct grpc_server *srv)
 		event_free(srv->shutdown_ev);
 	if (srv->done_ev != NULL)
 		event_free(srv->done_ev);
+	srv_h2_free(srv);
 	free(srv);
 }
 

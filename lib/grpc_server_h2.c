@@ -402,14 +402,16 @@ stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t error_code,
 	return 0;
 }
 
-int
-srv_h2_session_new(struct grpc_conn *c)
+/* The callbacks and options every session of the server shares, made with
+ * its first session instead of once per connection. */
+static int
+srv_h2_setup(struct grpc_server *srv)
 {
-	struct grpc_server *srv = c->srv;
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *opt;
-	int rv;
 
+	if (srv->h2_cbs != NULL)
+		return 0;
 	if (nghttp2_session_callbacks_new(&cbs) != 0)
 		return -ENOMEM;
 	nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
@@ -436,10 +438,28 @@ srv_h2_session_new(struct grpc_conn *c)
 	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * RESET_BURST,
 	    2 * RESET_PER_S);
 	nghttp2_option_set_max_continuations(opt, 8);
-	rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
-	nghttp2_option_del(opt);
-	nghttp2_session_callbacks_del(cbs);
-	if (rv != 0)
+	srv->h2_cbs = cbs;
+	srv->h2_opt = opt;
+	return 0;
+}
+
+void
+srv_h2_free(struct grpc_server *srv)
+{
+	nghttp2_option_del(srv->h2_opt);
+	nghttp2_session_callbacks_del(srv->h2_cbs);
+	srv->h2_opt = NULL;
+	srv->h2_cbs = NULL;
+}
+
+int
+srv_h2_session_new(struct grpc_conn *c)
+{
+	struct grpc_server *srv = c->srv;
+	int rv;
+
+	if (srv_h2_setup(srv) != 0 || nghttp2_session_server_new2(&c->h2,
+	    srv->h2_cbs, c, srv->h2_opt) != 0)
 		return -ENOMEM;
 
 	nghttp2_settings_entry iv[] = {

@@ -184,6 +184,8 @@ struct grpc_server {
 
 	TAILQ_HEAD(, grpc_conn) conns;
 	size_t n_conns;
+	nghttp2_session_callbacks *h2_cbs;	/* every session's */
+	nghttp2_option *h2_opt;
 
 	int shutting_down;
 	int forcing;			/* the shutdown timeout passed */
@@ -221,6 +223,8 @@ void	sconn_check_writable(struct grpc_conn *);
 
 /* grpc_server_h2.c */
 int	srv_h2_session_new(struct grpc_conn *);
+/* Frees what srv_h2_session_new made once for every session. */
+void	srv_h2_free(struct grpc_server *);
 void	srv_h2_goaway(struct grpc_conn *, int);
 void	sconn_read_cb(struct bufferevent *, void *);
 void	sconn_write_cb(struct bufferevent *, void *);

@@ -49,7 +49,11 @@ walk(ProtobufCMessage *m, struct pb_path *p,
 		if (depth < PB_PATH_DEPTH)
 			p->names[depth] = f->name;
 		for (i = 0; i < n; i++) {
-			if (v[i] == NULL)
+			/* Unset fields: NULL, or protobuf-c's shared "" for
+			 * a proto3 string; an empty string has nothing to
+			 * check or change. */
+			if (v[i] == NULL || (f->type == PROTOBUF_C_TYPE_STRING &&
+			    v[i][0] == '\0'))
 				continue;
 			if (f->type == PROTOBUF_C_TYPE_STRING)
 				rc = fn(&v[i], p, arg);

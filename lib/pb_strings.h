@@ -23,11 +23,12 @@ struct pb_path {
 void	pb_path_format(const struct pb_path *, char *buf, size_t len);
 
 /*
- * Calls |fn| for each string field of |m| and of the messages in it (of a
- * oneof, only the member that is set), with a pointer to the string, which
- * |fn| may replace (with a malloc'd one; the old one is |fn|'s to free,
- * unless it is protobuf-c's static empty default). Stops at |fn|'s first
- * non-zero return, which it returns.
+ * Calls |fn| for each non-empty string field of |m| and of the messages in
+ * it (of a oneof, only the member that is set), with a pointer to the
+ * string, which |fn| may replace (with a malloc'd one; the old one is
+ * |fn|'s to free). Unset and empty strings are skipped: nothing to check
+ * or change, and most of a message's fields are unset. Stops at |fn|'s
+ * first non-zero return, which it returns.
  */
 int	pb_strings_walk(ProtobufCMessage *m,
 	    int (*fn)(char **s, const struct pb_path *path, void *arg),

@@ -7,16 +7,45 @@ set -u
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh test || exit 1
 
+# setup DIR OPTIONS...: configures DIR, or sets OPTIONS on an existing one.
+# Warnings are errors here (-Dwerror=true), not in the project's defaults,
+# so that packagers' and users' own builds do not break on a newer compiler.
+setup() {
+	dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+}
+
+setup build -Dwerror=true || exit 1
 builds="build"
 if [ -z "${RDZV_NO_SANITIZE:-}" ]; then
-	if [ ! -f build-asan/build.ninja ]; then
-		meson setup build-asan -Db_sanitize=address,undefined \
-		    -Db_lundef=false -Dbench=false >/dev/null || exit 1
-	fi
+	setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
+	    -Db_lundef=false -Dbench=false || exit 1
 	builds="$builds build-asan"
 fi
 
 rc=0
+release_failed=
+# Optimized builds as packagers make them, with gcc and with clang: built
+# only, not tested (-O3 finds warnings -O2 does not). -Dtests=false still
+# builds every program and benchmark; the tests run in the builds above.
+for cc in gcc clang; do
+	command -v "$cc" >/dev/null || { echo "== no $cc: release build skipped"; continue; }
+	echo "== release build with $cc"
+	if [ ! -f "build-release-$cc/build.ninja" ]; then
+		CC=$cc meson setup "build-release-$cc" --buildtype=release \
+		    -Dwerror=true -Dtests=false >/dev/null ||
+		    { release_failed="$release_failed $cc"; continue; }
+	fi
+	ninja -C "build-release-$cc" >"build-release-$cc.log" 2>&1 ||
+	    release_failed="$release_failed $cc"
+done
+export release_failed
+
 for b in $builds; do
 	echo "== meson test in $b"
 	meson test -C "$b" --print-errorlogs --num-processes 2 || rc=1
@@ -24,9 +53,17 @@ done
 
 # Count results from meson's own logs (one JSON object per test).
 /usr/bin/python3 - $builds <<'PY' || rc=1
-import json, sys
+import json, os, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 failures = []
+# A release build that failed counts as a failed test, its log's end shown.
+for cc in os.environ.get("release_failed", "").split():
+    counts["failed"] += 1
+    try:
+        log = open("build-release-%s.log" % cc).read().splitlines()[-40:]
+    except OSError:
+        log = ["(meson setup failed)"]
+    failures.append(("build-release-" + cc, {"name": "release build", "result": "FAIL", "duration": 0, "stdout": "\n".join(log)}))
 for b in sys.argv[1:]:
     try:
         lines = open(b + "/meson-logs/testlog.json").read().splitlines()

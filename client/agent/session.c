@@ -35,7 +35,7 @@ static void	send_join(struct session *);
 static void	join_or_wait(struct session *);
 static void	failed_attempt(struct session *, int, const char *,
 		    const char *);
-static void	on_closed(struct grpc_client *, int, void *);
+static void	on_closed(struct grpc_client *, int, const char *, void *);
 
 bool
 session_connected(const struct session *s)
@@ -590,9 +590,9 @@ send_join(struct session *s)
 /* ----------------------------------------------------------- lifetime */
 
 static void
-on_closed(struct grpc_client *cli, int err, void *arg)
+on_closed(struct grpc_client *cli, int err, const char *reason, void *arg)
 {
-	log_debug("connection to rdzvd closed (%d)", err);
+	log_debug("connection to rdzvd closed: %s", reason);
 }
 
 /* The session joins with |offer|'s values and tells the agent what

@@ -216,10 +216,11 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 }
 
 static void
-on_closed(struct grpc_client *cli, int err, void *arg)
+on_closed(struct grpc_client *cli, int err, const char *reason, void *arg)
 {
 	struct fuzz *fz = arg;
 
+	FUZZ_ASSERT(reason != NULL && reason[0] != '\0');
 	fz->closed++;
 }
 

@@ -145,11 +145,11 @@ on_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 }
 
 static void
-on_closed(struct grpc_client *cli, int err, void *arg)
+on_closed(struct grpc_client *cli, int err, const char *reason, void *arg)
 {
 	struct run *r = arg;
 
-	printf("closed err=%d\n", err);
+	printf("closed err=%d reason=%s\n", err, reason);
 	if (r->free_on_close && r->cli != NULL) {
 		grpc_client_free(r->cli);
 		r->cli = NULL;
