@@ -42,6 +42,7 @@ DEB_DIRS = {
     "mandir": "/usr/share/man", "unitdir": "/lib/systemd/system",
     "sysusersdir": "/usr/lib/sysusers.d",
     "pythondir": "/usr/lib/python3/dist-packages",
+    "libexecdir": "/usr/libexec",
 }
 
 # Runs in the new mount namespace: an overlay of / with its upper layer on
