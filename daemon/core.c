@@ -37,14 +37,17 @@
  *   is evicted no longer blocks closing. When the job closes, its waiting
  *   and spare nodes are told CLOSED and marked left. An operator closing a
  *   job whose round is open closes it at once: no workers are running.
- * - Resume: a generation older than the job's current one is refused with
- *   FAILED_PRECONDITION (rule 10), and since such an agent stops its
- *   workers and joins again as a new node (SPEC §6), the old node counts as
- *   having left (planned, no restart) instead of being lost later. Resuming
- *   with the current generation, or 0 (no workers), is accepted: the node
- *   gets ACCEPTED, STOP for workers that must not run, and its place now.
- *   A lost or left node cannot resume (FAILED_PRECONDITION); an evicted one
- *   is told EVICTED; a node of an ended job is told CLOSED or FAILED.
+ * - Resume: a node that resumes with a generation older than the job's
+ *   (it missed rounds while away) keeps its place: it gets ACCEPTED, STOP
+ *   for the old workers and its current place (assignment, waiting or
+ *   spare) at once, so a lagging node costs no extra round (rule 4). A
+ *   generation newer than the job's was never formed: FAILED_PRECONDITION
+ *   (rule 10), and the node counts as having left, since such an agent
+ *   joins again as a new node (SPEC §6). The current generation, or 0 (no
+ *   workers), is accepted as above, without STOP when its workers may
+ *   run. A lost or left node cannot resume (FAILED_PRECONDITION); an
+ *   evicted one is told EVICTED; a node of an ended job is told CLOSED or
+ *   FAILED.
  * - Reports: OUTCOME_HEALTH is not fenced (GPU counts only); a repeated
  *   SUCCEEDED from a node that already succeeded is answered OK.
  * - Leases run only while a node is disconnected (reconnect_grace) or after

@@ -451,7 +451,9 @@ int		 core_join(struct core *, struct core_now,
  * A Join with session_id set: the agent's workers run `generation` (0:
  * none). rdzv_id may be NULL. On 0 the node gets ACCEPTED(resumed), a STOP
  * if the workers it names must stop, then its current place (the same
- * ASSIGNMENT when the generation is current: its workers keep running).
+ * ASSIGNMENT when the generation is current: its workers keep running; an
+ * older generation is stopped and the current place sent, no round made).
+ * A generation newer than the job's is refused and the node leaves.
  * The daemon must close any older stream of the node.
  */
 int		 core_resume(struct core *, struct core_now,

@@ -407,6 +407,10 @@ do_resume(void)
 	rc = core_resume(C, NOW, jobs[a->job].owner, job_ids[a->job],
 	    a->session, gen, &n, err, sizeof(err));
 	if (rc == 0) {
+		/* A lagging agent never saw the newer rounds: it is told
+		 * STOP and its current place (rule 4). */
+		if (gen != a->gen)
+			a->gen = a->last_assign = gen;
 		check_told(n, "resume");
 		stats[S_RESUME_OK]++;
 		a->attached = true;
