@@ -37,6 +37,12 @@
  *   is evicted no longer blocks closing. When the job closes, its waiting
  *   and spare nodes are told CLOSED and marked left. An operator closing a
  *   job whose round is open closes it at once: no workers are running.
+ * - A join that carries a token (the agent's, the same in each retry of
+ *   one join) and finds a live node that a join with that token made, in
+ *   the same job of the same owner, gets that node: ACCEPTED and its
+ *   place, as a resume with no workers would. Tokens are kept in memory
+ *   only, while the node is live: a retry is seconds after its first
+ *   attempt, and after a daemon restart the retried join is a new node.
  * - Resume: a node that resumes with a generation older than the job's
  *   (it missed rounds while away) keeps its place: it gets ACCEPTED, STOP
  *   for the old workers and its current place (assignment, waiting or
@@ -94,6 +100,13 @@ match_session(const void *item, const void *key)
 	    CORE_SESSION_LEN) == 0;
 }
 
+static int
+match_token(const void *item, const void *key)
+{
+	return memcmp(((const struct core_node *)item)->join_token, key,
+	    CORE_TOKEN_LEN) == 0;
+}
+
 void
 core_config_defaults(struct core_config *cfg)
 {
@@ -127,6 +140,7 @@ core_new(const struct core_config *cfg)
 	hash_init(&c->by_id);
 	hash_init(&c->by_node);
 	hash_init(&c->by_session);
+	hash_init(&c->by_token);
 	TAILQ_INIT(&c->jobs);
 	TAILQ_INIT(&c->dirty_jobs);
 	TAILQ_INIT(&c->dirty_nodes);
@@ -156,6 +170,7 @@ core_free(struct core *c)
 	hash_free(&c->by_id);
 	hash_free(&c->by_node);
 	hash_free(&c->by_session);
+	hash_free(&c->by_token);
 	free(c->new_events);
 	core_rounds_clear(c);
 	free(c->new_rounds);
@@ -306,6 +321,7 @@ node_unlink(struct core_node *n)
 	hash_remove(&c->by_node, hash_u64(n->node_id), n);
 	hash_remove(&c->by_session, hash_bytes(n->session_id,
 	    CORE_SESSION_LEN), n);
+	core_node_forget_token(n);
 	if (n->dirty) {
 		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
 		n->dirty = false;
@@ -313,6 +329,65 @@ node_unlink(struct core_node *n)
 	core_msg_drop(c, n);
 	core_timer_clear(c, &n->lease);
 	n->removed = true;
+}
+
+/* The node no longer answers to its join token (it ended, or went). */
+void
+core_node_forget_token(struct core_node *n)
+{
+	struct core	*c = n->job->core;
+
+	if (!n->has_token)
+		return;
+	hash_remove(&c->by_token, hash_bytes(n->join_token, CORE_TOKEN_LEN),
+	    n);
+	n->has_token = false;
+}
+
+/*
+ * A join re-sent by an agent that gave up waiting for the first answer
+ * (a slow commit held rdzvd past its keepalive): the node its first
+ * attempt made, while that node still has a place in the same job of the
+ * same owner; else NULL, and the join makes a new node.
+ */
+static struct core_node *
+join_retry_node(struct core *c, const struct core_join *req,
+    const char *identity)
+{
+	struct core_node	*n;
+
+	if (!req->has_token)
+		return NULL;
+	n = hash_find(&c->by_token, hash_bytes(req->join_token,
+	    CORE_TOKEN_LEN), match_token, req->join_token);
+	if (n == NULL)
+		return NULL;
+	if (strcmp(n->job->rdzv_id, req->rdzv_id) != 0 ||
+	    strcmp(n->job->owner, identity) != 0 || !core_node_live(n) ||
+	    core_job_ended(n->job)) {
+		core_node_forget_token(n);
+		return NULL;
+	}
+	return n;
+}
+
+/* The retried join gets the node as if it had resumed with no workers. */
+static void
+join_retry_answer(struct core_node *n, struct core_now now)
+{
+	struct core	*c = n->job->core;
+
+	n->connected = true;
+	n->last_seen_ms = now.wall_ms;
+	core_timer_clear(c, &n->lease);
+	core_msg_drop(c, n);
+	core_job_changed(n->job);
+	core_event_add(n->job, "join", "node %s (node %llu): its join was "
+	    "sent again (the first answer came too late for it); it keeps "
+	    "its place as %s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state));
+	core_queue_accepted(n, false);
+	core_tell_current(n, true);
 }
 
 /*
@@ -596,6 +671,14 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	identity = req->identity != NULL ? req->identity : ANON;
 	if ((rc = join_validate(c, req, &s, err, errlen)) != 0)
 		return rc;
+	/* A retry of a join that made its node already: the host was
+	 * checked then. */
+	if ((n = join_retry_node(c, req, identity)) != NULL) {
+		join_retry_answer(n, now);
+		if (nodep != NULL)
+			*nodep = n;
+		return 0;
+	}
 	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0)
 		return rc;
 	j = core_job_find(c, req->rdzv_id);
@@ -643,6 +726,13 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	n->arrival = c->next_arrival++;
 	n->joined_ms = n->last_seen_ms = now.wall_ms;
 	n->connected = true;
+	if (req->has_token) {
+		n->has_token = true;
+		memcpy(n->join_token, req->join_token, CORE_TOKEN_LEN);
+		if (hash_insert(&c->by_token, hash_bytes(n->join_token,
+		    CORE_TOKEN_LEN), n) != 0)
+			abort();
+	}
 	n->gpus_healthy = req->gpus_healthy;
 	n->gpus_total = req->gpus_total;
 	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);

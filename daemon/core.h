@@ -40,6 +40,7 @@
 #include "xmalloc.h"
 
 #define CORE_SESSION_LEN	16
+#define CORE_TOKEN_LEN		16	/* a join token (JoinRequest.join_token) */
 #define CORE_STR_MAX		255	/* hostname, advertise address */
 #define CORE_REASON_MAX		256	/* reasons and event messages */
 #define CORE_KIND_MAX		16	/* event kinds */
@@ -197,6 +198,10 @@ struct core_node {
 	int64_t			 joined_ms;	/* wall */
 	int64_t			 last_seen_ms;	/* wall; not persisted */
 	bool			 connected;	/* not persisted */
+	/* The token of the join that made it, while it is live; in memory
+	 * only (see core_join). */
+	bool			 has_token;
+	uint8_t			 join_token[CORE_TOKEN_LEN];
 	uint32_t		 gpus_healthy;
 	uint32_t		 gpus_total;
 	struct core_gpu		*gpus;		/* each device's latest result */
@@ -377,6 +382,7 @@ struct core {
 	struct hash		 by_id;		/* jobs by rdzv_id */
 	struct hash		 by_node;	/* nodes by node_id */
 	struct hash		 by_session;	/* nodes by session_id */
+	struct hash		 by_token;	/* live nodes by join token */
 	struct core_jobs	 jobs;		/* every job, in creation order */
 	uint32_t		 n_jobs;
 	uint64_t		 next_node_id;	/* persist to keep ids unique */
@@ -434,6 +440,14 @@ struct core_join {
 	uint32_t		 n_gpus;
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	uint8_t			 session_id[CORE_SESSION_LEN];
+	/*
+	 * The agent's token for this join, the same in every retry of it
+	 * (has_token false: none). A retry that finds the node its first
+	 * attempt made gets that node (ACCEPTED, its place) instead of a
+	 * second one: a join answered too late for the agent makes no ghost.
+	 */
+	bool			 has_token;
+	uint8_t			 join_token[CORE_TOKEN_LEN];
 };
 
 /*
@@ -672,6 +686,7 @@ int		 core_owner_check(const struct core_job *, const char *identity,
 		    const char *what, char *err, size_t errlen);
 void		 core_tell_current(struct core_node *, bool always);
 void		 core_queue_accepted(struct core_node *, bool resumed);
+void		 core_node_forget_token(struct core_node *);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);

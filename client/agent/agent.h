@@ -333,6 +333,9 @@ struct session {
 	bool			 check_serving;
 	uint8_t			 id[32];
 	size_t			 id_len;	/* 0: not a node yet */
+	/* Drawn for each join as a new node, sent in each retry of it
+	 * (docs/PROTOCOL.md). */
+	uint8_t			 join_token[16];
 	uint64_t		 node_id;
 	struct event		*retry_ev;
 	uint32_t		 backoff_ms;

@@ -17,10 +17,12 @@
  * (a standby: a leader is elected within its lease). Reaching another server is a resume like any other:
  * the same session, the same generation, the workers untouched.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "agent.h"
 #include "grpc/health/v1/health.pb-c.h"
@@ -390,6 +392,27 @@ join_or_wait(struct session *s)
 
 /* ------------------------------------------------------------- Join */
 
+/*
+ * A join as a new node starts: its token, kept for every retry of this
+ * join until rdzvd accepts it, lets rdzvd answer a retry with the node
+ * the first attempt made (a commit slower than our keepalive) instead of
+ * making a second one.
+ */
+static void
+new_join_token(struct session *s)
+{
+	size_t got = 0;
+
+	while (got < sizeof(s->join_token)) {
+		ssize_t n = getrandom(s->join_token + got,
+		    sizeof(s->join_token) - got, 0);
+		if (n < 0 && errno != EINTR)
+			fatal("getrandom for a join token");
+		if (n > 0)
+			got += (size_t)n;
+	}
+}
+
 static void
 on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 {
@@ -515,6 +538,7 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		/* A new node from now on. */
 		s->id_len = 0;
 		s->node_id = 0;
+		new_join_token(s);
 		s->ev.resume_refused(s->ev.arg, node_id, msg);
 		connect_check(s);
 		return;
@@ -567,6 +591,8 @@ send_join(struct session *s)
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
 		req.attempt = o->attempt;
+		req.join_token.data = s->join_token;
+		req.join_token.len = sizeof(s->join_token);
 		req.role = (char *)o->role;
 		req.agent_version = (char *)RDZV_VERSION;
 		if (gpucheck_pb_new(of->gpus, &gpb) != 0)
@@ -627,6 +653,7 @@ session_start(struct session *s)
 {
 	s->trying_since = 0;
 	s->backoff_ms = 0;
+	new_join_token(s);
 	connect_check(s);
 }
 
