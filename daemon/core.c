@@ -63,6 +63,10 @@
  *   its place by core_node_current().
  * - Ended jobs are removed retention after they ended, by wall time, so a
  *   daemon restart does not postpone it.
+ * - An owner keeps at most max_ended_per_owner ended jobs: when one more
+ *   ends, the one that ended first goes as if its retention had passed
+ *   (pruned, counted in rdzvd_ended_jobs_pruned_total), so one client
+ *   that creates and closes jobs in a loop cannot fill the daemon.
  * - A job keeps at most max_nodes_per_job ended nodes; older ones are
  *   dropped at the next join (the store deletes them; events remain).
  * - Open deadlines are saved as time left when the job is written;
@@ -115,6 +119,7 @@ core_config_defaults(struct core_config *cfg)
 	cfg->max_jobs_per_owner = 1000;
 	cfg->max_join_timeout_ms = 24ULL * 3600 * 1000;
 	cfg->retention_ms = 7ULL * 24 * 3600 * 1000;
+	cfg->max_ended_per_owner = 10000;
 	cfg->defaults.min_nodes = 1;
 	cfg->defaults.max_nodes = 1;
 	cfg->defaults.last_call_timeout_ms = 30 * 1000;
@@ -141,6 +146,7 @@ core_new(const struct core_config *cfg)
 	hash_init(&c->by_node);
 	hash_init(&c->by_session);
 	hash_init(&c->by_token);
+	hash_init(&c->by_owner);
 	TAILQ_INIT(&c->jobs);
 	TAILQ_INIT(&c->dirty_jobs);
 	TAILQ_INIT(&c->dirty_nodes);
@@ -171,6 +177,7 @@ core_free(struct core *c)
 	hash_free(&c->by_node);
 	hash_free(&c->by_session);
 	hash_free(&c->by_token);
+	core_owners_free(c);
 	free(c->new_events);
 	core_rounds_clear(c);
 	free(c->new_rounds);
@@ -265,6 +272,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	j = xcalloc(1, sizeof(*j));
 	textf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
 	j->owner = xstrdup(owner);
+	j->own = core_owner_get(c, owner);
 	j->core = c;
 	j->state = CORE_JOB_WAITING;
 	j->attempt = 1;
@@ -404,6 +412,7 @@ job_reopen(struct core_job *j, uint32_t attempt)
 	struct core_node	*n;
 
 	core_round_clear(j);
+	core_owner_job_unended(j);
 	while ((n = TAILQ_FIRST(&j->nodes)) != NULL) {
 		TAILQ_REMOVE(&j->nodes, n, entry);
 		node_unlink(n);
@@ -762,6 +771,7 @@ core_job_remove(struct core_job *j)
 	size_t			 i, k;
 
 	hash_remove(&c->by_id, hash_bytes(j->rdzv_id, strlen(j->rdzv_id)), j);
+	core_owner_job_unended(j);
 	TAILQ_REMOVE(&c->jobs, j, entry);
 	c->n_jobs--;
 	TAILQ_FOREACH(n, &j->nodes, entry)

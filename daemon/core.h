@@ -90,6 +90,8 @@ struct core_config {
 	uint32_t		max_jobs_per_owner;	/* 1,000 not ended */
 	uint64_t		max_join_timeout_ms;	/* 1 day */
 	uint64_t		retention_ms;		/* 7 days */
+	/* Ended jobs kept per owner, oldest pruned first; at least 1. */
+	uint32_t		max_ended_per_owner;	/* 10,000 */
 	struct core_settings	defaults;		/* SPEC §3 */
 	/* A node is a straggler when it trails the job's leading node by
 	 * more than this many steps, or passed its step more than this long
@@ -129,6 +131,7 @@ enum core_outcome {
 
 struct core_job;
 struct core_node;
+struct core_owner;
 
 /* A deadline in the core's timer heap. */
 struct core_timer {
@@ -278,6 +281,10 @@ struct core_job {
 
 	/* Core-private below. */
 	struct core		*core;
+	struct core_owner	*own;		/* of ->owner (core_owner.c) */
+	TAILQ_ENTRY(core_job)	 owner_entry;	/* own->ended */
+	bool			 in_owner_ended;
+	bool			 pruned;	/* removed over the bound */
 	struct core_timer	 last_call;
 	struct core_timer	 join_deadline;
 	struct core_timer	 retention;
@@ -325,6 +332,13 @@ struct core_job {
 	bool			 steps_only;
 };
 TAILQ_HEAD(core_jobs, core_job);
+
+/* An identity that owns jobs: its ended jobs, oldest ended first. */
+struct core_owner {
+	char			*name;
+	struct core_jobs	 ended;
+	uint32_t		 n_ended;
+};
 
 enum core_msg_kind {
 	CORE_MSG_ACCEPTED = 1,
@@ -383,6 +397,7 @@ struct core {
 	struct hash		 by_node;	/* nodes by node_id */
 	struct hash		 by_session;	/* nodes by session_id */
 	struct hash		 by_token;	/* live nodes by join token */
+	struct hash		 by_owner;	/* struct core_owner by name */
 	struct core_jobs	 jobs;		/* every job, in creation order */
 	uint32_t		 n_jobs;
 	uint64_t		 next_node_id;	/* persist to keep ids unique */
@@ -673,6 +688,13 @@ void		 core_job_fail(struct core_job *, const char *reason);
 void		 core_rounds_clear(struct core *);
 void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
+
+/* core_owner.c */
+struct core_owner *core_owner_get(struct core *, const char *name);
+void		 core_owner_job_ended(struct core_job *);
+void		 core_owner_job_unended(struct core_job *);
+void		 core_owners_restore(struct core *);
+void		 core_owners_free(struct core *);
 
 /* core.c */
 void		 core_job_remove(struct core_job *);

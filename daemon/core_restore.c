@@ -173,6 +173,7 @@ core_restore_finish(struct core *c, struct core_now now,
 	}
 	c->next_node_id = next_node_id > max_id ? next_node_id : max_id + 1;
 	c->next_arrival = max_arrival + 1;
+	core_owners_restore(c);
 	/* Whatever the saved state left undecided is decided now. */
 	TAILQ_FOREACH(j, &c->jobs, entry)
 		core_settle(j);

@@ -357,6 +357,67 @@ test_resume_older_generation(void)
 	teardown();
 }
 
+/*
+ * Each owner keeps at most max_ended_per_owner ended jobs: the one that
+ * ended first goes when one more ends (the store deletes it: gone after a
+ * restore too); another owner's are not touched, and a failed job that is
+ * reopened is no longer an ended one.
+ */
+static void
+test_ended_jobs_bounded_per_owner(void)
+{
+	struct core_config	 cfg;
+	struct core_join	 r;
+	struct core_node	*n;
+	char			 id[32];
+	int			 i;
+
+	core_config_defaults(&cfg);
+	cfg.max_ended_per_owner = 3;
+	setup(&cfg);
+	r = req("bob-1", "h", 1, 1, 1);
+	r.identity = "bob";
+	n = join_req(&r, 0);
+	CHECK_RC(core_report(C, NOW, "bob", &(struct core_report){
+	    .session_id = n->session_id, .generation = 1,
+	    .outcome = CORE_OUTCOME_SUCCEEDED }, NULL, err, sizeof(err)), 0);
+	turn();
+	for (i = 1; i <= 6; i++) {
+		snprintf(id, sizeof(id), "e-%d", i);
+		n = join(id, "h", 1, 1, 1);
+		tick(1000);
+		CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+		CHECK(n->job->state == CORE_JOB_CLOSED);
+	}
+	CHECK(core_job_find(C, "e-1") == NULL && core_job_find(C, "e-2") ==
+	    NULL && core_job_find(C, "e-3") == NULL);
+	CHECK(core_job_find(C, "e-4") != NULL && core_job_find(C, "e-6") !=
+	    NULL);
+	CHECK(core_job_find(C, "bob-1") != NULL);
+	/* A live job does not count; a failed one that reopens leaves the
+	 * ended ones. */
+	n = join("f-1", "h", 1, 1, 1);
+	core_lease_lost(C, NOW, n);
+	turn();
+	CHECK(n->job->state == CORE_JOB_FAILED);
+	CHECK(core_job_find(C, "e-4") == NULL);
+	n = join("f-1", "h2", 1, 1, 1);
+	CHECK(n->job->state == CORE_JOB_RUNNING);
+	n = join("e-7", "h", 1, 1, 1);
+	CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+	CHECK(core_job_find(C, "e-5") != NULL && C->n_jobs == 5);
+	/* After a restore, the order in which they ended still holds. */
+	if (!restart(&cfg, 900000, 1000))
+		return;
+	n = join("e-8", "h", 1, 1, 1);
+	CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+	CHECK(core_job_find(C, "e-5") == NULL && core_job_find(C, "e-6") !=
+	    NULL && core_job_find(C, "e-8") != NULL);
+	CHECK(core_job_find(C, "bob-1") != NULL &&
+	    core_job_find(C, "f-1") != NULL);
+	teardown();
+}
+
 /* Rule 11: resuming with the current generation keeps the workers. */
 static void
 test_rule11_resume_keeps_generation(void)
@@ -672,6 +733,7 @@ static const struct test tests[] = {
 	{ "rule9_operator", test_rule9_operator },
 	{ "rule10_fencing", test_rule10_fencing },
 	{ "resume_older_generation", test_resume_older_generation },
+	{ "ended_jobs_bounded_per_owner", test_ended_jobs_bounded_per_owner },
 	{ "rule11_resume_keeps_generation", test_rule11_resume_keeps_generation },
 	{ "rule11_resume_after_round_stopped",
 	    test_rule11_resume_after_round_stopped },
