@@ -538,6 +538,13 @@ join_validate(const struct core *c, const struct core_join *req,
 		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
 		return GRPC_INVALID_ARGUMENT;
 	}
+	/* Workers get it as MASTER_PORT: a port no socket can have is
+	 * refused here rather than handed to every node of the round. */
+	if (req->master_port > 65535) {
+		textf(err, errlen, "job %s: master_port %u is not a TCP port "
+		    "(1 to 65535)", req->rdzv_id, req->master_port);
+		return GRPC_INVALID_ARGUMENT;
+	}
 	*s = req->settings;
 	if (s->min_nodes == 0)
 		s->min_nodes = s->max_nodes;

@@ -284,6 +284,11 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		    (int)r->outcome);
 		return GRPC_INVALID_ARGUMENT;
 	}
+	if (r->outcome == CORE_OUTCOME_UPDATE && r->master_port > 65535) {
+		textf(err, errlen, "job %s: master_port %u is not a TCP port "
+		    "(1 to 65535)", j->rdzv_id, r->master_port);
+		return GRPC_INVALID_ARGUMENT;
+	}
 	if (r->outcome == CORE_OUTCOME_UPDATE && r->nproc > CORE_NPROC_MAX) {
 		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u",
 		    j->rdzv_id, CORE_NPROC_MAX, r->nproc);

@@ -253,6 +253,23 @@ assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
 		    pb->base_rank, (unsigned long long)end - 1, pb->world_size);
 		return -1;
 	}
+	/* The workers are told these as MASTER_ADDR and MASTER_PORT: a port
+	 * no socket can have, or an address cut short, would only fail
+	 * later and somewhere else. */
+	if (pb->master_port == 0 || pb->master_port > 65535) {
+		snprintf(why, len, "generation %llu: master port %u is not a "
+		    "TCP port (1 to 65535)", (unsigned long long)pb->generation,
+		    pb->master_port);
+		return -1;
+	}
+	if (pb->master_addr == NULL || pb->master_addr[0] == '\0' ||
+	    strlen(pb->master_addr) >= sizeof(a->want.master_addr)) {
+		snprintf(why, len, "generation %llu: master address of %zu "
+		    "bytes (1 to %zu)", (unsigned long long)pb->generation,
+		    pb->master_addr != NULL ? strlen(pb->master_addr) : 0,
+		    sizeof(a->want.master_addr) - 1);
+		return -1;
+	}
 	if (pb->group_rank >= pb->group_world_size) {
 		snprintf(why, len, "generation %llu: node rank %u is outside a "
 		    "group of %u", (unsigned long long)pb->generation,

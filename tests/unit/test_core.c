@@ -10,7 +10,7 @@ test_validation(void)
 {
 	struct core_join	 r;
 	struct core_config	 cfg;
-	char			 long_id[200];
+	char			 long_id[200], long_addr[300];
 
 	core_config_defaults(&cfg);
 	cfg.max_nodes_per_job = 3;
@@ -34,6 +34,17 @@ test_validation(void)
 	r = req("j", "h", 0, 1, 1);
 	join_req(&r, GRPC_INVALID_ARGUMENT);
 	CHECK_HAS(err, "nproc");
+	r = req("j", "h", 1, 1, 1);
+	r.master_port = 70000;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_STR(err, "job j: master_port 70000 is not a TCP port (1 to "
+	    "65535)");
+	r.master_port = 29500;
+	memset(long_addr, 'a', 256);
+	long_addr[256] = '\0';
+	r.advertise_addr = long_addr;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "advertise address must be at most 255 bytes");
 	r = req("j", "h", 1, 3, 2);
 	join_req(&r, GRPC_INVALID_ARGUMENT);
 	CHECK_STR(err, "job j: min_nodes 3 is more than max_nodes 2 "

@@ -716,6 +716,12 @@ test_update_offer(void)
 	CHECK(last_msg(b)->u.assignment.base_rank == 3);
 	CHECK(last_msg(b)->u.assignment.master_port == 29777);
 
+	r.nproc = 0;
+	r.master_port = 70000;			/* not a TCP port */
+	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
+	    GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "master_port 70000 is not a TCP port");
+	r.master_port = 0;
 	r.nproc = 70000;			/* over CORE_NPROC_MAX */
 	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
 	    GRPC_INVALID_ARGUMENT);
