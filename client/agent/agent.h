@@ -345,6 +345,8 @@ struct session {
 	bool			 ever_joined;
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
 	bool			 hang_warned;
+	/* A join went to an rdzvd that answered: it may hold our node. */
+	bool			 join_sent;
 	char			 last_error[512];
 	bool			 spare_done;	/* a spare by node order has
 						   waited (session.c) */

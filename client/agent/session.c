@@ -158,7 +158,13 @@ failed_attempt(struct session *s, int status, const char *msg,
 	    grpc_status_name(status));
 	if (s->quitting)
 		return;
-	limit = s->ever_joined ? o->reconnect_timeout_ms :
+	/*
+	 * Once a join went to an rdzvd that answered, rdzvd was reached: a
+	 * failure now is one of a slow rdzvd (a commit past our keepalive)
+	 * as much as of a lost one, and the join may be committed; the
+	 * retries (same token) get the reconnect bound, not the connect one.
+	 */
+	limit = s->ever_joined || s->join_sent ? o->reconnect_timeout_ms :
 	    o->client.connect_timeout_ms;
 	if (s->trying_since == 0) {
 		s->trying_since = now;
@@ -611,6 +617,8 @@ send_join(struct session *s)
 	if (s->call == NULL)
 		failed_attempt(s, GRPC_INTERNAL, "cannot start the Join call",
 		    NULL);
+	else if (s->id_len == 0 && s->check_serving)
+		s->join_sent = true;
 }
 
 /* ----------------------------------------------------------- lifetime */

@@ -153,9 +153,12 @@ def test_slow_commit_while_a_third_node_joins_makes_no_ghost(tmp_path,
 
 
 def test_new_job_forms_while_the_disk_is_slow(tmp_path, request):
-    """Every fsync takes SLOW_S for a while (the joins' commits among
-    them): a new 2:2 job forms anyway, in one generation, with its two
-    nodes and no other."""
+    """Every fsync takes SLOW_S for a while, two commits at least (the
+    joins' commits among them): the agents' joins outlast their keepalive
+    twice, before they ever joined. They keep retrying with their join
+    tokens (rdzvd answered them once, so the reconnect bound applies, not
+    the connect one), and a new 2:2 job forms, in one generation, with its
+    two nodes and no other."""
     d, trigger = slow_daemon(tmp_path, keep=True)
     j = Job(tmp_path, rdzvagent.job_name(request), daemon=d)
     try:
@@ -163,10 +166,15 @@ def test_new_job_forms_while_the_disk_is_slow(tmp_path, request):
         for tag in ("a", "b"):
             j.agent(tag, nnodes="2", mode="sleep",
                     args=["--max-restarts", "0"])
-        # The disk stays slow until rdzvd has been held by it once.
-        d.wait_line("the event loop was held", timeout=SLOW_S + 30)
+        # The disk stays slow until rdzvd has been held by it twice.
+        m = d.wait_line("the event loop was held", timeout=SLOW_S + 30)
+        d.wait_line("the event loop was held", timeout=SLOW_S + 30,
+                    start=d.lines.index(m.string) + 1)
         os.unlink(trigger)
-        g, _ = j.wait_world(2, timeout=4 * SLOW_S + 60)
+        try:
+            g, _ = j.wait_world(2, timeout=4 * SLOW_S + 60)
+        except TimeoutError as e:
+            raise AssertionError("%s\n---- rdzvd\n%s" % (e, d.output()[-6000:]))
         assert g == 1, j.outputs()
         job = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_RUNNING,
                          timeout=10, what="running")
