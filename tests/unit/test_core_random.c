@@ -780,6 +780,7 @@ main(void)
 	core_config_defaults(&CFG);
 	CFG.retention_ms = 300000;
 	CFG.max_nodes_per_job = 64;
+	CFG.max_ended_per_owner = 2;	/* pruning all the time */
 	C = core_new(&CFG);
 	NOW.mono_ms = 1000;
 	NOW.wall_ms = 1700000000000LL;
