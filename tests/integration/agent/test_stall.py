@@ -185,3 +185,30 @@ def test_new_job_forms_while_the_disk_is_slow(tmp_path, request):
     finally:
         j.close(keep_daemon=True)
         d.stop()
+
+
+def test_a_slow_commit_fires_no_deadline(tmp_path):
+    """A job's join timeout (8 s) would pass during a 17 s commit of
+    another job's join; the clock of the rules stops while the commit
+    holds rdzvd, so the job is still waiting afterwards, and forms when
+    its second node comes."""
+    d, trigger = slow_daemon(tmp_path)
+    try:
+        with rdzvnode.Node(d.addr, name="a") as a, \
+                rdzvnode.Node(d.addr, name="b") as b, \
+                rdzvnode.Node(d.addr, name="t") as t:
+            a.join("deadline", min_nodes=2, max_nodes=2, join_timeout_ms=8000,
+                   lease_ttl_ms=60000, reconnect_grace_ms=60000)
+            open(trigger, "w").close()
+            t.join("stall-trigger", min_nodes=1, max_nodes=1,
+                   timeout=4 * SLOW_S)
+            t.wait_assignment(timeout=4 * SLOW_S)
+            assert not os.path.exists(trigger), "no commit was slowed"
+            d.wait_line("the event loop was held", timeout=10)
+            with rdzvnode.Control(d.addr) as c:
+                job = c.get_job("deadline")
+                assert job.state == PB.types.JOB_STATE_WAITING, job
+            b.join("deadline", min_nodes=2, max_nodes=2, timeout=20)
+            assert b.wait_assignment(timeout=20).generation == 1
+    finally:
+        d.stop()
