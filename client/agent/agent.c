@@ -199,6 +199,9 @@ on_joined(void *arg)
 	report_flush(&a->report);
 }
 
+/* What MASTER_ADDR can hold (struct assignment, env.h). */
+#define ADDR_CAP	sizeof(((struct assignment *)0)->master_addr)
+
 /*
  * An assignment must fit what this node offered and describe a world at
  * all; a server that says otherwise is broken or lying, and its numbers
@@ -263,11 +266,11 @@ assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
 		return -1;
 	}
 	if (pb->master_addr == NULL || pb->master_addr[0] == '\0' ||
-	    strlen(pb->master_addr) >= sizeof(a->want.master_addr)) {
+	    strlen(pb->master_addr) >= ADDR_CAP) {
 		snprintf(why, len, "generation %llu: master address of %zu "
 		    "bytes (1 to %zu)", (unsigned long long)pb->generation,
 		    pb->master_addr != NULL ? strlen(pb->master_addr) : 0,
-		    sizeof(a->want.master_addr) - 1);
+		    ADDR_CAP - 1);
 		return -1;
 	}
 	if (pb->group_rank >= pb->group_world_size) {
