@@ -91,6 +91,9 @@ static const struct setting settings[] = {
 	    "nodes in one job", 1, 1000000 },
 	{ "max-jobs-per-identity", K_U32, OFF(max_jobs_per_identity),
 	    "jobs not ended that one identity may own", 1, 10000000 },
+	{ "max-ended-jobs-per-identity", K_U32,
+	    OFF(max_ended_jobs_per_identity), "ended jobs kept per "
+	    "identity; the oldest go first", 1, 10000000 },
 	{ "max-join-timeout", K_DURATION_MS, OFF(max_join_timeout_ms),
 	    "the longest join timeout a job may ask for", SEC, 30 * DAY },
 	{ "retention", K_DURATION_S, OFF(retention_s),
@@ -453,6 +456,7 @@ defaults(struct config *cfg)
 	cfg->http_request_timeout_ms = 10 * 1000;
 	cfg->max_nodes_per_job = 10000;
 	cfg->max_jobs_per_identity = 1000;
+	cfg->max_ended_jobs_per_identity = 10000;
 	cfg->max_join_timeout_ms = 86400 * 1000;
 	cfg->retention_s = 7 * 86400;
 	cfg->straggler_steps = 20;
@@ -804,6 +808,8 @@ config_print(const struct config *cfg, FILE *f)
 	    cfg->http_request_timeout_ms);
 	fprintf(f, "max-nodes-per-job = %u\n", cfg->max_nodes_per_job);
 	fprintf(f, "max-jobs-per-identity = %u\n", cfg->max_jobs_per_identity);
+	fprintf(f, "max-ended-jobs-per-identity = %u\n",
+	    cfg->max_ended_jobs_per_identity);
 	fprintf(f, "max-join-timeout = %ums\n", cfg->max_join_timeout_ms);
 	fprintf(f, "retention = %us\n", cfg->retention_s);
 	fprintf(f, "straggler-steps = %u\n", cfg->straggler_steps);

@@ -37,14 +37,23 @@
  *   is evicted no longer blocks closing. When the job closes, its waiting
  *   and spare nodes are told CLOSED and marked left. An operator closing a
  *   job whose round is open closes it at once: no workers are running.
- * - Resume: a generation older than the job's current one is refused with
- *   FAILED_PRECONDITION (rule 10), and since such an agent stops its
- *   workers and joins again as a new node (SPEC §6), the old node counts as
- *   having left (planned, no restart) instead of being lost later. Resuming
- *   with the current generation, or 0 (no workers), is accepted: the node
- *   gets ACCEPTED, STOP for workers that must not run, and its place now.
- *   A lost or left node cannot resume (FAILED_PRECONDITION); an evicted one
- *   is told EVICTED; a node of an ended job is told CLOSED or FAILED.
+ * - A join that carries a token (the agent's, the same in each retry of
+ *   one join) and finds a live node that a join with that token made, in
+ *   the same job of the same owner, gets that node: ACCEPTED and its
+ *   place, as a resume with no workers would. Tokens are kept in memory
+ *   only, while the node is live: a retry is seconds after its first
+ *   attempt, and after a daemon restart the retried join is a new node.
+ * - Resume: a node that resumes with a generation older than the job's
+ *   (it missed rounds while away) keeps its place: it gets ACCEPTED, STOP
+ *   for the old workers and its current place (assignment, waiting or
+ *   spare) at once, so a lagging node costs no extra round (rule 4). A
+ *   generation newer than the job's was never formed: FAILED_PRECONDITION
+ *   (rule 10), and the node counts as having left, since such an agent
+ *   joins again as a new node (SPEC §6). The current generation, or 0 (no
+ *   workers), is accepted as above, without STOP when its workers may
+ *   run. A lost or left node cannot resume (FAILED_PRECONDITION); an
+ *   evicted one is told EVICTED; a node of an ended job is told CLOSED or
+ *   FAILED.
  * - Reports: OUTCOME_HEALTH is not fenced (GPU counts only); a repeated
  *   SUCCEEDED from a node that already succeeded is answered OK.
  * - Leases run only while a node is disconnected (reconnect_grace) or after
@@ -54,6 +63,10 @@
  *   its place by core_node_current().
  * - Ended jobs are removed retention after they ended, by wall time, so a
  *   daemon restart does not postpone it.
+ * - An owner keeps at most max_ended_per_owner ended jobs: when one more
+ *   ends, the one that ended first goes as if its retention had passed
+ *   (pruned, counted in rdzvd_ended_jobs_pruned_total), so one client
+ *   that creates and closes jobs in a loop cannot fill the daemon.
  * - A job keeps at most max_nodes_per_job ended nodes; older ones are
  *   dropped at the next join (the store deletes them; events remain).
  * - Open deadlines are saved as time left when the job is written;
@@ -91,6 +104,13 @@ match_session(const void *item, const void *key)
 	    CORE_SESSION_LEN) == 0;
 }
 
+static int
+match_token(const void *item, const void *key)
+{
+	return memcmp(((const struct core_node *)item)->join_token, key,
+	    CORE_TOKEN_LEN) == 0;
+}
+
 void
 core_config_defaults(struct core_config *cfg)
 {
@@ -99,6 +119,7 @@ core_config_defaults(struct core_config *cfg)
 	cfg->max_jobs_per_owner = 1000;
 	cfg->max_join_timeout_ms = 24ULL * 3600 * 1000;
 	cfg->retention_ms = 7ULL * 24 * 3600 * 1000;
+	cfg->max_ended_per_owner = 10000;
 	cfg->defaults.min_nodes = 1;
 	cfg->defaults.max_nodes = 1;
 	cfg->defaults.last_call_timeout_ms = 30 * 1000;
@@ -124,6 +145,8 @@ core_new(const struct core_config *cfg)
 	hash_init(&c->by_id);
 	hash_init(&c->by_node);
 	hash_init(&c->by_session);
+	hash_init(&c->by_token);
+	hash_init(&c->by_owner);
 	TAILQ_INIT(&c->jobs);
 	TAILQ_INIT(&c->dirty_jobs);
 	TAILQ_INIT(&c->dirty_nodes);
@@ -153,6 +176,8 @@ core_free(struct core *c)
 	hash_free(&c->by_id);
 	hash_free(&c->by_node);
 	hash_free(&c->by_session);
+	hash_free(&c->by_token);
+	core_owners_free(c);
 	free(c->new_events);
 	core_rounds_clear(c);
 	free(c->new_rounds);
@@ -247,6 +272,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	j = xcalloc(1, sizeof(*j));
 	textf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
 	j->owner = xstrdup(owner);
+	j->own = core_owner_get(c, owner);
 	j->core = c;
 	j->state = CORE_JOB_WAITING;
 	j->attempt = 1;
@@ -303,6 +329,7 @@ node_unlink(struct core_node *n)
 	hash_remove(&c->by_node, hash_u64(n->node_id), n);
 	hash_remove(&c->by_session, hash_bytes(n->session_id,
 	    CORE_SESSION_LEN), n);
+	core_node_forget_token(n);
 	if (n->dirty) {
 		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
 		n->dirty = false;
@@ -310,6 +337,65 @@ node_unlink(struct core_node *n)
 	core_msg_drop(c, n);
 	core_timer_clear(c, &n->lease);
 	n->removed = true;
+}
+
+/* The node no longer answers to its join token (it ended, or went). */
+void
+core_node_forget_token(struct core_node *n)
+{
+	struct core	*c = n->job->core;
+
+	if (!n->has_token)
+		return;
+	hash_remove(&c->by_token, hash_bytes(n->join_token, CORE_TOKEN_LEN),
+	    n);
+	n->has_token = false;
+}
+
+/*
+ * A join re-sent by an agent that gave up waiting for the first answer
+ * (a slow commit held rdzvd past its keepalive): the node its first
+ * attempt made, while that node still has a place in the same job of the
+ * same owner; else NULL, and the join makes a new node.
+ */
+static struct core_node *
+join_retry_node(struct core *c, const struct core_join *req,
+    const char *identity)
+{
+	struct core_node	*n;
+
+	if (!req->has_token)
+		return NULL;
+	n = hash_find(&c->by_token, hash_bytes(req->join_token,
+	    CORE_TOKEN_LEN), match_token, req->join_token);
+	if (n == NULL)
+		return NULL;
+	if (strcmp(n->job->rdzv_id, req->rdzv_id) != 0 ||
+	    strcmp(n->job->owner, identity) != 0 || !core_node_live(n) ||
+	    core_job_ended(n->job)) {
+		core_node_forget_token(n);
+		return NULL;
+	}
+	return n;
+}
+
+/* The retried join gets the node as if it had resumed with no workers. */
+static void
+join_retry_answer(struct core_node *n, struct core_now now)
+{
+	struct core	*c = n->job->core;
+
+	n->connected = true;
+	n->last_seen_ms = now.wall_ms;
+	core_timer_clear(c, &n->lease);
+	core_msg_drop(c, n);
+	core_job_changed(n->job);
+	core_event_add(n->job, "join", "node %s (node %llu): its join was "
+	    "sent again (the first answer came too late for it); it keeps "
+	    "its place as %s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state));
+	core_queue_accepted(n, false);
+	core_tell_current(n, true);
 }
 
 /*
@@ -326,6 +412,7 @@ job_reopen(struct core_job *j, uint32_t attempt)
 	struct core_node	*n;
 
 	core_round_clear(j);
+	core_owner_job_unended(j);
 	while ((n = TAILQ_FIRST(&j->nodes)) != NULL) {
 		TAILQ_REMOVE(&j->nodes, n, entry);
 		node_unlink(n);
@@ -449,6 +536,13 @@ join_validate(const struct core *c, const struct core_join *req,
 	    strlen(req->advertise_addr) > CORE_STR_MAX)) {
 		textf(err, errlen, "job %s: hostname and advertise address "
 		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	/* Workers get it as MASTER_PORT: a port no socket can have is
+	 * refused here rather than handed to every node of the round. */
+	if (req->master_port > 65535) {
+		textf(err, errlen, "job %s: master_port %u is not a TCP port "
+		    "(1 to 65535)", req->rdzv_id, req->master_port);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	*s = req->settings;
@@ -593,6 +687,14 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	identity = req->identity != NULL ? req->identity : ANON;
 	if ((rc = join_validate(c, req, &s, err, errlen)) != 0)
 		return rc;
+	/* A retry of a join that made its node already: the host was
+	 * checked then. */
+	if ((n = join_retry_node(c, req, identity)) != NULL) {
+		join_retry_answer(n, now);
+		if (nodep != NULL)
+			*nodep = n;
+		return 0;
+	}
 	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0)
 		return rc;
 	j = core_job_find(c, req->rdzv_id);
@@ -640,6 +742,13 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	n->arrival = c->next_arrival++;
 	n->joined_ms = n->last_seen_ms = now.wall_ms;
 	n->connected = true;
+	if (req->has_token) {
+		n->has_token = true;
+		memcpy(n->join_token, req->join_token, CORE_TOKEN_LEN);
+		if (hash_insert(&c->by_token, hash_bytes(n->join_token,
+		    CORE_TOKEN_LEN), n) != 0)
+			abort();
+	}
 	n->gpus_healthy = req->gpus_healthy;
 	n->gpus_total = req->gpus_total;
 	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);
@@ -669,6 +778,7 @@ core_job_remove(struct core_job *j)
 	size_t			 i, k;
 
 	hash_remove(&c->by_id, hash_bytes(j->rdzv_id, strlen(j->rdzv_id)), j);
+	core_owner_job_unended(j);
 	TAILQ_REMOVE(&c->jobs, j, entry);
 	c->n_jobs--;
 	TAILQ_FOREACH(n, &j->nodes, entry)

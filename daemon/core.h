@@ -40,6 +40,7 @@
 #include "xmalloc.h"
 
 #define CORE_SESSION_LEN	16
+#define CORE_TOKEN_LEN		16	/* a join token (JoinRequest.join_token) */
 #define CORE_STR_MAX		255	/* hostname, advertise address */
 #define CORE_REASON_MAX		256	/* reasons and event messages */
 #define CORE_KIND_MAX		16	/* event kinds */
@@ -89,6 +90,8 @@ struct core_config {
 	uint32_t		max_jobs_per_owner;	/* 1,000 not ended */
 	uint64_t		max_join_timeout_ms;	/* 1 day */
 	uint64_t		retention_ms;		/* 7 days */
+	/* Ended jobs kept per owner, oldest pruned first; at least 1. */
+	uint32_t		max_ended_per_owner;	/* 10,000 */
 	struct core_settings	defaults;		/* SPEC §3 */
 	/* A node is a straggler when it trails the job's leading node by
 	 * more than this many steps, or passed its step more than this long
@@ -128,6 +131,7 @@ enum core_outcome {
 
 struct core_job;
 struct core_node;
+struct core_owner;
 
 /* A deadline in the core's timer heap. */
 struct core_timer {
@@ -197,6 +201,10 @@ struct core_node {
 	int64_t			 joined_ms;	/* wall */
 	int64_t			 last_seen_ms;	/* wall; not persisted */
 	bool			 connected;	/* not persisted */
+	/* The token of the join that made it, while it is live; in memory
+	 * only (see core_join). */
+	bool			 has_token;
+	uint8_t			 join_token[CORE_TOKEN_LEN];
 	uint32_t		 gpus_healthy;
 	uint32_t		 gpus_total;
 	struct core_gpu		*gpus;		/* each device's latest result */
@@ -273,6 +281,10 @@ struct core_job {
 
 	/* Core-private below. */
 	struct core		*core;
+	struct core_owner	*own;		/* of ->owner (core_owner.c) */
+	TAILQ_ENTRY(core_job)	 owner_entry;	/* own->ended */
+	bool			 in_owner_ended;
+	bool			 pruned;	/* removed over the bound */
 	struct core_timer	 last_call;
 	struct core_timer	 join_deadline;
 	struct core_timer	 retention;
@@ -320,6 +332,13 @@ struct core_job {
 	bool			 steps_only;
 };
 TAILQ_HEAD(core_jobs, core_job);
+
+/* An identity that owns jobs: its ended jobs, oldest ended first. */
+struct core_owner {
+	char			*name;
+	struct core_jobs	 ended;
+	uint32_t		 n_ended;
+};
 
 enum core_msg_kind {
 	CORE_MSG_ACCEPTED = 1,
@@ -377,6 +396,8 @@ struct core {
 	struct hash		 by_id;		/* jobs by rdzv_id */
 	struct hash		 by_node;	/* nodes by node_id */
 	struct hash		 by_session;	/* nodes by session_id */
+	struct hash		 by_token;	/* live nodes by join token */
+	struct hash		 by_owner;	/* struct core_owner by name */
 	struct core_jobs	 jobs;		/* every job, in creation order */
 	uint32_t		 n_jobs;
 	uint64_t		 next_node_id;	/* persist to keep ids unique */
@@ -434,6 +455,14 @@ struct core_join {
 	uint32_t		 n_gpus;
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	uint8_t			 session_id[CORE_SESSION_LEN];
+	/*
+	 * The agent's token for this join, the same in every retry of it
+	 * (has_token false: none). A retry that finds the node its first
+	 * attempt made gets that node (ACCEPTED, its place) instead of a
+	 * second one: a join answered too late for the agent makes no ghost.
+	 */
+	bool			 has_token;
+	uint8_t			 join_token[CORE_TOKEN_LEN];
 };
 
 /*
@@ -451,7 +480,9 @@ int		 core_join(struct core *, struct core_now,
  * A Join with session_id set: the agent's workers run `generation` (0:
  * none). rdzv_id may be NULL. On 0 the node gets ACCEPTED(resumed), a STOP
  * if the workers it names must stop, then its current place (the same
- * ASSIGNMENT when the generation is current: its workers keep running).
+ * ASSIGNMENT when the generation is current: its workers keep running; an
+ * older generation is stopped and the current place sent, no round made).
+ * A generation newer than the job's is refused and the node leaves.
  * The daemon must close any older stream of the node.
  */
 int		 core_resume(struct core *, struct core_now,
@@ -658,6 +689,13 @@ void		 core_rounds_clear(struct core *);
 void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
 
+/* core_owner.c */
+struct core_owner *core_owner_get(struct core *, const char *name);
+void		 core_owner_job_ended(struct core_job *);
+void		 core_owner_job_unended(struct core_job *);
+void		 core_owners_restore(struct core *);
+void		 core_owners_free(struct core *);
+
 /* core.c */
 void		 core_job_remove(struct core_job *);
 void		 core_set_now(struct core *, struct core_now);
@@ -670,6 +708,7 @@ int		 core_owner_check(const struct core_job *, const char *identity,
 		    const char *what, char *err, size_t errlen);
 void		 core_tell_current(struct core_node *, bool always);
 void		 core_queue_accepted(struct core_node *, bool resumed);
+void		 core_node_forget_token(struct core_node *);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);

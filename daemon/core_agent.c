@@ -78,16 +78,21 @@ session_node(struct core *c, const char *identity,
 	    err, errlen);
 }
 
+/*
+ * A generation rdzvd never formed: the agent's state cannot be ours. It is
+ * refused (rule 10), and since such an agent stops its workers and joins
+ * again as a new node (SPEC §6), the old node counts as having left
+ * (planned, no restart) instead of being lost later.
+ */
 static int
-resume_refuse_stale(struct core_node *n, uint64_t generation, char *err,
+resume_refuse_unknown(struct core_node *n, uint64_t generation, char *err,
     size_t errlen)
 {
 	struct core_job	*j = n->job;
 	char		 why[CORE_REASON_MAX];
 
-	textf(err, errlen, "job %s: generation %llu is %s; the current "
+	textf(err, errlen, "job %s: generation %llu is unknown; the current "
 	    "generation is %llu", j->rdzv_id, (unsigned long long)generation,
-	    generation < j->generation ? "stale" : "unknown",
 	    (unsigned long long)j->generation);
 	textf(why, sizeof(why), "resumed with generation %llu; the "
 	    "current one is %llu", (unsigned long long)generation,
@@ -133,9 +138,14 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 		    n->reason != NULL ? n->reason : "no reason");
 		return GRPC_FAILED_PRECONDITION;
 	}
-	if (!core_job_ended(j) && core_node_live(n) && generation != 0 &&
-	    generation != j->generation)
-		return resume_refuse_stale(n, generation, err, errlen);
+	/*
+	 * An older generation is what a node that missed rounds while away
+	 * holds: it keeps its place and is told STOP and its current place
+	 * below (SPEC §4 rule 4), costing the job no round.
+	 */
+	if (!core_job_ended(j) && core_node_live(n) &&
+	    generation > j->generation)
+		return resume_refuse_unknown(n, generation, err, errlen);
 
 	n->connected = true;
 	n->last_seen_ms = now.wall_ms;
@@ -272,6 +282,11 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	    r->outcome != CORE_OUTCOME_UPDATE) {
 		textf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
 		    (int)r->outcome);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (r->outcome == CORE_OUTCOME_UPDATE && r->master_port > 65535) {
+		textf(err, errlen, "job %s: master_port %u is not a TCP port "
+		    "(1 to 65535)", j->rdzv_id, r->master_port);
 		return GRPC_INVALID_ARGUMENT;
 	}
 	if (r->outcome == CORE_OUTCOME_UPDATE && r->nproc > CORE_NPROC_MAX) {

@@ -173,6 +173,7 @@ core_restore_finish(struct core *c, struct core_now now,
 	}
 	c->next_node_id = next_node_id > max_id ? next_node_id : max_id + 1;
 	c->next_arrival = max_arrival + 1;
+	core_owners_restore(c);
 	/* Whatever the saved state left undecided is decided now. */
 	TAILQ_FOREACH(j, &c->jobs, entry)
 		core_settle(j);
@@ -311,6 +312,53 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 	return 0;
 }
 
+/* Every ended job is on its owner's list, once, in the order they ended;
+ * no owner keeps more than the bound. */
+static int
+check_owners(const struct core *c, char *err, size_t errlen)
+{
+	const struct core_job	*j, *prev;
+	const struct core_owner	*o;
+	uint32_t		 n, ended = 0, listed = 0;
+
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		if (j->own == NULL || strcmp(j->own->name, j->owner) != 0)
+			return errf(-1, err, errlen, "job %s: owner record",
+			    j->rdzv_id);
+		if (core_job_ended(j) != j->in_owner_ended)
+			return errf(-1, err, errlen, "job %s: %s but %son its "
+			    "owner's ended list", j->rdzv_id,
+			    core_job_state_name(j->state),
+			    j->in_owner_ended ? "" : "not ");
+		ended += core_job_ended(j);
+	}
+	for (size_t i = 0; i < c->by_owner.cap; i++) {
+		if ((o = c->by_owner.slots[i].item) == NULL)
+			continue;
+		n = 0;
+		prev = NULL;
+		TAILQ_FOREACH(j, &o->ended, owner_entry) {
+			if (j->own != o || (prev != NULL &&
+			    prev->ended_ms > j->ended_ms))
+				return errf(-1, err, errlen, "owner %s: ended "
+				    "list out of order at %s", o->name,
+				    j->rdzv_id);
+			prev = j;
+			n++;
+		}
+		if (n != o->n_ended || (c->cfg.max_ended_per_owner > 0 &&
+		    n > c->cfg.max_ended_per_owner))
+			return errf(-1, err, errlen, "owner %s: %u ended jobs "
+			    "listed, %u counted, bound %u", o->name, n,
+			    o->n_ended, c->cfg.max_ended_per_owner);
+		listed += n;
+	}
+	if (listed != ended)
+		return errf(-1, err, errlen, "%u ended jobs, %u on owners' "
+		    "lists", ended, listed);
+	return 0;
+}
+
 int
 core_check(const struct core *c, char *err, size_t errlen)
 {
@@ -336,5 +384,5 @@ core_check(const struct core *c, char *err, size_t errlen)
 	}
 	if (!TAILQ_EMPTY(&c->settle))
 		return errf(-1, err, errlen, "jobs left unsettled");
-	return 0;
+	return check_owners(c, err, errlen);
 }

@@ -578,6 +578,7 @@ job_end(struct core_job *j, enum core_job_state st, const char *reason)
 	core_timer_clear(c, &j->join_deadline);
 	core_timer_set(c, &j->retention, c->now.mono_ms + c->cfg.retention_ms);
 	core_job_dirty(j);
+	core_owner_job_ended(j);
 }
 
 /* Every agent is told; live nodes end with the job. */

@@ -18,15 +18,28 @@
  * again with a new lease, which puts it behind every replica already
  * waiting.
  *
+ * The key's value is the advertised address, then this process's
+ * instance: "ADDR instance=HEX pid=PID boot=BOOT_ID", HEX random at start.
+ * Clients are sent to the address alone. A key with our address and
+ * another instance is an earlier rdzvd at this address only if it ran on
+ * this boot of this host and its pid is gone; then its lease is revoked so
+ * that a restarted replica leads at once. Any other is a second live
+ * replica given our --advertise: an error names the clash, and we never
+ * revoke its key (two replicas doing so to each other campaign without
+ * end, issue 21); the key created first leads, the other stands by.
+ *
  * Everything here runs on rdzvd's event loop through the async etcd client;
  * the store commits through its own sync client. A commit holds the loop
  * for milliseconds; the keepalives go every TTL/3.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -62,7 +75,18 @@ static struct {
 	char			 last_err[256];	/* not logged twice running */
 	char			 successor[300];	/* leading: the address of
 						   the key after ours */
+	char			 instance[17];	/* random, for the process */
+	char			 boot[40];	/* the host's boot id */
+	char			 value[512];	/* of our key */
+	char			 clash[64];	/* the instance last named */
 } el;
+
+/* What a leader key with our address is to us. */
+enum kv_kind {
+	KV_OTHER,		/* another replica's address */
+	KV_STALE,		/* an earlier rdzvd at our address: revoke */
+	KV_CLASH,		/* a live replica at our address: leave it */
+};
 
 static void	campaign(evutil_socket_t, short, void *);
 static void	check(void);
@@ -155,22 +179,106 @@ revoke_done(struct etcd_call *call, int status, const char *message,
 		elect_warn("revoking an earlier lease of this address", message);
 }
 
-/*
- * Another key with our advertised address: an earlier rdzvd at this address
- * (killed, then started again by systemd), since no live process can hold
- * our listener. Its lease would keep the key, and the leadership, until it
- * expires; revoked now, a restarted replica leads at once. (Advertised
- * addresses are one per replica: docs/HA.md. Were two replicas given the
- * same one they would take turns, and the fence would still keep the one
- * that lost from writing.)
- */
+/* The address part of a key's value. */
+static size_t
+kv_addr_len(const Mvccpb__KeyValue *kv)
+{
+	const void *sp = memchr(kv->value.data, ' ', kv->value.len);
+
+	return sp != NULL ? (size_t)((const uint8_t *)sp - kv->value.data) :
+	    kv->value.len;
+}
+
+/* The value of field |name| ("instance=") of a key's value, or "". */
+static void
+kv_field(const Mvccpb__KeyValue *kv, const char *name, char *out,
+    size_t outlen)
+{
+	char v[sizeof(el.value)], *p, *e;
+
+	snprintf(v, sizeof(v), "%.*s", (int)kv->value.len,
+	    (const char *)kv->value.data);
+	out[0] = '\0';
+	for (p = v; (p = strchr(p, ' ')) != NULL; ) {
+		p++;
+		if (strncmp(p, name, strlen(name)) != 0)
+			continue;
+		p += strlen(name);
+		if ((e = strchr(p, ' ')) != NULL)
+			*e = '\0';
+		snprintf(out, outlen, "%s", p);
+		return;
+	}
+}
+
+/* Whether process |pid| of this host runs rdzvd still (a zombie, killed
+ * and not yet reaped, does not). */
 static int
-kv_is_ours(const Mvccpb__KeyValue *kv)
+pid_is_rdzvd(long pid)
+{
+	char path[64], stat[256] = "", *close;
+	FILE *f;
+
+	if (pid <= 0 || pid == (long)getpid() ||
+	    (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 1;
+	if (fgets(stat, sizeof(stat), f) == NULL)
+		stat[0] = '\0';
+	fclose(f);
+	/* "PID (COMM) STATE ..." */
+	if ((close = strrchr(stat, ')')) == NULL)
+		return 1;
+	if (close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'))
+		return 0;
+	return strstr(stat, "(rdzvd") != NULL;
+}
+
+/*
+ * Another key with our advertised address (see the top). A value with no
+ * instance is an older rdzvd's: taken for an earlier self, as before.
+ */
+static enum kv_kind
+kv_kind(const Mvccpb__KeyValue *kv)
 {
 	size_t len = strlen(rdzvd.advertise);
+	char inst[64], pid[32], boot[64];
 
-	return kv->value.len == len && len > 0 &&
-	    memcmp(kv->value.data, rdzvd.advertise, len) == 0;
+	if (len == 0 || kv_addr_len(kv) != len ||
+	    memcmp(kv->value.data, rdzvd.advertise, len) != 0)
+		return KV_OTHER;
+	kv_field(kv, "instance=", inst, sizeof(inst));
+	if (inst[0] == '\0' || strcmp(inst, el.instance) == 0)
+		return KV_STALE;
+	kv_field(kv, "pid=", pid, sizeof(pid));
+	kv_field(kv, "boot=", boot, sizeof(boot));
+	if (el.boot[0] != '\0' && strcmp(boot, el.boot) == 0 &&
+	    !pid_is_rdzvd(strtol(pid, NULL, 10)))
+		return KV_STALE;
+	return KV_CLASH;
+}
+
+/* A second live replica with our --advertise: said once per instance. */
+static void
+clash_error(const Mvccpb__KeyValue *kv, int in_front)
+{
+	char inst[64], pid[32], boot[64];
+
+	kv_field(kv, "instance=", inst, sizeof(inst));
+	if (strcmp(inst, el.clash) == 0)
+		return;
+	snprintf(el.clash, sizeof(el.clash), "%s", inst);
+	kv_field(kv, "pid=", pid, sizeof(pid));
+	kv_field(kv, "boot=", boot, sizeof(boot));
+	log_error("election: another rdzvd (instance %s, pid %s%s) campaigns "
+	    "with our advertised address %s (we are instance %s, pid %ld): "
+	    "give each replica its own --advertise (docs/HA.md); its key is "
+	    "not revoked, %s", inst, pid, strcmp(boot, el.boot) == 0 ?
+	    " on this host" : " on another host or boot", rdzvd.advertise,
+	    el.instance, (long)getpid(), in_front ? "and this replica stands "
+	    "by behind it" : "and it stands by behind this replica");
 }
 
 static void
@@ -222,12 +330,14 @@ range_done(struct etcd_call *call, int status, const char *message,
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		if (kv_key_is(r->kvs[i], el.key))
 			mine = i;
-		else if (kv_is_ours(r->kvs[i]))
+		else if (kv_kind(r->kvs[i]) == KV_STALE)
 			revoke_stale(r->kvs[i]);
+		else if (kv_kind(r->kvs[i]) == KV_CLASH)
+			clash_error(r->kvs[i], mine == SIZE_MAX);
 	}
 	/* An earlier rdzvd at our address in front: we lead once its revoke
 	 * shows in the watch. */
-	if (mine != 0 && mine != SIZE_MAX && kv_is_ours(r->kvs[0])) {
+	if (mine != 0 && mine != SIZE_MAX && kv_kind(r->kvs[0]) == KV_STALE) {
 		if (el.again && el.key[0] != '\0') {
 			el.again = 0;
 			check();
@@ -249,11 +359,11 @@ range_done(struct etcd_call *call, int status, const char *message,
 		return;
 	}
 	snprintf(leader, sizeof(leader), "%.*s",
-	    (int)r->kvs[0]->value.len, (const char *)r->kvs[0]->value.data);
+	    (int)kv_addr_len(r->kvs[0]), (const char *)r->kvs[0]->value.data);
 	/* Who would lead after us: the hint of our last words. */
 	if (mine == 0 && r->n_kvs > 1)
 		snprintf(el.successor, sizeof(el.successor), "%.*s",
-		    (int)r->kvs[1]->value.len,
+		    (int)kv_addr_len(r->kvs[1]),
 		    (const char *)r->kvs[1]->value.data);
 	else if (mine == 0)
 		el.successor[0] = '\0';
@@ -377,7 +487,7 @@ put_done(struct etcd_call *call, int status, const char *message,
 		return;
 	}
 	log_info("election: campaigning as %s = %s (create revision %"
-	    PRId64 ")", el.key, rdzvd.advertise, el.rev);
+	    PRId64 ")", el.key, el.value, el.rev);
 	start_watch();
 }
 
@@ -405,8 +515,8 @@ lease_event(struct etcd_lease *l, enum etcd_lease_event ev, const char *why,
 	if ((t = etcd_txn_new()) == NULL ||
 	    etcd_txn_cmp_create(t, el.key,
 	    ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL, 0) != 0 ||
-	    etcd_txn_put(t, ETCD_SUCCESS, el.key, rdzvd.advertise,
-	    strlen(rdzvd.advertise), etcd_lease_id(l)) != 0 ||
+	    etcd_txn_put(t, ETCD_SUCCESS, el.key, el.value,
+	    strlen(el.value), etcd_lease_id(l)) != 0 ||
 	    etcd_txn_range(t, ETCD_FAILURE, el.key, 0) != 0 ||
 	    (el.call = etcd_txn(el.ec, etcd_txn_request(t), 0, put_done,
 	    NULL)) == NULL) {
@@ -432,6 +542,30 @@ campaign(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* This process's instance id and the host's boot id, once. */
+static void
+instance_init(void)
+{
+	uint8_t b[8];
+	FILE *f;
+
+	if (el.instance[0] != '\0')
+		return;
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		fatal("getrandom for the instance id");
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(el.instance + 2 * i, 3, "%02x", b[i]);
+	if ((f = fopen("/proc/sys/kernel/random/boot_id", "r")) != NULL) {
+		if (fgets(el.boot, sizeof(el.boot), f) == NULL)
+			el.boot[0] = '\0';
+		el.boot[strcspn(el.boot, "\n")] = '\0';
+		fclose(f);
+	}
+	snprintf(el.value, sizeof(el.value), "%s instance=%s pid=%ld boot=%s",
+	    rdzvd.advertise, el.instance, (long)getpid(),
+	    el.boot[0] != '\0' ? el.boot : "-");
+}
+
 void
 ha_elect_start(const struct ha_elect_events *ev)
 {
@@ -439,6 +573,7 @@ ha_elect_start(const struct ha_elect_events *ev)
 	char err[512];
 
 	el.ev = ev;
+	instance_init();
 	if (ha_etcd_conf(&o, el.prefix, sizeof(el.prefix), err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);
@@ -450,8 +585,8 @@ ha_elect_start(const struct ha_elect_events *ev)
 	if (el.retry_ev == NULL || el.rewatch_ev == NULL ||
 	    el.recheck_ev == NULL)
 		fatalx("ha_elect_start: cannot create timers");
-	log_info("election: standby on etcd %s under %s", o.endpoints,
-	    el.prefix);
+	log_info("election: standby on etcd %s under %s, instance %s at %s",
+	    o.endpoints, el.prefix, el.instance, rdzvd.advertise);
 	retry_later(el.retry_ev, 0);
 }
 

@@ -51,6 +51,7 @@ static struct {
 	uint64_t		 hangs;
 	uint64_t		 restarts_lost;
 	uint64_t		 leases_ended;
+	uint64_t		 ended_pruned;
 	uint64_t		 gpu_failures;
 	/* Calls by method (rdzvd_methods' order; the last: no method) and
 	 * status code. */
@@ -212,6 +213,10 @@ metrics_turn(const struct core *c, struct core_now now)
 		    !e->job->removed)
 			round_formed(e, e->job, now.wall_ms);
 	}
+	const struct core_job *j;
+	TAILQ_FOREACH(j, &c->removed_jobs, entry)
+		if (j->pruned)
+			m.ended_pruned++;
 	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
 		if (!n->gpus_dirty)
 			continue;
@@ -341,6 +346,9 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    "rdzvd_restarts_total{cause=\"lost\"} %llu\n",
 	    (unsigned long long)m.restarts_failure,
 	    (unsigned long long)m.restarts_lost);
+	counter(b, "rdzvd_ended_jobs_pruned_total", "Ended jobs removed before "
+	    "their retention because their owner had more than "
+	    "max-ended-jobs-per-identity.", m.ended_pruned);
 	counter(b, "rdzvd_leases_ended_total", "Nodes lost because their "
 	    "lease ended.", m.leases_ended);
 	counter(b, "rdzvd_hangs_total", "Nodes their agents reported hung "

@@ -60,6 +60,7 @@ struct config {
 	uint32_t	 max_conns;
 	uint32_t	 max_nodes_per_job;
 	uint32_t	 max_jobs_per_identity;
+	uint32_t	 max_ended_jobs_per_identity;
 	uint32_t	 max_join_timeout_ms;
 	uint32_t	 retention_s;
 	uint32_t	 straggler_steps;	/* 0: off */

@@ -73,6 +73,16 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		snprintf(err, errlen, "job %s: hostname is empty", req->rdzv_id);
 		return GRPC_INVALID_ARGUMENT;
 	}
+	if (req->join_token.len != 0 && req->join_token.len != CORE_TOKEN_LEN) {
+		snprintf(err, errlen, "job %s: join_token is %zu bytes; it must "
+		    "be %d random bytes, or empty", req->rdzv_id,
+		    req->join_token.len, CORE_TOKEN_LEN);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (req->join_token.len == CORE_TOKEN_LEN) {
+		j.has_token = true;
+		memcpy(j.join_token, req->join_token.data, CORE_TOKEN_LEN);
+	}
 	struct core_gpu *gpus;
 	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &j.gpus_healthy,
 	    &j.gpus_total, err, errlen);

@@ -20,6 +20,8 @@
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rdzvd.h"
 
+#define HOST_MAX	255	/* a DNS name has at most 253 */
+
 typedef Grpc__Reflection__V1__ServerReflectionRequest refl_request;
 typedef Grpc__Reflection__V1__ServerReflectionResponse refl_response;
 
@@ -208,14 +210,28 @@ static void
 reflection_message(struct grpc_call *call, const ProtobufCMessage *msg,
     void *arg)
 {
+	const refl_request *req = (const refl_request *)msg;
+	size_t host_len;
 	int rc;
 
 	if (msg == NULL) {
 		grpc_call_finish(call, GRPC_OK, NULL);
 		return;
 	}
-	rc = answer(call, (const refl_request *)msg);
-	if (rc == -ENOBUFS)
+	/* Every answer repeats the host: a name, not a payload. */
+	if ((host_len = strlen(req->host)) > HOST_MAX) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "reflection: host "
+		    "is %zu bytes; a host name has at most %d", host_len,
+		    HOST_MAX);
+		return;
+	}
+	rc = answer(call, req);
+	if (rc == -EMSGSIZE)
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "reflection: the "
+		    "answer repeats the request, and this request (%zu bytes) "
+		    "is too large for that; ask with shorter names",
+		    protobuf_c_message_get_packed_size(msg));
+	else if (rc == -ENOBUFS)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "reflection: "
 		    "the client does not read the answers; ask again");
 	else if (rc != 0)

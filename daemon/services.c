@@ -95,6 +95,7 @@ services_core_config(struct core_config *cc)
 	core_config_defaults(cc);
 	cc->max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
 	cc->max_jobs_per_owner = rdzvd.cfg.max_jobs_per_identity;
+	cc->max_ended_per_owner = rdzvd.cfg.max_ended_jobs_per_identity;
 	cc->max_join_timeout_ms = rdzvd.cfg.max_join_timeout_ms;
 	cc->retention_ms = (uint64_t)rdzvd.cfg.retention_s * 1000;
 	cc->straggler_steps = rdzvd.cfg.straggler_steps;

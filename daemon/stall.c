@@ -5,7 +5,11 @@
  * further apart than STALL_GAP_MS mean the loop was held; that time counts
  * for no deadline, and the silence of every connection is judged from the
  * end of the stall at the earliest: a stall, however caused, ends no lease
- * (issue 12). Whichever callback runs first after a stall notices it.
+ * (issue 12). A commit in flight is such a stall too: both stores commit
+ * on the loop thread (SQLite's fsync, etcd's Txn on a private loop), so a
+ * slow commit counts for no deadline and no lease; an agent that gave up
+ * on its join meanwhile finds its node by its join token (core.c).
+ * Whichever callback runs first after a stall notices it.
  */
 #include <event2/event.h>
 

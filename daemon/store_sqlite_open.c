@@ -462,6 +462,33 @@ bad:
 	return -1;
 }
 
+/*
+ * SQLite in WAL mode creates the database's -wal and -shm files beside it,
+ * even to read: in a directory rdzvd may not write, every read fails with
+ * "unable to open database file", which says nothing of the cause. Asked
+ * here (for the effective uid), the cause is named.
+ */
+static int
+dir_writable(const char *path, char *err, size_t errlen)
+{
+	char	dir[4096], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0)
+		return 0;
+	return errf(-1, err, errlen, "database %s: its directory %s is not "
+	    "writable by rdzvd (uid %u): %s; SQLite keeps the database's "
+	    "write-ahead log and shared memory (%s-wal, %s-shm) beside it. "
+	    "Make the directory writable by rdzvd's user, or use another --db",
+	    path, dir, (unsigned)geteuid(), strerror(errno), path, path);
+}
+
 int
 sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 {
@@ -510,7 +537,8 @@ sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 		    "or use another --db", path, (unsigned)geteuid());
 		goto bad;
 	}
-	if (check_file(s, &version, err, errlen) != 0 ||
+	if (dir_writable(path, err, errlen) != 0 ||
+	    check_file(s, &version, err, errlen) != 0 ||
 	    set_pragmas(s, err, errlen) != 0 ||
 	    migrate(s, version, err, errlen) != 0)
 		goto bad;

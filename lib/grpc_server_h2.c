@@ -274,8 +274,14 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	case NGHTTP2_SETTINGS:
 		/* The client's preface is complete: idle from now on. */
 		if (!c->preface_done && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+			struct timeval tv = ms_tv(c->srv->opts.idle_ms);
+
 			c->preface_done = 1;
 			c->idle_since_ms = mono_ms();
+			/* The timer held the preface deadline; from now on it
+			 * is the idle one, so an idle timeout shorter than the
+			 * preface's means what it says. */
+			evtimer_add(c->idle_ev, &tv);
 		}
 		return 0;
 	case NGHTTP2_RST_STREAM:

@@ -199,6 +199,9 @@ on_joined(void *arg)
 	report_flush(&a->report);
 }
 
+/* What MASTER_ADDR can hold (struct assignment, env.h). */
+#define ADDR_CAP	sizeof(((struct assignment *)0)->master_addr)
+
 /*
  * An assignment must fit what this node offered and describe a world at
  * all; a server that says otherwise is broken or lying, and its numbers
@@ -251,6 +254,23 @@ assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
 		snprintf(why, len, "generation %llu: ranks %u to %llu are "
 		    "outside a world of %u", (unsigned long long)pb->generation,
 		    pb->base_rank, (unsigned long long)end - 1, pb->world_size);
+		return -1;
+	}
+	/* The workers are told these as MASTER_ADDR and MASTER_PORT: a port
+	 * no socket can have, or an address cut short, would only fail
+	 * later and somewhere else. */
+	if (pb->master_port == 0 || pb->master_port > 65535) {
+		snprintf(why, len, "generation %llu: master port %u is not a "
+		    "TCP port (1 to 65535)", (unsigned long long)pb->generation,
+		    pb->master_port);
+		return -1;
+	}
+	if (pb->master_addr == NULL || pb->master_addr[0] == '\0' ||
+	    strlen(pb->master_addr) >= ADDR_CAP) {
+		snprintf(why, len, "generation %llu: master address of %zu "
+		    "bytes (1 to %zu)", (unsigned long long)pb->generation,
+		    pb->master_addr != NULL ? strlen(pb->master_addr) : 0,
+		    ADDR_CAP - 1);
 		return -1;
 	}
 	if (pb->group_rank >= pb->group_world_size) {

@@ -333,6 +333,9 @@ struct session {
 	bool			 check_serving;
 	uint8_t			 id[32];
 	size_t			 id_len;	/* 0: not a node yet */
+	/* Drawn for each join as a new node, sent in each retry of it
+	 * (docs/PROTOCOL.md). */
+	uint8_t			 join_token[16];
 	uint64_t		 node_id;
 	struct event		*retry_ev;
 	uint32_t		 backoff_ms;
@@ -342,6 +345,8 @@ struct session {
 	bool			 ever_joined;
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
 	bool			 hang_warned;
+	/* A join went to an rdzvd that answered: it may hold our node. */
+	bool			 join_sent;
 	char			 last_error[512];
 	bool			 spare_done;	/* a spare by node order has
 						   waited (session.c) */

@@ -17,10 +17,12 @@
  * (a standby: a leader is elected within its lease). Reaching another server is a resume like any other:
  * the same session, the same generation, the workers untouched.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "agent.h"
 #include "grpc/health/v1/health.pb-c.h"
@@ -156,7 +158,13 @@ failed_attempt(struct session *s, int status, const char *msg,
 	    grpc_status_name(status));
 	if (s->quitting)
 		return;
-	limit = s->ever_joined ? o->reconnect_timeout_ms :
+	/*
+	 * Once a join went to an rdzvd that answered, rdzvd was reached: a
+	 * failure now is one of a slow rdzvd (a commit past our keepalive)
+	 * as much as of a lost one, and the join may be committed; the
+	 * retries (same token) get the reconnect bound, not the connect one.
+	 */
+	limit = s->ever_joined || s->join_sent ? o->reconnect_timeout_ms :
 	    o->client.connect_timeout_ms;
 	if (s->trying_since == 0) {
 		s->trying_since = now;
@@ -390,6 +398,27 @@ join_or_wait(struct session *s)
 
 /* ------------------------------------------------------------- Join */
 
+/*
+ * A join as a new node starts: its token, kept for every retry of this
+ * join until rdzvd accepts it, lets rdzvd answer a retry with the node
+ * the first attempt made (a commit slower than our keepalive) instead of
+ * making a second one.
+ */
+static void
+new_join_token(struct session *s)
+{
+	size_t got = 0;
+
+	while (got < sizeof(s->join_token)) {
+		ssize_t n = getrandom(s->join_token + got,
+		    sizeof(s->join_token) - got, 0);
+		if (n < 0 && errno != EINTR)
+			fatal("getrandom for a join token");
+		if (n > 0)
+			got += (size_t)n;
+	}
+}
+
 static void
 on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 {
@@ -515,6 +544,7 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		/* A new node from now on. */
 		s->id_len = 0;
 		s->node_id = 0;
+		new_join_token(s);
 		s->ev.resume_refused(s->ev.arg, node_id, msg);
 		connect_check(s);
 		return;
@@ -567,6 +597,8 @@ send_join(struct session *s)
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
 		req.attempt = o->attempt;
+		req.join_token.data = s->join_token;
+		req.join_token.len = sizeof(s->join_token);
 		req.role = (char *)o->role;
 		req.agent_version = (char *)RDZV_VERSION;
 		if (gpucheck_pb_new(of->gpus, &gpb) != 0)
@@ -585,6 +617,8 @@ send_join(struct session *s)
 	if (s->call == NULL)
 		failed_attempt(s, GRPC_INTERNAL, "cannot start the Join call",
 		    NULL);
+	else if (s->id_len == 0 && s->check_serving)
+		s->join_sent = true;
 }
 
 /* ----------------------------------------------------------- lifetime */
@@ -627,6 +661,7 @@ session_start(struct session *s)
 {
 	s->trying_since = 0;
 	s->backoff_ms = 0;
+	new_join_token(s);
 	connect_check(s);
 }
 

@@ -49,6 +49,7 @@ struct ctl {
 	bool			 watch;
 	const char		*reason;
 	uint32_t		 limit;
+	uint32_t		 max_jobs;	/* status --limit; 0 all */
 	uint64_t		 after;
 	uint64_t		 timeout_ms;	/* wait --timeout; 0 none */
 	uint32_t		 attempt;	/* wait --attempt; 0 any */

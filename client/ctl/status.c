@@ -12,30 +12,70 @@
 #include "rdzvctl.h"
 
 #define DEFAULT_EVENTS	10
+#define PAGE_SIZE	1000	/* jobs asked for per ListJobs page */
 
+/*
+ * Page after page (ListJobs is paged: a daemon may hold tens of thousands
+ * of ended jobs), until the last page or --limit jobs.
+ */
 static int
 status_list(struct ctl *ctl)
 {
 	Rdzv__V1__ListJobsRequest	 req =
 	    RDZV__V1__LIST_JOBS_REQUEST__INIT;
-	Rdzv__V1__ListJobsResponse	*resp;
-	int				 rc;
+	Rdzv__V1__ListJobsResponse	*resp, **pages = NULL;
+	Rdzv__V1__Job			**jobs = NULL;
+	size_t				 n_pages = 0, n = 0;
+	char				*token = NULL;
+	bool				 more = false;
+	int				 rc = CTL_EXIT_OK;
 
 	req.all = ctl->all;
-	if ((rc = ctl_call(ctl, "ListJobs", &req.base,
-	    &rdzv__v1__list_jobs_response__descriptor,
-	    (ProtobufCMessage **)&resp)) != CTL_EXIT_OK)
-		return rc;
+	for (;;) {
+		req.page_size = PAGE_SIZE;
+		if (ctl->max_jobs != 0 && ctl->max_jobs - n < PAGE_SIZE)
+			req.page_size = (uint32_t)(ctl->max_jobs - n);
+		req.page_token = token != NULL ? token : (char *)"";
+		if ((rc = ctl_call(ctl, "ListJobs", &req.base,
+		    &rdzv__v1__list_jobs_response__descriptor,
+		    (ProtobufCMessage **)&resp)) != CTL_EXIT_OK)
+			goto out;
+		if ((pages = reallocarray(pages, n_pages + 1,
+		    sizeof(*pages))) == NULL ||
+		    (jobs = reallocarray(jobs, n + resp->n_jobs + 1,
+		    sizeof(*jobs))) == NULL) {
+			fprintf(stderr, "rdzvctl: out of memory\n");
+			protobuf_c_message_free_unpacked(&resp->base, NULL);
+			rc = CTL_EXIT_ERROR;
+			goto out;
+		}
+		pages[n_pages++] = resp;
+		for (size_t i = 0; i < resp->n_jobs &&
+		    (ctl->max_jobs == 0 || n < ctl->max_jobs); i++)
+			jobs[n++] = resp->jobs[i];
+		token = resp->next_page_token;
+		more = token != NULL && *token != '\0';
+		/* A page with no job and a token would loop for ever. */
+		if (!more || resp->n_jobs == 0 ||
+		    (ctl->max_jobs != 0 && n >= ctl->max_jobs))
+			break;
+	}
 	if (ctl->output == CTL_OUTPUT_JSON) {
-		json_t *jobs = json_array(), *o = json_object();
-		for (size_t i = 0; i < resp->n_jobs; i++)
-			json_array_append_new(jobs, json_job(resp->jobs[i],
-			    false));
-		json_object_set_new(o, "jobs", jobs);
+		json_t *arr = json_array(), *o = json_object();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_job(jobs[i], false));
+		json_object_set_new(o, "jobs", arr);
 		rc = json_emit(o, false);
 	} else
-		jobtext_list(ctl, stdout, resp->jobs, resp->n_jobs);
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
+		jobtext_list(ctl, stdout, jobs, n);
+	if (more)
+		fprintf(stderr, "rdzvctl: the first %zu jobs shown (--limit); "
+		    "rdzvd holds more\n", n);
+out:
+	for (size_t i = 0; i < n_pages; i++)
+		protobuf_c_message_free_unpacked(&pages[i]->base, NULL);
+	free(pages);
+	free(jobs);
 	return rc;
 }
 
@@ -76,6 +116,13 @@ status_option(struct ctl *ctl, int ch, const char *arg)
 			    "number of events from 1 to 10000", arg);
 		ctl->limit = (uint32_t)v;
 		return 0;
+	case 'l':
+		v = strtoul(arg, &end, 10);
+		if (*arg == '\0' || *end != '\0' || v == 0 || v > 100000000)
+			return ctl_usage_error("status: --limit %s: give a "
+			    "number of jobs from 1 to 100000000", arg);
+		ctl->max_jobs = (uint32_t)v;
+		return 0;
 	}
 	return -1;
 }
@@ -92,6 +139,7 @@ static const struct option status_longopts[] = {
 	{ "all", no_argument, NULL, 'a' },
 	{ "watch", no_argument, NULL, 'w' },
 	{ "events", required_argument, NULL, 'n' },
+	{ "limit", required_argument, NULL, 'l' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -105,8 +153,10 @@ const struct ctl_cmd cmd_status_entry = {
 	    "                                a terminal, a line per change\n"
 	    "                                when piped)\n"
 	    "  -n, --events N                latest events to show with ID\n"
-	    "                                (default 10)\n",
-	.shortopts = "awn:",
+	    "                                (default 10)\n"
+	    "  -l, --limit N                 list at most N jobs (the first\n"
+	    "                                N created; default all)\n",
+	.shortopts = "awn:l:",
 	.longopts = status_longopts,
 	.min_args = 0,
 	.max_args = 1,

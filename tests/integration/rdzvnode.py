@@ -333,9 +333,18 @@ class Control:
             response_deserializer=resp_type.FromString)
         return call(req, timeout=timeout)
 
-    def list_jobs(self, all=False, timeout=10.0):
-        return self._unary("ListJobs", C.ListJobsRequest(all=all),
-                           C.ListJobsResponse, timeout).jobs
+    def list_jobs(self, all=False, timeout=10.0, page_size=0):
+        """Every job, page after page (ListJobs is paged)."""
+        jobs, token = [], ""
+        for _ in range(100000):
+            r = self._unary("ListJobs", C.ListJobsRequest(
+                all=all, page_size=page_size, page_token=token),
+                C.ListJobsResponse, timeout)
+            jobs.extend(r.jobs)
+            token = r.next_page_token
+            if not token:
+                return jobs
+        raise AssertionError("ListJobs did not end")
 
     def get_job(self, rdzv_id, events=10, timeout=10.0):
         return self._unary("GetJob", C.GetJobRequest(rdzv_id=rdzv_id, events=events),

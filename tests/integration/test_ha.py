@@ -447,7 +447,8 @@ def test_deposed_leader_cannot_commit(pair, tmp_path, etcd):
     before the election's Range returns, so mostly the fence decides.)"""
     a, b = pair
     keys = etcd.ctl("get", "--prefix", "/rdzv-ha/leader/").split("\n")
-    mine = [keys[i] for i in range(0, len(keys) - 1, 2) if keys[i + 1] == a.addr]
+    mine = [keys[i] for i in range(0, len(keys) - 1, 2)
+            if keys[i + 1].split(" ")[0] == a.addr]
     assert len(mine) == 1, keys
     # A job running on the leader, and an operator watching it.
     node = rdzvnode.Node(a.addr, name="runner")
@@ -530,3 +531,53 @@ def test_restarted_replica_leads_at_once(tmp_path, etcd):
             assert c.get_job("before-restart").generation == 1
     finally:
         a.kill()
+
+
+def etcd_revision(etcd):
+    return json.loads(etcd.ctl("get", "/rdzv-ha/none", "-w", "json"))["header"]["revision"]
+
+
+def test_two_replicas_with_one_advertise_address(tmp_path, etcd):
+    """Two live replicas given the same --advertise (a configuration
+    mistake): neither revokes the other's key (they would campaign against
+    each other without end, issue 21). The key created first leads, the
+    other stands by, both log an error naming the clash (the address and
+    both instances), and etcd's revision stands still but for the odd
+    write over a few seconds."""
+    ports = etcdtest.free_ports(2)
+    shared = "127.0.0.1:%d" % ports[0]
+    reps = []
+    try:
+        a = Replica(tmp_path, etcd, ports[0], args=["--advertise", shared])
+        reps.append(a)
+        a.wait_leading()
+        b = Replica(tmp_path, etcd, ports[1], args=["--advertise", shared])
+        reps.append(b)
+        b.wait_standby()
+        clash = (r"election: another rdzvd \(instance ([0-9a-f]{16}), pid (\d+) "
+                 r"on this host\) campaigns with our advertised address "
+                 + re.escape(shared) + r" \(we are instance ([0-9a-f]{16}), "
+                 r"pid (\d+)\)")
+        mb = b.wait_line(clash, timeout=10)
+        ma = a.wait_line(clash, timeout=10)
+        assert mb.group(2) == str(a.p.pid) and mb.group(4) == str(b.p.pid), mb.group(0)
+        assert ma.group(2) == str(b.p.pid) and ma.group(4) == str(a.p.pid), ma.group(0)
+        assert mb.group(1) == ma.group(3) and ma.group(1) == mb.group(3)
+        assert "this replica stands by behind it" in b.wait_line(clash).string
+        mark_a, mark_b = len(a.lines), len(b.lines)
+        rev0 = etcd_revision(etcd)
+        time.sleep(3)       # the window over which the revision is measured
+        rev1 = etcd_revision(etcd)
+        assert rev1 - rev0 <= 3, (rev0, rev1, a.output()[-3000:], b.output()[-3000:])
+        assert a.info().role == "leader"
+        assert not any("stepping down" in l or "revoking lease" in l
+                       for l in a.lines[mark_a:] + b.lines[mark_b:])
+        assert not any("election: leading with" in l for l in b.lines), b.output()
+        keys = etcd.ctl("get", "--prefix", "/rdzv-ha/leader/").split("\n")
+        values = [keys[i + 1] for i in range(0, len(keys) - 1, 2)]
+        assert len(values) == 2 and all(v.startswith(shared + " instance=")
+                                        for v in values), values
+    finally:
+        for r in reps:
+            if r.p.poll() is None:
+                r.kill()

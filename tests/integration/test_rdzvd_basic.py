@@ -315,6 +315,37 @@ def test_bad_tls_files_refuse_to_start(tmp_path):
     assert "missing.key" in r.stderr
 
 
+def test_database_in_a_directory_rdzvd_cannot_write(tmp_path):
+    """A database rdzvd may write, with its lock file, in a directory it
+    may not write: SQLite cannot make the write-ahead log beside it, and
+    rdzvd says so, naming the directory, rather than that the database
+    "cannot be read" and should be moved aside. Needs root (to run rdzvd
+    as nobody over a root-owned directory)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run rdzvd as nobody")
+    with rt.Daemon(tmp_path) as d:
+        assert d.stop() == 0
+    scratch = rt.tmpdir()
+    try:
+        os.chmod(scratch, 0o755)
+        db = os.path.join(scratch, "rdzv.db")
+        shutil.copy(d.db, db)
+        open(db + ".lock", "w").close()
+        for f in (db, db + ".lock"):
+            os.chown(f, 65534, 65534)
+            os.chmod(f, 0o600)
+        r = subprocess.run(NOBODY + [RDZVD, "--db", db, "--listen",
+                                     "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=20)
+    finally:
+        shutil.rmtree(scratch)
+    assert r.returncode != 0, r.stderr
+    assert "its directory %s is not writable by rdzvd (uid 65534)" % scratch \
+        in r.stderr, r.stderr
+    assert "cannot be read" not in r.stderr and "move it aside" not in r.stderr
+    assert "ready (" not in r.stderr, r.stderr
+
+
 def test_read_only_database_is_refused_at_start(tmp_path):
     """A database rdzvd may read but not write is refused before rdzvd
     reports ready, with a message that names it; otherwise rdzvd would

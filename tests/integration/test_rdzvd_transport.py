@@ -236,6 +236,23 @@ def test_silent_and_idle_connections_are_closed(tmp_path):
         assert d.stop() == 0, d.output()
 
 
+def test_idle_timeout_below_the_preface_timeout(tmp_path):
+    """An --idle-timeout shorter than --preface-timeout means what it says:
+    a connection that sent its preface and holds no stream is closed after
+    the idle timeout, not when the preface deadline would have passed."""
+    with rdzvtest.Daemon(tmp_path, ["--preface-timeout", "30s",
+                                    "--idle-timeout", "1s"]) as d:
+        t0 = time.monotonic()
+        idle = h2_open(d.addr)
+        frames = read_until_closed(idle, 20)
+        took = time.monotonic() - t0
+        print("idle closed after %.2f s" % took)
+        assert 0.95 <= took < 20, took
+        assert goaway_error(frames) == NO_ERROR, frames
+        idle.close()
+        assert d.stop() == 0, d.output()
+
+
 def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
     """--max-connections filled by connections that never speak: a new
     client is refused at once (rdzvd warns, once, that it is full) and is

@@ -184,6 +184,21 @@ def test_unknown_names_and_extensions(rdzvd, version):
         assert answers[6].original_request.file_containing_symbol == "x" * 5000
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_oversized_questions_are_invalid(rdzvd, version):
+    """A host of 3 MiB (every answer repeats it twice, which no message
+    could hold): INVALID_ARGUMENT naming the problem, not INTERNAL; rdzvd
+    serves on, and a host of 255 bytes is answered."""
+    Q = R[version].ServerReflectionRequest
+    with grpc.insecure_channel(rdzvd.addr) as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            ask(ch, version, Q(list_services="", host="h" * (3 << 20)))
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value
+        assert "host is 3145728 bytes" in ei.value.details(), ei.value.details()
+        answers = ask(ch, version, Q(list_services="", host="h" * 255))
+        assert answers[0].valid_host == "h" * 255
+
+
 def test_many_questions_on_one_stream(rdzvd):
     pb = R["v1"]
     names = ["rdzv.v1.JoinRequest", "rdzv.v1.Job", "rdzv.v1.Nope"] * 100

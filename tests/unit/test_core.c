@@ -10,7 +10,7 @@ test_validation(void)
 {
 	struct core_join	 r;
 	struct core_config	 cfg;
-	char			 long_id[200];
+	char			 long_id[200], long_addr[300];
 
 	core_config_defaults(&cfg);
 	cfg.max_nodes_per_job = 3;
@@ -34,6 +34,17 @@ test_validation(void)
 	r = req("j", "h", 0, 1, 1);
 	join_req(&r, GRPC_INVALID_ARGUMENT);
 	CHECK_HAS(err, "nproc");
+	r = req("j", "h", 1, 1, 1);
+	r.master_port = 70000;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_STR(err, "job j: master_port 70000 is not a TCP port (1 to "
+	    "65535)");
+	r.master_port = 29500;
+	memset(long_addr, 'a', 256);
+	long_addr[256] = '\0';
+	r.advertise_addr = long_addr;
+	join_req(&r, GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "advertise address must be at most 255 bytes");
 	r = req("j", "h", 1, 3, 2);
 	join_req(&r, GRPC_INVALID_ARGUMENT);
 	CHECK_STR(err, "job j: min_nodes 3 is more than max_nodes 2 "
@@ -631,7 +642,78 @@ test_join_checks(void)
 	teardown();
 }
 
+/*
+ * A join re-sent with its token after the first answer came too late gets
+ * the node of the first attempt: no second node, no round for a ghost.
+ * Another job, another owner or an ended node do not match.
+ */
+static void
+test_join_token_retry(void)
+{
+	struct core_join	 r, again;
+	struct core_node	*a, *b, *c, *d;
+	struct core_job		*j;
+	uint32_t		 nodes;
+	size_t			 before;
+
+	setup(NULL);
+	a = join("jt", "a", 1, 2, 4);
+	b = join("jt", "b", 1, 2, 4);
+	j = a->job;
+	tick(31000);
+	CHECK(j->generation == 1 && j->state == CORE_JOB_RUNNING);
+	r = req("jt", "c", 1, 2, 4);
+	r.has_token = true;
+	memset(r.join_token, 0x5c, sizeof(r.join_token));
+	c = join_req(&r, 0);
+	CHECK(c != NULL && c->state == CORE_NODE_WAITING);
+	nodes = j->n_nodes;
+	/* The agent gave up on its stream and sends the join again (a
+	 * fresh request: the harness draws another session id). */
+	disconnect(c);
+	again = req("jt", "c", 1, 2, 4);
+	again.has_token = true;
+	memcpy(again.join_token, r.join_token, sizeof(r.join_token));
+	before = nrecs;
+	d = join_req(&again, 0);
+	CHECK(d == c && j->n_nodes == nodes);
+	CHECK(nrecs == before + 2);
+	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED &&
+	    recs[before].m.u.accepted.node_id == c->node_id &&
+	    memcmp(recs[before].m.u.accepted.session_id, c->session_id,
+	    CORE_SESSION_LEN) == 0);
+	CHECK(recs[before + 1].m.kind == CORE_MSG_WAITING &&
+	    recs[before + 1].m.u.waiting.state == CORE_NODE_WAITING);
+	CHECK(c->connected && c->state == CORE_NODE_WAITING);
+	/* Its last call makes the scale-up, the only round: nobody lost. */
+	tick(31000);
+	CHECK(j->generation == 2 && j->round_n == 3 && j->restart_count == 0);
+	CHECK(last_is(c, CORE_MSG_ASSIGNMENT));
+	tick(60000);
+	CHECK(j->generation == 2 && j->state == CORE_JOB_RUNNING);
+	/* The same token from another owner, or for another job, is a new
+	 * join. */
+	again = req("jt2", "c", 1, 1, 1);
+	again.has_token = true;
+	memcpy(again.join_token, r.join_token, sizeof(r.join_token));
+	d = join_req(&again, 0);
+	CHECK(d != NULL && d != c && d->job != j);
+	/* A node that left does not answer to its token. */
+	CHECK_RC(core_leave(C, NOW, "alice", d->session_id, NULL, err,
+	    sizeof(err)), 0);
+	turn();
+	again = req("jt2", "c", 1, 1, 1);
+	again.has_token = true;
+	memcpy(again.join_token, r.join_token, sizeof(r.join_token));
+	d = join_req(&again, 0);
+	CHECK(d != NULL && d->state == CORE_NODE_PARTICIPANT &&
+	    d->job->generation == 2);
+	(void)b;
+	teardown();
+}
+
 static const struct test tests[] = {
+	{ "join_token_retry", test_join_token_retry },
 	{ "validation", test_validation },
 	{ "limits_per_client", test_limits_per_client },
 	{ "defaults", test_defaults },

@@ -235,6 +235,7 @@ test_rule10_fencing(void)
 	struct core_job		*j;
 	uint8_t			 unknown[CORE_SESSION_LEN] = { 1, 2, 3 };
 	struct core_report	 r;
+	size_t			 before;
 
 	setup(NULL);
 	a = join("f", "a", 1, 2, 3);
@@ -261,13 +262,159 @@ test_rule10_fencing(void)
 	    sizeof(err)), 0);
 	turn();
 	CHECK(j->generation == 2);
-	CHECK_RC(resume(c, 1), GRPC_FAILED_PRECONDITION);
-	CHECK_STR(err, "job f: generation 1 is stale; the current generation "
-	    "is 2");
-	/* It counts as having left: no restart, a round without it. */
+	/* Rule 4: it keeps its place and gets generation 2 at once. */
+	before = nrecs;
+	CHECK_RC(resume(c, 1), 0);
+	turn();
+	CHECK(nrecs == before + 3);
+	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED &&
+	    recs[before].m.u.accepted.resumed);
+	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP &&
+	    recs[before + 1].m.u.stop.generation == 1);
+	CHECK(recs[before + 2].m.kind == CORE_MSG_ASSIGNMENT &&
+	    recs[before + 2].m.u.assignment.generation == 2 &&
+	    recs[before + 2].m.u.assignment.group_rank ==
+	    (uint32_t)c->group_rank);
+	CHECK(c->state == CORE_NODE_PARTICIPANT && j->generation == 2 &&
+	    j->restart_count == 0 && j->state == CORE_JOB_RUNNING);
+	/* A generation never formed is refused, and the node leaves. */
+	disconnect(c);
+	CHECK_RC(resume(c, 3), GRPC_FAILED_PRECONDITION);
+	CHECK_STR(err, "job f: generation 3 is unknown; the current "
+	    "generation is 2");
 	CHECK(c->state == CORE_NODE_LEFT && j->restart_count == 0);
 	CHECK(j->state == CORE_JOB_WAITING);
 	CHECK_RC(resume(c, 2), GRPC_FAILED_PRECONDITION);
+	teardown();
+}
+
+/*
+ * Rule 4: after a daemon restart a third node joins a running 2:4 job;
+ * the node that resumes late, with the generation it ran before, gets the
+ * scale-up's assignment at once: the job makes only the scale-up's round,
+ * and nobody leaves. A spare resuming with a generation it never held is
+ * told STOP and that it is spare.
+ */
+static void
+test_resume_older_generation(void)
+{
+	struct core_join	 r;
+	struct core_node	*a, *b, *c, *d;
+	struct core_job		*j;
+	uint64_t		 a_id, b_id;
+	size_t			 before;
+
+	setup(NULL);
+	r = req("og", "a", 1, 2, 4);
+	r.settings.last_call_timeout_ms = 1000;
+	a = join_req(&r, 0);
+	b = join("og", "b", 1, 2, 4);
+	j = a->job;
+	tick(2000);
+	CHECK(j->generation == 1 && j->state == CORE_JOB_RUNNING);
+	a_id = a->node_id;
+	b_id = b->node_id;
+	if (!restart(NULL, 500000, 5000))
+		return;
+	a = core_node_find(C, a_id);
+	b = core_node_find(C, b_id);
+	j = a->job;
+	CHECK_RC(resume(a, 1), 0);
+	c = join("og", "c", 1, 2, 4);
+	CHECK(c->state == CORE_NODE_WAITING);
+	tick(1500);		/* c's last call: the scale-up, round 2 */
+	CHECK(j->generation == 2 && j->round_n == 3);
+	/* b comes back late, with generation 1. */
+	before = nrecs;
+	CHECK_RC(resume(b, 1), 0);
+	CHECK(nrecs == before + 3);
+	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED &&
+	    recs[before].m.u.accepted.resumed);
+	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP &&
+	    recs[before + 1].m.u.stop.generation == 1);
+	CHECK(recs[before + 2].m.kind == CORE_MSG_ASSIGNMENT &&
+	    recs[before + 2].m.u.assignment.generation == 2 &&
+	    recs[before + 2].m.u.assignment.group_world_size == 3 &&
+	    recs[before + 2].m.u.assignment.group_rank ==
+	    (uint32_t)b->group_rank);
+	CHECK(b->state == CORE_NODE_PARTICIPANT && j->restart_count == 0);
+	tick(60000);
+	CHECK(j->generation == 2 && j->restart_count == 0 &&
+	    j->state == CORE_JOB_RUNNING);
+	/* A spare resuming with a generation it never held. */
+	join("og", "e", 1, 2, 4);
+	tick(1500);
+	CHECK(j->generation == 3);
+	d = join("og", "d", 1, 2, 4);
+	CHECK(d->state == CORE_NODE_SPARE);
+	before = nrecs;
+	CHECK_RC(resume(d, 1), 0);
+	CHECK(nrecs == before + 3);
+	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP);
+	CHECK(recs[before + 2].m.kind == CORE_MSG_WAITING &&
+	    recs[before + 2].m.u.waiting.state == CORE_NODE_SPARE);
+	CHECK(j->generation == 3 && j->restart_count == 0);
+	teardown();
+}
+
+/*
+ * Each owner keeps at most max_ended_per_owner ended jobs: the one that
+ * ended first goes when one more ends (the store deletes it: gone after a
+ * restore too); another owner's are not touched, and a failed job that is
+ * reopened is no longer an ended one.
+ */
+static void
+test_ended_jobs_bounded_per_owner(void)
+{
+	struct core_config	 cfg;
+	struct core_join	 r;
+	struct core_node	*n;
+	char			 id[32];
+	int			 i;
+
+	core_config_defaults(&cfg);
+	cfg.max_ended_per_owner = 3;
+	setup(&cfg);
+	r = req("bob-1", "h", 1, 1, 1);
+	r.identity = "bob";
+	n = join_req(&r, 0);
+	CHECK_RC(core_report(C, NOW, "bob", &(struct core_report){
+	    .session_id = n->session_id, .generation = 1,
+	    .outcome = CORE_OUTCOME_SUCCEEDED }, NULL, err, sizeof(err)), 0);
+	turn();
+	for (i = 1; i <= 6; i++) {
+		snprintf(id, sizeof(id), "e-%d", i);
+		n = join(id, "h", 1, 1, 1);
+		tick(1000);
+		CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+		CHECK(n->job->state == CORE_JOB_CLOSED);
+	}
+	CHECK(core_job_find(C, "e-1") == NULL && core_job_find(C, "e-2") ==
+	    NULL && core_job_find(C, "e-3") == NULL);
+	CHECK(core_job_find(C, "e-4") != NULL && core_job_find(C, "e-6") !=
+	    NULL);
+	CHECK(core_job_find(C, "bob-1") != NULL);
+	/* A live job does not count; a failed one that reopens leaves the
+	 * ended ones. */
+	n = join("f-1", "h", 1, 1, 1);
+	core_lease_lost(C, NOW, n);
+	turn();
+	CHECK(n->job->state == CORE_JOB_FAILED);
+	CHECK(core_job_find(C, "e-4") == NULL);
+	n = join("f-1", "h2", 1, 1, 1);
+	CHECK(n->job->state == CORE_JOB_RUNNING);
+	n = join("e-7", "h", 1, 1, 1);
+	CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+	CHECK(core_job_find(C, "e-5") != NULL && C->n_jobs == 5);
+	/* After a restore, the order in which they ended still holds. */
+	if (!restart(&cfg, 900000, 1000))
+		return;
+	n = join("e-8", "h", 1, 1, 1);
+	CHECK_RC(report(n, 1, CORE_OUTCOME_SUCCEEDED), 0);
+	CHECK(core_job_find(C, "e-5") == NULL && core_job_find(C, "e-6") !=
+	    NULL && core_job_find(C, "e-8") != NULL);
+	CHECK(core_job_find(C, "bob-1") != NULL &&
+	    core_job_find(C, "f-1") != NULL);
 	teardown();
 }
 
@@ -569,6 +716,12 @@ test_update_offer(void)
 	CHECK(last_msg(b)->u.assignment.base_rank == 3);
 	CHECK(last_msg(b)->u.assignment.master_port == 29777);
 
+	r.nproc = 0;
+	r.master_port = 70000;			/* not a TCP port */
+	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
+	    GRPC_INVALID_ARGUMENT);
+	CHECK_HAS(err, "master_port 70000 is not a TCP port");
+	r.master_port = 0;
 	r.nproc = 70000;			/* over CORE_NPROC_MAX */
 	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
 	    GRPC_INVALID_ARGUMENT);
@@ -585,6 +738,8 @@ static const struct test tests[] = {
 	{ "rule8_leave", test_rule8_leave },
 	{ "rule9_operator", test_rule9_operator },
 	{ "rule10_fencing", test_rule10_fencing },
+	{ "resume_older_generation", test_resume_older_generation },
+	{ "ended_jobs_bounded_per_owner", test_ended_jobs_bounded_per_owner },
 	{ "rule11_resume_keeps_generation", test_rule11_resume_keeps_generation },
 	{ "rule11_resume_after_round_stopped",
 	    test_rule11_resume_after_round_stopped },

@@ -34,6 +34,7 @@ struct agent {
 	uint64_t	 last_assign;	/* newest ASSIGNMENT generation */
 	bool		 attached;
 	bool		 expect_accepted;
+	uint8_t		 token[CORE_TOKEN_LEN];	/* of its join */
 };
 
 struct jobinfo {
@@ -64,7 +65,7 @@ static unsigned long		 step, nfail;
 static unsigned long		 stats[32];
 static char			 err[512];
 
-enum { S_JOIN, S_JOIN_OK, S_RESUME, S_RESUME_OK, S_REPORT, S_REPORT_OK,
+enum { S_JOIN, S_JOIN_OK, S_JOIN_RETRY, S_RESUME, S_RESUME_OK, S_REPORT, S_REPORT_OK,
     S_LEAVE, S_DISC, S_LOST, S_EVICT, S_CLOSE, S_ABORT, S_TICK, S_RESTART,
     S_ROUNDS, S_FAILED_JOBS, S_CLOSED_JOBS, S_REMOVED, S_MSGS, S_RESUME_NF,
     S_RESUME_FP, S_PROGRESS, S_PROGRESS_OK };
@@ -351,6 +352,9 @@ do_join(void)
 	session_ctr++;
 	memcpy(r.session_id, &session_ctr, sizeof(session_ctr));
 	r.session_id[12] = 0x5a;
+	r.has_token = true;
+	memcpy(r.join_token, r.session_id, CORE_TOKEN_LEN);
+	r.join_token[13] = 0x7e;
 
 	/* Predict the answer from the job as it is. */
 	j = core_job_find(C, r.rdzv_id);
@@ -385,9 +389,54 @@ do_join(void)
 		a->node_id = n->node_id;
 		memcpy(a->session, n->session_id, CORE_SESSION_LEN);
 		a->job = ji;
+		memcpy(a->token, r.join_token, CORE_TOKEN_LEN);
 		a->attached = true;
 		a->expect_accepted = true;
 	}
+}
+
+/*
+ * An agent that never got its first answer sends its join again with the
+ * same token: while the node still has a place it gets that node back
+ * (ACCEPTED, its place), never a second one.
+ */
+static void
+do_join_retry(void)
+{
+	struct agent		*a = random_agent(chance(50));
+	struct core_node	*n, *got = NULL;
+	struct core_join	 r;
+	uint32_t		 before;
+	int			 rc;
+
+	if (a == NULL || a->last_assign != 0 || a->gen != 0 ||
+	    (n = core_node_find(C, a->node_id)) == NULL || !n->has_token ||
+	    memcmp(n->join_token, a->token, CORE_TOKEN_LEN) != 0 ||
+	    !core_node_live(n) || core_job_ended(n->job))
+		return;
+	memset(&r, 0, sizeof(r));
+	r.rdzv_id = n->job->rdzv_id;
+	r.identity = n->job->owner;
+	r.hostname = n->hostname;
+	r.advertise_addr = n->advertise_addr;
+	r.master_port = 29500;
+	r.nproc = 1;
+	session_ctr++;
+	memcpy(r.session_id, &session_ctr, sizeof(session_ctr));
+	r.session_id[12] = 0x5a;
+	r.has_token = true;
+	memcpy(r.join_token, a->token, CORE_TOKEN_LEN);
+	before = n->job->n_nodes;
+	rc = core_join(C, NOW, &r, &got, err, sizeof(err));
+	if (rc != 0 || got != n || n->job->n_nodes != before)
+		die("retried join of node %llu: %s, node %llu (%s)",
+		    (unsigned long long)n->node_id, grpc_status_name(rc),
+		    got != NULL ? (unsigned long long)got->node_id : 0ULL,
+		    err);
+	check_told(n, "retried join");
+	stats[S_JOIN_RETRY]++;
+	a->attached = true;
+	a->expect_accepted = true;
 }
 
 static void
@@ -407,6 +456,10 @@ do_resume(void)
 	rc = core_resume(C, NOW, jobs[a->job].owner, job_ids[a->job],
 	    a->session, gen, &n, err, sizeof(err));
 	if (rc == 0) {
+		/* A lagging agent never saw the newer rounds: it is told
+		 * STOP and its current place (rule 4). */
+		if (gen != a->gen)
+			a->gen = a->last_assign = gen;
 		check_told(n, "resume");
 		stats[S_RESUME_OK]++;
 		a->attached = true;
@@ -727,6 +780,7 @@ main(void)
 	core_config_defaults(&CFG);
 	CFG.retention_ms = 300000;
 	CFG.max_nodes_per_job = 64;
+	CFG.max_ended_per_owner = 2;	/* pruning all the time */
 	C = core_new(&CFG);
 	NOW.mono_ms = 1000;
 	NOW.wall_ms = 1700000000000LL;
@@ -735,8 +789,10 @@ main(void)
 		op = rndn(100);
 		if (step % 2000 == 1999)
 			do_restart();
-		else if (op < 22)
+		else if (op < 20)
 			do_join();
+		else if (op < 22)
+			do_join_retry();
 		else if (op < 32)
 			do_resume();
 		else if (op < 46)
@@ -760,8 +816,9 @@ main(void)
 		TAILQ_FOREACH(j, &C->jobs, entry)
 			ended_failed += j->state == CORE_JOB_FAILED;
 	}
-	printf("resumes refused: not found %lu, precondition %lu\n",
-	    stats[S_RESUME_NF], stats[S_RESUME_FP]);
+	printf("resumes refused: not found %lu, precondition %lu; joins "
+	    "retried with their token %lu\n", stats[S_RESUME_NF],
+	    stats[S_RESUME_FP], stats[S_JOIN_RETRY]);
 	printf("progress %lu (ok %lu)\n", stats[S_PROGRESS],
 	    stats[S_PROGRESS_OK]);
 	printf("joins %lu (ok %lu), resumes %lu (ok %lu), reports %lu "

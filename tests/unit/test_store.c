@@ -243,6 +243,43 @@ test_retention(void)
 }
 
 /*
+ * An owner over max_ended_per_owner: its oldest ended jobs go from memory
+ * and from the store in the commit of the turn that ended one more, as
+ * retention would remove them (on etcd too: reload() loads from there).
+ */
+static void
+test_pruned_ended_jobs(void)
+{
+	struct core_node	*n;
+	struct core		*L;
+	char			 id[16];
+
+	setup("pruned.db");
+	C->cfg.max_ended_per_owner = 2;
+	for (int i = 1; i <= 4; i++) {
+		snprintf(id, sizeof(id), "p-%d", i);
+		n = join(id, "h", 1, 1, 1);
+		tick(1000);
+		report(n, CORE_OUTCOME_SUCCEEDED);
+	}
+	join("live", "h", 1, 2, 2);
+	CHECK(core_job_find(C, "p-1") == NULL && core_job_find(C, "p-2") ==
+	    NULL && core_job_find(C, "p-4") != NULL);
+	CHECK_INT(q("SELECT count(*) FROM jobs"), 3);
+	CHECK_INT(q("SELECT count(*) FROM nodes WHERE rdzv_id IN ('p-1', "
+	    "'p-2')"), 0);
+	CHECK_INT(q("SELECT count(*) FROM events WHERE rdzv_id IN ('p-1', "
+	    "'p-2')"), 0);
+	CHECK_INT(q("SELECT count(*) FROM rounds WHERE rdzv_id = 'p-3'"), 1);
+	L = reload();
+	compare_cores(C, L);
+	CHECK(core_job_find(L, "p-1") == NULL && core_job_find(L, "p-3") !=
+	    NULL);
+	core_free(L);
+	teardown();
+}
+
+/*
  * A round formed and broken up again within one loop turn: its members
  * are still sent its assignment after the commit, so it is recorded too,
  * whole, also with the member that left in the same turn.
@@ -615,6 +652,7 @@ main(int argc, char **argv)
 	static const struct test tests[] = {
 		{ "roundtrip", test_roundtrip },
 		{ "retention", test_retention },
+		{ "pruned_ended_jobs", test_pruned_ended_jobs },
 		{ "node_ids", test_node_ids },
 		{ "superseded_round", test_superseded_round },
 		{ "superseded_round_disconnect",

@@ -2,7 +2,9 @@
  * An LD_PRELOAD shim for the stall tests: while the file named by
  * $SLOWSYNC_FILE exists, fsync and fdatasync take $SLOWSYNC_MS longer, as
  * on a slow or overloaded disk. The first slow call removes the file, so
- * one commit is slow and the rest are not.
+ * one commit is slow and the rest are not; with $SLOWSYNC_KEEP set the
+ * file stays, and every call is slow until the test removes it (a disk
+ * that is slow for a while).
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -20,7 +22,10 @@ maybe_slow(void)
 	struct timespec	 ts;
 	long		 n;
 
-	if (file == NULL || ms == NULL || unlink(file) != 0)
+	if (file == NULL || ms == NULL)
+		return;
+	if (getenv("SLOWSYNC_KEEP") != NULL ? access(file, F_OK) != 0 :
+	    unlink(file) != 0)
 		return;
 	n = strtol(ms, NULL, 10);
 	ts.tv_sec = n / 1000;

@@ -340,6 +340,38 @@ def test_rdzvd_killed(job):
     job.finish(g1)
 
 
+def test_rdzvd_restart_with_a_third_node_joining(job):
+    """rdzvd is killed under a running 2:3 job and restarted while a third
+    node joins: the scale-up round may form before the two running nodes
+    resume. They resume with generation 1 and are told generation 2 at
+    once (SPEC §4 rule 4): the generations go 1 -> 2 and no further, no
+    node leaves, no restart is counted."""
+    for t in "ab":
+        job.agent(t, 1, "2:3", mode="sleep")
+    g1, _ = job.wait_world(2)
+    addr, db = job.daemon.addr, job.daemon.db
+    job.daemon.kill()
+    job.ctl.close()
+    for t in "ab":
+        job.agents[t].wait_line("lost rdzvd", timeout=10)
+    # Let the agents' reconnect backoff grow (100 ms doubling to 5 s), so
+    # the third node is likely to join before they are back.
+    time.sleep(5)
+    job.daemon = rt.Daemon(job.tmp, listen=addr, db=db)
+    job.ctl = rdzvnode.Control(job.daemon.addr)
+    job.agent("c", 1, "2:3", mode="sleep")
+    g2, _ = job.wait_world(3, after=g1, timeout=40)
+    assert g2 == g1 + 1, job.outputs()
+    j = job.wait_job(lambda x: len(x.nodes) == 3 and
+                     all(n.connected for n in x.nodes), 15,
+                     "three nodes connected")
+    assert j.generation == g2 and j.restart_count == 0, j
+    assert [n.state for n in j.nodes] == [PB.types.NODE_STATE_PARTICIPANT] * 3, j
+    assert sorted({g for g, _ in job.files("env")}) == [g1, g2]
+    for t in "abc":
+        assert job.agents[t].p.poll() is None, job.outputs()
+
+
 def test_agent_killed(job):
     """kill -9 of one agent of a 2:3 job (--max-restarts 1): its worker dies
     with it, the others get a new generation within reconnect_grace + 2 s."""

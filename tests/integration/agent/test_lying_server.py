@@ -2,7 +2,8 @@
 fake rdzvd written here with grpcio answers the agent's Join with an
 assignment that cannot be right for what the agent offered: more workers
 than it offered, ranks outside the world, a group rank outside the group,
-a generation that goes back. The agent must refuse it as a protocol error
+a master port past 65535, a master address longer than the agent can pass
+on, a generation that goes back. The agent must refuse it as a protocol error
 (exit 5, naming what was wrong) without starting a worker for it."""
 
 import concurrent.futures
@@ -93,6 +94,13 @@ CASES = {
     "group_rank_outside_the_group": ([assignment(group_rank=2, group_world_size=2,
                                                  world_size=2)],
                                      "group"),
+    "master_port_past_65535": ([assignment(master_port=70000)],
+                               "master port 70000 is not a TCP port"),
+    "master_port_zero": ([assignment(master_port=0)], "master port 0"),
+    "master_addr_too_long": ([assignment(master_addr="m" * 300)],
+                             "master address of 300 bytes"),
+    "master_addr_empty": ([assignment(master_addr="")],
+                          "master address of 0 bytes"),
     "generation_goes_back": ([assignment(generation=5),
                               assignment(generation=4)],
                              "generation 4"),

@@ -92,3 +92,123 @@ def test_a_commit_taking_twice_the_lease_loses_no_node(tmp_path, request):
         for j in jobs:
             j.close(keep_daemon=True)
         d.stop()
+
+
+# -- a commit slower than the agents' keepalive (issue 21) -------------------
+
+SLOW_S = 17         # past the agent's keepalive: a PING every 5 s, 10 s for its ACK
+
+
+def slow_daemon(tmp_path, keep=False):
+    if not os.path.exists(SHIM):
+        pytest.skip("the slowsync shim was not built")
+    trigger = os.path.join(str(tmp_path), "slow-now")
+    env = {"LD_PRELOAD": SHIM, "SLOWSYNC_FILE": trigger,
+           "SLOWSYNC_MS": str(SLOW_S * 1000),
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+           ":verify_asan_link_order=0"}
+    if keep:
+        env["SLOWSYNC_KEEP"] = "1"
+    return rt.Daemon(tmp_path, args=["--keepalive", "1s"], env=env), trigger
+
+
+def node_states(job):
+    return sorted(PB.types.NodeState.Name(n.state) for n in job.nodes)
+
+
+def test_slow_commit_while_a_third_node_joins_makes_no_ghost(tmp_path,
+                                                              request):
+    """A third node joins a running 2:3 job while the commit of its join
+    takes longer than the agent waits: its agent sends the join again
+    (same token) and gets the node its first attempt made; the running
+    nodes resume with generation 1 and are given generation 2 at once. One
+    round for the scale-up, no ghost, no restart."""
+    d, trigger = slow_daemon(tmp_path)
+    j = Job(tmp_path, rdzvagent.job_name(request), daemon=d)
+    try:
+        args = ["--max-restarts", "0"]
+        for tag in ("a", "b"):
+            j.agent(tag, nnodes="2:3", mode="sleep", args=args)
+        g1, _ = j.wait_world(2)
+        assert g1 == 1
+        open(trigger, "w").close()
+        j.agent("c", nnodes="2:3", mode="sleep", args=args)
+        g2, _ = j.wait_world(3, after=g1, timeout=SLOW_S + 60)
+        assert not os.path.exists(trigger), "no commit was slowed"
+        assert g2 == 2, j.outputs()
+        # Settled: every node seen after the stall, nobody lost or added.
+        t = int(time.time() * 1000)
+        job = j.wait_job(lambda x: all(n.last_seen_unix_ms > t + 2000
+                                       for n in x.nodes),
+                         timeout=30, what="every node seen after the stall")
+        assert job.generation == 2 and job.restart_count == 0, job
+        assert node_states(job) == ["NODE_STATE_PARTICIPANT"] * 3, job
+        assert not [e for e in job.events if e.kind == "lost"], job
+        assert sorted({g for g, _ in j.files("env")}) == [1, 2]
+        for tag, p in j.agents.items():
+            assert p.p.poll() is None, j.outputs()
+    finally:
+        j.close(keep_daemon=True)
+        d.stop()
+
+
+def test_new_job_forms_while_the_disk_is_slow(tmp_path, request):
+    """Every fsync takes SLOW_S for a while, two commits at least (the
+    joins' commits among them): the agents' joins outlast their keepalive
+    twice, before they ever joined. They keep retrying with their join
+    tokens (rdzvd answered them once, so the reconnect bound applies, not
+    the connect one), and a new 2:2 job forms, in one generation, with its
+    two nodes and no other."""
+    d, trigger = slow_daemon(tmp_path, keep=True)
+    j = Job(tmp_path, rdzvagent.job_name(request), daemon=d)
+    try:
+        open(trigger, "w").close()
+        for tag in ("a", "b"):
+            j.agent(tag, nnodes="2", mode="sleep",
+                    args=["--max-restarts", "0"])
+        # The disk stays slow until rdzvd has been held by it twice.
+        m = d.wait_line("the event loop was held", timeout=SLOW_S + 30)
+        d.wait_line("the event loop was held", timeout=SLOW_S + 30,
+                    start=d.lines.index(m.string) + 1)
+        os.unlink(trigger)
+        try:
+            g, _ = j.wait_world(2, timeout=4 * SLOW_S + 60)
+        except TimeoutError as e:
+            raise AssertionError("%s\n---- rdzvd\n%s" % (e, d.output()[-6000:]))
+        assert g == 1, j.outputs()
+        job = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_RUNNING,
+                         timeout=10, what="running")
+        assert job.generation == 1 and job.restart_count == 0, job
+        assert node_states(job) == ["NODE_STATE_PARTICIPANT"] * 2, job
+        for tag, p in j.agents.items():
+            assert p.p.poll() is None, j.outputs()
+    finally:
+        j.close(keep_daemon=True)
+        d.stop()
+
+
+def test_a_slow_commit_fires_no_deadline(tmp_path):
+    """A job's join timeout (8 s) would pass during a 17 s commit of
+    another job's join; the clock of the rules stops while the commit
+    holds rdzvd, so the job is still waiting afterwards, and forms when
+    its second node comes."""
+    d, trigger = slow_daemon(tmp_path)
+    try:
+        with rdzvnode.Node(d.addr, name="a") as a, \
+                rdzvnode.Node(d.addr, name="b") as b, \
+                rdzvnode.Node(d.addr, name="t") as t:
+            a.join("deadline", min_nodes=2, max_nodes=2, join_timeout_ms=8000,
+                   lease_ttl_ms=60000, reconnect_grace_ms=60000)
+            open(trigger, "w").close()
+            t.join("stall-trigger", min_nodes=1, max_nodes=1,
+                   timeout=4 * SLOW_S)
+            t.wait_assignment(timeout=4 * SLOW_S)
+            assert not os.path.exists(trigger), "no commit was slowed"
+            d.wait_line("the event loop was held", timeout=10)
+            with rdzvnode.Control(d.addr) as c:
+                job = c.get_job("deadline")
+                assert job.state == PB.types.JOB_STATE_WAITING, job
+            b.join("deadline", min_nodes=2, max_nodes=2, timeout=20)
+            assert b.wait_assignment(timeout=20).generation == 1
+    finally:
+        d.stop()
