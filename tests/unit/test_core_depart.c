@@ -363,15 +363,16 @@ test_not_departures(void)
 	leave(n[1], "sigterm");
 	CHECK(j->state == CORE_JOB_CLOSING);
 
-	/* A refused resume: that agent joins again at once as a new node,
-	 * so the open round waits for it (the join timeout), not 0. The
-	 * round moved on while it was away (a spare replaced a leaver). */
+	/* A refused resume (a generation rdzvd never formed; an older one
+	 * keeps its place, rule 4): that agent joins again at once as a new
+	 * node, so the open round waits for it (the join timeout), not 0.
+	 * The round moved on while it was away (a spare replaced a leaver). */
 	j = nodes("stale", 0, 3, 3, n, 4);
 	disconnect(n[2]);
 	leave(n[0], "sigterm");
 	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
 	CHECK(n[2]->group_rank >= 0);
-	CHECK_RC(resume(n[2], 1), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(resume(n[2], j->generation + 1), GRPC_FAILED_PRECONDITION);
 	CHECK(j->state == CORE_JOB_WAITING);
 	CHECK(j->rejoin_lost[0] == '\0');
 	CHECK_INT(core_job_join_timeout_in(j, NOW), 600000);
