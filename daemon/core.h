@@ -424,7 +424,7 @@ struct core {
 	size_t			 heap_n, heap_cap;
 };
 
-/* core.c: creation, lookups, joins. */
+/* core.c: creation, lookups; core_join.c: joins. */
 void		 core_config_defaults(struct core_config *);
 /* cfg NULL: the defaults. */
 struct core	*core_new(const struct core_config *cfg);
@@ -681,6 +681,12 @@ void		 core_node_free(struct core_node *);
 void		 core_job_free(struct core_job *);
 /* Why a node that has no assignment waits, in words. */
 void		 core_waiting_reason(const struct core_node *, char *, size_t);
+/* Removal: out of the core's indexes and lists, to be freed after the
+ * commit (core_changes_clear). */
+void		 core_node_forget_token(struct core_node *);
+void		 core_node_unlink(struct core_node *);
+void		 core_owner_job_unended(struct core_job *);
+void		 core_job_remove(struct core_job *);
 
 /* core_round.c */
 void		 core_settle(struct core_job *);
@@ -688,16 +694,16 @@ void		 core_job_fail(struct core_job *, const char *reason);
 void		 core_rounds_clear(struct core *);
 void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
+void		 core_node_end(struct core_node *, enum core_node_state,
+		    const char *reason);
 
 /* core_owner.c */
 struct core_owner *core_owner_get(struct core *, const char *name);
 void		 core_owner_job_ended(struct core_job *);
-void		 core_owner_job_unended(struct core_job *);
 void		 core_owners_restore(struct core *);
 void		 core_owners_free(struct core *);
 
 /* core.c */
-void		 core_job_remove(struct core_job *);
 void		 core_set_now(struct core *, struct core_now);
 struct core_job	*core_job_new(struct core *, const char *rdzv_id,
 		    const char *owner);
@@ -708,7 +714,6 @@ int		 core_owner_check(const struct core_job *, const char *identity,
 		    const char *what, char *err, size_t errlen);
 void		 core_tell_current(struct core_node *, bool always);
 void		 core_queue_accepted(struct core_node *, bool resumed);
-void		 core_node_forget_token(struct core_node *);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);
@@ -725,8 +730,6 @@ void		 core_report_host(struct core_node *,
 		    const struct core_report *);
 
 /* core_agent.c */
-void		 core_node_end(struct core_node *, enum core_node_state,
-		    const char *reason);
 void		 core_lease_expired(struct core_node *);
 #endif
 

@@ -15,51 +15,6 @@
 
 #define ANON	"anonymous"
 
-/*
- * Ends a node's part in its job (left, lost, evicted) and notes for
- * core_settle() what that means for the job's round. Whatever the way it
- * went, a participant that goes is a departure for rule 13: a round left
- * short of min_nodes waits rejoin_timeout for a replacement, or with 0
- * fails now, naming the node and how it went.
- */
-void
-core_node_end(struct core_node *n, enum core_node_state st,
-    const char *reason)
-{
-	struct core_job	*j = n->job;
-	bool		 was_participant = n->state == CORE_NODE_PARTICIPANT;
-	char		 gone[CORE_REASON_MAX];
-
-	if (reason == NULL)
-		reason = "no reason given";
-	core_node_set_state(n, st);
-	core_node_set_reason(n, reason);
-	if (!was_participant || (j->state != CORE_JOB_RUNNING &&
-	    j->state != CORE_JOB_CLOSING && j->state != CORE_JOB_WAITING))
-		return;
-	textf(gone, sizeof(gone), "node %.*s (node %llu) %s (%.*s)",
-	    (int)utf8_prefix(n->hostname, 64), n->hostname,
-	    (unsigned long long)n->node_id, st == CORE_NODE_LOST ?
-	    "was lost" : st == CORE_NODE_EVICTED ? "was evicted" : "left",
-	    (int)utf8_prefix(reason, 140), reason);
-	if (j->state != CORE_JOB_CLOSING && j->pend_gone[0] == '\0')
-		memcpy(j->pend_gone, gone, sizeof(gone));
-	if (st == CORE_NODE_LOST) {
-		/* A loss names the failure, even after a report. */
-		if (!j->pend_loss)
-			memcpy(j->pend_reason, gone, sizeof(gone));
-		/* In an open round a loss fails nothing; it only starts the
-		 * wait for a replacement (rule 13). */
-		j->pend_loss = true;
-		if (j->state != CORE_JOB_WAITING)
-			j->pend_failure = true;
-	} else if (j->state == CORE_JOB_RUNNING) {
-		if (!j->pend_failure && !j->pend_change)
-			memcpy(j->pend_reason, gone, sizeof(gone));
-		j->pend_change = true;
-	}
-}
-
 static int
 session_node(struct core *c, const char *identity,
     const uint8_t *session_id, const char *what, struct core_node **np,

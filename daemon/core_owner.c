@@ -67,17 +67,6 @@ core_owner_job_ended(struct core_job *j)
 	}
 }
 
-/* The job is reopened or removed: no longer one of the owner's ended. */
-void
-core_owner_job_unended(struct core_job *j)
-{
-	if (!j->in_owner_ended)
-		return;
-	TAILQ_REMOVE(&j->own->ended, j, owner_entry);
-	j->in_owner_ended = false;
-	j->own->n_ended--;
-}
-
 static int
 by_ended(const void *a, const void *b)
 {

@@ -559,3 +559,89 @@ core_node_set_gpus(struct core_node *n, const struct core_gpu *gpus,
 	}
 	return true;
 }
+
+/* ------------------------------------------------------------ removal */
+
+/* The node no longer answers to its join token (it ended, or went). */
+void
+core_node_forget_token(struct core_node *n)
+{
+	struct core	*c = n->job->core;
+
+	if (!n->has_token)
+		return;
+	hash_remove(&c->by_token, hash_bytes(n->join_token, CORE_TOKEN_LEN),
+	    n);
+	n->has_token = false;
+}
+
+/* Takes a node out of every index and list; it is freed with the turn. */
+void
+core_node_unlink(struct core_node *n)
+{
+	struct core	*c = n->job->core;
+
+	hash_remove(&c->by_node, hash_u64(n->node_id), n);
+	hash_remove(&c->by_session, hash_bytes(n->session_id,
+	    CORE_SESSION_LEN), n);
+	core_node_forget_token(n);
+	if (n->dirty) {
+		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
+		n->dirty = false;
+	}
+	core_msg_drop(c, n);
+	core_timer_clear(c, &n->lease);
+	n->removed = true;
+}
+
+/* The job is reopened or removed: no longer one of the owner's ended. */
+void
+core_owner_job_unended(struct core_job *j)
+{
+	if (!j->in_owner_ended)
+		return;
+	TAILQ_REMOVE(&j->own->ended, j, owner_entry);
+	j->in_owner_ended = false;
+	j->own->n_ended--;
+}
+
+/* Retention: the job goes from memory; the store deletes its rows. */
+void
+core_job_remove(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	size_t			 i, k;
+
+	hash_remove(&c->by_id, hash_bytes(j->rdzv_id, strlen(j->rdzv_id)), j);
+	core_owner_job_unended(j);
+	TAILQ_REMOVE(&c->jobs, j, entry);
+	c->n_jobs--;
+	TAILQ_FOREACH(n, &j->nodes, entry)
+		core_node_unlink(n);
+	if (j->dirty)
+		TAILQ_REMOVE(&c->dirty_jobs, j, dirty_entry);
+	if (j->changed)
+		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
+	if (j->settling)
+		TAILQ_REMOVE(&c->settle, j, settle_entry);
+	j->dirty = j->changed = j->settling = false;
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	core_timer_clear(c, &j->retention);
+	core_timer_clear(c, &j->progress_timer);
+	for (i = k = 0; i < c->n_new_events; i++) {
+		if (c->new_events[i].job != j)
+			c->new_events[k++] = c->new_events[i];
+	}
+	c->n_new_events = k;
+	for (i = k = 0; i < c->n_new_rounds; i++) {
+		if (c->new_rounds[i].job != j)
+			c->new_rounds[k++] = c->new_rounds[i];
+		else
+			free(c->new_rounds[i].members);
+	}
+	c->n_new_rounds = k;
+	j->removed = true;
+	TAILQ_INSERT_TAIL(&c->removed_jobs, j, entry);
+}

@@ -1,0 +1,409 @@
+/*
+ * Join (SPEC §4 rules 1, 3 and 12): a new node's place in its job, the job
+ * created or reopened on the way, a retried join answered with the node
+ * its first attempt made, and the checks a join must pass first (settings,
+ * ownership, the owner's room, the host's state).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORE_INTERNAL
+#include "core.h"
+#include "text.h"
+#include "grpc.h"
+
+#define ANON	"anonymous"
+
+static int
+match_token(const void *item, const void *key)
+{
+	return memcmp(((const struct core_node *)item)->join_token, key,
+	    CORE_TOKEN_LEN) == 0;
+}
+
+/*
+ * A join re-sent by an agent that gave up waiting for the first answer
+ * (a slow commit held rdzvd past its keepalive): the node its first
+ * attempt made, while that node still has a place in the same job of the
+ * same owner; else NULL, and the join makes a new node.
+ */
+static struct core_node *
+join_retry_node(struct core *c, const struct core_join *req,
+    const char *identity)
+{
+	struct core_node	*n;
+
+	if (!req->has_token)
+		return NULL;
+	n = hash_find(&c->by_token, hash_bytes(req->join_token,
+	    CORE_TOKEN_LEN), match_token, req->join_token);
+	if (n == NULL)
+		return NULL;
+	if (strcmp(n->job->rdzv_id, req->rdzv_id) != 0 ||
+	    strcmp(n->job->owner, identity) != 0 || !core_node_live(n) ||
+	    core_job_ended(n->job)) {
+		core_node_forget_token(n);
+		return NULL;
+	}
+	return n;
+}
+
+/* The retried join gets the node as if it had resumed with no workers. */
+static void
+join_retry_answer(struct core_node *n, struct core_now now)
+{
+	struct core	*c = n->job->core;
+
+	n->connected = true;
+	n->last_seen_ms = now.wall_ms;
+	core_timer_clear(c, &n->lease);
+	core_msg_drop(c, n);
+	core_job_changed(n->job);
+	core_event_add(n->job, "join", "node %s (node %llu): its join was "
+	    "sent again (the first answer came too late for it); it keeps "
+	    "its place as %s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state));
+	core_queue_accepted(n, false);
+	core_tell_current(n, true);
+}
+
+/*
+ * Rule 12: a failed job is reopened by a new join, and any ended or ending
+ * job by a join of a later attempt (a scheduler requeue). The generation
+ * keeps counting; the old attempt's nodes go.
+ */
+static void
+job_reopen(struct core_job *j, uint32_t attempt)
+{
+	const char		*after = j->state == CORE_JOB_FAILED ?
+				    "the failure" : "a requeue";
+	struct core		*c = j->core;
+	struct core_node	*n;
+
+	core_round_clear(j);
+	core_owner_job_unended(j);
+	while ((n = TAILQ_FIRST(&j->nodes)) != NULL) {
+		TAILQ_REMOVE(&j->nodes, n, entry);
+		core_node_unlink(n);
+		TAILQ_INSERT_TAIL(&c->removed_nodes, n, entry);
+	}
+	TAILQ_INIT(&j->ended);
+	j->n_nodes = 0;
+	memset(j->n_state, 0, sizeof(j->n_state));
+	core_timer_clear(c, &j->retention);
+	core_timer_clear(c, &j->last_call);
+	core_timer_clear(c, &j->join_deadline);
+	j->rejoin_lost[0] = '\0';
+	j->attempt = attempt > j->attempt ? attempt : j->attempt + 1;
+	j->restart_count = 0;
+	j->state = CORE_JOB_WAITING;
+	j->ended_ms = 0;
+	textf(j->reason, sizeof(j->reason), "attempt %u: round %llu is "
+	    "open", j->attempt, (unsigned long long)j->generation + 1);
+	core_event_add(j, "reopened", "attempt %u starts after %s; "
+	    "generations continue after %llu", j->attempt, after,
+	    (unsigned long long)j->generation);
+}
+
+/*
+ * An elastic job that runs for weeks sees nodes come and go: beyond
+ * max_nodes_per_job ended nodes, the oldest are dropped (the store deletes
+ * them; the events keep their story). Nodes of the round stay.
+ */
+static void
+job_prune(struct core_job *j)
+{
+	struct core		*c = j->core;
+	struct core_node	*n;
+	uint32_t		 live;
+
+	for (;;) {
+		live = j->n_state[CORE_NODE_PARTICIPANT] +
+		    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+		if (j->n_nodes - live <= c->cfg.max_nodes_per_job ||
+		    (n = TAILQ_FIRST(&j->ended)) == NULL || n->group_rank >= 0)
+			return;
+		TAILQ_REMOVE(&j->ended, n, ended_entry);
+		n->in_ended = false;
+		TAILQ_REMOVE(&j->nodes, n, entry);
+		j->n_nodes--;
+		j->n_state[n->state]--;
+		core_node_unlink(n);
+		TAILQ_INSERT_TAIL(&c->removed_nodes, n, entry);
+	}
+}
+
+static void
+settings_fill(struct core_settings *s, const struct core_settings *d)
+{
+	if (s->min_nodes == 0 && s->max_nodes == 0) {
+		s->min_nodes = d->min_nodes;
+		s->max_nodes = d->max_nodes;
+	}
+#define FILL(f) do { if (s->f == 0) s->f = d->f; } while (0)
+	FILL(last_call_timeout_ms);
+	FILL(join_timeout_ms);
+	FILL(lease_ttl_ms);
+	FILL(reconnect_grace_ms);
+	FILL(hang_timeout_ms);
+#undef FILL
+	if (s->max_restarts == 0)
+		s->max_restarts = d->max_restarts;
+	/* Rule 13: by default a lost node may be replaced for as long as a
+	 * missing one may join. */
+	if (!s->has_rejoin_timeout) {
+		s->has_rejoin_timeout = true;
+		s->rejoin_timeout_ms = s->join_timeout_ms;
+	}
+}
+
+static int
+join_validate(const struct core *c, const struct core_join *req,
+    struct core_settings *s, char *err, size_t errlen)
+{
+	if (rdzv_id_check(req->rdzv_id, err, errlen) != 0)
+		return GRPC_INVALID_ARGUMENT;
+	if (req->nproc < 1 || req->nproc > CORE_NPROC_MAX) {
+		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
+		    "(--nproc-per-node)", req->rdzv_id, CORE_NPROC_MAX,
+		    req->nproc);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if ((req->hostname != NULL && strlen(req->hostname) > CORE_STR_MAX) ||
+	    (req->advertise_addr != NULL &&
+	    strlen(req->advertise_addr) > CORE_STR_MAX)) {
+		textf(err, errlen, "job %s: hostname and advertise address "
+		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	/* Workers get it as MASTER_PORT: a port no socket can have is
+	 * refused here rather than handed to every node of the round. */
+	if (req->master_port > 65535) {
+		textf(err, errlen, "job %s: master_port %u is not a TCP port "
+		    "(1 to 65535)", req->rdzv_id, req->master_port);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	*s = req->settings;
+	if (s->min_nodes == 0)
+		s->min_nodes = s->max_nodes;
+	if (s->max_nodes == 0)
+		s->max_nodes = s->min_nodes;
+	if (s->min_nodes > s->max_nodes) {
+		textf(err, errlen, "job %s: min_nodes %u is more than "
+		    "max_nodes %u (--nnodes %u:%u)", req->rdzv_id,
+		    s->min_nodes, s->max_nodes, s->min_nodes, s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->max_nodes > c->cfg.max_nodes_per_job) {
+		textf(err, errlen, "job %s: max_nodes %u is over the limit "
+		    "of %u nodes per job", req->rdzv_id, s->max_nodes,
+		    c->cfg.max_nodes_per_job);
+		return GRPC_RESOURCE_EXHAUSTED;
+	}
+	/* A join timeout keeps a job that may never form: it is bounded, or
+	 * one client could hold jobs for weeks. */
+	if (s->join_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->join_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: join timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--join-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->has_rejoin_timeout &&
+	    s->rejoin_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->rejoin_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: rejoin timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--rejoin-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->hang_timeout_ms > c->cfg.max_join_timeout_ms) {
+		char t[32], max[32];
+		core_fmt_secs(t, sizeof(t), s->hang_timeout_ms);
+		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+		textf(err, errlen, "job %s: hang timeout %s is over this "
+		    "rdzvd's limit of %s (max-join-timeout); ask for less "
+		    "(--hang-timeout)", req->rdzv_id, t, max);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	return 0;
+}
+
+/* A new job counts against its owner's jobs that have not ended. */
+static int
+owner_has_room(const struct core *c, const char *identity, char *err,
+    size_t errlen)
+{
+	const struct core_job	*j;
+	uint32_t		 n = 0;
+
+	TAILQ_FOREACH(j, &c->jobs, entry)
+		if (!core_job_ended(j) && strcmp(j->owner, identity) == 0)
+			n++;
+	if (n < c->cfg.max_jobs_per_owner)
+		return 0;
+	textf(err, errlen, "%s has %u jobs that have not ended, the limit "
+	    "per identity (max-jobs-per-identity); close some (rdzvctl "
+	    "close) or let them end", identity, n);
+	return GRPC_RESOURCE_EXHAUSTED;
+}
+
+/* A join of a later run of the job than the one that ended or is ending:
+ * the scheduler requeued it (rule 12). */
+static bool
+requeued(const struct core_job *j, uint32_t attempt)
+{
+	return attempt > j->attempt && (j->state == CORE_JOB_CLOSED ||
+	    j->state == CORE_JOB_CLOSING);
+}
+
+/* The checks a join into an existing job must pass (SPEC §3, §11, §12). */
+static int
+join_existing(const struct core *c, const struct core_job *j,
+    const char *identity, const struct core_settings *s, uint32_t attempt,
+    char *err, size_t errlen)
+{
+	char	t[64];
+	int	rc;
+	uint32_t live;
+
+	if ((rc = core_owner_check(j, identity, "join", err, errlen)) != 0)
+		return rc;
+	/* A later run of the job reopens it instead (core_join). */
+	if (j->state == CORE_JOB_CLOSED && !requeued(j, attempt)) {
+		core_fmt_wall(t, sizeof(t), j->ended_ms);
+		textf(err, errlen, "job %s closed at %s; use a new --id",
+		    j->rdzv_id, t);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (j->state == CORE_JOB_CLOSING && !requeued(j, attempt)) {
+		textf(err, errlen, "job %s is closing (%s) and takes no "
+		    "new nodes; use a new --id", j->rdzv_id, j->reason);
+		return GRPC_FAILED_PRECONDITION;
+	}
+	if (s->min_nodes != 0 && s->min_nodes != j->settings.min_nodes) {
+		textf(err, errlen, "job %s: min_nodes is %u but this node "
+		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
+		    j->settings.min_nodes, s->min_nodes, s->min_nodes,
+		    s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	if (s->max_nodes != 0 && s->max_nodes != j->settings.max_nodes) {
+		textf(err, errlen, "job %s: max_nodes is %u but this node "
+		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
+		    j->settings.max_nodes, s->max_nodes, s->min_nodes,
+		    s->max_nodes);
+		return GRPC_INVALID_ARGUMENT;
+	}
+	live = j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
+	if (j->state != CORE_JOB_FAILED && live >= c->cfg.max_nodes_per_job) {
+		textf(err, errlen, "job %s has %u nodes, the limit per job",
+		    j->rdzv_id, live);
+		return GRPC_RESOURCE_EXHAUSTED;
+	}
+	return 0;
+}
+
+int
+core_join(struct core *c, struct core_now now, const struct core_join *req,
+    struct core_node **nodep, char *err, size_t errlen)
+{
+	const char		*identity;
+	struct core_settings	 s;
+	struct core_job		*j;
+	struct core_node	*n;
+	enum core_node_state	 st;
+	size_t			 host_from;
+	int			 rc;
+
+	core_set_now(c, now);
+	identity = req->identity != NULL ? req->identity : ANON;
+	if ((rc = join_validate(c, req, &s, err, errlen)) != 0)
+		return rc;
+	/* A retry of a join that made its node already: the host was
+	 * checked then. */
+	if ((n = join_retry_node(c, req, identity)) != NULL) {
+		join_retry_answer(n, now);
+		if (nodep != NULL)
+			*nodep = n;
+		return 0;
+	}
+	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0)
+		return rc;
+	j = core_job_find(c, req->rdzv_id);
+	if (j != NULL &&
+	    (rc = join_existing(c, j, identity, &s, req->attempt, err,
+	    errlen)) != 0)
+		return rc;
+	if (j == NULL && (rc = owner_has_room(c, identity, err, errlen)) != 0)
+		return rc;
+	if (core_node_by_session(c, req->session_id) != NULL) {
+		textf(err, errlen, "job %s: session id collision; retry",
+		    req->rdzv_id);
+		return GRPC_INTERNAL;
+	}
+
+	if (j == NULL) {
+		j = core_job_new(c, req->rdzv_id, identity);
+		settings_fill(&s, &c->cfg.defaults);
+		j->settings = s;
+		j->created_ms = now.wall_ms;
+		textf(j->reason, sizeof(j->reason), "round 1 is open");
+		core_event_add(j, "created", "created by %s: nodes %u:%u, "
+		    "max_restarts %u", identity, s.min_nodes, s.max_nodes,
+		    s.max_restarts);
+	} else if (j->state == CORE_JOB_FAILED || requeued(j, req->attempt))
+		job_reopen(j, req->attempt);
+
+	/* Rule 1 and rule 3: an open round takes it in; else wait or spare. */
+	if (j->state == CORE_JOB_WAITING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] < j->settings.max_nodes)
+		st = CORE_NODE_PARTICIPANT;
+	else if (j->state == CORE_JOB_RUNNING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] < j->settings.max_nodes)
+		st = CORE_NODE_WAITING;
+	else
+		st = CORE_NODE_SPARE;
+	n = core_node_new(j, c->next_node_id, req->session_id, req->hostname,
+	    req->advertise_addr);
+	core_node_set_state(n, st);
+	n->master_port = req->master_port;
+	n->nproc = req->nproc;
+	n->has_rank_hint = req->has_rank_hint;
+	n->rank_hint = req->has_rank_hint ? req->rank_hint : 0;
+	n->arrival = c->next_arrival++;
+	n->joined_ms = n->last_seen_ms = now.wall_ms;
+	n->connected = true;
+	if (req->has_token) {
+		n->has_token = true;
+		memcpy(n->join_token, req->join_token, CORE_TOKEN_LEN);
+		if (hash_insert(&c->by_token, hash_bytes(n->join_token,
+		    CORE_TOKEN_LEN), n) != 0)
+			abort();
+	}
+	n->gpus_healthy = req->gpus_healthy;
+	n->gpus_total = req->gpus_total;
+	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);
+	core_node_dirty(n);
+	core_event_add(j, "join", "node %s (node %llu) joined as %s: nproc "
+	    "%u%s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state), n->nproc,
+	    n->has_rank_hint ? "" : ", no rank hint");
+
+	core_host_changed(c, host_from, j);
+
+	core_queue_accepted(n, false);
+	core_settle(j);
+	core_tell_current(n, false);
+	job_prune(j);
+	if (nodep != NULL)
+		*nodep = n;
+	return 0;
+}
