@@ -101,7 +101,7 @@ step_end(struct check *c, CUresult rc)
 
 	if (rc == CUDA_SUCCESS)
 		return (step_done(c, NULL));
-	cuda_error_name(c->api, rc, why, sizeof why);
+	gpucheck_cuda_error_name(c->api, rc, why, sizeof why);
 	return (step_done(c, why));
 }
 
@@ -359,7 +359,7 @@ gpucheck_device_progress(int device, size_t bytes, struct gpucheck_result *out,
 		bytes = GPUCHECK_DEFAULT_BYTES;
 
 	step_begin(&c, "libcuda");
-	c.api = cuda_load(err, sizeof err);
+	c.api = gpucheck_cuda_load(err, sizeof err);
 	if (c.api == NULL)
 		return (step_done(&c, err));
 	step_done(&c, NULL);
@@ -388,7 +388,7 @@ gpucheck_count(int *count, char *err, size_t errlen)
 	char			 name[64];
 
 	*count = 0;
-	if ((api = cuda_load(err, errlen)) == NULL)
+	if ((api = gpucheck_cuda_load(err, errlen)) == NULL)
 		return (-1);
 	/* A machine without GPUs is not an error: the node has none. */
 	rc = api->Init(0);
@@ -401,7 +401,7 @@ gpucheck_count(int *count, char *err, size_t errlen)
 	if (rc == CUDA_SUCCESS)
 		return (0);
 	*count = 0;
-	cuda_error_name(api, rc, name, sizeof name);
+	gpucheck_cuda_error_name(api, rc, name, sizeof name);
 	snprintf(err, errlen, "libcuda: %s: %s", call, name);
 	return (-1);
 }

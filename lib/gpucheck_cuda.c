@@ -52,7 +52,7 @@ static struct cuda_api	 cuda;
 static int		 cuda_loaded;
 
 const struct cuda_api *
-cuda_load(char *err, size_t errlen)
+gpucheck_cuda_load(char *err, size_t errlen)
 {
 	const char	*path;
 	void		*h, *f;
@@ -90,7 +90,7 @@ cuda_load(char *err, size_t errlen)
 }
 
 void
-cuda_error_name(const struct cuda_api *api, CUresult rc, char *buf,
+gpucheck_cuda_error_name(const struct cuda_api *api, CUresult rc, char *buf,
     size_t len)
 {
 	const char	*name = NULL;

@@ -64,11 +64,12 @@ struct cuda_api {
  * libcuda, the file and the cause in |err|. A failed load is retried on the
  * next call.
  */
-const struct cuda_api *cuda_load(char *err, size_t errlen);
+const struct cuda_api *gpucheck_cuda_load(char *err, size_t errlen);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY", or "CUresult 1234" when the driver does not
  * know the code. */
-void	cuda_error_name(const struct cuda_api *, CUresult, char *, size_t);
+void	gpucheck_cuda_error_name(const struct cuda_api *, CUresult, char *,
+	    size_t);
 
 /* gpucheck_kernel.c, generated from gpucheck_kernel.ptx */
 extern const char gpucheck_kernel_ptx[];

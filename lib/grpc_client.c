@@ -23,7 +23,7 @@ static void	call_free(struct grpc_ccall *);
 static void	call_timer_cb(evutil_socket_t, short, void *);
 
 void
-cli_enter(struct grpc_client *cli)
+gcli_enter(struct grpc_client *cli)
 {
 	cli->busy++;
 }
@@ -35,7 +35,7 @@ cli_destroy(struct grpc_client *cli)
 
 	while ((conn = TAILQ_FIRST(&cli->conns)) != NULL) {
 		TAILQ_REMOVE(&cli->conns, conn, entry);
-		conn_free(conn);
+		gcli_conn_free(conn);
 	}
 	if (cli->flush_ev != NULL)
 		event_free(cli->flush_ev);
@@ -53,7 +53,7 @@ cli_flush(struct grpc_client *cli)
 	for (int pass = 0; pass < 64 && !cli->dead; pass++) {
 		unsigned int gen = cli->cb_gen;
 		TAILQ_FOREACH(conn, &cli->conns, entry) {
-			conn_flush(conn);
+			gcli_conn_flush(conn);
 			if (cli->cb_gen != gen)
 				break;
 		}
@@ -68,7 +68,7 @@ cli_flush(struct grpc_client *cli)
  * caller must not touch |cli| after.
  */
 void
-cli_leave(struct grpc_client *cli)
+gcli_leave(struct grpc_client *cli)
 {
 	struct grpc_ccall *cc;
 	struct cconn *conn;
@@ -89,7 +89,7 @@ cli_leave(struct grpc_client *cli)
 	}
 	while ((conn = TAILQ_FIRST(&cli->dead_conns)) != NULL) {
 		TAILQ_REMOVE(&cli->dead_conns, conn, entry);
-		conn_free(conn);
+		gcli_conn_free(conn);
 	}
 	if (cli->dead)
 		cli_destroy(cli);
@@ -101,8 +101,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct grpc_client *cli = arg;
 
-	cli_enter(cli);
-	cli_leave(cli);
+	gcli_enter(cli);
+	gcli_leave(cli);
 }
 
 struct grpc_client *
@@ -166,7 +166,7 @@ grpc_client_free(struct grpc_client *cli)
 
 	if (cli == NULL || cli->dead)
 		return;
-	cli_enter(cli);
+	gcli_enter(cli);
 	cli->dead = 1;
 	cli->conn = NULL;
 	for (;;) {
@@ -177,11 +177,11 @@ grpc_client_free(struct grpc_client *cli)
 		}
 		if (cc == NULL)
 			break;
-		call_complete(cc, GRPC_CANCELLED, "the client was closed");
+		gcli_call_complete(cc, GRPC_CANCELLED, "the client was closed");
 	}
 	while ((conn = TAILQ_FIRST(&cli->conns)) != NULL)
-		conn_close(conn, -ECANCELED, NULL);
-	cli_leave(cli);
+		gcli_conn_close(conn, -ECANCELED, NULL);
+	gcli_leave(cli);
 }
 
 const char *
@@ -190,7 +190,7 @@ grpc_client_local_addr(const struct grpc_client *cli)
 	if (cli == NULL || cli->conn == NULL ||
 	    cli->conn->state != CCONN_READY)
 		return NULL;
-	return conn_local(cli->conn);
+	return gcli_conn_local(cli->conn);
 }
 
 int
@@ -253,9 +253,9 @@ call_start(struct grpc_client *cli, const char *path,
 		cc->fail_later = 1;
 	}
 
-	cli_enter(cli);
-	if (cli->conn == NULL && (cli->conn = conn_new(cli)) == NULL) {
-		cli_leave(cli);
+	gcli_enter(cli);
+	if (cli->conn == NULL && (cli->conn = gcli_conn_new(cli)) == NULL) {
+		gcli_leave(cli);
 		call_free(cc);
 		errno = ENOMEM;
 		return NULL;
@@ -269,23 +269,23 @@ call_start(struct grpc_client *cli, const char *path,
 		evtimer_add(cc->deadline, &tv);
 	}
 	if (cc->fail_later)
-		call_fail_later(cc);
+		gcli_call_fail_later(cc);
 	else if (cc->conn->state == CCONN_READY &&
-	    conn_submit(cc->conn, cc) != 0) {
+	    gcli_conn_submit(cc->conn, cc) != 0) {
 		/* This connection cannot take more streams: the call fails
 		 * from the loop, the next call connects anew. */
 		cli->conn = NULL;
 		cc->conn->goaway = 1;
-		call_fail_later(cc);
+		gcli_call_fail_later(cc);
 	}
 	/* Sending here could fail, close the connection and end this call
 	 * before the caller has it: when this is the outermost frame, the
 	 * request goes out now only where that cannot happen, and the loop
 	 * sends the rest (lib/grpc.h). */
 	if (cli->busy == 1 && (cc->conn != cli->conn ||
-	    conn_send_early(cc->conn) != 0))
+	    gcli_conn_send_early(cc->conn) != 0))
 		cli->flush_later = 1;
-	cli_leave(cli);
+	gcli_leave(cli);
 	return cc;
 }
 
@@ -313,9 +313,9 @@ grpc_ccall_cancel(struct grpc_ccall *cc)
 	if (cc == NULL || cc->finished)
 		return;
 	struct grpc_client *cli = cc->cli;
-	cli_enter(cli);
-	call_complete(cc, GRPC_CANCELLED, "cancelled by the client");
-	cli_leave(cli);
+	gcli_enter(cli);
+	gcli_call_complete(cc, GRPC_CANCELLED, "cancelled by the client");
+	gcli_leave(cli);
 }
 
 static void
@@ -342,10 +342,10 @@ call_free(struct grpc_ccall *cc)
 /*
  * Ends a call: stops its timer, resets its stream when the stream is still
  * open on our side, and runs done. The call stays allocated until the
- * outermost cli_leave, so done may cancel it again or free the client.
+ * outermost gcli_leave, so done may cancel it again or free the client.
  */
 void
-call_complete(struct grpc_ccall *cc, int status, const char *fmt, ...)
+gcli_call_complete(struct grpc_ccall *cc, int status, const char *fmt, ...)
 {
 	struct cconn *conn = cc->conn;
 	char *msg = NULL;
@@ -385,23 +385,24 @@ call_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct grpc_ccall *cc = arg;
 	struct grpc_client *cli = cc->cli;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (cc->finish_later)
-		call_finish_stream(cc, cc->close_code);
+		gcli_call_finish_stream(cc, cc->close_code);
 	else if (cc->fail_later && cc->fail_status != 0)
-		call_complete(cc, cc->fail_status, "%s", cc->fail_msg != NULL ?
+		gcli_call_complete(cc, cc->fail_status, "%s",
+		    cc->fail_msg != NULL ?
 		    cc->fail_msg : "no credential for the call");
 	else if (cc->fail_later)
-		call_complete(cc, GRPC_UNAVAILABLE,
+		gcli_call_complete(cc, GRPC_UNAVAILABLE,
 		    "%s: the connection cannot take new calls", cli->peer);
 	else
-		call_complete(cc, GRPC_DEADLINE_EXCEEDED,
+		gcli_call_complete(cc, GRPC_DEADLINE_EXCEEDED,
 		    "deadline of %u ms exceeded", cc->timeout_ms);
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 void
-call_fail_later(struct grpc_ccall *cc)
+gcli_call_fail_later(struct grpc_ccall *cc)
 {
 	struct timeval tv = { 0, 0 };
 	cc->fail_later = 1;
@@ -409,7 +410,7 @@ call_fail_later(struct grpc_ccall *cc)
 }
 
 struct grpc_ccall *
-call_find(struct cconn *conn, int32_t stream_id)
+gcli_call_find(struct cconn *conn, int32_t stream_id)
 {
 	struct grpc_ccall *cc;
 
@@ -424,7 +425,7 @@ call_find(struct cconn *conn, int32_t stream_id)
 
 /* Records the headers that decide how a call ends. */
 void
-call_header(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
+gcli_call_header(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
     const uint8_t *value, size_t valuelen)
 {
 	char buf[16];
@@ -469,7 +470,7 @@ call_header(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
  * does not fit is dropped, as the call's outcome does not depend on it.
  */
 void
-call_trailer(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
+gcli_call_trailer(struct grpc_ccall *cc, const uint8_t *name, size_t namelen,
     const uint8_t *value, size_t valuelen)
 {
 	struct ccall_trailer *t;
@@ -558,37 +559,37 @@ h2_error_to_grpc(uint32_t code)
  * proper gRPC one, else from the HTTP status or the reset code.
  */
 void
-call_finish_stream(struct grpc_ccall *cc, uint32_t code)
+gcli_call_finish_stream(struct grpc_ccall *cc, uint32_t code)
 {
 	const char *peer = cc->cli->peer;
 
 	if (cc->finished)
 		return;
 	if (cc->http_status != 0 && cc->http_status != 200) {
-		call_complete(cc, http_to_grpc(cc->http_status),
+		gcli_call_complete(cc, http_to_grpc(cc->http_status),
 		    "%s: server answered with HTTP status %d", peer,
 		    cc->http_status);
 	} else if (cc->grpc_status < 0 && code != NGHTTP2_NO_ERROR) {
-		call_complete(cc, h2_error_to_grpc(code),
+		gcli_call_complete(cc, h2_error_to_grpc(code),
 		    "%s: stream reset by the server: %s", peer,
 		    nghttp2_http2_strerror(code));
 	} else if (cc->http_status == 0) {
-		call_complete(cc, GRPC_INTERNAL,
+		gcli_call_complete(cc, GRPC_INTERNAL,
 		    "%s: stream ended without a response", peer);
 	} else if (cc->content_type < 0) {
-		call_complete(cc, GRPC_UNKNOWN,
+		gcli_call_complete(cc, GRPC_UNKNOWN,
 		    "%s: response is not application/grpc", peer);
 	} else if (cc->grpc_status < 0) {
-		call_complete(cc, GRPC_UNKNOWN,
+		gcli_call_complete(cc, GRPC_UNKNOWN,
 		    "%s: response has no grpc-status", peer);
 	} else if (grpc_reader_partial(&cc->reader) && cc->grpc_status ==
 	    GRPC_OK) {
-		call_complete(cc, GRPC_INTERNAL,
+		gcli_call_complete(cc, GRPC_INTERNAL,
 		    "%s: stream ended inside a message", peer);
 	} else if (cc->grpc_status == GRPC_OK) {
-		call_complete(cc, GRPC_OK, NULL);
+		gcli_call_complete(cc, GRPC_OK, NULL);
 	} else {
-		call_complete(cc, cc->grpc_status, "%s",
+		gcli_call_complete(cc, cc->grpc_status, "%s",
 		    cc->grpc_message != NULL ? cc->grpc_message : "");
 	}
 }
@@ -604,14 +605,15 @@ on_message(void *arg, const uint8_t *data, size_t len)
 
 	m = protobuf_c_message_unpack(cc->reply, NULL, len, data);
 	if (m == NULL) {
-		call_complete(cc, GRPC_INTERNAL,
+		gcli_call_complete(cc, GRPC_INTERNAL,
 		    "%s: cannot decode the reply as %s", cc->cli->peer,
 		    cc->reply->name);
 		return 1;
 	}
 	if (pb_utf8_check(m, path, sizeof(path)) != 0) {
 		protobuf_c_message_free_unpacked(m, NULL);
-		call_complete(cc, GRPC_INTERNAL, "%s: the reply's %s.%s is not "
+		gcli_call_complete(cc, GRPC_INTERNAL,
+		    "%s: the reply's %s.%s is not "
 		    "valid UTF-8", cc->cli->peer, cc->reply->short_name, path);
 		return 1;
 	}
@@ -629,7 +631,7 @@ on_message(void *arg, const uint8_t *data, size_t len)
 
 /* DATA for a call. Returns non-zero when the call ended. */
 int
-call_feed(struct grpc_ccall *cc, const uint8_t *data, size_t len)
+gcli_call_feed(struct grpc_ccall *cc, const uint8_t *data, size_t len)
 {
 	if (cc->http_status != 200 || cc->content_type < 0)
 		return 0;	/* decided by the HTTP status at the end */
@@ -637,15 +639,15 @@ call_feed(struct grpc_ccall *cc, const uint8_t *data, size_t len)
 	if (rc == 0 || rc == 1)
 		return rc;
 	if (rc == -EMSGSIZE)
-		call_complete(cc, GRPC_RESOURCE_EXHAUSTED,
+		gcli_call_complete(cc, GRPC_RESOURCE_EXHAUSTED,
 		    "%s: reply larger than the limit of %zu bytes",
 		    cc->cli->peer, cc->cli->opts.max_message);
 	else if (rc == -RDZV_ECOMPRESSED)
-		call_complete(cc, GRPC_INTERNAL,
+		gcli_call_complete(cc, GRPC_INTERNAL,
 		    "%s: compressed reply, but no compression was offered",
 		    cc->cli->peer);
 	else
-		call_complete(cc, GRPC_RESOURCE_EXHAUSTED,
+		gcli_call_complete(cc, GRPC_RESOURCE_EXHAUSTED,
 		    "%s: out of memory for the reply", cc->cli->peer);
 	return 1;
 }

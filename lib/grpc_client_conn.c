@@ -1,7 +1,7 @@
 /*
  * One HTTP/2 connection of the gRPC client once its socket is up: the
  * nghttp2 client session, requests, replies, keepalive PINGs and GOAWAY.
- * Every way a connection ends goes through conn_close(), which completes
+ * Every way a connection ends goes through gcli_conn_close(), which completes
  * its calls with UNAVAILABLE and tells the owner. Getting the socket (name
  * resolution, connect, TLS) is grpc_client_connect.c.
  *
@@ -33,7 +33,7 @@
 #define FLUSH_ROUNDS		4
 
 void
-conn_free(struct cconn *conn)
+gcli_conn_free(struct cconn *conn)
 {
 	if (conn == NULL)
 		return;
@@ -66,11 +66,11 @@ conn_free(struct cconn *conn)
 
 /*
  * The one way a connection ends. Its memory stays until the outermost
- * cli_leave; here it only stops, fails its calls and tells the owner (not
+ * gcli_leave; here it only stops, fails its calls and tells the owner (not
  * when the client itself is being freed).
  */
 void
-conn_close(struct cconn *conn, int err, const char *fmt, ...)
+gcli_conn_close(struct cconn *conn, int err, const char *fmt, ...)
 {
 	struct grpc_client *cli = conn->cli;
 	struct grpc_ccall *cc;
@@ -111,7 +111,7 @@ conn_close(struct cconn *conn, int err, const char *fmt, ...)
 
 	cli->cb_gen++;
 	while ((cc = TAILQ_FIRST(&conn->calls)) != NULL)
-		call_complete(cc, GRPC_UNAVAILABLE, "%s",
+		gcli_call_complete(cc, GRPC_UNAVAILABLE, "%s",
 		    msg != NULL ? msg : "connection closed");
 	if (!cli->dead && cli->on_closed != NULL)
 		cli->on_closed(cli, err, msg != NULL ? msg :
@@ -143,12 +143,12 @@ send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
 /* The request body: the framed request messages queued, then END_STREAM
  * once the request side is closed (at once for a unary or server-streaming
  * call). A stream call with nothing queued waits for grpc_ccall_send
- * (call_resume). A call that ended is about to be reset: wait for that. */
+ * (gcli_call_resume). A call that ended is about to be reset: wait for that. */
 static ssize_t
 data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
     size_t len, uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
-	struct grpc_ccall *cc = call_find(arg, stream_id);
+	struct grpc_ccall *cc = gcli_call_find(arg, stream_id);
 
 	if (cc == NULL)
 		return NGHTTP2_ERR_DEFERRED;
@@ -177,12 +177,12 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame,
 	if (conn->state != CCONN_READY)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (frame->hd.type == NGHTTP2_HEADERS &&
-	    (cc = call_find(conn, frame->hd.stream_id)) != NULL) {
-		call_header(cc, name, namelen, value, valuelen);
+	    (cc = gcli_call_find(conn, frame->hd.stream_id)) != NULL) {
+		gcli_call_header(cc, name, namelen, value, valuelen);
 		/* The block that ends the stream holds the trailers (or is
 		 * a trailers-only response). */
 		if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-			call_trailer(cc, name, namelen, value, valuelen);
+			gcli_call_trailer(cc, name, namelen, value, valuelen);
 	}
 	return 0;
 }
@@ -210,7 +210,7 @@ conn_goaway(struct cconn *conn, int32_t last, uint32_t code)
 		if (cc == NULL)
 			break;
 		cc->stream_closed = 1;	/* nghttp2 closes it */
-		call_complete(cc, GRPC_UNAVAILABLE,
+		gcli_call_complete(cc, GRPC_UNAVAILABLE,
 		    "%s: the server is going away (GOAWAY %s)", cli->peer,
 		    nghttp2_http2_strerror(code));
 	}
@@ -228,8 +228,8 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:
 		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-		    (cc = call_find(conn, frame->hd.stream_id)) != NULL)
-			call_finish_stream(cc, NGHTTP2_NO_ERROR);
+		    (cc = gcli_call_find(conn, frame->hd.stream_id)) != NULL)
+			gcli_call_finish_stream(cc, NGHTTP2_NO_ERROR);
 		break;
 	case NGHTTP2_PING:
 		if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
@@ -255,8 +255,8 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 
 	if (conn->state != CCONN_READY)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	if ((cc = call_find(conn, stream_id)) != NULL)
-		call_feed(cc, data, len);
+	if ((cc = gcli_call_find(conn, stream_id)) != NULL)
+		gcli_call_feed(cc, data, len);
 	return 0;
 }
 
@@ -269,15 +269,15 @@ stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t code,
 
 	if (conn->state != CCONN_READY)
 		return 0;
-	if ((cc = call_find(conn, stream_id)) != NULL) {
+	if ((cc = gcli_call_find(conn, stream_id)) != NULL) {
 		cc->stream_closed = 1;
 		if (conn->early) {
 			/* Inside grpc_client_call: end it from the loop. */
 			cc->finish_later = 1;
 			cc->close_code = code;
-			call_fail_later(cc);
+			gcli_call_fail_later(cc);
 		} else
-			call_finish_stream(cc, code);
+			gcli_call_finish_stream(cc, code);
 	}
 	return 0;
 }
@@ -292,15 +292,15 @@ not_send_cb(nghttp2_session *h2, const nghttp2_frame *frame, int err,
 	struct grpc_ccall *cc;
 
 	if (frame->hd.type == NGHTTP2_HEADERS &&
-	    (cc = call_find(conn, frame->hd.stream_id)) != NULL) {
+	    (cc = gcli_call_find(conn, frame->hd.stream_id)) != NULL) {
 		cc->stream_closed = 1;
-		call_fail_later(cc);
+		gcli_call_fail_later(cc);
 	}
 	return 0;
 }
 
 int
-conn_submit(struct cconn *conn, struct grpc_ccall *cc)
+gcli_conn_submit(struct cconn *conn, struct grpc_ccall *cc)
 {
 	struct grpc_client *cli = conn->cli;
 	char timeout[32];
@@ -354,7 +354,7 @@ conn_write(struct cconn *conn)
 	if (conn->write_errno != 0) {
 		errno = conn->write_errno;
 		snprintf(why, sizeof(why), "%s", strerror(errno));
-		conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
+		gcli_conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
 		return -1;
 	}
 	while (evbuffer_get_length(conn->out) > 0) {
@@ -369,7 +369,7 @@ conn_write(struct cconn *conn)
 			return 0;
 		}
 		snprintf(why, sizeof(why), "%s", strerror(errno));
-		conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
+		gcli_conn_close(conn, -errno, "%s: %s", conn->cli->peer, why);
 		return -1;
 	}
 	return 0;
@@ -380,14 +380,15 @@ conn_write(struct cconn *conn)
  * call returns (a node's Join leaves when it is made, not a loop turn
  * later), yet nothing ends inside the caller's call. It only hands
  * nghttp2's frames to the socket; whatever else happens is the loop's
- * conn_flush's to handle: an nghttp2 error, output the socket did not take,
- * a failed write (its errno kept in write_errno, so that conn_flush reports
- * it rather than the EPIPE of a second try), a stream closed meanwhile
- * (stream_close_cb ends its call from the loop while |early| is set).
+ * gcli_conn_flush's to handle: an nghttp2 error, output the socket did
+ * not take, a failed write (its errno kept in write_errno, so that
+ * gcli_conn_flush reports it rather than the EPIPE of a second try), a
+ * stream closed meanwhile (stream_close_cb ends its call from the loop
+ * while |early| is set).
  * 0 when everything went out, -1 when the loop must flush.
  */
 int
-conn_send_early(struct cconn *conn)
+gcli_conn_send_early(struct cconn *conn)
 {
 	int rv;
 
@@ -414,9 +415,9 @@ conn_send_early(struct cconn *conn)
 }
 
 /* Sends what nghttp2 has queued; closes a session that has ended and a
- * drained connection after GOAWAY. Only from the outermost cli_leave. */
+ * drained connection after GOAWAY. Only from the outermost gcli_leave. */
 void
-conn_flush(struct cconn *conn)
+gcli_conn_flush(struct cconn *conn)
 {
 	const char *peer = conn->cli->peer;
 	int rv = 0;
@@ -441,13 +442,14 @@ conn_flush(struct cconn *conn)
 	if (conn->state != CCONN_READY)
 		return;
 	if (rv != 0)
-		conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s", peer,
+		gcli_conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s", peer,
 		    nghttp2_strerror(rv));
 	else if (!nghttp2_session_want_read(conn->h2) &&
 	    !nghttp2_session_want_write(conn->h2))
-		conn_close(conn, -ESHUTDOWN, "%s: HTTP/2 session ended", peer);
+		gcli_conn_close(conn, -ESHUTDOWN, "%s: HTTP/2 session ended",
+		    peer);
 	else if (conn->goaway && TAILQ_EMPTY(&conn->calls))
-		conn_close(conn, -ESHUTDOWN, "%s: the server sent GOAWAY",
+		gcli_conn_close(conn, -ESHUTDOWN, "%s: the server sent GOAWAY",
 		    peer);
 }
 
@@ -459,7 +461,7 @@ ka_cb(evutil_socket_t fd, short what, void *arg)
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state == CCONN_READY && !conn->ping_outstanding &&
 	    nghttp2_submit_ping(conn->h2, NGHTTP2_FLAG_NONE, NULL) == 0) {
 		struct timeval tv = { cli->opts.keepalive_timeout_ms / 1000,
@@ -467,7 +469,7 @@ ka_cb(evutil_socket_t fd, short what, void *arg)
 		conn->ping_outstanding = 1;
 		evtimer_add(conn->ka_timeout, &tv);
 	}
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 static void
@@ -476,12 +478,12 @@ ka_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state == CCONN_READY)
-		conn_close(conn, -ETIMEDOUT,
+		gcli_conn_close(conn, -ETIMEDOUT,
 		    "%s: keepalive timeout: no PING ACK within %u ms",
 		    cli->peer, cli->opts.keepalive_timeout_ms);
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 /* --------------------------------------------------------- bufferevent */
@@ -489,14 +491,15 @@ ka_timeout_cb(evutil_socket_t fd, short what, void *arg)
 /* Feeds bytes read to nghttp2. Returns -1 when the connection is no longer
  * ready (closed by a callback or by an HTTP/2 error). */
 int
-conn_feed(struct cconn *conn, const uint8_t *data, size_t len, size_t *used)
+gcli_conn_feed(struct cconn *conn, const uint8_t *data, size_t len,
+    size_t *used)
 {
 	conn->got_data = 1;
 	ssize_t rv = nghttp2_session_mem_recv(conn->h2, data, len);
 	if (conn->state != CCONN_READY)
 		return -1;
 	if (rv < 0) {
-		conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s",
+		gcli_conn_close(conn, -EPROTO, "%s: HTTP/2 error: %s",
 		    conn->cli->peer, nghttp2_strerror((int)rv));
 		return -1;
 	}
@@ -505,49 +508,49 @@ conn_feed(struct cconn *conn, const uint8_t *data, size_t len, size_t *used)
 }
 
 void
-conn_read_cb(struct bufferevent *bev, void *arg)
+gcli_conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t used;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	while (conn->state == CCONN_READY && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
-		if (conn_feed(conn, v.iov_base, v.iov_len, &used) != 0)
+		if (gcli_conn_feed(conn, v.iov_base, v.iov_len, &used) != 0)
 			break;
 		evbuffer_drain(in, used);
 	}
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
-/* Output drained: the outermost cli_leave sends more. */
+/* Output drained: the outermost gcli_leave sends more. */
 void
-conn_write_cb(struct bufferevent *bev, void *arg)
+gcli_conn_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
-	cli_leave(cli);
+	gcli_enter(cli);
+	gcli_leave(cli);
 }
 
 /* Cleartext socket writable again: the same. */
 void
-conn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
+gcli_conn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
-	cli_leave(cli);
+	gcli_enter(cli);
+	gcli_leave(cli);
 }
 
 void
-conn_ready(struct cconn *conn)
+gcli_conn_ready(struct cconn *conn)
 {
 	struct grpc_client *cli = conn->cli;
 	nghttp2_session_callbacks *cbs;
@@ -556,7 +559,7 @@ conn_ready(struct cconn *conn)
 
 	event_del(conn->connect_timer);
 	if (nghttp2_session_callbacks_new(&cbs) != 0) {
-		conn_close(conn, -ENOMEM, "%s: out of memory", cli->peer);
+		gcli_conn_close(conn, -ENOMEM, "%s: out of memory", cli->peer);
 		return;
 	}
 	nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
@@ -573,7 +576,7 @@ conn_ready(struct cconn *conn)
 	nghttp2_session_callbacks_del(cbs);
 	if (rv != 0) {
 		conn->h2 = NULL;
-		conn_close(conn, -ENOMEM, "%s: %s", cli->peer,
+		gcli_conn_close(conn, -ENOMEM, "%s: %s", cli->peer,
 		    nghttp2_strerror(rv));
 		return;
 	}
@@ -586,7 +589,8 @@ conn_ready(struct cconn *conn)
 	    sizeof(iv) / sizeof(iv[0])) != 0 ||
 	    nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE,
 	    0, CONN_WINDOW) != 0) {
-		conn_close(conn, -ENOMEM, "%s: cannot start HTTP/2", cli->peer);
+		gcli_conn_close(conn, -ENOMEM, "%s: cannot start HTTP/2",
+		    cli->peer);
 		return;
 	}
 	conn->state = CCONN_READY;
@@ -597,7 +601,7 @@ conn_ready(struct cconn *conn)
 		conn->ka_ev = event_new(cli->base, -1, EV_PERSIST, ka_cb, conn);
 		conn->ka_timeout = evtimer_new(cli->base, ka_timeout_cb, conn);
 		if (conn->ka_ev == NULL || conn->ka_timeout == NULL) {
-			conn_close(conn, -ENOMEM, "%s: out of memory",
+			gcli_conn_close(conn, -ENOMEM, "%s: out of memory",
 			    cli->peer);
 			return;
 		}
@@ -607,8 +611,8 @@ conn_ready(struct cconn *conn)
 	for (cc = TAILQ_FIRST(&conn->calls); cc != NULL; cc = next) {
 		next = TAILQ_NEXT(cc, entry);
 		if (cc->stream_id == 0 && !cc->fail_later &&
-		    conn_submit(conn, cc) != 0)
-			call_fail_later(cc);
+		    gcli_conn_submit(conn, cc) != 0)
+			gcli_call_fail_later(cc);
 	}
 }
 

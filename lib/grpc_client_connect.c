@@ -86,7 +86,7 @@ conn_error(struct cconn *conn)
 				oe = x;
 		}
 		if (conn->state == CCONN_HANDSHAKE && vr != X509_V_OK) {
-			conn_close(conn, -EPROTO,
+			gcli_conn_close(conn, -EPROTO,
 			    "%s: %s: certificate verification failed: %s",
 			    cli->peer, what, X509_verify_cert_error_string(vr));
 			return;
@@ -94,12 +94,13 @@ conn_error(struct cconn *conn)
 		const char *hint = silent_hint(conn);
 		if (oe != 0) {
 			const char *r = ERR_reason_error_string(oe);
-			conn_close(conn, -EPROTO, "%s: %s: %s%s", cli->peer,
+			gcli_conn_close(conn, -EPROTO, "%s: %s: %s%s",
+			    cli->peer,
 			    what, r != NULL ? r : "unknown error", hint);
 			return;
 		}
 		if (conn->state == CCONN_HANDSHAKE) {
-			conn_close(conn, e != 0 ? -e : -ECONNRESET,
+			gcli_conn_close(conn, e != 0 ? -e : -ECONNRESET,
 			    "%s: %s: %s", cli->peer, what, e != 0 ?
 			    errno_reason(e, why, sizeof(why)) :
 			    "connection closed by the server");
@@ -108,7 +109,7 @@ conn_error(struct cconn *conn)
 	}
 	if (e == 0)
 		e = ECONNRESET;
-	conn_close(conn, -e, "%s: %s", cli->peer,
+	gcli_conn_close(conn, -e, "%s: %s", cli->peer,
 	    errno_reason(e, why, sizeof(why)));
 }
 
@@ -118,7 +119,7 @@ event_cb(struct bufferevent *bev, short events, void *arg)
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state == CCONN_CLOSED) {
 		/* Nothing: already closed. */
 	} else if (events & BEV_EVENT_CONNECTED) {
@@ -127,18 +128,20 @@ event_cb(struct bufferevent *bev, short events, void *arg)
 		SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(bev), &alpn,
 		    &alen);
 		if (alen != 2 || memcmp(alpn, "h2", 2) != 0)
-			conn_close(conn, -EPROTO, "%s: the server did not "
+			gcli_conn_close(conn, -EPROTO, "%s: the server did not "
 			    "agree to HTTP/2 (ALPN h2)", cli->peer);
 		else
-			conn_ready(conn);
+			gcli_conn_ready(conn);
 	} else if (events & BEV_EVENT_ERROR) {
 		conn_error(conn);
 	} else if (events & BEV_EVENT_EOF) {
-		conn_close(conn, -ECONNRESET, "%s: connection closed by the "
-		    "server%s%s", cli->peer, conn->goaway ? " after GOAWAY" : "",
+		gcli_conn_close(conn, -ECONNRESET,
+		    "%s: connection closed by the "
+		    "server%s%s", cli->peer,
+		        conn->goaway ? " after GOAWAY" : "",
 		    silent_hint(conn));
 	}
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 /* Cleartext: reads straight into nghttp2; an end or an error of the
@@ -152,17 +155,18 @@ raw_read_cb(evutil_socket_t fd, short what, void *arg)
 	char why[128];
 	size_t used;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	for (int i = 0; i < 4 && conn->state == CCONN_READY; i++) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
 		if (n > 0) {
-			if (conn_feed(conn, buf, (size_t)n, &used) != 0 ||
+			if (gcli_conn_feed(conn, buf, (size_t)n, &used) != 0 ||
 			    (size_t)n < sizeof(buf))
 				break;
 			continue;
 		}
 		if (n == 0) {
-			conn_close(conn, -ECONNRESET, "%s: connection closed "
+			gcli_conn_close(conn, -ECONNRESET,
+			    "%s: connection closed "
 			    "by the server%s%s", cli->peer, conn->goaway ?
 			    " after GOAWAY" : "", silent_hint(conn));
 			break;
@@ -172,17 +176,17 @@ raw_read_cb(evutil_socket_t fd, short what, void *arg)
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			break;
 		int e = errno;
-		conn_close(conn, -e, "%s: %s", cli->peer,
+		gcli_conn_close(conn, -e, "%s: %s", cli->peer,
 		    errno_reason(e, why, sizeof(why)));
 		break;
 	}
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 /* Our address on an established connection, looked up the first time
  * someone asks (the agent advertises it, SPEC §6). */
 const char *
-conn_local(struct cconn *conn)
+gcli_conn_local(struct cconn *conn)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -215,15 +219,15 @@ conn_connected(struct cconn *conn)
 		conn->rev = event_new(cli->base, conn->fd, EV_READ | EV_PERSIST,
 		    raw_read_cb, conn);
 		conn->wev = event_new(cli->base, conn->fd, EV_WRITE,
-		    conn_raw_write_cb, conn);
+		    gcli_conn_raw_write_cb, conn);
 		conn->out = evbuffer_new();
 		if (conn->rev == NULL || conn->wev == NULL ||
 		    conn->out == NULL || event_add(conn->rev, NULL) != 0) {
-			conn_close(conn, -ENOMEM, "%s: out of memory",
+			gcli_conn_close(conn, -ENOMEM, "%s: out of memory",
 			    cli->peer);
 			return;
 		}
-		conn_ready(conn);
+		gcli_conn_ready(conn);
 		return;
 	}
 
@@ -233,7 +237,8 @@ conn_connected(struct cconn *conn)
 		name = cli->opts.server.host;
 	SSL *ssl = SSL_new(ctx);
 	if (ssl == NULL) {
-		conn_close(conn, -ENOMEM, "%s: cannot start TLS", cli->peer);
+		gcli_conn_close(conn, -ENOMEM, "%s: cannot start TLS",
+		    cli->peer);
 		return;
 	}
 	if (name != NULL && !is_ip_literal(name))
@@ -245,13 +250,15 @@ conn_connected(struct cconn *conn)
 	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (conn->bev == NULL) {
 		SSL_free(ssl);
-		conn_close(conn, -ENOMEM, "%s: cannot start TLS", cli->peer);
+		gcli_conn_close(conn, -ENOMEM, "%s: cannot start TLS",
+		    cli->peer);
 		return;
 	}
 	conn->fd = -1;
 	bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
 	conn->state = CCONN_HANDSHAKE;
-	bufferevent_setcb(conn->bev, conn_read_cb, conn_write_cb, event_cb, conn);
+	bufferevent_setcb(conn->bev, gcli_conn_read_cb, gcli_conn_write_cb,
+	    event_cb, conn);
 	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
 }
 
@@ -265,7 +272,7 @@ connect_cb(evutil_socket_t fd, short what, void *arg)
 	int err = 0;
 	socklen_t len = sizeof(err);
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state == CCONN_CONNECTING) {
 		if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
 			err = errno;
@@ -278,7 +285,7 @@ connect_cb(evutil_socket_t fd, short what, void *arg)
 			conn_connected(conn);
 		}
 	}
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 /* Starts a non-blocking connect to one address. Returns 0 when connected
@@ -330,7 +337,7 @@ conn_connect_next(struct cconn *conn)
 	}
 	if (conn->last_errno == 0)
 		conn->last_errno = ECONNREFUSED;
-	conn_close(conn, -conn->last_errno, "%s: %s", conn->cli->peer,
+	gcli_conn_close(conn, -conn->last_errno, "%s: %s", conn->cli->peer,
 	    errno_reason(conn->last_errno, why, sizeof(why)));
 }
 
@@ -341,7 +348,7 @@ start_cb(evutil_socket_t fd, short what, void *arg)
 	struct grpc_client *cli = conn->cli;
 	const struct endpoint *ep = &cli->opts.server;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state != CCONN_CONNECTING)
 		goto out;
 	if (ep->kind == ENDPOINT_UNIX) {
@@ -365,7 +372,8 @@ start_cb(evutil_socket_t fd, short what, void *arg)
 		int rc = getaddrinfo(ep->host, port, &hints, &conn->ai);
 		if (rc != 0) {
 			conn->ai = NULL;
-			conn_close(conn, -EHOSTUNREACH, "%s: cannot resolve "
+			gcli_conn_close(conn, -EHOSTUNREACH,
+			    "%s: cannot resolve "
 			    "%s: %s", cli->peer, ep->host, gai_strerror(rc));
 			goto out;
 		}
@@ -373,7 +381,7 @@ start_cb(evutil_socket_t fd, short what, void *arg)
 		conn_connect_next(conn);
 	}
 out:
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 static void
@@ -382,18 +390,19 @@ connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	struct cconn *conn = arg;
 	struct grpc_client *cli = conn->cli;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (conn->state == CCONN_CONNECTING || conn->state == CCONN_HANDSHAKE)
-		conn_close(conn, -ETIMEDOUT, "%s: connection timed out after "
+		gcli_conn_close(conn, -ETIMEDOUT,
+		    "%s: connection timed out after "
 		    "%u ms%s", cli->peer, cli->opts.connect_timeout_ms,
 		    conn->state == CCONN_HANDSHAKE ? " (TLS handshake)" : "");
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 /* A connection that starts connecting on the next loop turn, so every
  * failure reaches the calls from the loop. */
 struct cconn *
-conn_new(struct grpc_client *cli)
+gcli_conn_new(struct grpc_client *cli)
 {
 	struct cconn *conn;
 	struct timeval now = { 0, 0 };
@@ -409,7 +418,7 @@ conn_new(struct grpc_client *cli)
 	conn->start_ev = evtimer_new(cli->base, start_cb, conn);
 	conn->connect_timer = evtimer_new(cli->base, connect_timeout_cb, conn);
 	if (conn->start_ev == NULL || conn->connect_timer == NULL) {
-		conn_free(conn);
+		gcli_conn_free(conn);
 		return NULL;
 	}
 	evtimer_add(conn->start_ev, &now);

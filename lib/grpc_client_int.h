@@ -6,13 +6,13 @@
  * Re-entrancy. User callbacks (on_msg, done, on_closed) may cancel calls,
  * start calls or free the client, often while nghttp2 is inside
  * nghttp2_session_mem_recv. Every entry point therefore brackets its work
- * with cli_enter()/cli_leave(): objects that end while the client is busy
+ * with gcli_enter()/gcli_leave(): objects that end while the client is busy
  * are only marked and queued, nghttp2_session_send runs only in the
- * outermost cli_leave(), and finished calls, closed connections and a freed
+ * outermost gcli_leave(), and finished calls, closed connections and a freed
  * client are released there, after every frame above has returned. The
  * outermost leave of grpc_client_call() must not end the new call before
  * its caller holds it: it writes the request at once through
- * conn_send_early(), which ends nothing (a failed write, an nghttp2 error
+ * gcli_conn_send_early(), which ends nothing (a failed write, an nghttp2 error
  * or a stream nghttp2 closed meanwhile are left to the loop), and leaves
  * the rest to the loop (flush_ev).
  */
@@ -78,7 +78,7 @@ struct grpc_ccall {
 	char *fail_msg;
 	char *cred;			/* the cred_key header's value */
 	int finish_later;		/* the timer ends it (stream closed
-					   inside conn_send_early) */
+					   inside gcli_conn_send_early) */
 	uint32_t close_code;		/* with finish_later */
 	int finished;			/* done has run or is running */
 };
@@ -106,9 +106,9 @@ struct cconn {
 					   left output behind */
 	struct evbuffer *out;		/* cleartext: output not yet written */
 	int send_blocked;		/* nghttp2 stopped at OUTPUT_HIGH */
-	int early;			/* inside conn_send_early */
-	int write_errno;		/* conn_send_early's failed write,
-					   for conn_flush to report */
+	int early;			/* inside gcli_conn_send_early */
+	int write_errno;		/* gcli_conn_send_early's failed write,
+					   for gcli_conn_flush to report */
 	nghttp2_session *h2;
 	struct event *ka_ev;		/* keepalive PING interval */
 	struct event *ka_timeout;	/* PING ACK deadline */
@@ -139,45 +139,50 @@ struct grpc_client {
 	struct cconn_list dead_conns;
 	struct ccall_list dead_calls;
 
-	int busy;			/* cli_enter depth */
+	int busy;			/* gcli_enter depth */
 	int flush_later;		/* this leave: flush_ev sends */
 	struct event *flush_ev;		/* sends from the loop */
 	int dead;			/* grpc_client_free was called */
 	unsigned int cb_gen;		/* bumped before each user callback */
 };
 
+/*
+ * Internal names shared between the client's files start with gcli_ (the
+ * server's with gsrv_), so that they cannot meet a program's own names.
+ */
+
 /* grpc_client.c */
-void	cli_enter(struct grpc_client *);
-void	cli_leave(struct grpc_client *);
-void	call_complete(struct grpc_ccall *, int, const char *, ...)
+void	gcli_enter(struct grpc_client *);
+void	gcli_leave(struct grpc_client *);
+void	gcli_call_complete(struct grpc_ccall *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
-void	call_fail_later(struct grpc_ccall *);
-void	call_header(struct grpc_ccall *, const uint8_t *, size_t,
+void	gcli_call_fail_later(struct grpc_ccall *);
+void	gcli_call_header(struct grpc_ccall *, const uint8_t *, size_t,
 	    const uint8_t *, size_t);
-void	call_trailer(struct grpc_ccall *, const uint8_t *, size_t,
+void	gcli_call_trailer(struct grpc_ccall *, const uint8_t *, size_t,
 	    const uint8_t *, size_t);
-void	call_finish_stream(struct grpc_ccall *, uint32_t);
-int	call_feed(struct grpc_ccall *, const uint8_t *, size_t);
-struct grpc_ccall *call_find(struct cconn *, int32_t);
+void	gcli_call_finish_stream(struct grpc_ccall *, uint32_t);
+int	gcli_call_feed(struct grpc_ccall *, const uint8_t *, size_t);
+struct grpc_ccall *gcli_call_find(struct cconn *, int32_t);
 
 /* grpc_client_send.c */
-void	call_resume(struct grpc_ccall *);
+void	gcli_call_resume(struct grpc_ccall *);
 
 /* grpc_client_connect.c */
-struct cconn *conn_new(struct grpc_client *);
-const char *conn_local(struct cconn *);
+struct cconn *gcli_conn_new(struct grpc_client *);
+const char *gcli_conn_local(struct cconn *);
 
 /* grpc_client_conn.c */
-void	conn_free(struct cconn *);
-void	conn_close(struct cconn *, int, const char *, ...)
+void	gcli_conn_free(struct cconn *);
+void	gcli_conn_close(struct cconn *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
-int	conn_submit(struct cconn *, struct grpc_ccall *);
-void	conn_flush(struct cconn *);
-int	conn_send_early(struct cconn *);
-void	conn_ready(struct cconn *);
-void	conn_read_cb(struct bufferevent *, void *);
-void	conn_write_cb(struct bufferevent *, void *);
-void	conn_raw_write_cb(evutil_socket_t, short, void *);
-int	conn_feed(struct cconn *, const uint8_t *, size_t, size_t *);
+int	gcli_conn_submit(struct cconn *, struct grpc_ccall *);
+void	gcli_conn_flush(struct cconn *);
+int	gcli_conn_send_early(struct cconn *);
+void	gcli_conn_ready(struct cconn *);
+void	gcli_conn_read_cb(struct bufferevent *, void *);
+void	gcli_conn_write_cb(struct bufferevent *, void *);
+void	gcli_conn_raw_write_cb(evutil_socket_t, short, void *);
+int	gcli_conn_feed(struct cconn *, const uint8_t *, size_t, size_t *);
 
 #endif

@@ -14,18 +14,18 @@
  * here could fail, close the connection and run done inside the caller's
  * send (lib/grpc.h promises it does not). */
 void
-call_resume(struct grpc_ccall *cc)
+gcli_call_resume(struct grpc_ccall *cc)
 {
 	struct grpc_client *cli = cc->cli;
 	struct cconn *conn = cc->conn;
 
-	cli_enter(cli);
+	gcli_enter(cli);
 	if (cc->stream_id > 0 && !cc->stream_closed && conn != NULL &&
 	    conn->state == CCONN_READY && conn->h2 != NULL)
 		(void)nghttp2_session_resume_data(conn->h2, cc->stream_id);
 	if (cli->busy == 1)
 		cli->flush_later = 1;
-	cli_leave(cli);
+	gcli_leave(cli);
 }
 
 static int
@@ -67,7 +67,7 @@ grpc_ccall_send(struct grpc_ccall *cc, const ProtobufCMessage *msg)
 	free(frame);
 	cc->req = nreq;
 	cc->req_len += len;
-	call_resume(cc);
+	gcli_call_resume(cc);
 	return 0;
 }
 
@@ -79,6 +79,6 @@ grpc_ccall_close_send(struct grpc_ccall *cc)
 	if ((rc = call_can_send(cc)) != 0)
 		return rc;
 	cc->send_closed = 1;
-	call_resume(cc);
+	gcli_call_resume(cc);
 	return 0;
 }

@@ -115,13 +115,13 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->h2 == NULL && idle >= ka) {
-		sconn_tls_fail(c, "no TLS handshake within the keepalive "
+		gsrv_conn_tls_fail(c, "no TLS handshake within the keepalive "
 		    "interval");
 		return;
 	}
 	if (idle >= ka) {
 		nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
-		sconn_schedule_flush(c);
+		gsrv_conn_schedule_flush(c);
 		tv = ms_tv(ka);
 	} else
 		tv = ms_tv(ka - idle);
@@ -147,15 +147,15 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	if (c->idle_goaway) {
-		sconn_close(c, c->close_reason);
+		gsrv_conn_close(c, c->close_reason);
 		return;
 	}
 	if (!c->preface_done) {
 		if (c->bev != NULL && c->h2 == NULL)
-			sconn_tls_fail(c, "no TLS handshake within the "
+			gsrv_conn_tls_fail(c, "no TLS handshake within the "
 			    "preface deadline");
 		else
-			sconn_closef(c, "no HTTP/2 preface within %u ms",
+			gsrv_conn_closef(c, "no HTTP/2 preface within %u ms",
 			    o->preface_ms);
 		return;
 	}
@@ -178,23 +178,23 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(c->idle_ev, &tv);
 	/* Now, not on the next turn: a stream the client opens before the
 	 * GOAWAY is written would be one it believes we ignored. */
-	sconn_flush(c);
+	gsrv_conn_flush(c);
 }
 
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-	sconn_flush(arg);
+	gsrv_conn_flush(arg);
 }
 
-/* Frees what sconn_close has not; accepts half-built connections. */
+/* Frees what gsrv_conn_close has not; accepts half-built connections. */
 static void
 sconn_free(struct grpc_conn *c)
 {
 	struct grpc_call *call;
 
 	while ((call = TAILQ_FIRST(&c->calls)) != NULL)
-		scall_free(call);
+		gsrv_call_free(call);
 	if (c->h2 != NULL)
 		nghttp2_session_del(c->h2);
 	if (c->bev != NULL)
@@ -236,7 +236,7 @@ peer_text(const struct grpc_conn *c, char *buf, size_t len)
  * server accept again.
  */
 void
-sconn_close(struct grpc_conn *c, const char *reason)
+gsrv_conn_close(struct grpc_conn *c, const char *reason)
 {
 	struct grpc_server *srv = c->srv;
 	struct grpc_call *call;
@@ -259,19 +259,19 @@ sconn_close(struct grpc_conn *c, const char *reason)
 again:
 	TAILQ_FOREACH(call, &c->calls, entry) {
 		if (!call->user_done) {
-			scall_notify_close(call, 1);
+			gsrv_call_notify_close(call, 1);
 			goto again;
 		}
 	}
 	TAILQ_REMOVE(&srv->conns, c, entry);
 	srv->n_conns--;
 	sconn_free(c);
-	srv_listen_conn_gone(srv);
+	gsrv_listen_conn_gone(srv);
 	server_check_done(srv);
 }
 
 void
-sconn_tls_fail(struct grpc_conn *c, const char *reason)
+gsrv_conn_tls_fail(struct grpc_conn *c, const char *reason)
 {
 	struct grpc_server *srv = c->srv;
 	char peer[80];
@@ -280,11 +280,11 @@ sconn_tls_fail(struct grpc_conn *c, const char *reason)
 		peer_text(c, peer, sizeof(peer));
 		srv->opts.tls_failed(peer, reason, srv->opts.cb_arg);
 	}
-	sconn_close(c, reason);
+	gsrv_conn_close(c, reason);
 }
 
 void
-sconn_closef(struct grpc_conn *c, const char *fmt, ...)
+gsrv_conn_closef(struct grpc_conn *c, const char *fmt, ...)
 {
 	char reason[256];
 	va_list ap;
@@ -292,24 +292,24 @@ sconn_closef(struct grpc_conn *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	sconn_close(c, reason);
+	gsrv_conn_close(c, reason);
 }
 
 struct evbuffer *
-sconn_output(const struct grpc_conn *c)
+gsrv_conn_output(const struct grpc_conn *c)
 {
 	return c->bev != NULL ? bufferevent_get_output(c->bev) : c->out;
 }
 
 size_t
-sconn_queued(const struct grpc_conn *c)
+gsrv_conn_queued(const struct grpc_conn *c)
 {
-	return c->queued + evbuffer_get_length(sconn_output(c));
+	return c->queued + evbuffer_get_length(gsrv_conn_output(c));
 }
 
 /* The address of our side, looked up the first time someone asks. */
 const char *
-sconn_local(struct grpc_conn *c)
+gsrv_conn_local(struct grpc_conn *c)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -325,7 +325,7 @@ sconn_local(struct grpc_conn *c)
 }
 
 void
-sconn_schedule_flush(struct grpc_conn *c)
+gsrv_conn_schedule_flush(struct grpc_conn *c)
 {
 	if (!c->closed)
 		event_active(c->flush_ev, EV_TIMEOUT, 0);
@@ -333,12 +333,12 @@ sconn_schedule_flush(struct grpc_conn *c)
 
 /* Tells calls waiting for room that there is some again. */
 void
-sconn_check_writable(struct grpc_conn *c)
+gsrv_conn_check_writable(struct grpc_conn *c)
 {
 	struct grpc_call *call;
 
 	if (c->closed || !c->want_writable ||
-	    sconn_queued(c) >= c->srv->opts.out_cap / 2)
+	    gsrv_conn_queued(c) >= c->srv->opts.out_cap / 2)
 		return;
 	c->want_writable = 0;
 	/* Calls are freed only inside nghttp2, never from here. */
@@ -375,7 +375,7 @@ sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
 }
 
 void
-sconn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
+gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 {
 	struct grpc_server *srv = l->srv;
 	struct grpc_conn *c;
@@ -413,8 +413,9 @@ sconn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 		/* From here on sconn_free closes it. */
 		c->fd = fd;
 		c->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST,
-		    sconn_raw_read_cb, c);
-		c->wev = event_new(srv->base, fd, EV_WRITE, sconn_raw_write_cb,
+		    gsrv_conn_raw_read_cb, c);
+		c->wev = event_new(srv->base, fd, EV_WRITE,
+		    gsrv_conn_raw_write_cb,
 		    c);
 		c->out = evbuffer_new();
 		if (c->rev == NULL || c->wev == NULL || c->out == NULL) {
@@ -428,7 +429,7 @@ sconn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 		c->keepalive_ev = evtimer_new(srv->base, keepalive_cb, c);
 	if (c->flush_ev == NULL || c->idle_ev == NULL ||
 	    (srv->opts.keepalive_ms > 0 && c->keepalive_ev == NULL) ||
-	    (l->tls == NULL && srv_h2_session_new(c) != 0)) {
+	    (l->tls == NULL && gsrv_h2_session_new(c) != 0)) {
 		sconn_free(c);
 		return;
 	}
@@ -450,7 +451,8 @@ sconn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 		return;
 	}
 	bufferevent_setwatermark(c->bev, EV_WRITE, GRPC_SERVER_WBUF_MAX / 2, 0);
-	bufferevent_setcb(c->bev, sconn_read_cb, sconn_write_cb, sconn_event_cb, c);
+	bufferevent_setcb(c->bev, gsrv_conn_read_cb, gsrv_conn_write_cb,
+	    gsrv_conn_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -471,11 +473,11 @@ goaway_cb(evutil_socket_t fd, short what, void *arg)
 
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (c->h2 == NULL) {
-			sconn_close(c, "the server is shutting down");
+			gsrv_conn_close(c, "the server is shutting down");
 			continue;
 		}
-		srv_h2_goaway(c, 1);
-		sconn_schedule_flush(c);
+		gsrv_h2_goaway(c, 1);
+		gsrv_conn_schedule_flush(c);
 	}
 }
 
@@ -494,21 +496,21 @@ shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	srv->forcing = 1;
 	TAILQ_FOREACH_SAFE(c, &srv->conns, entry, next) {
 		if (forced || c->h2 == NULL) {
-			sconn_close(c, "the shutdown timeout passed");
+			gsrv_conn_close(c, "the shutdown timeout passed");
 			continue;
 		}
 		c->draining = 1;
 again:
 		TAILQ_FOREACH(call, &c->calls, entry) {
 			if (call->state != CALL_DONE) {
-				scall_end(call, GRPC_UNAVAILABLE,
+				gsrv_call_end(call, GRPC_UNAVAILABLE,
 				    "server shutting down");
 				if (!call->user_done)
-					scall_notify_close(call, 1);
+					gsrv_call_notify_close(call, 1);
 				goto again;
 			}
 		}
-		sconn_schedule_flush(c);
+		gsrv_conn_schedule_flush(c);
 	}
 	if (!forced && srv->n_conns > 0) {
 		struct timeval tv = ms_tv(DRAIN_MS);
@@ -528,13 +530,13 @@ grpc_server_shutdown(struct grpc_server *srv, uint32_t timeout_ms,
 	srv->shutting_down = 1;
 	srv->done = done;
 	srv->done_arg = arg;
-	srv_listeners_free(srv);
+	gsrv_listeners_free(srv);
 	srv->goaway_ev = evtimer_new(srv->base, goaway_cb, srv);
 	srv->shutdown_ev = evtimer_new(srv->base, shutdown_timeout_cb, srv);
 	TAILQ_FOREACH(c, &srv->conns, entry) {
 		if (c->h2 != NULL) {
-			srv_h2_goaway(c, 0);
-			sconn_schedule_flush(c);
+			gsrv_h2_goaway(c, 0);
+			gsrv_conn_schedule_flush(c);
 		}
 	}
 	if (srv->goaway_ev != NULL) {
@@ -556,13 +558,13 @@ grpc_server_free(struct grpc_server *srv)
 
 	if (srv == NULL)
 		return;
-	srv_listeners_free(srv);
+	gsrv_listeners_free(srv);
 	srv->done = NULL;
 	while ((c = TAILQ_FIRST(&srv->conns)) != NULL) {
 		/* Freeing the server from inside its callbacks is a caller's
 		 * bug; closing anyway beats looping forever. */
 		c->in_h2 = 0;
-		sconn_close(c, "the server was freed");
+		gsrv_conn_close(c, "the server was freed");
 	}
 	if (srv->accept_ev != NULL)
 		event_free(srv->accept_ev);
@@ -572,7 +574,7 @@ grpc_server_free(struct grpc_server *srv)
 		event_free(srv->shutdown_ev);
 	if (srv->done_ev != NULL)
 		event_free(srv->done_ev);
-	srv_h2_free(srv);
+	gsrv_h2_free(srv);
 	free(srv);
 }
 

@@ -25,7 +25,7 @@
 	strlen(v), NGHTTP2_NV_FLAG_NONE }
 
 struct grpc_call *
-scall_new(struct grpc_conn *c, int32_t stream_id)
+gsrv_call_new(struct grpc_conn *c, int32_t stream_id)
 {
 	struct grpc_call *call = calloc(1, sizeof(*call));
 
@@ -43,7 +43,7 @@ scall_new(struct grpc_conn *c, int32_t stream_id)
 }
 
 void
-scall_free(struct grpc_call *call)
+gsrv_call_free(struct grpc_call *call)
 {
 	struct outbuf *ob;
 
@@ -89,7 +89,7 @@ scall_ended(struct grpc_call *call, int status)
 
 /* Runs the user's on-close callback once; the user lets go of the call. */
 void
-scall_notify_close(struct grpc_call *call, int cancelled)
+gsrv_call_notify_close(struct grpc_call *call, int cancelled)
 {
 	void (*cb)(struct grpc_call *, int, void *) = call->on_close;
 
@@ -111,7 +111,7 @@ scall_notify_close(struct grpc_call *call, int cancelled)
 
 /* A plain HTTP answer (405, 415) that ends the stream. */
 void
-scall_respond_http(struct grpc_call *call, const char *status)
+gsrv_call_respond_http(struct grpc_call *call, const char *status)
 {
 	struct grpc_conn *c = call->conn;
 	nghttp2_nv nva[] = {
@@ -124,7 +124,7 @@ scall_respond_http(struct grpc_call *call, const char *status)
 	call->headers_sent = 1;
 	call->plain_http = 1;
 	nghttp2_submit_response(c->h2, call->stream_id, nva, 2, NULL);
-	sconn_schedule_flush(c);
+	gsrv_conn_schedule_flush(c);
 }
 
 /* The call's custom trailers (grpc_call_set_trailer) after the |n| headers
@@ -207,7 +207,7 @@ scall_resume(struct grpc_call *call)
 		call->deferred = 0;
 		nghttp2_session_resume_data(call->conn->h2, call->stream_id);
 	}
-	sconn_schedule_flush(call->conn);
+	gsrv_conn_schedule_flush(call->conn);
 }
 
 /*
@@ -216,7 +216,7 @@ scall_resume(struct grpc_call *call)
  * callers do that where it applies.
  */
 void
-scall_end(struct grpc_call *call, int status, const char *msg)
+gsrv_call_end(struct grpc_call *call, int status, const char *msg)
 {
 	struct grpc_conn *c = call->conn;
 
@@ -250,7 +250,7 @@ scall_end(struct grpc_call *call, int status, const char *msg)
 		n = add_custom_trailers(call, nva, n);
 		call->headers_sent = 1;
 		nghttp2_submit_response(c->h2, call->stream_id, nva, n, NULL);
-		sconn_schedule_flush(c);
+		gsrv_conn_schedule_flush(c);
 		return;
 	}
 	call->trailers_queued = 1;
@@ -262,12 +262,12 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct grpc_call *call = arg;
 
-	scall_end(call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-	scall_notify_close(call, 1);
+	gsrv_call_end(call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+	gsrv_call_notify_close(call, 1);
 }
 
 void
-scall_arm_deadline(struct grpc_call *call)
+gsrv_call_arm_deadline(struct grpc_call *call)
 {
 	struct timeval tv = {
 		(time_t)(call->timeout_ms / 1000),
@@ -294,14 +294,14 @@ scall_unpack(struct grpc_call *call, const uint8_t *buf, size_t len)
 	if (msg == NULL) {
 		snprintf(err, sizeof(err), "cannot decode the request as %s",
 		    d->name);
-		scall_end(call, GRPC_INTERNAL, err);
+		gsrv_call_end(call, GRPC_INTERNAL, err);
 		return NULL;
 	}
 	if (pb_utf8_check(msg, path, sizeof(path)) != 0) {
 		snprintf(err, sizeof(err), "%s.%s is not valid UTF-8",
 		    d->short_name, path);
 		protobuf_c_message_free_unpacked(msg, NULL);
-		scall_end(call, GRPC_INVALID_ARGUMENT, err);
+		gsrv_call_end(call, GRPC_INVALID_ARGUMENT, err);
 		return NULL;
 	}
 	return msg;
@@ -313,7 +313,7 @@ scall_unpack(struct grpc_call *call, const uint8_t *buf, size_t len)
  * holds the decoded request until grpc_call_proceed.
  */
 void
-scall_dispatch(struct grpc_call *call)
+gsrv_call_dispatch(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
 	const struct grpc_server_opts *o = &call->conn->srv->opts;
@@ -374,7 +374,7 @@ grpc_call_auth_flags(const struct grpc_call *call)
  * the call and takes its messages through grpc_call_on_message().
  */
 void
-scall_start(struct grpc_call *call)
+gsrv_call_start(struct grpc_call *call)
 {
 	const struct grpc_method *m = call->method;
 
@@ -388,14 +388,14 @@ scall_start(struct grpc_call *call)
  * the user's callback. Whatever follows the end of the call is dropped.
  */
 void
-scall_deliver(struct grpc_call *call, const uint8_t *buf, size_t len)
+gsrv_call_deliver(struct grpc_call *call, const uint8_t *buf, size_t len)
 {
 	ProtobufCMessage *msg = NULL;
 
 	if (call->state != CALL_ACTIVE || call->user_done)
 		return;
 	if (buf != NULL && (msg = scall_unpack(call, buf, len)) == NULL) {
-		scall_notify_close(call, 1);
+		gsrv_call_notify_close(call, 1);
 		return;
 	}
 	if (call->on_message != NULL)
@@ -450,7 +450,7 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 
 	if (call->state != CALL_ACTIVE || c->closed)
 		return -EPIPE;
-	if (sconn_queued(c) >= c->srv->opts.out_cap) {
+	if (gsrv_conn_queued(c) >= c->srv->opts.out_cap) {
 		call->want_writable = 1;
 		c->want_writable = 1;
 		return -ENOBUFS;
@@ -489,9 +489,9 @@ grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 			msg = NULL;
 		va_end(ap);
 	}
-	scall_end(call, status, msg);
+	gsrv_call_end(call, status, msg);
 	free(msg);
-	scall_notify_close(call, 0);
+	gsrv_call_notify_close(call, 0);
 }
 
 static int
@@ -588,7 +588,7 @@ grpc_call_peer(const struct grpc_call *call)
 const char *
 grpc_call_local(const struct grpc_call *call)
 {
-	return sconn_local(call->conn);
+	return gsrv_conn_local(call->conn);
 }
 
 const char *

@@ -52,7 +52,7 @@ send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
 	struct grpc_conn *c = arg;
-	struct evbuffer *out = sconn_output(c);
+	struct evbuffer *out = gsrv_conn_output(c);
 
 	/* Backpressure: nghttp2 keeps the frame until the write callback. */
 	if (evbuffer_get_length(out) >= GRPC_SERVER_WBUF_MAX) {
@@ -81,7 +81,7 @@ begin_headers_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	if (frame->hd.type != NGHTTP2_HEADERS ||
 	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
-	struct grpc_call *call = scall_new(c, frame->hd.stream_id);
+	struct grpc_call *call = gsrv_call_new(c, frame->hd.stream_id);
 	if (call == NULL)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, call);
@@ -109,7 +109,8 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
 	if (call == NULL)
 		return 0;
 	if (hdr_is(name, namelen, ":method")) {
-		call->bad_method = valuelen != 4 || memcmp(value, "POST", 4) != 0;
+		call->bad_method = valuelen != 4 || memcmp(value, "POST",
+		    4) != 0;
 	} else if (hdr_is(name, namelen, ":path")) {
 		if (call->path == NULL && valuelen <= MAX_PATH_LEN)
 			call->path = strndup((const char *)value, valuelen);
@@ -158,23 +159,23 @@ request_headers(struct grpc_call *call)
 	struct grpc_server *srv = call->conn->srv;
 
 	if (call->bad_method) {
-		scall_respond_http(call, "405");
+		gsrv_call_respond_http(call, "405");
 		return;
 	}
 	if (!call->has_content_type || call->bad_content_type) {
-		scall_respond_http(call, "415");
+		gsrv_call_respond_http(call, "415");
 		return;
 	}
 	call->method = find_method(srv, call->path);
 	if (call->method == NULL) {
-		scall_end(call, GRPC_UNIMPLEMENTED, call->path != NULL ?
+		gsrv_call_end(call, GRPC_UNIMPLEMENTED, call->path != NULL ?
 		    "unknown method" : "no :path");
 		return;
 	}
 	if (call->has_timeout)
-		scall_arm_deadline(call);
+		gsrv_call_arm_deadline(call);
 	if (call->method->client_streaming)
-		scall_start(call);
+		gsrv_call_start(call);
 }
 
 /* The client's END_STREAM: the request is whole, or it never will be. */
@@ -187,19 +188,21 @@ request_end(struct grpc_call *call)
 	if (call->state != (streaming ? CALL_ACTIVE : CALL_RECV))
 		return;
 	if (grpc_reader_partial(&call->reader)) {
-		scall_end(call, GRPC_INTERNAL, "request ended inside a message");
-		scall_notify_close(call, 1);
+		gsrv_call_end(call, GRPC_INTERNAL,
+		    "request ended inside a message");
+		gsrv_call_notify_close(call, 1);
 		return;
 	}
 	if (streaming) {
-		scall_deliver(call, NULL, 0);
+		gsrv_call_deliver(call, NULL, 0);
 		return;
 	}
 	if (call->nreq != 1) {
-		scall_end(call, GRPC_INTERNAL, "the request carried no message");
+		gsrv_call_end(call, GRPC_INTERNAL,
+		    "the request carried no message");
 		return;
 	}
-	scall_dispatch(call);
+	gsrv_call_dispatch(call);
 }
 
 /*
@@ -234,7 +237,7 @@ goaway_note(struct grpc_conn *c, const char *who, const nghttp2_goaway *g)
  * A client's RST_STREAM, counted in a token bucket: past RESET_BURST at
  * once (then RESET_PER_S a second) the connection ends with GOAWAY
  * ENHANCE_YOUR_CALM, the answer RFC 9113 §5.4.1 has for a peer that
- * makes us do work for nothing. nghttp2's own limit (srv_h2_session_new)
+ * makes us do work for nothing. nghttp2's own limit (gsrv_h2_session_new)
  * lies beyond ours and would say INTERNAL_ERROR.
  */
 static void
@@ -310,7 +313,7 @@ message_cb(void *arg, const uint8_t *msg, size_t len)
 	struct grpc_call *call = arg;
 
 	if (call->method->client_streaming) {
-		scall_deliver(call, msg, len);
+		gsrv_call_deliver(call, msg, len);
 		return 0;
 	}
 	/* Unary and server-streaming requests carry one message. */
@@ -346,24 +349,24 @@ data_chunk_cb(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 	case 0:
 		break;
 	case -EMSGSIZE:
-		scall_end(call, GRPC_RESOURCE_EXHAUSTED,
+		gsrv_call_end(call, GRPC_RESOURCE_EXHAUSTED,
 		    "request message larger than the limit");
 		break;
 	case -RDZV_ECOMPRESSED:
-		scall_end(call, GRPC_UNIMPLEMENTED,
+		gsrv_call_end(call, GRPC_UNIMPLEMENTED,
 		    "compressed messages are not supported");
 		break;
 	case -RDZV_EMSGCOUNT:
-		scall_end(call, GRPC_INTERNAL,
+		gsrv_call_end(call, GRPC_INTERNAL,
 		    "more than one request message");
 		break;
 	default:
-		scall_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		gsrv_call_end(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		break;
 	}
 	/* A client-streaming call's handler holds it: tell it. */
 	if (rc != 0)
-		scall_notify_close(call, 1);
+		gsrv_call_notify_close(call, 1);
 	return 0;
 }
 
@@ -403,8 +406,8 @@ stream_close_cb(nghttp2_session *h2, int32_t stream_id, uint32_t error_code,
 		return 0;
 	nghttp2_session_set_stream_user_data(h2, stream_id, NULL);
 	if (!call->user_done)
-		scall_notify_close(call, 1);
-	scall_free(call);
+		gsrv_call_notify_close(call, 1);
+	gsrv_call_free(call);
 	return 0;
 }
 
@@ -450,7 +453,7 @@ srv_h2_setup(struct grpc_server *srv)
 }
 
 void
-srv_h2_free(struct grpc_server *srv)
+gsrv_h2_free(struct grpc_server *srv)
 {
 	nghttp2_option_del(srv->h2_opt);
 	nghttp2_session_callbacks_del(srv->h2_cbs);
@@ -459,7 +462,7 @@ srv_h2_free(struct grpc_server *srv)
 }
 
 int
-srv_h2_session_new(struct grpc_conn *c)
+gsrv_h2_session_new(struct grpc_conn *c)
 {
 	struct grpc_server *srv = c->srv;
 	int rv;
@@ -469,7 +472,8 @@ srv_h2_session_new(struct grpc_conn *c)
 		return -ENOMEM;
 
 	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_streams },
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+		    srv->opts.max_streams },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20 },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 },
 	};
@@ -481,7 +485,7 @@ srv_h2_session_new(struct grpc_conn *c)
 	if (rv != 0)
 		return -ENOMEM;
 	if (srv->shutting_down)
-		srv_h2_goaway(c, 1);
+		gsrv_h2_goaway(c, 1);
 	return 0;
 }
 
@@ -490,7 +494,7 @@ srv_h2_session_new(struct grpc_conn *c)
  * welcome, then the GOAWAY that names the last stream we will serve.
  */
 void
-srv_h2_goaway(struct grpc_conn *c, int final)
+gsrv_h2_goaway(struct grpc_conn *c, int final)
 {
 	if (c->h2 == NULL || c->goaway_sent)
 		return;
@@ -525,7 +529,7 @@ sconn_write(struct grpc_conn *c)
 				event_add(c->wev, NULL);
 			return 0;
 		}
-		sconn_closef(c, "write: %s", strerror(errno));
+		gsrv_conn_closef(c, "write: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -536,7 +540,7 @@ sconn_write(struct grpc_conn *c)
  * closes the connection once both sides are done with it.
  */
 void
-sconn_flush(struct grpc_conn *c)
+gsrv_conn_flush(struct grpc_conn *c)
 {
 	if (c->closed || c->h2 == NULL)
 		return;
@@ -546,11 +550,11 @@ sconn_flush(struct grpc_conn *c)
 		int rv = nghttp2_session_send(c->h2);
 		c->in_h2--;
 		if (rv != 0) {
-			sconn_closef(c, "HTTP/2: %s", nghttp2_strerror(rv));
+			gsrv_conn_closef(c, "HTTP/2: %s", nghttp2_strerror(rv));
 			return;
 		}
 		if (c->close_pending) {
-			sconn_close(c, c->close_reason);
+			gsrv_conn_close(c, c->close_reason);
 			return;
 		}
 		if (c->bev != NULL)
@@ -565,7 +569,7 @@ sconn_flush(struct grpc_conn *c)
 		if (!c->send_blocked || evbuffer_get_length(c->out) > 0)
 			break;
 		if (round == FLUSH_ROUNDS) {
-			sconn_schedule_flush(c);
+			gsrv_conn_schedule_flush(c);
 			return;
 		}
 	}
@@ -573,14 +577,15 @@ sconn_flush(struct grpc_conn *c)
 	 * Whatever nghttp2 could not hand over (the output is full) goes out
 	 * from the write callback once the output drains.
 	 */
-	if (evbuffer_get_length(sconn_output(c)) == 0 &&
+	if (evbuffer_get_length(gsrv_conn_output(c)) == 0 &&
 	    !nghttp2_session_want_write(c->h2) &&
 	    (c->draining || !nghttp2_session_want_read(c->h2))) {
-		sconn_close(c, c->close_reason[0] != '\0' ? c->close_reason :
+		gsrv_conn_close(c,
+		    c->close_reason[0] != '\0' ? c->close_reason :
 		    "the HTTP/2 session ended");
 		return;
 	}
-	sconn_check_writable(c);
+	gsrv_conn_check_writable(c);
 }
 
 /* Feeds bytes read to nghttp2. Returns -1 when the connection closed. */
@@ -592,11 +597,11 @@ sconn_feed(struct grpc_conn *c, const uint8_t *data, size_t len,
 	ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
 	c->in_h2--;
 	if (n < 0) {
-		sconn_closef(c, "HTTP/2: %s", nghttp2_strerror((int)n));
+		gsrv_conn_closef(c, "HTTP/2: %s", nghttp2_strerror((int)n));
 		return -1;
 	}
 	if (c->close_pending) {
-		sconn_close(c, c->close_reason);
+		gsrv_conn_close(c, c->close_reason);
 		return -1;
 	}
 	*used = (size_t)n;
@@ -604,7 +609,7 @@ sconn_feed(struct grpc_conn *c, const uint8_t *data, size_t len,
 }
 
 void
-sconn_read_cb(struct bufferevent *bev, void *arg)
+gsrv_conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct grpc_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
@@ -616,12 +621,12 @@ sconn_read_cb(struct bufferevent *bev, void *arg)
 			return;
 		evbuffer_drain(in, used);
 	}
-	sconn_flush(c);
+	gsrv_conn_flush(c);
 }
 
 /* Cleartext: reads straight into nghttp2, then flushes its answers. */
 void
-sconn_raw_read_cb(evutil_socket_t fd, short what, void *arg)
+gsrv_conn_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct grpc_conn *c = arg;
 	uint8_t buf[READ_CHUNK];
@@ -638,29 +643,29 @@ sconn_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		if (n == 0) {
-			sconn_close(c, "the peer closed the connection");
+			gsrv_conn_close(c, "the peer closed the connection");
 			return;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			break;
-		sconn_closef(c, "read: %s", strerror(errno));
+		gsrv_conn_closef(c, "read: %s", strerror(errno));
 		return;
 	}
-	sconn_flush(c);
+	gsrv_conn_flush(c);
 }
 
 void
-sconn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
+gsrv_conn_raw_write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	sconn_flush(arg);
+	gsrv_conn_flush(arg);
 }
 
 void
-sconn_write_cb(struct bufferevent *bev, void *arg)
+gsrv_conn_write_cb(struct bufferevent *bev, void *arg)
 {
-	sconn_flush(arg);
+	gsrv_conn_flush(arg);
 }
 
 /*
@@ -682,7 +687,7 @@ sconn_tls_ready(struct grpc_conn *c)
 			return "TLS: no client certificate";
 		snprintf(c->identity, sizeof(c->identity), "anonymous");
 	}
-	if (srv_h2_session_new(c) != 0)
+	if (gsrv_h2_session_new(c) != 0)
 		return "out of memory for the HTTP/2 session";
 	return NULL;
 }
@@ -694,7 +699,7 @@ sconn_tls_ready(struct grpc_conn *c)
  * a load balancer's check is not a TLS client.
  */
 void
-sconn_event_cb(struct bufferevent *bev, short events, void *arg)
+gsrv_conn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
 	struct grpc_conn *c = arg;
 	int err = errno;
@@ -707,10 +712,10 @@ sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 
 	if (events & BEV_EVENT_CONNECTED) {
 		if ((r = sconn_tls_ready(c)) != NULL) {
-			sconn_tls_fail(c, r);
+			gsrv_conn_tls_fail(c, r);
 			return;
 		}
-		sconn_flush(c);
+		gsrv_conn_flush(c);
 		return;
 	}
 	if (events & BEV_EVENT_ERROR) {
@@ -730,7 +735,7 @@ sconn_event_cb(struct bufferevent *bev, short events, void *arg)
 	else
 		return;
 	if (handshaking)
-		sconn_tls_fail(c, why);
+		gsrv_conn_tls_fail(c, why);
 	else
-		sconn_close(c, why);
+		gsrv_conn_close(c, why);
 }

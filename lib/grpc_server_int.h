@@ -154,7 +154,7 @@ struct grpc_conn {
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
 	int want_writable;	/* some call got -ENOBUFS */
 	int in_h2;		/* inside nghttp2_session_{mem_recv,send} */
-	int close_pending;	/* sconn_close asked while in_h2 */
+	int close_pending;	/* gsrv_conn_close asked while in_h2 */
 	int closed;
 	int draining;		/* close once the output is written */
 	int goaway_sent;
@@ -196,53 +196,58 @@ struct grpc_server {
 	void *done_arg;
 };
 
+/*
+ * Internal names shared between the server's files start with gsrv_ (the
+ * client's with gcli_), so that they cannot meet a program's own names.
+ */
+
 /* grpc_server_listen.c */
-void	srv_listeners_free(struct grpc_server *);
+void	gsrv_listeners_free(struct grpc_server *);
 /* A connection closed: accept again if paused, note room below max_conns. */
-void	srv_listen_conn_gone(struct grpc_server *);
+void	gsrv_listen_conn_gone(struct grpc_server *);
 
 /* grpc_server.c */
 /* Makes the connection of an accepted socket, which it takes (closed on
  * failure). */
-void	sconn_new(struct grpc_listener *, evutil_socket_t,
+void	gsrv_conn_new(struct grpc_listener *, evutil_socket_t,
 	    struct sockaddr *);
 /* The one teardown path; |reason| goes to conn_closed (grpc.h). */
-void	sconn_close(struct grpc_conn *, const char *reason);
-/* sconn_close with a printf-style reason. */
-void	sconn_closef(struct grpc_conn *, const char *, ...)
+void	gsrv_conn_close(struct grpc_conn *, const char *reason);
+/* gsrv_conn_close with a printf-style reason. */
+void	gsrv_conn_closef(struct grpc_conn *, const char *, ...)
 	    __attribute__((format(printf, 2, 3)));
-/* sconn_close of a TLS connection whose handshake failed: tls_failed
+/* gsrv_conn_close of a TLS connection whose handshake failed: tls_failed
  * (grpc.h) hears of it first. */
-void	sconn_tls_fail(struct grpc_conn *, const char *reason);
-void	sconn_flush(struct grpc_conn *);
-void	sconn_schedule_flush(struct grpc_conn *);
-size_t	sconn_queued(const struct grpc_conn *);
-struct evbuffer *sconn_output(const struct grpc_conn *);
-const char *sconn_local(struct grpc_conn *);
-void	sconn_check_writable(struct grpc_conn *);
+void	gsrv_conn_tls_fail(struct grpc_conn *, const char *reason);
+void	gsrv_conn_flush(struct grpc_conn *);
+void	gsrv_conn_schedule_flush(struct grpc_conn *);
+size_t	gsrv_conn_queued(const struct grpc_conn *);
+struct evbuffer *gsrv_conn_output(const struct grpc_conn *);
+const char *gsrv_conn_local(struct grpc_conn *);
+void	gsrv_conn_check_writable(struct grpc_conn *);
 
 /* grpc_server_h2.c */
-int	srv_h2_session_new(struct grpc_conn *);
-/* Frees what srv_h2_session_new made once for every session. */
-void	srv_h2_free(struct grpc_server *);
-void	srv_h2_goaway(struct grpc_conn *, int);
-void	sconn_read_cb(struct bufferevent *, void *);
-void	sconn_write_cb(struct bufferevent *, void *);
-void	sconn_event_cb(struct bufferevent *, short, void *);
-void	sconn_raw_read_cb(evutil_socket_t, short, void *);
-void	sconn_raw_write_cb(evutil_socket_t, short, void *);
+int	gsrv_h2_session_new(struct grpc_conn *);
+/* Frees what gsrv_h2_session_new made once for every session. */
+void	gsrv_h2_free(struct grpc_server *);
+void	gsrv_h2_goaway(struct grpc_conn *, int);
+void	gsrv_conn_read_cb(struct bufferevent *, void *);
+void	gsrv_conn_write_cb(struct bufferevent *, void *);
+void	gsrv_conn_event_cb(struct bufferevent *, short, void *);
+void	gsrv_conn_raw_read_cb(evutil_socket_t, short, void *);
+void	gsrv_conn_raw_write_cb(evutil_socket_t, short, void *);
 
 /* grpc_server_call.c */
-struct grpc_call *scall_new(struct grpc_conn *, int32_t);
-void	scall_free(struct grpc_call *);
-void	scall_end(struct grpc_call *, int, const char *);
-void	scall_respond_http(struct grpc_call *, const char *);
-void	scall_notify_close(struct grpc_call *, int);
-void	scall_dispatch(struct grpc_call *);
+struct grpc_call *gsrv_call_new(struct grpc_conn *, int32_t);
+void	gsrv_call_free(struct grpc_call *);
+void	gsrv_call_end(struct grpc_call *, int, const char *);
+void	gsrv_call_respond_http(struct grpc_call *, const char *);
+void	gsrv_call_notify_close(struct grpc_call *, int);
+void	gsrv_call_dispatch(struct grpc_call *);
 /* Client streaming: the handler, at the request's headers. */
-void	scall_start(struct grpc_call *);
+void	gsrv_call_start(struct grpc_call *);
 /* Client streaming: one request message, or the end (NULL). */
-void	scall_deliver(struct grpc_call *, const uint8_t *, size_t);
-void	scall_arm_deadline(struct grpc_call *);
+void	gsrv_call_deliver(struct grpc_call *, const uint8_t *, size_t);
+void	gsrv_call_arm_deadline(struct grpc_call *);
 
 #endif

@@ -56,7 +56,7 @@ grpc_server_port(const struct grpc_server *srv, size_t listener)
 /*
  * Out of descriptors (or another accept error): stop accepting instead of
  * spinning on a listener that stays readable. The next of our connections
- * to close frees a descriptor and resumes accepting (sconn_close); the
+ * to close frees a descriptor and resumes accepting (gsrv_conn_close); the
  * timer covers descriptors freed elsewhere (relayd does the same). The
  * program hears of the first failure of an episode, and of each.
  *
@@ -156,11 +156,11 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 	if (!l->unix_socket)
 		tcp_sockopts(srv, fd);
 #endif
-	sconn_new(l, fd, sa);
+	gsrv_conn_new(l, fd, sa);
 }
 
 void
-srv_listen_conn_gone(struct grpc_server *srv)
+gsrv_listen_conn_gone(struct grpc_server *srv)
 {
 	if (srv->accept_paused)
 		accept_resume(srv);
@@ -343,7 +343,7 @@ grpc_server_listen(struct grpc_server *srv, const struct endpoint *ep,
 }
 
 void
-srv_listeners_free(struct grpc_server *srv)
+gsrv_listeners_free(struct grpc_server *srv)
 {
 	for (size_t i = 0; i < srv->n_listeners; i++) {
 		struct grpc_listener *l = srv->listeners[i];
