@@ -33,8 +33,11 @@ if [ -n "$missing" ]; then
 	$sudo apt-get install -y -qq --no-install-recommends $missing >&2
 fi
 
+# RDZV_MESON_OPTIONS: options for a new build folder (tests/run.sh sets
+# -Dwerror=true, so that its first build is the one it tests).
 build=${RDZV_BUILD:-build}
 if [ ! -f "$build/build.ninja" ]; then
-	meson setup "$build" >&2
+	# shellcheck disable=SC2086
+	meson setup "$build" ${RDZV_MESON_OPTIONS:-} >&2
 fi
 ninja -C "$build" >&2

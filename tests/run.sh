@@ -5,7 +5,7 @@
 # Set RDZV_NO_SANITIZE=1 to skip the sanitizer build while iterating.
 set -u
 cd "$(dirname "$0")/.."
-deploy/install-deps.sh test || exit 1
+RDZV_MESON_OPTIONS=-Dwerror=true deploy/install-deps.sh test || exit 1
 
 # setup DIR OPTIONS...: configures DIR, or sets OPTIONS on an existing one.
 # Warnings are errors here (-Dwerror=true), not in the project's defaults,
