@@ -564,7 +564,7 @@ static void
 on_progress_hung(void *arg)
 {
 	struct agent *a = arg;
-	const struct progress *p = &a->progress;
+	const struct progress_watch *p = &a->progress;
 	char msg[AGENT_MESSAGE_MAX + 1];
 
 	if (a->ws.state != WS_RUNNING || a->quitting)

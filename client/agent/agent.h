@@ -252,7 +252,7 @@ struct progress_events {
 	void	*arg;
 };
 
-struct progress {
+struct progress_watch {
 	struct event_base	*base;
 	struct progress_events	 ev;
 	int			 fd;		/* the datagram socket */
@@ -424,7 +424,7 @@ struct agent {
 	struct event		*prepare_ev;
 	struct session		 session;
 	struct report		 report;
-	struct progress		 progress;
+	struct progress_watch		 progress;
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
 
@@ -512,12 +512,12 @@ void	workers_free(struct workers *);
 const char *workers_describe_status(int status, char *buf, size_t len);
 
 /* progress.c */
-int	progress_init(struct progress *, struct event_base *, const char *dir,
+int	progress_init(struct progress_watch *, struct event_base *, const char *dir,
 	    const struct progress_events *, char *err, size_t errlen);
-int	progress_start(struct progress *, uint64_t gen, int n,
+int	progress_start(struct progress_watch *, uint64_t gen, int n,
 	    uint32_t hang_ms);
-void	progress_stop(struct progress *);
-void	progress_free(struct progress *);
+void	progress_stop(struct progress_watch *);
+void	progress_free(struct progress_watch *);
 
 /* hang.c */
 int	hang_init(struct hang *, struct event_base *, void (*done)(void *),

@@ -33,7 +33,7 @@
 
 /* The node's step: the slowest reporting worker's. */
 static uint64_t
-node_step(const struct progress *p)
+node_step(const struct progress_watch *p)
 {
 	uint64_t min = UINT64_MAX;
 
@@ -44,7 +44,7 @@ node_step(const struct progress *p)
 }
 
 static void
-take(struct progress *p, uint32_t rank, uint64_t step)
+take(struct progress_watch *p, uint32_t rank, uint64_t step)
 {
 	struct timeval tv = { p->hang_ms / 1000, (p->hang_ms % 1000) * 1000 };
 	uint64_t node;
@@ -70,7 +70,7 @@ take(struct progress *p, uint32_t rank, uint64_t step)
 
 /* One datagram; false when none is left. */
 static bool
-read_one(struct progress *p)
+read_one(struct progress_watch *p)
 {
 	char buf[PROGRESS_MSG_MAX + 1];
 	union {
@@ -113,7 +113,7 @@ read_one(struct progress *p)
 static void
 read_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct progress *p = arg;
+	struct progress_watch *p = arg;
 
 	for (int i = 0; i < PROGRESS_READS_MAX && read_one(p); i++)
 		;
@@ -122,7 +122,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 static void
 hang_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct progress *p = arg;
+	struct progress_watch *p = arg;
 
 	if (p->generation == 0 || p->hung)
 		return;
@@ -133,7 +133,7 @@ hang_cb(evutil_socket_t fd, short what, void *arg)
 /* Watches the |n| workers of generation |gen|; |hang_ms| 0: no hang
  * detection. What an earlier set sent and nobody read is dropped. */
 int
-progress_start(struct progress *p, uint64_t gen, int n, uint32_t hang_ms)
+progress_start(struct progress_watch *p, uint64_t gen, int n, uint32_t hang_ms)
 {
 	char buf[PROGRESS_MSG_MAX];
 
@@ -151,7 +151,7 @@ progress_start(struct progress *p, uint64_t gen, int n, uint32_t hang_ms)
 
 /* The workers are gone: nothing is watched until the next start. */
 void
-progress_stop(struct progress *p)
+progress_stop(struct progress_watch *p)
 {
 	if (p->hang_timer != NULL)
 		evtimer_del(p->hang_timer);
@@ -167,7 +167,7 @@ progress_stop(struct progress *p)
 
 /* The socket's address: a file in |dir|, else an abstract name. */
 static socklen_t
-address(struct progress *p, const char *dir, struct sockaddr_un *sun)
+address(struct progress_watch *p, const char *dir, struct sockaddr_un *sun)
 {
 	char cwd[256];
 
@@ -195,7 +195,7 @@ address(struct progress *p, const char *dir, struct sockaddr_un *sun)
 /* The socket in (or for) the log directory |dir|; |ev| hears what the
  * workers' progress means. */
 int
-progress_init(struct progress *p, struct event_base *base, const char *dir,
+progress_init(struct progress_watch *p, struct event_base *base, const char *dir,
     const struct progress_events *ev, char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
@@ -232,7 +232,7 @@ progress_init(struct progress *p, struct event_base *base, const char *dir,
 
 /* Accepts a half-built watch. */
 void
-progress_free(struct progress *p)
+progress_free(struct progress_watch *p)
 {
 	progress_stop(p);
 	if (p->read_ev != NULL)
