@@ -40,63 +40,6 @@ static struct evhttp_bound_socket *bound;
  * certificate asked for (a browser has none; tls-ca is for gRPC). */
 static struct tls_ctx		*tls;
 
-void
-http_reply(struct evhttp_request *req, int code, const char *reason,
-    const char *type, struct evbuffer *body)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-	evhttp_add_header(h, "Content-Type", type);
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-	metrics_http_request();
-	evhttp_send_reply(req, code, reason, body);
-}
-
-static void
-reply_text(struct evhttp_request *req, int code, const char *reason,
-    const char *text)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	if (b == NULL) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
-		return;
-	}
-	evbuffer_add_printf(b, "%s\n", text);
-	http_reply(req, code, reason, "text/plain; charset=utf-8", b);
-	evbuffer_free(b);
-}
-
-/*
- * What evhttp lets through but a request here may not have: a path that
- * decodes to a NUL (evhttp matches "/%00" as "/") or to another control
- * character. 0, or -1 after answering 400.
- */
-int
-http_request_check(struct evhttp_request *req)
-{
-	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(
-	    req));
-	size_t len = 0, i;
-	char *d;
-	int ok = 1;
-
-	if (path != NULL) {
-		if ((d = evhttp_uridecode(path, 0, &len)) == NULL)
-			fatalx("out of memory");
-		for (i = 0; i < len; i++)
-			if ((unsigned char)d[i] < 0x20 || d[i] == 0x7f)
-				ok = 0;
-		free(d);
-	}
-	if (ok)
-		return 0;
-	reply_text(req, HTTP_BADREQUEST, "Bad Request", "bad request: the "
-	    "path holds a control character");
-	return -1;
-}
-
 static void
 on_metrics(struct evhttp_request *req, void *arg)
 {
@@ -120,7 +63,7 @@ on_healthz(struct evhttp_request *req, void *arg)
 {
 	if (http_request_check(req) != 0)
 		return;
-	reply_text(req, HTTP_OK, "OK", "ok");
+	http_reply_text(req, HTTP_OK, "OK", "ok");
 }
 
 /* Ready: the database is open and calls are served, which under HA means
@@ -133,14 +76,14 @@ on_readyz(struct evhttp_request *req, void *arg)
 	if (http_request_check(req) != 0)
 		return;
 	if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby)
-		reply_text(req, HTTP_OK, "OK", "ready");
+		http_reply_text(req, HTTP_OK, "OK", "ready");
 	else if (rdzvd.serving && rdzvd.standby) {
 		snprintf(text, sizeof(text), "not ready: standby; the leader "
 		    "is %s", rdzvd.leader[0] != '\0' ? rdzvd.leader :
 		    "not known");
-		reply_text(req, 503, "Service Unavailable", text);
+		http_reply_text(req, 503, "Service Unavailable", text);
 	} else
-		reply_text(req, 503, "Service Unavailable", "not ready");
+		http_reply_text(req, 503, "Service Unavailable", "not ready");
 }
 
 static void
@@ -172,7 +115,7 @@ on_other(struct evhttp_request *req, void *arg)
 {
 	if (http_request_check(req) != 0)
 		return;
-	reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: this server "
+	http_reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: this server "
 	    "has /, /metrics, /healthz, /readyz and /events");
 }
 

@@ -239,12 +239,17 @@ void		 http_stop(void);
 /* Ends the status page's event streams, which then connect again: they
  * show the core they started on, and the role changed (ha.c). */
 void		 http_pages_reset(void);
-/* Refuses (400) what evhttp lets through in a request's path; 0, or -1
- * after answering. Every handler calls it first. */
-int		 http_request_check(struct evhttp_request *);
+
+/* http_reply.c: what every HTTP handler answers with. */
 /* Sends |body| with the headers every answer carries. */
 void		 http_reply(struct evhttp_request *, int code,
 		    const char *reason, const char *type, struct evbuffer *);
+/* |text| and a newline as text/plain. */
+void		 http_reply_text(struct evhttp_request *, int code,
+		    const char *reason, const char *text);
+/* Refuses (400) what evhttp lets through in a request's path; 0, or -1
+ * after answering. Every handler calls it first. */
+int		 http_request_check(struct evhttp_request *);
 
 /* http_conn.c: the HTTP listener's connections: the cap, the request
  * deadline, the check of each request head, pausing on accept errors. */
