@@ -158,6 +158,24 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 	}
 }
 
+/* A timeout a join asks for over max-join-timeout: true, with the error. */
+static bool
+over_limit(const struct core *c, const struct core_join *req,
+    const char *what, const char *flag, uint64_t ms, char *err,
+    size_t errlen)
+{
+	char t[32], max[32];
+
+	if (ms <= c->cfg.max_join_timeout_ms)
+		return false;
+	core_fmt_secs(t, sizeof(t), ms);
+	core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
+	textf(err, errlen, "job %s: %s %s is over this rdzvd's limit of %s "
+	    "(max-join-timeout); ask for less (%s)", req->rdzv_id, what, t,
+	    max, flag);
+	return true;
+}
+
 static int
 join_validate(const struct core *c, const struct core_join *req,
     struct core_settings *s, char *err, size_t errlen)
@@ -202,35 +220,14 @@ join_validate(const struct core *c, const struct core_join *req,
 		return GRPC_RESOURCE_EXHAUSTED;
 	}
 	/* A join timeout keeps a job that may never form: it is bounded, or
-	 * one client could hold jobs for weeks. */
-	if (s->join_timeout_ms > c->cfg.max_join_timeout_ms) {
-		char t[32], max[32];
-		core_fmt_secs(t, sizeof(t), s->join_timeout_ms);
-		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
-		textf(err, errlen, "job %s: join timeout %s is over this "
-		    "rdzvd's limit of %s (max-join-timeout); ask for less "
-		    "(--join-timeout)", req->rdzv_id, t, max);
+	 * one client could hold jobs for weeks; so are the other two. */
+	if (over_limit(c, req, "join timeout", "--join-timeout",
+	    s->join_timeout_ms, err, errlen) ||
+	    (s->has_rejoin_timeout && over_limit(c, req, "rejoin timeout",
+	    "--rejoin-timeout", s->rejoin_timeout_ms, err, errlen)) ||
+	    over_limit(c, req, "hang timeout", "--hang-timeout",
+	    s->hang_timeout_ms, err, errlen))
 		return GRPC_INVALID_ARGUMENT;
-	}
-	if (s->has_rejoin_timeout &&
-	    s->rejoin_timeout_ms > c->cfg.max_join_timeout_ms) {
-		char t[32], max[32];
-		core_fmt_secs(t, sizeof(t), s->rejoin_timeout_ms);
-		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
-		textf(err, errlen, "job %s: rejoin timeout %s is over this "
-		    "rdzvd's limit of %s (max-join-timeout); ask for less "
-		    "(--rejoin-timeout)", req->rdzv_id, t, max);
-		return GRPC_INVALID_ARGUMENT;
-	}
-	if (s->hang_timeout_ms > c->cfg.max_join_timeout_ms) {
-		char t[32], max[32];
-		core_fmt_secs(t, sizeof(t), s->hang_timeout_ms);
-		core_fmt_secs(max, sizeof(max), c->cfg.max_join_timeout_ms);
-		textf(err, errlen, "job %s: hang timeout %s is over this "
-		    "rdzvd's limit of %s (max-join-timeout); ask for less "
-		    "(--hang-timeout)", req->rdzv_id, t, max);
-		return GRPC_INVALID_ARGUMENT;
-	}
 	return 0;
 }
 
