@@ -158,14 +158,8 @@ agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (a->quitting) {
-		log_debug("also: %s", msg);
+	if (!quit_first(a->quitting, status, msg))
 		return;
-	}
-	if (status == AGENT_EXIT_OK || status >= 128)
-		log_info("%s", msg);
-	else
-		log_error("%s", msg);
 	a->quitting = true;
 	a->exit_status = status;
 	a->have_want = false;
@@ -210,6 +204,24 @@ on_joined(void *arg)
  * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
  * too.
  */
+/*
+ * The first decision to exit is the one: false (and a debug line) when an
+ * earlier one stands, else true, |msg| logged as its exit status wants.
+ */
+bool
+quit_first(bool quitting, int status, const char *msg)
+{
+	if (quitting) {
+		log_debug("also: %s", msg);
+		return false;
+	}
+	if (status == AGENT_EXIT_OK || status >= 128)
+		log_info("%s", msg);
+	else
+		log_error("%s", msg);
+	return true;
+}
+
 /*
  * "node rank" (the group rank) beside the session's "node id" (rdzvd's
  * counter across jobs): two numbers a reader must not mix up.

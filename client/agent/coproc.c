@@ -138,14 +138,8 @@ coproc_quit(struct coproc *c, int status, bool leave, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (c->quitting) {
-		log_debug("also: %s", msg);
+	if (!quit_first(c->quitting, status, msg))
 		return;
-	}
-	if (status == AGENT_EXIT_OK || status >= 128)
-		log_info("%s", msg);
-	else
-		log_error("%s", msg);
 	c->quitting = true;
 	c->exit_status = status;
 	session_quit(&c->session);
