@@ -77,6 +77,26 @@ join(const char *id, const char *host, uint32_t nproc, uint32_t min,
 	return join_req(&r, 0);
 }
 
+struct core_job *
+nodes(const char *id, int64_t rejoin_ms, uint32_t min, uint32_t max,
+    struct core_node **n, int k)
+{
+	static const char *const hosts[] = { "a", "b", "c", "d", "e" };
+	struct core_join	 r;
+	int			 i;
+
+	for (i = 0; i < k && i < 5; i++) {
+		r = req(id, hosts[i], 1, min, max);
+		r.settings.max_restarts = 3;
+		if (rejoin_ms >= 0) {
+			r.settings.has_rejoin_timeout = true;
+			r.settings.rejoin_timeout_ms = (uint32_t)rejoin_ms;
+		}
+		n[i] = join_req(&r, 0);
+	}
+	return n[0]->job;
+}
+
 struct core_msg *
 last_msg(const struct core_node *n)
 {

@@ -1,5 +1,5 @@
 /*
- * The harness of the core's unit tests (test_core.c, test_core_life.c): a
+ * The harness of the core's unit tests (tests/unit/test_core*.c): a
  * fake clock, agents' requests, and turn(), which ends a daemon loop turn
  * as the daemon will: check the core's invariants, commit its changes to a
  * fake store (so a change the core forgets to persist is caught by the
@@ -7,6 +7,7 @@
  */
 #ifndef CORE_HARNESS_H
 #define CORE_HARNESS_H
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,16 @@ extern size_t		 nrecs, caprecs;
 	}								\
 } while (0)
 
+/* Integers, compared as intmax_t, with both values in the report. */
+#define CHECK_INT(a, b) do {						\
+	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
+	if (a_ != b_) {							\
+		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
+		    __FILE__, __LINE__, #a, #b, a_, b_);		\
+		failed = 1;						\
+	}								\
+} while (0)
+
 #define CHECK_STR(s, want) do {						\
 	if (strcmp((s), (want)) != 0) {					\
 		fprintf(stderr, "  %s:%d: got \"%s\"\n  want \"%s\"\n",	\
@@ -76,6 +87,14 @@ struct core_node *join_req(struct core_join *r, int want);
 
 struct core_node *join(const char *id, const char *host, uint32_t nproc,
 	    uint32_t min, uint32_t max);
+
+/*
+ * |k| nodes a, b, c, ... (one worker each, max_restarts 3) of job |id|,
+ * which waits |rejoin_ms| after a departure (-1: unset, the join
+ * timeout); the job.
+ */
+struct core_job *nodes(const char *id, int64_t rejoin_ms, uint32_t min,
+	    uint32_t max, struct core_node **n, int k);
 
 /* The last message the node got; one of kind 0 when none. */
 struct core_msg *last_msg(const struct core_node *n);

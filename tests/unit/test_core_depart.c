@@ -9,37 +9,8 @@
  * Changes that take no node away (fewer workers, a refused resume whose
  * agent joins again, a waiting node or a spare going) do not.
  */
-#include <inttypes.h>
 
 #include "core_harness.h"
-
-#define CHECK_INT(a, b) do {						\
-	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
-	if (a_ != b_) {							\
-		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
-		    __FILE__, __LINE__, #a, #b, a_, b_);		\
-		failed = 1;						\
-	}								\
-} while (0)
-
-/* |k| nodes a, b, c, ... of a job that waits rejoin_ms after a departure. */
-static struct core_job *
-nodes(const char *id, uint32_t rejoin_ms, uint32_t min, uint32_t max,
-    struct core_node **n, int k)
-{
-	static const char *const hosts[] = { "a", "b", "c", "d", "e" };
-	struct core_join	 r;
-	int			 i;
-
-	for (i = 0; i < k; i++) {
-		r = req(id, hosts[i], 1, min, max);
-		r.settings.max_restarts = 3;
-		r.settings.has_rejoin_timeout = true;
-		r.settings.rejoin_timeout_ms = rejoin_ms;
-		n[i] = join_req(&r, 0);
-	}
-	return n[0]->job;
-}
 
 static void
 leave(struct core_node *n, const char *why)

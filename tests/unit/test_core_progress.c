@@ -8,18 +8,8 @@
  * failure like any other, with an event of its own; the hang timeout is a
  * job setting that survives a restart.
  */
-#include <inttypes.h>
 
 #include "core_harness.h"
-
-#define CHECK_INT(a, b) do {						\
-	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
-	if (a_ != b_) {							\
-		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
-		    __FILE__, __LINE__, #a, #b, a_, b_);		\
-		failed = 1;						\
-	}								\
-} while (0)
 
 static int
 step(struct core_node *n, uint64_t gen, uint64_t s)

@@ -5,41 +5,10 @@
  * asks for in a fixed Slurm or PBS allocation) fails it at once; spares
  * still replace a lost node at once.
  */
-#include <inttypes.h>
 
 #include "core_harness.h"
 
 /* Integers, with both values in the report. */
-#define CHECK_INT(a, b) do {						\
-	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
-	if (a_ != b_) {							\
-		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
-		    __FILE__, __LINE__, #a, #b, a_, b_);		\
-		failed = 1;						\
-	}								\
-} while (0)
-
-/* Three nodes of a job that waits rejoin_ms (-1: unset) after a loss. */
-static struct core_job *
-three(const char *id, int64_t rejoin_ms, uint32_t min, uint32_t max,
-    struct core_node *n[3])
-{
-	static const char *const hosts[] = { "a", "b", "c" };
-	struct core_join	 r;
-	int			 i;
-
-	for (i = 0; i < 3; i++) {
-		r = req(id, hosts[i], 1, min, max);
-		r.settings.max_restarts = 3;
-		if (rejoin_ms >= 0) {
-			r.settings.has_rejoin_timeout = true;
-			r.settings.rejoin_timeout_ms = (uint32_t)rejoin_ms;
-		}
-		n[i] = join_req(&r, 0);
-	}
-	return n[0]->job;
-}
-
 /* Unset, it is the join timeout; set, the job keeps it. */
 static void
 test_default_is_join_timeout(void)
@@ -49,13 +18,13 @@ test_default_is_join_timeout(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("dflt", -1, 3, 3, n);
+	j = nodes("dflt", -1, 3, 3, n, 3);
 	CHECK(j->settings.has_rejoin_timeout);
 	CHECK_INT(j->settings.rejoin_timeout_ms, 600000);
 	r = req("jt", "a", 1, 3, 3);
 	r.settings.join_timeout_ms = 42000;
 	CHECK_INT(join_req(&r, 0)->job->settings.rejoin_timeout_ms, 42000);
-	j = three("zero", 0, 3, 3, n);
+	j = nodes("zero", 0, 3, 3, n, 3);
 	CHECK(j->settings.has_rejoin_timeout);
 	CHECK_INT(j->settings.rejoin_timeout_ms, 0);
 	/* The job's settings win: a later joiner's are ignored. */
@@ -91,7 +60,7 @@ test_waits_then_fails_naming_the_node(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("wait", 20000, 3, 3, n);
+	j = nodes("wait", 20000, 3, 3, n, 3);
 	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 1);
 	core_lease_lost(C, NOW, n[2]);
 	turn();
@@ -121,7 +90,7 @@ test_replacement_in_time(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("repl", 20000, 3, 3, n);
+	j = nodes("repl", 20000, 3, 3, n, 3);
 	core_lease_lost(C, NOW, n[1]);
 	turn();
 	tick(15000);
@@ -152,7 +121,7 @@ test_zero_fails_at_once(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("fixed", 0, 3, 3, n);
+	j = nodes("fixed", 0, 3, 3, n, 3);
 	core_lease_lost(C, NOW, n[2]);
 	turn();
 	CHECK(j->state == CORE_JOB_FAILED && j->restart_count == 1);
@@ -176,7 +145,7 @@ test_spare_replaces_at_once(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("spare", 0, 2, 2, n);
+	j = nodes("spare", 0, 2, 2, n, 3);
 	CHECK(n[2]->state == CORE_NODE_SPARE);
 	core_lease_lost(C, NOW, n[0]);
 	turn();
@@ -200,7 +169,7 @@ test_elastic_rerounds(void)
 	struct core_job		*j;
 
 	setup(NULL);
-	j = three("elastic", 0, 2, 3, n);
+	j = nodes("elastic", 0, 2, 3, n, 3);
 	CHECK(j->state == CORE_JOB_RUNNING && j->round_n == 3);
 	core_lease_lost(C, NOW, n[1]);
 	turn();
@@ -260,7 +229,7 @@ test_restart_keeps_the_lost_node(void)
 
 	core_config_defaults(&cfg);
 	setup(&cfg);
-	j = three("rst", 20000, 3, 3, n);
+	j = nodes("rst", 20000, 3, 3, n, 3);
 	a_id = n[0]->node_id;
 	b_id = n[1]->node_id;
 	core_lease_lost(C, NOW, n[2]);

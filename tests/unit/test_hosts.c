@@ -5,19 +5,9 @@
  * quarantined host's joins refused for every job, its live nodes evicted
  * so that a spare takes over, and an admin's clear and quarantine.
  */
-#include <inttypes.h>
 #include <signal.h>
 
 #include "core_harness.h"
-
-#define CHECK_INT(a, b) do {						\
-	intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);		\
-	if (a_ != b_) {							\
-		fprintf(stderr, "  %s:%d: %s == %s (%jd != %jd)\n",	\
-		    __FILE__, __LINE__, #a, #b, a_, b_);		\
-		failed = 1;						\
-	}								\
-} while (0)
 
 #define HOUR	(3600ULL * 1000)
 
