@@ -16,22 +16,10 @@ import pytest
 import rdzvtest as rt
 
 import ctlharness as h
-from test_ctl_agents import Job
+# The job fixture is test_ctl_agents' (a private rdzvd and its agents).
+from test_ctl_agents import job  # noqa: F401
 
 T = rt.protos().types
-
-
-@pytest.fixture
-def job(request, tmp_path):
-    jobs = []
-
-    def make(*a, **kw):
-        j = Job(tmp_path, *a, **kw)
-        jobs.append(j)
-        return j
-    yield make
-    for j in jobs:
-        j.close()
 
 
 def three(j, rejoin):
