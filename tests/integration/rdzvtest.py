@@ -288,3 +288,21 @@ def read(path):
 def tmpdir():
     """A fresh temporary directory for a test outside pytest's fixtures."""
     return tempfile.mkdtemp(prefix="rdzv-test-")
+
+
+def copy_for_others(d, *paths):
+    """Copies of |paths| (files or folders) into directory |d|, which every
+    uid may enter: for a program a test runs as another uid, since the
+    checkout itself may be in a folder only its owner can enter (a clone
+    under `mktemp -d`). Returns the copies' paths."""
+    import shutil
+    os.chmod(d, 0o755)
+    out = []
+    for p in paths:
+        dst = os.path.join(d, os.path.basename(p.rstrip("/")))
+        if os.path.isdir(p):
+            shutil.copytree(p, dst, dirs_exist_ok=True)
+        else:
+            shutil.copy2(p, dst)
+        out.append(dst)
+    return out

@@ -167,10 +167,12 @@ def test_unix_socket_mode_and_group_let_another_uid_in(tmp_path, perms):
                 grp.getgrgid(0).gr_name))
             root = rdzvnode.Node("unix:" + sock, name="root-node")
             root.join("root-job", min_nodes=2, max_nodes=2)
+            client, pydir = rt.copy_for_others(scratch, os.path.join(
+                os.path.dirname(os.path.abspath(__file__)), "uidclient.py"),
+                rt.build_path("tests", "py"))
             r = subprocess.run(NOBODY + [
-                "/usr/bin/python3", os.path.join(os.path.dirname(
-                    os.path.abspath(__file__)), "uidclient.py"),
-                rt.build_path("tests", "py"), sock, "root-job", "own-job"],
+                "/usr/bin/python3", client, pydir, sock, "root-job",
+                "own-job"],
                 capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
             out = json.loads(r.stdout)

@@ -226,6 +226,7 @@ def test_actions_by_another_uid_are_refused_on_a_unix_socket():
     os.chmod(d, 0o755)
     sock = os.path.join(d, "rdzvd.sock")
     daemon = rt.Daemon(d, listen="unix:" + sock)
+    ctl, = rt.copy_for_others(d, h.RDZVCTL)
     try:
         os.chmod(sock, 0o777)
         n = Node("unix:" + sock, name="uds-a")
@@ -235,7 +236,7 @@ def test_actions_by_another_uid_are_refused_on_a_unix_socket():
         def as_nobody(*args):
             env = dict(os.environ)
             env.pop("RDZV_SERVER", None)
-            return subprocess.run([h.RDZVCTL, "--server", "unix:" + sock] + list(args),
+            return subprocess.run([ctl, "--server", "unix:" + sock] + list(args),
                                   capture_output=True, text=True, timeout=30, env=env,
                                   preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
 
