@@ -17,6 +17,11 @@
 #
 #   bench/targets.sh [BUILD_DIR] [RUNS]
 #
+# Beside each time and CPU figure it prints the floor: the median of
+# rdzv-floor's same figure, the same connections exchanging the same bytes
+# with no protocol behind them, run right after rdzv's runs (what the
+# kernel alone costs on this machine).
+#
 # BUILD_DIR defaults to build, RUNS to 3. Figures, not a test: it exits 0
 # once every run completed, and says "missed" where a median is past its
 # target. The 100,000-node run needs 100,000 open files in both processes;
@@ -46,7 +51,8 @@ median() {
 		  else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# row LABEL FILE-OF-VALUES OP LIMIT UNIT: one line of the summary.
+# row LABEL FILE-OF-VALUES OP LIMIT UNIT [FLOOR-FILE]: one line of the
+# summary; with a floor, rdzv-floor's median of the same figure after it.
 row() {
 	m=$(median <"$2")
 	all=$(tr '\n' ' ' <"$2" | sed 's/ $//; s/ / \/ /g')
@@ -54,8 +60,10 @@ row() {
 		if (m == "?") { print "no figure"; exit }
 		ok = op == "<=" ? m + 0 <= lim + 0 : m + 0 >= lim + 0
 		print ok ? "met" : "missed" }')
-	printf '%-46s %9s %-4s %-7s (target %s %s; runs: %s)\n' "$1" "$m" \
-	    "$5" "$verdict" "$3" "$4" "$all"
+	floor=
+	[ -n "${6:-}" ] && floor="; floor $(median <"$6") $5"
+	printf '%-46s %9s %-4s %-7s (target %s %s; runs: %s%s)\n' "$1" "$m" \
+	    "$5" "$verdict" "$3" "$4" "$all" "$floor"
 }
 
 # scenario NAME RDZV-BENCH.SH-OPTIONS...: RUNS runs; the outputs are kept.
@@ -108,6 +116,26 @@ echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
 
 scenario big --nodes 10000
 scenario jobs --nodes 8 --jobs 1000
+
+# The floor: the same shapes' socket work alone (rdzv-floor), run right
+# after rdzv's, so that both see the machine as it is now.
+floor() {
+	name=$1
+	shift
+	i=1
+	while [ "$i" -le "$runs" ]; do
+		echo "== $name, run $i: rdzv-floor $*" >&2
+		if ! (nofile=$(ulimit -Hn); ulimit -n "$nofile"
+		    "$build/bench/rdzv-floor" "$@") >"$out/$name.$i" 2>&1; then
+			cat "$out/$name.$i" >&2
+			echo "targets.sh: $name run $i failed" >&2
+			exit 1
+		fi
+		i=$((i + 1))
+	done
+}
+floor floor-big --nodes 10000
+floor floor-jobs --nodes 8 --jobs 1000
 scenario kill --nodes 1000 --kill 100 --grace 500ms
 
 # 100,000 nodes need 100,000 descriptors in rdzvd and in the bench, and
@@ -143,6 +171,11 @@ fi
 sed -n 's/^torch-c10d\/rdzv at 256 nodes: ≥*\([0-9.]*\)×$/\1/p' \
     "$out/compare" >"$out/ratio"
 
+collect floor-big "last join to last assignment" >"$out/f1"
+collect floor-big "first connect to last assignment" >"$out/f2"
+per_node floor-big "join and after" 10000 >"$out/f3"
+per_node floor-big connect 10000 >"$out/f4"
+collect floor-jobs "first connect to last assignment" >"$out/f6"
 collect big "last join to last assignment" >"$out/v1"
 collect big "first connect to last assignment" >"$out/v2"
 per_node big "join and after" 10000 >"$out/v3"
@@ -159,13 +192,18 @@ echo
 cat "$out/compare"
 echo
 echo "medians of $runs runs:"
-row "10,000 nodes: last join to last assignment" "$out/v1" "<=" 100 ms
-row "10,000 nodes: first connect to last assign." "$out/v2" "<=" 500 ms
-row "10,000 nodes: rdzvd CPU per join" "$out/v3" "<=" 10 us
-row "10,000 nodes: rdzvd CPU per connection" "$out/v4" "<=" 15 us
+row "10,000 nodes: last join to last assignment" "$out/v1" "<=" 100 ms \
+    "$out/f1"
+row "10,000 nodes: first connect to last assign." "$out/v2" "<=" 500 ms \
+    "$out/f2"
+row "10,000 nodes: rdzvd CPU per join" "$out/v3" "<=" 10 us "$out/f3"
+row "10,000 nodes: rdzvd CPU per connection" "$out/v4" "<=" 15 us "$out/f4"
 row "10,000 nodes: rdzvd peak RSS per node" "$out/v5" "<=" 16 KiB
-row "1,000 jobs x 8: first connect to last assign." "$out/v6" "<=" 500 ms
+row "1,000 jobs x 8: first connect to last assign." "$out/v6" "<=" 500 ms \
+    "$out/f6"
 info "1,000 jobs x 8: last join to last assignment" "$out/v7" ms
+echo "  (floor: rdzv-floor, the same sockets and bytes with no protocol," \
+    "run right after)"
 row "100 of 1,000 closed: grace end to last new" "$out/v11" "<=" 1000 ms
 if [ "$huge_nodes" -eq 100000 ]; then
 	row "100,000 nodes, one rdzvd: nodes assigned" "$out/v8" ">=" \
