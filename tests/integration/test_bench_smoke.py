@@ -259,3 +259,21 @@ def test_munge_bench_prints_both_figures():
     for r in rows:
         # "N conns, K in flight  NONE  MUNGE  RATIOx"
         assert float(r[-3]) > 0 and float(r[-2]) > 0, p.stdout + p.stderr
+
+
+def test_floor_runs_and_reports_both_processes():
+    # rdzv-floor: 50 nodes in 2 jobs, every figure printed and in order.
+    p = subprocess.run([rt.build_path("bench", "rdzv-floor"), "--nodes", "25",
+                        "--jobs", "2"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert re.search(r"^nodes:\s+50 \(2 jobs of 25\)$", p.stdout, re.M)
+    last_join = figure(p.stdout, "last join to last assignment")
+    whole = figure(p.stdout, "first connect to last assignment")
+    assert 0 < last_join <= whole
+    assert figure(p.stdout, "connect all") <= whole
+    assert re.search(r"^daemon cpu:\s+[0-9.]+ ms \(connect [0-9.]+, join "
+                     r"and after [0-9.]+\)$", p.stdout, re.M)
+    bad = subprocess.run([rt.build_path("bench", "rdzv-floor"), "--nodes",
+                          "0"], capture_output=True, text=True, timeout=10)
+    assert bad.returncode == 2 and "--nodes" in bad.stderr
