@@ -191,6 +191,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 static void
 sconn_free(struct grpc_conn *c)
 {
+	struct gsrv_slab *slab = c->slab;
 	struct grpc_call *call;
 
 	while ((call = TAILQ_FIRST(&c->calls)) != NULL)
@@ -199,21 +200,20 @@ sconn_free(struct grpc_conn *c)
 		nghttp2_session_del(c->h2);
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
-	if (c->rev != NULL)
-		event_free(c->rev);
-	if (c->wev != NULL)
-		event_free(c->wev);
+	gsrv_slab_event_free(slab, c->rev);
+	gsrv_slab_event_free(slab, c->wev);
 	if (c->out != NULL)
 		evbuffer_free(c->out);
 	if (c->bev == NULL && c->fd >= 0)
 		close(c->fd);
-	if (c->flush_ev != NULL)
-		event_free(c->flush_ev);
-	if (c->keepalive_ev != NULL)
-		event_free(c->keepalive_ev);
-	if (c->idle_ev != NULL)
-		event_free(c->idle_ev);
-	free(c);
+	gsrv_slab_event_free(slab, c->flush_ev);
+	gsrv_slab_event_free(slab, c->keepalive_ev);
+	gsrv_slab_event_free(slab, c->idle_ev);
+	if (c->identity != NULL)
+		gsrv_slab_release(slab, c->identity);
+	if (c->local != NULL)
+		gsrv_slab_release(slab, c->local);
+	gsrv_slab_free(c->srv, slab);
 }
 
 /* "10.0.0.5:41234", "[::1]:41234" or "unix", for conn_closed. */
@@ -314,14 +314,16 @@ gsrv_conn_local(struct grpc_conn *c)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int fd = c->bev != NULL ? bufferevent_getfd(c->bev) : c->fd;
+	char text[64];
 
-	if (c->local[0] != '\0')
+	if (c->local != NULL)
 		return c->local;
 	if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		addr_text((struct sockaddr *)&ss, c->local, sizeof(c->local));
+		addr_text((struct sockaddr *)&ss, text, sizeof(text));
 	else
-		snprintf(c->local, sizeof(c->local), "unknown");
-	return c->local;
+		snprintf(text, sizeof(text), "unknown");
+	c->local = gsrv_slab_strdup(c->slab, text);
+	return c->local != NULL ? c->local : "unknown";
 }
 
 void
@@ -353,10 +355,12 @@ gsrv_conn_check_writable(struct grpc_conn *c)
 	}
 }
 
-static void
+static int
 sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
     struct sockaddr *sa)
 {
+	char id[32];
+
 	addr_text(sa, c->peer, sizeof(c->peer));
 	if (sa->sa_family == AF_INET)
 		c->peer_port = ntohs(((struct sockaddr_in *)sa)->sin_port);
@@ -366,39 +370,49 @@ sconn_peer_identity(struct grpc_conn *c, evutil_socket_t fd,
 		struct ucred uc;
 		socklen_t ul = sizeof(uc);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
-			snprintf(c->identity, sizeof(c->identity), "uid:%u",
-			    (unsigned)uc.uid);
+			snprintf(id, sizeof(id), "uid:%u", (unsigned)uc.uid);
 		else
-			snprintf(c->identity, sizeof(c->identity), "unknown");
+			snprintf(id, sizeof(id), "unknown");
 	} else
-		snprintf(c->identity, sizeof(c->identity), "anonymous");
+		snprintf(id, sizeof(id), "anonymous");
+	/* A TLS connection's is its certificate's, once the handshake is
+	 * done. */
+	c->identity = gsrv_slab_strdup(c->slab, id);
+	return c->identity != NULL ? 0 : -1;
 }
 
 void
 gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 {
 	struct grpc_server *srv = l->srv;
+	struct gsrv_slab *slab = gsrv_slab_new(srv);
 	struct grpc_conn *c;
 	struct timeval tv;
 
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
+	if (slab == NULL || (c = gsrv_slab_zalloc(slab, sizeof(*c))) == NULL) {
+		gsrv_slab_free(srv, slab);
 		evutil_closesocket(fd);
 		return;
 	}
 	/* The listener accepts with SOCK_NONBLOCK | SOCK_CLOEXEC. */
+	c->slab = slab;
 	c->fd = -1;
 	c->srv = srv;
 	c->listener = l;
 	c->last_seen_ms = mono_ms();
 	TAILQ_INIT(&c->calls);
-	sconn_peer_identity(c, fd, sa);
+	if (sconn_peer_identity(c, fd, sa) != 0) {
+		evutil_closesocket(fd);
+		sconn_free(c);
+		return;
+	}
 
 	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
 	if (l->tls != NULL) {
 		SSL *ssl = SSL_new(tls_ssl_ctx(l->tls));
 		if (ssl == NULL) {
 			evutil_closesocket(fd);
-			free(c);
+			sconn_free(c);
 			return;
 		}
 		c->bev = bufferevent_openssl_socket_new(srv->base, fd, ssl,
@@ -406,27 +420,27 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 		if (c->bev == NULL) {
 			SSL_free(ssl);
 			evutil_closesocket(fd);
-			free(c);
+			sconn_free(c);
 			return;
 		}
 	} else {
 		/* From here on sconn_free closes it. */
 		c->fd = fd;
-		c->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST,
-		    gsrv_conn_raw_read_cb, c);
-		c->wev = event_new(srv->base, fd, EV_WRITE,
-		    gsrv_conn_raw_write_cb,
-		    c);
+		c->rev = gsrv_slab_event(slab, srv->base, fd,
+		    EV_READ | EV_PERSIST, gsrv_conn_raw_read_cb, c);
+		c->wev = gsrv_slab_event(slab, srv->base, fd, EV_WRITE,
+		    gsrv_conn_raw_write_cb, c);
 		c->out = evbuffer_new();
 		if (c->rev == NULL || c->wev == NULL || c->out == NULL) {
 			sconn_free(c);
 			return;
 		}
 	}
-	c->flush_ev = event_new(srv->base, -1, 0, flush_cb, c);
-	c->idle_ev = evtimer_new(srv->base, idle_cb, c);
+	c->flush_ev = gsrv_slab_event(slab, srv->base, -1, 0, flush_cb, c);
+	c->idle_ev = gsrv_slab_event(slab, srv->base, -1, 0, idle_cb, c);
 	if (srv->opts.keepalive_ms > 0)
-		c->keepalive_ev = evtimer_new(srv->base, keepalive_cb, c);
+		c->keepalive_ev = gsrv_slab_event(slab, srv->base, -1, 0,
+		    keepalive_cb, c);
 	if (c->flush_ev == NULL || c->idle_ev == NULL ||
 	    (srv->opts.keepalive_ms > 0 && c->keepalive_ev == NULL) ||
 	    (l->tls == NULL && gsrv_h2_session_new(c) != 0)) {
@@ -575,6 +589,7 @@ grpc_server_free(struct grpc_server *srv)
 	if (srv->done_ev != NULL)
 		event_free(srv->done_ev);
 	gsrv_h2_free(srv);
+	gsrv_slabs_free(srv);
 	free(srv);
 }
 

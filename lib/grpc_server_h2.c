@@ -447,6 +447,13 @@ srv_h2_setup(struct grpc_server *srv)
 	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * RESET_BURST,
 	    2 * RESET_PER_S);
 	nghttp2_option_set_max_continuations(opt, 8);
+	/*
+	 * nghttp2 keeps up to max_streams closed streams per connection for
+	 * RFC 7540's priority tree, which gRPC does not use: an agent's
+	 * long-lived connection would hold a hundred of them (200 bytes
+	 * each) after its first hundred calls.
+	 */
+	nghttp2_option_set_no_closed_streams(opt, 1);
 	srv->h2_cbs = cbs;
 	srv->h2_opt = opt;
 	return 0;
@@ -467,8 +474,8 @@ gsrv_h2_session_new(struct grpc_conn *c)
 	struct grpc_server *srv = c->srv;
 	int rv;
 
-	if (srv_h2_setup(srv) != 0 || nghttp2_session_server_new2(&c->h2,
-	    srv->h2_cbs, c, srv->h2_opt) != 0)
+	if (srv_h2_setup(srv) != 0 || gsrv_slab_h2_server_new(c->slab,
+	    &c->h2, srv->h2_cbs, c, srv->h2_opt) != 0)
 		return -ENOMEM;
 
 	nghttp2_settings_entry iv[] = {
@@ -678,15 +685,21 @@ sconn_tls_ready(struct grpc_conn *c)
 	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
 	const unsigned char *alpn = NULL;
 	unsigned int alpnlen = 0;
+	char subject[512];
+	char *id;
 
 	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
 	if (alpn == NULL || alpnlen != 2 || memcmp(alpn, "h2", 2) != 0)
 		return "TLS: the peer did not offer ALPN h2";
-	if (tls_peer_subject(ssl, c->identity, sizeof(c->identity)) != 0) {
+	if (tls_peer_subject(ssl, subject, sizeof(subject)) != 0) {
 		if (tls_wants_client_cert(c->listener->tls))
 			return "TLS: no client certificate";
-		snprintf(c->identity, sizeof(c->identity), "anonymous");
+		snprintf(subject, sizeof(subject), "anonymous");
 	}
+	if ((id = gsrv_slab_strdup(c->slab, subject)) == NULL)
+		return "out of memory for the peer's identity";
+	gsrv_slab_release(c->slab, c->identity);
+	c->identity = id;
 	if (gsrv_h2_session_new(c) != 0)
 		return "out of memory for the HTTP/2 session";
 	return NULL;

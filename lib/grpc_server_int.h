@@ -6,7 +6,8 @@
  * grpc_server_call.c (the call API: replies, streams, trailers).
  *
  * Ownership: the server owns its listeners and connections; a connection
- * owns its socket (a TLS connection through its bufferevent, which also
+ * lives in its slab (grpc_server_mem.c), with its events and nghttp2's
+ * session-long blocks, and owns its socket (a TLS connection through its bufferevent, which also
  * owns the SSL), its nghttp2 session and its calls. A call lives until nghttp2 closes its stream or its
  * connection goes away; the user's view of it ends earlier, when its
  * on-close callback has run.
@@ -27,6 +28,7 @@
 #endif
 
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/listener.h>
 #include <nghttp2/nghttp2.h>
 
@@ -121,6 +123,7 @@ struct grpc_call {
 };
 
 struct grpc_conn {
+	struct gsrv_slab *slab;		/* holds this struct (grpc_server_mem.c) */
 	struct grpc_server *srv;
 	TAILQ_ENTRY(grpc_conn) entry;
 	struct grpc_listener *listener;
@@ -138,10 +141,10 @@ struct grpc_conn {
 					   idle one */
 	TAILQ_HEAD(, grpc_call) calls;
 
-	char identity[512];
-	char peer[64];
+	char *identity;		/* in the slab or malloc's */
+	char peer[48];		/* INET6_ADDRSTRLEN, or "unix" */
 	uint16_t peer_port;	/* TCP; 0 on a unix socket */
-	char local[64];		/* empty until asked for */
+	char *local;		/* NULL until asked for */
 	char close_reason[128];	/* why the session ended (a GOAWAY), or
 				   the first close asked for while in_h2 */
 	uint64_t last_seen_ms;
@@ -184,6 +187,7 @@ struct grpc_server {
 
 	TAILQ_HEAD(, grpc_conn) conns;
 	size_t n_conns;
+	struct gsrv_slabs *slabs;	/* the connections' memory */
 	nghttp2_session_callbacks *h2_cbs;	/* every session's */
 	nghttp2_option *h2_opt;
 
@@ -225,6 +229,31 @@ size_t	gsrv_conn_queued(const struct grpc_conn *);
 struct evbuffer *gsrv_conn_output(const struct grpc_conn *);
 const char *gsrv_conn_local(struct grpc_conn *);
 void	gsrv_conn_check_writable(struct grpc_conn *);
+
+/* grpc_server_mem.c */
+/* A connection's slab (NULL when out of memory); gsrv_slab_free gives it
+ * back with every block in it. */
+struct gsrv_slab *gsrv_slab_new(struct grpc_server *);
+void	gsrv_slab_free(struct grpc_server *, struct gsrv_slab *);
+/* Unmaps the slabs' memory; every connection must be gone. */
+void	gsrv_slabs_free(struct grpc_server *);
+/* A block of the slab, 16-byte aligned, or NULL once it is full or its
+ * nghttp2 session was made (the block would come after the frame
+ * buffer); zalloc clears it. */
+void	*gsrv_slab_alloc(struct gsrv_slab *, size_t);
+void	*gsrv_slab_zalloc(struct gsrv_slab *, size_t);
+/* A copy in the slab, else malloc's (NULL when out of memory); release
+ * frees it if it is malloc's. */
+char	*gsrv_slab_strdup(struct gsrv_slab *, const char *);
+void	gsrv_slab_release(struct gsrv_slab *, void *);
+/* nghttp2_session_server_new3 with the session's blocks in the slab. */
+int	gsrv_slab_h2_server_new(struct gsrv_slab *, nghttp2_session **,
+	    const nghttp2_session_callbacks *, void *,
+	    const nghttp2_option *);
+/* An event in the slab (else event_new's); _free deletes it. */
+struct event *gsrv_slab_event(struct gsrv_slab *, struct event_base *,
+	    evutil_socket_t, short, event_callback_fn, void *);
+void	gsrv_slab_event_free(struct gsrv_slab *, struct event *);
 
 /* grpc_server_h2.c */
 int	gsrv_h2_session_new(struct grpc_conn *);

@@ -1,0 +1,334 @@
+/*
+ * A connection's memory: one slab per connection holds its struct, its
+ * events and the blocks nghttp2 allocates for the session's whole life
+ * (the session, the indexes of its two header tables, its stream map and
+ * its outgoing frame buffer), packed in that order.
+ *
+ * Why: nghttp2's frame buffer is 16 KiB, and every frame is written at its
+ * start. gRPC's frames here are a few hundred bytes, so most of the buffer
+ * is never touched. In malloc's heap its first and last pages are shared
+ * with other blocks and it costs about a page per connection; last in a
+ * slab, whose tail nothing else uses, it costs the bytes its frames touch
+ * and the rest stays address space that was never faulted in. Packing
+ * the session's other blocks and the connection beside it saves malloc's
+ * headers and what their pages would share with shorter-lived blocks.
+ *
+ * Blocks nghttp2 asks for once the session exists (streams, header table
+ * entries, queued frames) come and go and are malloc's. Slabs come
+ * SLABS_PER_CHUNK at a time from one mapping and are reused once their
+ * connection closes; a chunk whose slabs are all free is unmapped unless
+ * it is the only one with room.
+ */
+#include <sys/mman.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "grpc_server_int.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n)	ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n)	((void)(p), (void)(n))
+#define UNPOISON(p, n)	((void)(p), (void)(n))
+#endif
+
+/*
+ * A slab's size: the connection (about 1.5 KiB with its events), nghttp2's
+ * session-long blocks (about 9 KiB in 1.52) and its 16 KiB frame buffer
+ * fit with room to spare. What does not fit comes from malloc instead.
+ */
+#define SLAB_SIZE	(32 * 1024)
+#define SLABS_PER_CHUNK	64
+#define CHUNK_SIZE	((size_t)SLAB_SIZE * SLABS_PER_CHUNK)
+#define ALIGN		16
+
+struct slab_chunk {
+	TAILQ_ENTRY(slab_chunk) entry;
+	char *base;
+	uint64_t used;		/* a bit per slab */
+};
+
+struct gsrv_slabs {
+	TAILQ_HEAD(, slab_chunk) room;	/* chunks with a free slab */
+	size_t n_room;
+};
+
+/* A slab starts with this; its blocks follow, each after its size. */
+struct gsrv_slab {
+	struct slab_chunk *chunk;
+	size_t used;		/* bytes taken, this header included */
+	int h2_init;		/* nghttp2's session is being made */
+	int sealed;		/* it was: nothing more goes after its
+				   frame buffer */
+};
+
+struct block_head {
+	size_t size;
+	size_t pad;
+};
+
+static int
+in_slab(const struct gsrv_slab *s, const void *p)
+{
+	const char *b = (const char *)s;
+
+	return (const char *)p >= b && (const char *)p < b + SLAB_SIZE;
+}
+
+static struct gsrv_slabs *
+slabs_of(struct grpc_server *srv)
+{
+	if (srv->slabs == NULL && (srv->slabs = calloc(1,
+	    sizeof(*srv->slabs))) != NULL)
+		TAILQ_INIT(&srv->slabs->room);
+	return srv->slabs;
+}
+
+static struct slab_chunk *
+chunk_new(void)
+{
+	struct slab_chunk *ch = calloc(1, sizeof(*ch));
+
+	if (ch == NULL)
+		return NULL;
+	ch->base = mmap(NULL, CHUNK_SIZE, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ch->base == MAP_FAILED) {
+		free(ch);
+		return NULL;
+	}
+	/* Huge pages would make the frame buffers' untouched pages
+	 * resident (THP set to "always"). */
+	(void)madvise(ch->base, CHUNK_SIZE, MADV_NOHUGEPAGE);
+	POISON(ch->base, CHUNK_SIZE);
+	return ch;
+}
+
+static void
+chunk_free(struct slab_chunk *ch)
+{
+	UNPOISON(ch->base, CHUNK_SIZE);
+	munmap(ch->base, CHUNK_SIZE);
+	free(ch);
+}
+
+struct gsrv_slab *
+gsrv_slab_new(struct grpc_server *srv)
+{
+	struct gsrv_slabs *pool = slabs_of(srv);
+	struct slab_chunk *ch;
+	struct gsrv_slab *s;
+	int i;
+
+	if (pool == NULL)
+		return NULL;
+	if ((ch = TAILQ_FIRST(&pool->room)) == NULL) {
+		if ((ch = chunk_new()) == NULL)
+			return NULL;
+		TAILQ_INSERT_HEAD(&pool->room, ch, entry);
+		pool->n_room++;
+	}
+	i = __builtin_ctzll(~ch->used);
+	ch->used |= (uint64_t)1 << i;
+	if (ch->used == UINT64_MAX) {
+		TAILQ_REMOVE(&pool->room, ch, entry);
+		pool->n_room--;
+	}
+	s = (struct gsrv_slab *)(ch->base + (size_t)i * SLAB_SIZE);
+	UNPOISON(s, sizeof(*s));
+	s->chunk = ch;
+	s->used = (sizeof(*s) + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	s->h2_init = 0;
+	s->sealed = 0;
+	return s;
+}
+
+void
+gsrv_slab_free(struct grpc_server *srv, struct gsrv_slab *s)
+{
+	struct gsrv_slabs *pool = srv->slabs;
+	struct slab_chunk *ch;
+	int i;
+
+	if (s == NULL)
+		return;
+	ch = s->chunk;
+	i = (int)(((char *)s - ch->base) / SLAB_SIZE);
+	POISON(s, SLAB_SIZE);
+	if (ch->used == UINT64_MAX) {
+		TAILQ_INSERT_TAIL(&pool->room, ch, entry);
+		pool->n_room++;
+	}
+	ch->used &= ~((uint64_t)1 << i);
+	/* Its pages stay for the next connection, unless another chunk has
+	 * room for it. */
+	if (ch->used == 0 && pool->n_room > 1) {
+		TAILQ_REMOVE(&pool->room, ch, entry);
+		pool->n_room--;
+		chunk_free(ch);
+	}
+}
+
+void
+gsrv_slabs_free(struct grpc_server *srv)
+{
+	struct slab_chunk *ch;
+
+	if (srv->slabs == NULL)
+		return;
+	/* Every connection is gone: every chunk has room. */
+	while ((ch = TAILQ_FIRST(&srv->slabs->room)) != NULL) {
+		TAILQ_REMOVE(&srv->slabs->room, ch, entry);
+		chunk_free(ch);
+	}
+	free(srv->slabs);
+	srv->slabs = NULL;
+}
+
+void *
+gsrv_slab_alloc(struct gsrv_slab *s, size_t size)
+{
+	size_t need, at;
+	struct block_head *h;
+
+	if (s->sealed || size > SLAB_SIZE)
+		return NULL;
+	need = (sizeof(*h) + size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	if (need > SLAB_SIZE - s->used)
+		return NULL;
+	at = s->used;
+	s->used += need;
+	h = (struct block_head *)((char *)s + at);
+	UNPOISON(h, sizeof(*h) + size);
+	h->size = size;
+	return h + 1;
+}
+
+void *
+gsrv_slab_zalloc(struct gsrv_slab *s, size_t size)
+{
+	void *p = gsrv_slab_alloc(s, size);
+
+	if (p != NULL)
+		memset(p, 0, size);
+	return p;
+}
+
+char *
+gsrv_slab_strdup(struct gsrv_slab *s, const char *str)
+{
+	size_t n = strlen(str) + 1;
+	char *p = gsrv_slab_alloc(s, n);
+
+	if (p == NULL)
+		return strdup(str);
+	memcpy(p, str, n);
+	return p;
+}
+
+void
+gsrv_slab_release(struct gsrv_slab *s, void *p)
+{
+	if (!in_slab(s, p))
+		free(p);
+}
+
+/* ---------------------------------------------- nghttp2's allocator */
+
+static void *
+h2_malloc(size_t size, void *arg)
+{
+	struct gsrv_slab *s = arg;
+	void *p;
+
+	if (s->h2_init && (p = gsrv_slab_alloc(s, size)) != NULL)
+		return p;
+	return malloc(size);
+}
+
+/* A slab's blocks live as long as the connection. */
+static void
+h2_free(void *ptr, void *arg)
+{
+	if (!in_slab(arg, ptr))
+		free(ptr);
+}
+
+static void *
+h2_calloc(size_t n, size_t size, void *arg)
+{
+	struct gsrv_slab *s = arg;
+	void *p;
+
+	if (s->h2_init && size != 0 && n <= SIZE_MAX / size &&
+	    (p = gsrv_slab_zalloc(s, n * size)) != NULL)
+		return p;
+	return calloc(n, size);
+}
+
+static void *
+h2_realloc(void *ptr, size_t size, void *arg)
+{
+	struct block_head *h;
+	void *p;
+
+	/* nghttp2 makes its frame buffer with realloc(NULL, ...). */
+	if (ptr == NULL)
+		return h2_malloc(size, arg);
+	if (!in_slab(arg, ptr))
+		return realloc(ptr, size);
+	h = (struct block_head *)ptr - 1;
+	if (size <= h->size)
+		return ptr;
+	if ((p = malloc(size)) != NULL)
+		memcpy(p, ptr, h->size);
+	return p;
+}
+
+int
+gsrv_slab_h2_server_new(struct gsrv_slab *s, nghttp2_session **h2,
+    const nghttp2_session_callbacks *cbs, void *user_data,
+    const nghttp2_option *opt)
+{
+	/* nghttp2 keeps a copy of it. */
+	nghttp2_mem mem = { s, h2_malloc, h2_free, h2_calloc, h2_realloc };
+	int rv;
+
+	s->h2_init = 1;
+	rv = nghttp2_session_server_new3(h2, cbs, user_data, opt, &mem);
+	s->h2_init = 0;
+	s->sealed = 1;
+	return rv;
+}
+
+/* ------------------------------------------------------------ events */
+
+struct event *
+gsrv_slab_event(struct gsrv_slab *s, struct event_base *base,
+    evutil_socket_t fd, short what, event_callback_fn cb, void *arg)
+{
+	struct event *ev = gsrv_slab_alloc(s, event_get_struct_event_size());
+
+	if (ev == NULL)
+		return event_new(base, fd, what, cb, arg);
+	if (event_assign(ev, base, fd, what, cb, arg) != 0)
+		return NULL;
+	return ev;
+}
+
+void
+gsrv_slab_event_free(struct gsrv_slab *s, struct event *ev)
+{
+	if (ev == NULL)
+		return;
+	if (in_slab(s, ev))
+		event_del(ev);
+	else
+		event_free(ev);
+}
