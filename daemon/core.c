@@ -321,27 +321,28 @@ core_node_new(struct core_job *j, uint64_t node_id,
 void
 core_tell_current(struct core_node *n, bool always)
 {
-	struct core_msg	 cur, *m;
+	struct core_msg	 cur;
 
 	if (!always && n->out_tail != NULL &&
 	    n->out_tail->kind != CORE_MSG_ACCEPTED)
 		return;
+	if (!n->connected || n->removed)
+		return;
 	core_node_current(n, &cur);
-	m = core_msg_queue(n, cur.kind);
-	m->u = cur.u;
-	memcpy(m->reason, cur.reason, sizeof(m->reason));
+	core_msg_queue(n, &cur);
 }
 
 void
 core_queue_accepted(struct core_node *n, bool resumed)
 {
-	struct core_msg	*m;
+	struct core_msg	 m;
 
-	m = core_msg_queue(n, CORE_MSG_ACCEPTED);
-	m->u.accepted.node_id = n->node_id;
-	memcpy(m->u.accepted.session_id, n->session_id, CORE_SESSION_LEN);
-	m->u.accepted.settings = n->job->settings;
-	m->u.accepted.resumed = resumed;
-	m->u.accepted.attempt = n->job->attempt;
+	core_msg_init(&m, CORE_MSG_ACCEPTED);
+	m.u.accepted.node_id = n->node_id;
+	memcpy(m.u.accepted.session_id, n->session_id, CORE_SESSION_LEN);
+	m.u.accepted.settings = n->job->settings;
+	m.u.accepted.resumed = resumed;
+	m.u.accepted.attempt = n->job->attempt;
+	core_msg_queue(n, &m);
 }
 

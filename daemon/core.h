@@ -228,7 +228,7 @@ struct core_node {
 	bool			 dirty;
 	TAILQ_ENTRY(core_node)	 dirty_entry;
 	bool			 removed;
-	struct core_msg		*out_head, *out_tail;
+	struct core_qmsg	*out_head, *out_tail;
 	size_t			 out_n;
 	TAILQ_ENTRY(core_node)	 out_entry;	/* core->outbox */
 };
@@ -358,10 +358,11 @@ struct core_assignment {
 	uint32_t	base_rank;
 	uint32_t	local_world_size;	/* the node's nproc */
 	uint32_t	world_size;
-	char		master_addr[CORE_STR_MAX + 1];
 	uint32_t	master_port;
 	uint32_t	restart_count;
 	uint32_t	max_restarts;
+	/* Last: a queued message keeps only the string's bytes of it. */
+	char		master_addr[CORE_STR_MAX + 1];
 };
 
 /* One JoinEvent for a node's stream; a copy, valid on its own. */
@@ -387,7 +388,19 @@ struct core_msg {
 		} stop;
 	} u;
 	char			 reason[CORE_REASON_MAX]; /* not ACCEPTED */
-	struct core_msg		*next;
+};
+
+/*
+ * A message in a node's queue, in as few bytes as it needs: the part of
+ * core_msg.u its kind uses, then the reason. Ten thousand nodes joining
+ * in one turn queue three messages each, and a whole core_msg is 568
+ * bytes, mostly unused strings.
+ */
+struct core_qmsg {
+	struct core_qmsg	*next;
+	enum core_msg_kind	 kind;
+	uint16_t		 u_len;		/* bytes of core_msg.u kept */
+	char			 data[];	/* those, then the reason */
 };
 
 struct core {
@@ -671,7 +684,10 @@ void		 core_node_dirty(struct core_node *);
 void		 core_node_set_state(struct core_node *, enum core_node_state);
 void		 core_event_add(struct core_job *, const char *kind,
 		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-struct core_msg	*core_msg_queue(struct core_node *, enum core_msg_kind);
+/* A cleared message of that kind, to fill and queue. */
+void		 core_msg_init(struct core_msg *, enum core_msg_kind);
+/* Queues a copy of the message for a connected node (else drops it). */
+void		 core_msg_queue(struct core_node *, const struct core_msg *);
 void		 core_msg_waiting(struct core_node *, const char *reason);
 void		 core_msg_drop(struct core *, struct core_node *);
 void		 core_settle_later(struct core_job *);

@@ -70,7 +70,7 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 {
 	struct core_node	*n;
 	struct core_job		*j;
-	struct core_msg		*m;
+	struct core_msg		 m;
 	int			 rc;
 
 	core_set_now(c, now);
@@ -110,10 +110,11 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 	/* Rule 11: the current generation keeps its workers running. */
 	if (core_node_live(n) && !core_job_ended(j) && generation != 0 &&
 	    !(n->group_rank >= 0 && n->generation == generation)) {
-		m = core_msg_queue(n, CORE_MSG_STOP);
-		m->u.stop.generation = generation;
-		textf(m->reason, sizeof(m->reason), "generation %llu no "
+		core_msg_init(&m, CORE_MSG_STOP);
+		m.u.stop.generation = generation;
+		textf(m.reason, sizeof(m.reason), "generation %llu no "
 		    "longer runs on this node", (unsigned long long)generation);
+		core_msg_queue(n, &m);
 	}
 	core_tell_current(n, true);
 	if (j->held_failure)
@@ -313,6 +314,7 @@ core_leave(struct core *c, struct core_now now, const char *identity,
     char *err, size_t errlen)
 {
 	struct core_node	*n;
+	struct core_msg		 m;
 	int			 rc;
 
 	core_set_now(c, now);
@@ -326,7 +328,8 @@ core_leave(struct core *c, struct core_now now, const char *identity,
 	core_event_add(n->job, "left", "node %s (node %llu) left: %s",
 	    n->hostname, (unsigned long long)n->node_id, reason);
 	/* Its Join stream ends too, once the leave is committed. */
-	core_msg_queue(n, CORE_MSG_LEFT);
+	core_msg_init(&m, CORE_MSG_LEFT);
+	core_msg_queue(n, &m);
 	core_node_end(n, CORE_NODE_LEFT, reason);
 	core_settle(n->job);
 	return 0;

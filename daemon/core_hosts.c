@@ -20,7 +20,7 @@ host_evict(struct core *c, const char *host, const char *reason)
 {
 	struct core_job		*j;
 	struct core_node	*n, *next;
-	struct core_msg		*m;
+	struct core_msg		 m;
 	char			 why[CORE_REASON_MAX];
 
 	textf(why, sizeof(why), "host %s quarantined: %s", host, reason);
@@ -32,8 +32,9 @@ host_evict(struct core *c, const char *host, const char *reason)
 			next = TAILQ_NEXT(n, entry);
 			if (!core_node_live(n) || strcmp(n->hostname, host) != 0)
 				continue;
-			m = core_msg_queue(n, CORE_MSG_EVICTED);
-			textf(m->reason, sizeof(m->reason), "%s", why);
+			core_msg_init(&m, CORE_MSG_EVICTED);
+			textf(m.reason, sizeof(m.reason), "%s", why);
+			core_msg_queue(n, &m);
 			core_event_add(j, "evicted", "node %s (node %llu) "
 			    "evicted: %s", n->hostname,
 			    (unsigned long long)n->node_id, why);

@@ -110,7 +110,7 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 {
 	struct core_job		*j;
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_msg		 m;
 	char			 why[CORE_REASON_MAX];
 	int			 rc;
 
@@ -133,8 +133,9 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 	textf(why, sizeof(why), "evicted by %s: %s",
 	    identity != NULL ? identity : "anonymous",
 	    reason != NULL && *reason != '\0' ? reason : "no reason given");
-	m = core_msg_queue(n, CORE_MSG_EVICTED);
-	textf(m->reason, sizeof(m->reason), "%s", why);
+	core_msg_init(&m, CORE_MSG_EVICTED);
+	textf(m.reason, sizeof(m.reason), "%s", why);
+	core_msg_queue(n, &m);
 	core_event_add(j, "evicted", "node %s (node %llu) %s", n->hostname,
 	    (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_EVICTED, why);

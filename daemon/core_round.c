@@ -211,7 +211,7 @@ round_complete(struct core_job *j, uint32_t k)
 {
 	struct core		*c = j->core;
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_msg		 m;
 	uint32_t		 i, base = 0;
 
 	j->generation++;
@@ -247,8 +247,11 @@ round_complete(struct core_job *j, uint32_t k)
 	    j->settings.max_restarts);
 	for (i = 0; i < k; i++) {
 		n = j->round[i];
-		m = core_msg_queue(n, CORE_MSG_ASSIGNMENT);
-		fill_assignment(n, &m->u.assignment);
+		if (!n->connected)
+			continue;
+		core_msg_init(&m, CORE_MSG_ASSIGNMENT);
+		fill_assignment(n, &m.u.assignment);
+		core_msg_queue(n, &m);
 	}
 	round_record(j);
 }
@@ -382,7 +385,7 @@ reround(struct core_job *j, const char *why, const char *gone, bool loss)
 {
 	struct core		*c = j->core;
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_msg		 m;
 	uint32_t		 live, k, i;
 
 	live = j->n_state[CORE_NODE_PARTICIPANT] +
@@ -404,10 +407,11 @@ reround(struct core_job *j, const char *why, const char *gone, bool loss)
 		n = j->round[i];
 		if (n->state != CORE_NODE_PARTICIPANT)
 			continue;
-		m = core_msg_queue(n, CORE_MSG_STOP);
-		m->u.stop.generation = n->generation;
-		textf(m->reason, sizeof(m->reason), "%s; too few nodes "
+		core_msg_init(&m, CORE_MSG_STOP);
+		m.u.stop.generation = n->generation;
+		textf(m.reason, sizeof(m.reason), "%s; too few nodes "
 		    "remain (%u of min %u)", why, k, j->settings.min_nodes);
+		core_msg_queue(n, &m);
 	}
 	core_round_clear(j);
 	k = round_collect(j);
@@ -631,7 +635,7 @@ void
 core_job_fail(struct core_job *j, const char *reason)
 {
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_msg		 m;
 
 	job_end(j, CORE_JOB_FAILED, reason);
 	TAILQ_FOREACH(n, &j->nodes, entry) {
@@ -639,8 +643,9 @@ core_job_fail(struct core_job *j, const char *reason)
 			continue;
 		if (core_node_live(n))
 			core_node_set_state(n, CORE_NODE_FAILED);
-		m = core_msg_queue(n, CORE_MSG_FAILED);
-		textf(m->reason, sizeof(m->reason), "%s", reason);
+		core_msg_init(&m, CORE_MSG_FAILED);
+		textf(m.reason, sizeof(m.reason), "%s", reason);
+		core_msg_queue(n, &m);
 	}
 	core_event_add(j, "failed", "%s", reason);
 }
@@ -649,7 +654,7 @@ void
 core_job_close(struct core_job *j, const char *reason)
 {
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_msg		 m;
 
 	job_end(j, CORE_JOB_CLOSED, reason);
 	TAILQ_FOREACH(n, &j->nodes, entry) {
@@ -659,8 +664,9 @@ core_job_close(struct core_job *j, const char *reason)
 			core_node_set_state(n, CORE_NODE_LEFT);
 			core_node_set_reason(n, "the job closed");
 		}
-		m = core_msg_queue(n, CORE_MSG_CLOSED);
-		textf(m->reason, sizeof(m->reason), "%s", reason);
+		core_msg_init(&m, CORE_MSG_CLOSED);
+		textf(m.reason, sizeof(m.reason), "%s", reason);
+		core_msg_queue(n, &m);
 	}
 	core_event_add(j, "closed", "%s", reason);
 }

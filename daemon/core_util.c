@@ -5,6 +5,7 @@
  */
 #include <assert.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,18 +309,52 @@ core_job_event(const struct core_job *j, uint32_t i)
  * Messages are queued only for connected nodes: a node that is away is told
  * its place by core_node_current() when it resumes.
  */
-struct core_msg *
-core_msg_queue(struct core_node *n, enum core_msg_kind kind)
+void
+core_msg_init(struct core_msg *m, enum core_msg_kind kind)
 {
-	static struct core_msg	 sink;
-	struct core_msg		*m;
-
-	if (!n->connected || n->removed) {
-		memset(&sink, 0, sizeof(sink));
-		return &sink;
-	}
-	m = xcalloc(1, sizeof(*m));
+	memset(m, 0, sizeof(*m));
 	m->kind = kind;
+}
+
+/* The bytes of m->u that its kind uses. */
+static size_t
+msg_u_len(const struct core_msg *m)
+{
+	switch (m->kind) {
+	case CORE_MSG_ACCEPTED:
+		return sizeof(m->u.accepted);
+	case CORE_MSG_WAITING:
+		return sizeof(m->u.waiting);
+	case CORE_MSG_ASSIGNMENT:
+		return offsetof(struct core_assignment, master_addr) +
+		    strnlen(m->u.assignment.master_addr,
+		    sizeof(m->u.assignment.master_addr) - 1) + 1;
+	case CORE_MSG_STOP:
+		return sizeof(m->u.stop);
+	default:
+		return 0;
+	}
+}
+
+void
+core_msg_queue(struct core_node *n, const struct core_msg *msg)
+{
+	struct core_qmsg	*m;
+	size_t			 ulen, rlen;
+
+	if (!n->connected || n->removed)
+		return;
+	ulen = msg_u_len(msg);
+	rlen = strnlen(msg->reason, sizeof(msg->reason) - 1);
+	m = xmalloc(sizeof(*m) + ulen + rlen + 1);
+	m->next = NULL;
+	m->kind = msg->kind;
+	m->u_len = (uint16_t)ulen;
+	memcpy(m->data, &msg->u, ulen);
+	memcpy(m->data + ulen, msg->reason, rlen);
+	m->data[ulen + rlen] = '\0';
+	if (ulen > 0 && msg->kind == CORE_MSG_ASSIGNMENT)
+		m->data[ulen - 1] = '\0';	/* master_addr's end */
 	if (n->out_tail == NULL) {
 		n->out_head = m;
 		TAILQ_INSERT_TAIL(&n->job->core->outbox, n, out_entry);
@@ -327,30 +362,32 @@ core_msg_queue(struct core_node *n, enum core_msg_kind kind)
 		n->out_tail->next = m;
 	n->out_tail = m;
 	n->out_n++;
-	return m;
 }
 
 void
 core_msg_waiting(struct core_node *n, const char *reason)
 {
 	struct core_job	*j = n->job;
-	struct core_msg	*m;
+	struct core_msg	 m;
 
-	m = core_msg_queue(n, CORE_MSG_WAITING);
-	m->u.waiting.state = n->state;
-	m->u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
-	m->u.waiting.min_nodes = j->settings.min_nodes;
-	m->u.waiting.max_nodes = j->settings.max_nodes;
+	if (!n->connected || n->removed)
+		return;
+	core_msg_init(&m, CORE_MSG_WAITING);
+	m.u.waiting.state = n->state;
+	m.u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
+	m.u.waiting.min_nodes = j->settings.min_nodes;
+	m.u.waiting.max_nodes = j->settings.max_nodes;
 	if (reason != NULL)
-		textf(m->reason, sizeof(m->reason), "%s", reason);
+		textf(m.reason, sizeof(m.reason), "%s", reason);
 	else
-		core_waiting_reason(n, m->reason, sizeof(m->reason));
+		core_waiting_reason(n, m.reason, sizeof(m.reason));
+	core_msg_queue(n, &m);
 }
 
 void
 core_msg_drop(struct core *c, struct core_node *n)
 {
-	struct core_msg	*m, *next;
+	struct core_qmsg *m, *next;
 
 	if (n->out_head == NULL)
 		return;
@@ -368,7 +405,7 @@ core_outbox_pop(struct core *c, struct core_node **nodep,
     struct core_msg *msg)
 {
 	struct core_node	*n;
-	struct core_msg		*m;
+	struct core_qmsg	*m;
 
 	if ((n = TAILQ_FIRST(&c->outbox)) == NULL)
 		return false;
@@ -379,8 +416,9 @@ core_outbox_pop(struct core *c, struct core_node **nodep,
 		TAILQ_REMOVE(&c->outbox, n, out_entry);
 	}
 	n->out_n--;
-	*msg = *m;
-	msg->next = NULL;
+	core_msg_init(msg, m->kind);
+	memcpy(&msg->u, m->data, m->u_len);
+	textf(msg->reason, sizeof(msg->reason), "%s", m->data + m->u_len);
 	free(m);
 	*nodep = n;
 	return true;
@@ -504,7 +542,7 @@ core_msg_kind_name(enum core_msg_kind k)
 void
 core_node_free(struct core_node *n)
 {
-	struct core_msg	*m, *next;
+	struct core_qmsg *m, *next;
 
 	if (n == NULL)
 		return;
