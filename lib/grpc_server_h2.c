@@ -454,6 +454,15 @@ srv_h2_setup(struct grpc_server *srv)
 	 * each) after its first hundred calls.
 	 */
 	nghttp2_option_set_no_closed_streams(opt, 1);
+	/*
+	 * No HPACK dynamic table for what we send: it would hold up to 4 KiB
+	 * of header copies per connection, for the few bytes of the answers'
+	 * content-type and grpc-status. (Asking the same of clients, with
+	 * SETTINGS_HEADER_TABLE_SIZE 0, would save as much again, but a
+	 * client that omits the table size update RFC 7541 then requires
+	 * would have its connection ended.)
+	 */
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
 	srv->h2_cbs = cbs;
 	srv->h2_opt = opt;
 	return 0;

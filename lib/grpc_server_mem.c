@@ -52,6 +52,7 @@ struct slab_chunk {
 	TAILQ_ENTRY(slab_chunk) entry;
 	char *base;
 	uint64_t used;		/* a bit per slab */
+	uint64_t dirty;		/* ... that has been used */
 };
 
 struct gsrv_slabs {
@@ -66,6 +67,7 @@ struct gsrv_slab {
 	int h2_init;		/* nghttp2's session is being made */
 	int sealed;		/* it was: nothing more goes after its
 				   frame buffer */
+	int fresh;		/* never used: still the kernel's zeroes */
 };
 
 struct block_head {
@@ -143,6 +145,8 @@ gsrv_slab_new(struct grpc_server *srv)
 	s = (struct gsrv_slab *)(ch->base + (size_t)i * SLAB_SIZE);
 	UNPOISON(s, sizeof(*s));
 	s->chunk = ch;
+	s->fresh = (ch->dirty & (uint64_t)1 << i) == 0;
+	ch->dirty |= (uint64_t)1 << i;
 	s->used = (sizeof(*s) + ALIGN - 1) & ~(size_t)(ALIGN - 1);
 	s->h2_init = 0;
 	s->sealed = 0;
@@ -215,7 +219,9 @@ gsrv_slab_zalloc(struct gsrv_slab *s, size_t size)
 {
 	void *p = gsrv_slab_alloc(s, size);
 
-	if (p != NULL)
+	/* A new mapping's pages are zero: clearing them would only fault
+	 * them in sooner. */
+	if (p != NULL && !s->fresh)
 		memset(p, 0, size);
 	return p;
 }
