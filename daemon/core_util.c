@@ -418,7 +418,9 @@ core_outbox_pop(struct core *c, struct core_node **nodep,
 	n->out_n--;
 	core_msg_init(msg, m->kind);
 	memcpy(&msg->u, m->data, m->u_len);
-	textf(msg->reason, sizeof(msg->reason), "%s", m->data + m->u_len);
+	/* core_msg_queue kept less than sizeof(msg->reason) of it. */
+	memcpy(msg->reason, m->data + m->u_len,
+	    strlen(m->data + m->u_len) + 1);
 	free(m);
 	*nodep = n;
 	return true;
