@@ -237,6 +237,9 @@ struct gsrv_slab *gsrv_slab_new(struct grpc_server *);
 void	gsrv_slab_free(struct grpc_server *, struct gsrv_slab *);
 /* Unmaps the slabs' memory; every connection must be gone. */
 void	gsrv_slabs_free(struct grpc_server *);
+/* Bytes mapped for slabs, and a slab's bytes taken (for tests). */
+size_t	gsrv_slabs_mapped(const struct grpc_server *);
+size_t	gsrv_slab_used(const struct gsrv_slab *);
 /* A block of the slab, 16-byte aligned, or NULL once it is full or its
  * nghttp2 session was made (the block would come after the frame
  * buffer); zalloc clears it. */

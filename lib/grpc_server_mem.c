@@ -58,6 +58,7 @@ struct slab_chunk {
 struct gsrv_slabs {
 	TAILQ_HEAD(, slab_chunk) room;	/* chunks with a free slab */
 	size_t n_room;
+	size_t n_chunks;
 };
 
 /* A slab starts with this; its blocks follow, each after its size. */
@@ -135,6 +136,7 @@ gsrv_slab_new(struct grpc_server *srv)
 			return NULL;
 		TAILQ_INSERT_HEAD(&pool->room, ch, entry);
 		pool->n_room++;
+		pool->n_chunks++;
 	}
 	i = __builtin_ctzll(~ch->used);
 	ch->used |= (uint64_t)1 << i;
@@ -175,8 +177,21 @@ gsrv_slab_free(struct grpc_server *srv, struct gsrv_slab *s)
 	if (ch->used == 0 && pool->n_room > 1) {
 		TAILQ_REMOVE(&pool->room, ch, entry);
 		pool->n_room--;
+		pool->n_chunks--;
 		chunk_free(ch);
 	}
+}
+
+size_t
+gsrv_slabs_mapped(const struct grpc_server *srv)
+{
+	return srv->slabs != NULL ? srv->slabs->n_chunks * CHUNK_SIZE : 0;
+}
+
+size_t
+gsrv_slab_used(const struct gsrv_slab *s)
+{
+	return s->used;
 }
 
 void

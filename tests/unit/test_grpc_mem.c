@@ -1,0 +1,194 @@
+/*
+ * The gRPC server's connection slabs (lib/grpc_server_mem.c): blocks and
+ * their alignment, reuse of a slab after its connection, nghttp2's session
+ * with its frame buffer inside the slab and nothing after it, events in a
+ * slab, and chunks mapped and unmapped as connections come and go.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "check.h"
+#include "grpc_server_int.h"
+
+/* 32 KiB slabs, 64 to a chunk (grpc_server_mem.c). */
+#define SLAB		(32 * 1024)
+#define CHUNK		(64 * (size_t)SLAB)
+
+static int
+inside(const struct gsrv_slab *s, const void *p, size_t n)
+{
+	const char *b = (const char *)s;
+
+	return (const char *)p >= b && (const char *)p + n <= b + SLAB;
+}
+
+static void
+test_blocks(struct grpc_server *srv)
+{
+	struct gsrv_slab *s = gsrv_slab_new(srv), *t;
+	uint8_t *a, *b, *z;
+	char *str;
+	size_t i;
+
+	CHECK(s != NULL);
+	a = gsrv_slab_alloc(s, 100);
+	b = gsrv_slab_alloc(s, 1);
+	CHECK(a != NULL && b != NULL);
+	CHECK((uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0);
+	CHECK(b >= a + 100);
+	CHECK(inside(s, a, 100) && inside(s, b, 1));
+	memset(a, 0xff, 100);
+
+	/* More than a slab holds: NULL, and the slab is still usable. */
+	CHECK(gsrv_slab_alloc(s, SLAB) == NULL);
+	CHECK(gsrv_slab_alloc(s, SIZE_MAX) == NULL);
+	str = gsrv_slab_strdup(s, "uid:1000");
+	CHECK_STR(str, "uid:1000");
+	CHECK(inside(s, str, 9));
+	gsrv_slab_release(s, str);	/* in the slab: nothing to free */
+
+	/* The slab given back and taken again is the same memory, and
+	 * zalloc clears what the last connection left in it. */
+	gsrv_slab_free(srv, s);
+	t = gsrv_slab_new(srv);
+	CHECK(t == s);
+	z = gsrv_slab_zalloc(t, 100);
+	CHECK(z == a);
+	for (i = 0; i < 100 && z != NULL; i++)
+		if (z[i] != 0)
+			break;
+	CHECK_INT(i, 100);
+	gsrv_slab_free(srv, t);
+}
+
+static ssize_t
+send_nothing(nghttp2_session *h2, const uint8_t *d, size_t n, int f,
+    void *arg)
+{
+	return NGHTTP2_ERR_WOULDBLOCK;
+}
+
+static void
+test_h2_session(struct grpc_server *srv)
+{
+	struct gsrv_slab *s = gsrv_slab_new(srv);
+	nghttp2_session_callbacks *cbs;
+	nghttp2_session *h2 = NULL;
+	const uint8_t *out;
+	char *str;
+	ssize_t n;
+	size_t before;
+
+	CHECK(s != NULL);
+	CHECK(gsrv_slab_alloc(s, 400) != NULL);	/* the connection */
+	before = gsrv_slab_used(s);
+	CHECK(nghttp2_session_callbacks_new(&cbs) == 0);
+	nghttp2_session_callbacks_set_send_callback(cbs, send_nothing);
+	CHECK_INT(gsrv_slab_h2_server_new(s, &h2, cbs, NULL, NULL), 0);
+	nghttp2_session_callbacks_del(cbs);
+	/* The session-long blocks, the 16 KiB frame buffer among them,
+	 * went into the slab. */
+	CHECK(gsrv_slab_used(s) >= before + 16384);
+	CHECK(gsrv_slab_used(s) <= SLAB);
+
+	/* Sealed: nothing goes after the frame buffer, malloc's instead. */
+	CHECK(gsrv_slab_alloc(s, 16) == NULL);
+	str = gsrv_slab_strdup(s, "127.0.0.1");
+	CHECK_STR(str, "127.0.0.1");
+	CHECK(!inside(s, str, 10));
+	gsrv_slab_release(s, str);
+
+	/* The session works: its SETTINGS come out of the frame buffer,
+	 * then a PING and its queue (malloc's blocks) come and go. */
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 7 },
+	};
+	CHECK_INT(nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, iv, 1), 0);
+	n = nghttp2_session_mem_send(h2, &out);
+	CHECK(n >= 9 + 6);
+	if (n >= 9 + 6) {
+		CHECK_INT(out[3], NGHTTP2_SETTINGS);
+		CHECK(inside(s, out, (size_t)n));
+	}
+	CHECK_INT(nghttp2_submit_ping(h2, NGHTTP2_FLAG_NONE, NULL), 0);
+	n = nghttp2_session_mem_send(h2, &out);
+	CHECK_INT(n, 9 + 8);
+	if (n == 9 + 8)
+		CHECK_INT(out[3], NGHTTP2_PING);
+	nghttp2_session_del(h2);
+	gsrv_slab_free(srv, s);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static void
+test_events(struct grpc_server *srv, struct event_base *base)
+{
+	struct gsrv_slab *s = gsrv_slab_new(srv);
+	struct timeval tv = { 0, 0 };
+	struct event *ev;
+	int fired = 0;
+
+	CHECK(s != NULL);
+	ev = gsrv_slab_event(s, base, -1, 0, timer_cb, &fired);
+	CHECK(ev != NULL);
+	CHECK(inside(s, ev, event_get_struct_event_size()));
+	CHECK_INT(event_add(ev, &tv), 0);
+	CHECK_INT(event_base_loop(base, EVLOOP_ONCE), 0);
+	CHECK_INT(fired, 1);
+	/* Freed while pending: it must never fire from freed memory. */
+	CHECK_INT(event_add(ev, &tv), 0);
+	gsrv_slab_event_free(s, ev);
+	CHECK_INT(event_base_loop(base, EVLOOP_NONBLOCK), 1);
+	CHECK_INT(fired, 1);
+	gsrv_slab_free(srv, s);
+}
+
+static void
+test_chunks(struct grpc_server *srv)
+{
+	struct gsrv_slab *s[130];
+	size_t i;
+
+	CHECK_INT(gsrv_slabs_mapped(srv), CHUNK);	/* from the tests above */
+	for (i = 0; i < 130; i++) {
+		s[i] = gsrv_slab_new(srv);
+		CHECK(s[i] != NULL);
+	}
+	CHECK_INT(gsrv_slabs_mapped(srv), 3 * CHUNK);
+	for (i = 0; i < 130; i++)
+		CHECK(i == 0 || s[i] != s[i - 1]);
+	/* Every slab free: one chunk stays for the next connection. */
+	for (i = 0; i < 130; i++)
+		gsrv_slab_free(srv, s[i]);
+	CHECK_INT(gsrv_slabs_mapped(srv), CHUNK);
+	s[0] = gsrv_slab_new(srv);
+	CHECK(s[0] != NULL);
+	CHECK_INT(gsrv_slabs_mapped(srv), CHUNK);
+	gsrv_slab_free(srv, s[0]);
+}
+
+int
+main(void)
+{
+	struct event_base *base = event_base_new();
+	struct grpc_server *srv = grpc_server_new(base, NULL, 0, NULL);
+
+	CHECK(srv != NULL);
+	if (srv == NULL)
+		return check_done("grpc_mem");
+	test_blocks(srv);
+	test_h2_session(srv);
+	test_events(srv, base);
+	test_chunks(srv);
+	grpc_server_free(srv);
+	event_base_free(base);
+	return check_done("grpc_mem");
+}
