@@ -157,7 +157,7 @@ fill_assignment(const struct core_node *n, struct core_assignment *a)
 	a->base_rank = n->base_rank;
 	a->local_world_size = n->nproc;
 	a->world_size = j->world_size;
-	textf(a->master_addr, sizeof(a->master_addr), "%s", j->master_addr);
+	textcpy(a->master_addr, sizeof(a->master_addr), j->master_addr);
 	a->master_port = j->master_port;
 	a->restart_count = j->restart_count;
 	a->max_restarts = j->settings.max_restarts;

@@ -259,7 +259,7 @@ core_event_add(struct core_job *j, const char *kind, const char *fmt, ...)
 	e->seq = ++j->event_seq;
 	e->wall_ms = c->now.wall_ms;
 	e->generation = j->generation;
-	textf(e->kind, sizeof(e->kind), "%s", kind);
+	textcpy(e->kind, sizeof(e->kind), kind);
 	va_start(ap, fmt);
 	vtextf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
@@ -378,7 +378,7 @@ core_msg_waiting(struct core_node *n, const char *reason)
 	m.u.waiting.min_nodes = j->settings.min_nodes;
 	m.u.waiting.max_nodes = j->settings.max_nodes;
 	if (reason != NULL)
-		textf(m.reason, sizeof(m.reason), "%s", reason);
+		textcpy(m.reason, sizeof(m.reason), reason);
 	else
 		core_waiting_reason(n, m.reason, sizeof(m.reason));
 	core_msg_queue(n, &m);

@@ -103,6 +103,22 @@ vtextf(char *buf, size_t len, const char *fmt, va_list ap)
 	return n;
 }
 
+size_t
+textcpy(char *buf, size_t len, const char *s)
+{
+	size_t	n = strlen(s);
+
+	if (len == 0)
+		return n;
+	if (n < len) {
+		memcpy(buf, s, n + 1);
+		return n;
+	}
+	memcpy(buf, s, len - 1);
+	buf[utf8_whole(buf, len - 1)] = '\0';
+	return n;
+}
+
 int
 textf(char *buf, size_t len, const char *fmt, ...)
 {

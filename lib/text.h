@@ -35,6 +35,8 @@ int	textf(char *buf, size_t len, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
 int	vtextf(char *buf, size_t len, const char *fmt, va_list ap)
 	    __attribute__((format(printf, 3, 0)));
+/* textf(buf, len, "%s", s) without printf's cost; returns strlen(s). */
+size_t	textcpy(char *buf, size_t len, const char *s);
 
 /*
  * Whether code point |cp| must not reach a terminal or a reader raw: C0,

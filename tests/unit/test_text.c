@@ -74,6 +74,21 @@ test_textf(void)
 	CHECK_STR(buf, "fits");
 	CHECK_INT(textf(buf, sizeof(buf), "%s", "exactly"), 7);
 	CHECK_STR(buf, "exactly");
+
+	/* textcpy cuts the same way. */
+	CHECK_INT(textcpy(buf, sizeof(buf), "\xd0\xb6\xd0\xb6\xd0\xb6"
+	    "\xd0\xb6"), 8);
+	CHECK_STR(buf, "\xd0\xb6\xd0\xb6\xd0\xb6");
+	CHECK_INT(textcpy(buf, sizeof(buf), "\xf0\x9f\x98\x80\xf0\x9f\x98"
+	    "\x80"), 8);
+	CHECK_STR(buf, "\xf0\x9f\x98\x80");
+	CHECK_INT(textcpy(buf, sizeof(buf), "exactly"), 7);
+	CHECK_STR(buf, "exactly");
+	CHECK_INT(textcpy(buf, sizeof(buf), ""), 0);
+	CHECK_STR(buf, "");
+	buf[0] = 'z';
+	CHECK_INT(textcpy(buf, 0, "none"), 4);
+	CHECK_INT(buf[0], 'z');
 }
 
 static void
