@@ -66,21 +66,34 @@ row() {
 	    "$5" "$verdict" "$3" "$4" "$all" "$floor"
 }
 
-# scenario NAME RDZV-BENCH.SH-OPTIONS...: RUNS runs; the outputs are kept.
-scenario() {
+# repeat NAME COMMAND...: RUNS runs of a benchmark; the outputs are kept.
+repeat() {
 	name=$1
 	shift
 	i=1
 	while [ "$i" -le "$runs" ]; do
-		echo "== $name, run $i: rdzv-bench.sh $*" >&2
-		if ! "$here/rdzv-bench.sh" "$build" "$@" >"$out/$name.$i" 2>&1
-		then
+		echo "== $name, run $i: $*" >&2
+		if ! "$@" >"$out/$name.$i" 2>&1; then
 			cat "$out/$name.$i" >&2
 			echo "targets.sh: $name run $i failed" >&2
 			exit 1
 		fi
 		i=$((i + 1))
 	done
+}
+
+# scenario NAME RDZV-BENCH.SH-OPTIONS...: rdzv against a fresh rdzvd.
+scenario() {
+	name=$1
+	shift
+	repeat "$name" "$here/rdzv-bench.sh" "$build" "$@"
+}
+
+# floor NAME RDZV-FLOOR-OPTIONS...: the same shape's socket work alone.
+floor() {
+	name=$1
+	shift
+	repeat "$name" "$build/bench/rdzv-floor" "$@"
 }
 
 # collect NAME FIGURE: the figure of every run of a scenario, one a line.
@@ -117,23 +130,8 @@ echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
 scenario big --nodes 10000
 scenario jobs --nodes 8 --jobs 1000
 
-# The floor: the same shapes' socket work alone (rdzv-floor), run right
-# after rdzv's, so that both see the machine as it is now.
-floor() {
-	name=$1
-	shift
-	i=1
-	while [ "$i" -le "$runs" ]; do
-		echo "== $name, run $i: rdzv-floor $*" >&2
-		if ! (nofile=$(ulimit -Hn); ulimit -n "$nofile"
-		    "$build/bench/rdzv-floor" "$@") >"$out/$name.$i" 2>&1; then
-			cat "$out/$name.$i" >&2
-			echo "targets.sh: $name run $i failed" >&2
-			exit 1
-		fi
-		i=$((i + 1))
-	done
-}
+# The floor right after rdzv's runs, so that both see the machine as it
+# is now.
 floor floor-big --nodes 10000
 floor floor-jobs --nodes 8 --jobs 1000
 scenario kill --nodes 1000 --kill 100 --grace 500ms
