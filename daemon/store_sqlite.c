@@ -82,6 +82,14 @@ bind_text(struct binder *b, const char *v)
 }
 
 static void
+bind_text_len(struct binder *b, const char *v, int len)
+{
+	b->i++;
+	if (b->rc == SQLITE_OK)
+		b->rc = sqlite3_bind_text(b->st, b->i, v, len, SQLITE_STATIC);
+}
+
+static void
 bind_blob(struct binder *b, const void *v, int len)
 {
 	b->i++;
@@ -115,9 +123,11 @@ run(struct sqlstore *s, struct binder *b, char *err, size_t errlen,
 	va_list	ap;
 	int	rc;
 
+	/* No sqlite3_clear_bindings() after a step that went well: every
+	 * statement has all its parameters bound again before its next
+	 * step, and clearing 576 of them costs as much as binding them. */
 	if (b->rc == SQLITE_OK && (rc = sqlite3_step(b->st)) == SQLITE_DONE) {
 		sqlite3_reset(b->st);
-		sqlite3_clear_bindings(b->st);
 		return 0;
 	}
 	va_start(ap, fmt);
@@ -176,37 +186,6 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 	return run(s, &b, err, errlen, "writing job %s", j->rdzv_id);
 }
 
-static int
-put_node(struct sqlstore *s, const struct core_node *n, char *err,
-    size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_NODE_PUT]);
-
-	bind_u64(&b, n->node_id);
-	bind_text(&b, n->job->rdzv_id);
-	bind_blob(&b, n->session_id, CORE_SESSION_LEN);
-	bind_text(&b, n->hostname);
-	bind_text(&b, n->advertise_addr);
-	bind_i64(&b, n->master_port);
-	bind_i64(&b, n->nproc);
-	if (n->has_rank_hint)
-		bind_i64(&b, n->rank_hint);
-	else
-		bind_null(&b);
-	bind_text(&b, core_node_state_name(n->state));
-	bind_i64(&b, n->group_rank);
-	bind_i64(&b, n->base_rank);
-	bind_u64(&b, n->generation);
-	bind_u64(&b, n->arrival);
-	bind_i64(&b, n->joined_ms);
-	bind_i64(&b, n->gpus_healthy);
-	bind_i64(&b, n->gpus_total);
-	bind_text(&b, n->reason);
-	bind_i64(&b, n->port_offer);
-	return run(s, &b, err, errlen, "writing node %llu of job %s",
-	    (unsigned long long)n->node_id, n->job->rdzv_id);
-}
-
 /* A node's GPU results, replaced whole when they changed. */
 static int
 put_gpus(struct sqlstore *s, const struct core_node *n, char *err,
@@ -238,82 +217,235 @@ put_gpus(struct sqlstore *s, const struct core_node *n, char *err,
 	return 0;
 }
 
+/*
+ * Rows written STORE_BATCH to a statement (store_sqlite.h): the caller
+ * counts its rows, then binds each into batch_row()'s binder and calls
+ * batch_next(), which runs the statement when its rows are bound. The
+ * rows past the last full batch go one to a statement.
+ */
+struct batch {
+	struct sqlstore	*s;
+	int		 one, many;	/* the statements */
+	size_t		 left;		/* rows not yet bound */
+	size_t		 rows, cap;	/* bound in this statement, and its size */
+	struct binder	 b;
+};
+
+static struct batch
+batch_start(struct sqlstore *s, int one, int many, size_t rows)
+{
+	struct batch	bt = { .s = s, .one = one, .many = many,
+			    .left = rows };
+
+	return bt;
+}
+
+static struct binder *
+batch_row(struct batch *bt)
+{
+	if (bt->rows == 0) {
+		bt->cap = bt->left >= STORE_BATCH ? STORE_BATCH : 1;
+		bt->b = bind_start(bt->s->st[bt->cap == 1 ? bt->one :
+		    bt->many]);
+	}
+	return &bt->b;
+}
+
+/* A row is bound; |what| and |id| name it should its statement fail. */
 static int
-put_event(struct sqlstore *s, const struct core_event *e, char *err,
+batch_next(struct batch *bt, char *err, size_t errlen, const char *what,
+    unsigned long long id, const char *rdzv_id)
+{
+	bt->left--;
+	if (++bt->rows < bt->cap)
+		return 0;
+	bt->rows = 0;
+	if (bt->cap == 1)
+		return run(bt->s, &bt->b, err, errlen, "writing %s %llu of "
+		    "job %s", what, id, rdzv_id);
+	return run(bt->s, &bt->b, err, errlen, "writing %d rows up to %s "
+	    "%llu of job %s", STORE_BATCH, what, id, rdzv_id);
+}
+
+static void
+bind_node(struct binder *b, const struct core_node *n)
+{
+	bind_u64(b, n->node_id);
+	bind_text(b, n->job->rdzv_id);
+	bind_blob(b, n->session_id, CORE_SESSION_LEN);
+	bind_text(b, n->hostname);
+	bind_text(b, n->advertise_addr);
+	bind_i64(b, n->master_port);
+	bind_i64(b, n->nproc);
+	if (n->has_rank_hint)
+		bind_i64(b, n->rank_hint);
+	else
+		bind_null(b);
+	bind_text(b, core_node_state_name(n->state));
+	bind_i64(b, n->group_rank);
+	bind_i64(b, n->base_rank);
+	bind_u64(b, n->generation);
+	bind_u64(b, n->arrival);
+	bind_i64(b, n->joined_ms);
+	bind_i64(b, n->gpus_healthy);
+	bind_i64(b, n->gpus_total);
+	bind_text(b, n->reason);
+	bind_i64(b, n->port_offer);
+}
+
+/*
+ * The turn's nodes: those the store never wrote (their ids were handed
+ * out after the last commit, which is when the store last wrote) as
+ * plain INSERTs, the others as UPSERTs; then the GPU results of those
+ * whose results changed, which refer to their node's row.
+ */
+static int
+put_nodes(struct sqlstore *s, const struct core *c, char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	struct batch		 bt;
+	size_t			 fresh = 0, old = 0;
+
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if (n->node_id >= s->next_node_id)
+			fresh++;
+		else
+			old++;
+	}
+	bt = batch_start(s, ST_NODE_NEW, ST_NODE_NEW_N, fresh);
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if (n->node_id < s->next_node_id)
+			continue;
+		bind_node(batch_row(&bt), n);
+		if (batch_next(&bt, err, errlen, "node", n->node_id,
+		    n->job->rdzv_id) != 0)
+			return -1;
+	}
+	bt = batch_start(s, ST_NODE_PUT, ST_NODE_PUT_N, old);
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if (n->node_id >= s->next_node_id)
+			continue;
+		bind_node(batch_row(&bt), n);
+		if (batch_next(&bt, err, errlen, "node", n->node_id,
+		    n->job->rdzv_id) != 0)
+			return -1;
+	}
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if (n->gpus_dirty && put_gpus(s, n, err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+put_events(struct sqlstore *s, const struct core *c, char *err,
     size_t errlen)
 {
-	struct binder	b = bind_start(s->st[ST_EVENT_PUT]);
+	const struct core_event	*e;
+	struct batch		 bt;
+	struct binder		*b;
+	size_t			 i;
 
-	bind_text(&b, e->job->rdzv_id);
-	bind_u64(&b, e->seq);
-	bind_i64(&b, e->wall_ms);
-	bind_u64(&b, e->generation);
-	bind_text(&b, e->kind);
-	bind_text(&b, e->message);
-	return run(s, &b, err, errlen, "writing event %llu of job %s",
-	    (unsigned long long)e->seq, e->job->rdzv_id);
+	bt = batch_start(s, ST_EVENT_PUT, ST_EVENT_PUT_N, c->n_new_events);
+	for (i = 0; i < c->n_new_events; i++) {
+		e = &c->new_events[i];
+		b = batch_row(&bt);
+		bind_text(b, e->job->rdzv_id);
+		bind_u64(b, e->seq);
+		bind_i64(b, e->wall_ms);
+		bind_u64(b, e->generation);
+		bind_text(b, e->kind);
+		bind_text(b, e->message);
+		if (batch_next(&bt, err, errlen, "event", e->seq,
+		    e->job->rdzv_id) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Appends |v| in decimal. */
+static char *
+put_dec(char *p, uint64_t v)
+{
+	char	tmp[20];
+	int	n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/*
+ * A round's members as the JSON its row keeps, [[node_id, group_rank,
+ * base_rank, nproc], ...] by group rank, in s->buf; its length, or -1
+ * when out of memory.
+ */
+static int
+members_json(struct sqlstore *s, const struct core_round *r)
+{
+	/* Digits of a uint64_t and three uint32_t, brackets and commas. */
+	size_t		 need = 2 + (size_t)r->n * (20 + 3 * 10 + 6);
+	char		*p, *v;
+	uint32_t	 i;
+
+	if (need > INT32_MAX)
+		return -1;
+	if (need > s->buf_cap) {
+		if ((v = realloc(s->buf, need)) == NULL)
+			return -1;
+		s->buf = v;
+		s->buf_cap = need;
+	}
+	p = s->buf;
+	*p++ = '[';
+	for (i = 0; i < r->n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '[';
+		p = put_dec(p, r->members[i].node_id);
+		*p++ = ',';
+		p = put_dec(p, r->members[i].group_rank);
+		*p++ = ',';
+		p = put_dec(p, r->members[i].base_rank);
+		*p++ = ',';
+		p = put_dec(p, r->members[i].nproc);
+		*p++ = ']';
+	}
+	*p++ = ']';
+	return (int)(p - s->buf);
 }
 
 /*
  * Rounds. SPEC §4 rule 2: a round is written before any member is told,
- * so every assignment a node can receive has its rows. The core lists
- * every round formed in the turn, complete as formed, also one superseded
- * or missing a member lost within the same turn.
+ * so every assignment a node can receive is in its round's row, members
+ * and all. The core lists every round formed in the turn, complete as
+ * formed, also one superseded or missing a member lost within the same
+ * turn.
  */
-static int
-put_round_row(struct sqlstore *s, const struct core_job *j, uint64_t gen,
-    uint32_t world_size, const char *master_addr, uint32_t master_port,
-    uint32_t restart_count, int64_t formed_ms, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_ROUND_PUT]);
-
-	bind_text(&b, j->rdzv_id);
-	bind_u64(&b, gen);
-	bind_i64(&b, world_size);
-	bind_text(&b, master_addr);
-	bind_i64(&b, master_port);
-	bind_i64(&b, restart_count);
-	bind_i64(&b, formed_ms);
-	return run(s, &b, err, errlen, "recording round %llu of job %s",
-	    (unsigned long long)gen, j->rdzv_id);
-}
-
-static int
-put_assignment(struct sqlstore *s, const struct core_job *j, uint64_t gen,
-    uint64_t node_id, uint32_t group_rank, uint32_t base_rank,
-    uint32_t nproc, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_ASSIGN_PUT]);
-
-	bind_text(&b, j->rdzv_id);
-	bind_u64(&b, gen);
-	bind_u64(&b, node_id);
-	bind_i64(&b, group_rank);
-	bind_i64(&b, base_rank);
-	bind_i64(&b, nproc);
-	return run(s, &b, err, errlen, "recording node %llu in round %llu of "
-	    "job %s", (unsigned long long)node_id, (unsigned long long)gen,
-	    j->rdzv_id);
-}
-
 static int
 put_round(struct sqlstore *s, const struct core_round *r, int64_t formed_ms,
     char *err, size_t errlen)
 {
-	uint32_t	i;
+	struct binder	b = bind_start(s->st[ST_ROUND_PUT]);
+	int		len;
 
-	if (put_round_row(s, r->job, r->generation, r->world_size,
-	    r->master_addr, r->master_port, r->restart_count, formed_ms, err,
-	    errlen) != 0)
-		return -1;
-	for (i = 0; i < r->n; i++) {
-		if (put_assignment(s, r->job, r->generation,
-		    r->members[i].node_id, r->members[i].group_rank,
-		    r->members[i].base_rank, r->members[i].nproc, err,
-		    errlen) != 0)
-			return -1;
-	}
-	return 0;
+	if ((len = members_json(s, r)) < 0)
+		return errf(-1, err, errlen, "recording round %llu of job %s: "
+		    "out of memory", (unsigned long long)r->generation,
+		    r->job->rdzv_id);
+	bind_text(&b, r->job->rdzv_id);
+	bind_u64(&b, r->generation);
+	bind_i64(&b, r->world_size);
+	bind_text(&b, r->master_addr);
+	bind_i64(&b, r->master_port);
+	bind_i64(&b, r->restart_count);
+	bind_i64(&b, formed_ms);
+	bind_text_len(&b, s->buf, len);
+	return run(s, &b, err, errlen, "recording round %llu of job %s",
+	    (unsigned long long)r->generation, r->job->rdzv_id);
 }
 
 static int
@@ -324,15 +456,6 @@ put_meta(struct sqlstore *s, uint64_t next_node_id, char *err, size_t errlen)
 	bind_text(&b, "next_node_id");
 	bind_u64(&b, next_node_id);
 	return run(s, &b, err, errlen, "saving next_node_id");
-}
-
-static int
-del_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
-{
-	struct binder	b = bind_start(s->st[ST_JOB_DEL]);
-
-	bind_text(&b, j->rdzv_id);
-	return run(s, &b, err, errlen, "deleting job %s", j->rdzv_id);
 }
 
 static int
@@ -347,9 +470,36 @@ del_node(struct sqlstore *s, const struct core_node *n, char *err,
 }
 
 /*
+ * A job goes with its rounds (their foreign key cascades), its events and
+ * its nodes, which have no foreign key (a lookup per row written): the
+ * events by the job's id, the nodes, which have no index by job, by their
+ * ids, from the job's list, which holds every node of the job the store
+ * has (the nodes of an earlier attempt were deleted when they left it).
+ */
+static int
+del_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	struct binder		 b;
+
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		if (del_node(s, n, err, errlen) != 0)
+			return -1;
+	}
+	b = bind_start(s->st[ST_EVENTS_DEL]);
+	bind_text(&b, j->rdzv_id);
+	if (run(s, &b, err, errlen, "deleting the events of job %s",
+	    j->rdzv_id) != 0)
+		return -1;
+	b = bind_start(s->st[ST_JOB_DEL]);
+	bind_text(&b, j->rdzv_id);
+	return run(s, &b, err, errlen, "deleting job %s", j->rdzv_id);
+}
+
+/*
  * The order matters: deletions first, so that a job removed and created
  * again under the same id in one turn starts from no rows; then jobs
- * before their nodes, events and rounds, which refer to them.
+ * before their rounds, which refer to them, and nodes before their GPUs.
  */
 static int
 commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
@@ -371,20 +521,15 @@ commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
 		if (put_job(s, j, err, errlen) != 0)
 			return -1;
 	}
-	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (put_node(s, n, err, errlen) != 0 ||
-		    (n->gpus_dirty && put_gpus(s, n, err, errlen) != 0))
-			return -1;
-	}
+	if (put_nodes(s, c, err, errlen) != 0)
+		return -1;
 	for (i = 0; i < c->n_new_rounds; i++) {
 		if (put_round(s, &c->new_rounds[i], c->now.wall_ms, err,
 		    errlen) != 0)
 			return -1;
 	}
-	for (i = 0; i < c->n_new_events; i++) {
-		if (put_event(s, &c->new_events[i], err, errlen) != 0)
-			return -1;
-	}
+	if (put_events(s, c, err, errlen) != 0)
+		return -1;
 	if (sqlstore_put_hosts(s, c, err, errlen) != 0)
 		return -1;
 	if (write_meta && put_meta(s, c->next_node_id, err, errlen) != 0)
@@ -406,7 +551,10 @@ sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
 	b = bind_start(s->st[ST_COMMIT]);
 	if (run(s, &b, err, errlen, "committing") != 0)
 		goto bad;
-	s->next_node_id = c->next_node_id;
+	/* Never down: put_nodes() takes every id from here up for one the
+	 * file does not hold. */
+	if (c->next_node_id > s->next_node_id)
+		s->next_node_id = c->next_node_id;
 	s->transactions++;
 	return 0;
 

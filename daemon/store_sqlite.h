@@ -30,18 +30,32 @@
 	"gpus_total, reason, port_offer"
 #define EVENT_COLS	"seq, wall_ms, generation, kind, message"
 
-/* The statements of a turn and of Control.ListEvents, prepared once. */
+/*
+ * Rows a turn writes by the thousand (nodes, events) go STORE_BATCH to an
+ * INSERT: a statement's own cost (its cursors, its start and end) is most
+ * of what a small row costs.
+ */
+#define STORE_BATCH	32
+
+/*
+ * The statements of a turn and of Control.ListEvents, prepared once. Each
+ * _N one is its row's statement with STORE_BATCH rows of values.
+ */
 enum {
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
 	ST_JOB_DEL,
 	ST_NODE_DEL,
+	ST_EVENTS_DEL,
 	ST_JOB_PUT,
-	ST_NODE_PUT,
+	ST_NODE_NEW,	/* a node the store never wrote: a plain INSERT */
+	ST_NODE_NEW_N,
+	ST_NODE_PUT,	/* a node written before: an UPSERT */
+	ST_NODE_PUT_N,
 	ST_EVENT_PUT,
+	ST_EVENT_PUT_N,
 	ST_ROUND_PUT,
-	ST_ASSIGN_PUT,
 	ST_META_PUT,
 	ST_GPUS_DEL,
 	ST_GPU_PUT,
@@ -54,9 +68,11 @@ struct sqlstore {
 	sqlite3		*db;
 	int		 lock_fd;
 	sqlite3_stmt	*st[ST_COUNT];
-	uint64_t	 next_node_id;	/* as saved in meta */
+	uint64_t	 next_node_id;	/* as saved in meta; no row from here up */
 	uint64_t	 transactions;
 	struct core_job	*loading;	/* whose events store_load reads */
+	char		*buf;		/* a round's members as JSON */
+	size_t		 buf_cap;
 };
 
 /* store_sqlite.c */

@@ -145,6 +145,61 @@ static const char *const migrations[] = {
 	"  failed_step TEXT NOT NULL,"
 	"  error TEXT NOT NULL,"
 	"  PRIMARY KEY (host, device)) WITHOUT ROWID;"),
+	/* 6 -> 7: cheaper rows per join (docs/STORE.md). A round's members
+	 * move into its row, as JSON [node_id, group_rank, base_rank, nproc]
+	 * by group rank, and the view assignments reads them as the table
+	 * did. nodes lose the unique index on session_id (the core keeps
+	 * sessions unique and refuses a duplicate at load), the index by job
+	 * and the foreign key to jobs that needed it; events lose their
+	 * foreign key, a lookup in jobs per row: rdzvd deletes a job's nodes
+	 * (by node_id) and events itself. Run with foreign keys off, as
+	 * SQLite's way of rebuilding a table asks: dropping the old nodes
+	 * must not delete the gpus that refer to them. */
+	("ALTER TABLE rounds ADD COLUMN members TEXT NOT NULL DEFAULT '[]';"
+	"UPDATE rounds SET members = (SELECT json_group_array(json_array("
+	"  node_id, group_rank, base_rank, nproc)) FROM (SELECT * FROM "
+	"  assignments a WHERE a.rdzv_id = rounds.rdzv_id AND "
+	"  a.generation = rounds.generation ORDER BY group_rank));"
+	"DROP TABLE assignments;"
+	"CREATE VIEW assignments (rdzv_id, generation, node_id, group_rank,"
+	"  base_rank, nproc) AS SELECT r.rdzv_id, r.generation,"
+	"  json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'),"
+	"  json_extract(m.value, '$[2]'), json_extract(m.value, '$[3]')"
+	"  FROM rounds r, json_each(r.members) m;"
+	"CREATE TABLE nodes_7 ("
+	"  node_id INTEGER PRIMARY KEY,"
+	"  rdzv_id TEXT NOT NULL,"
+	"  session_id BLOB NOT NULL,"
+	"  hostname TEXT NOT NULL,"
+	"  advertise_addr TEXT NOT NULL,"
+	"  master_port INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  rank_hint INTEGER,"
+	"  state TEXT NOT NULL,"
+	"  group_rank INTEGER NOT NULL,"
+	"  base_rank INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  arrival INTEGER NOT NULL,"
+	"  joined_ms INTEGER NOT NULL,"
+	"  gpus_healthy INTEGER NOT NULL,"
+	"  gpus_total INTEGER NOT NULL,"
+	"  reason TEXT,"
+	"  port_offer INTEGER NOT NULL);"
+	"INSERT INTO nodes_7 (" NODE_COLS ") SELECT " NODE_COLS " FROM nodes;"
+	"DROP TABLE nodes;"
+	"ALTER TABLE nodes_7 RENAME TO nodes;"
+	"CREATE TABLE events_7 ("
+	"  rdzv_id TEXT NOT NULL,"
+	"  seq INTEGER NOT NULL,"
+	"  wall_ms INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  message TEXT NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, seq)) WITHOUT ROWID;"
+	"INSERT INTO events_7 (rdzv_id, " EVENT_COLS ") SELECT rdzv_id, "
+	"  " EVENT_COLS " FROM events;"
+	"DROP TABLE events;"
+	"ALTER TABLE events_7 RENAME TO events;"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -154,6 +209,7 @@ static const char *const statements[ST_COUNT] = {
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_JOB_DEL] = "DELETE FROM jobs WHERE rdzv_id = ?1",
 	[ST_NODE_DEL] = "DELETE FROM nodes WHERE node_id = ?1",
+	[ST_EVENTS_DEL] = "DELETE FROM events WHERE rdzv_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
 	    "?18, ?19, ?20, ?21, ?22, ?23, ?24) ON CONFLICT (rdzv_id) DO UPDATE SET "
@@ -166,23 +222,10 @@ static const char *const statements[ST_COUNT] = {
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
 	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
 	    "hang_timeout_ms = ?24",
-	[ST_NODE_PUT] = "INSERT INTO nodes (" NODE_COLS ") VALUES (?1, ?2, "
-	    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-	    "?17, ?18) ON CONFLICT (node_id) DO UPDATE SET rdzv_id = ?2, "
-	    "session_id = ?3, hostname = ?4, advertise_addr = ?5, "
-	    "master_port = ?6, nproc = ?7, rank_hint = ?8, state = ?9, "
-	    "group_rank = ?10, base_rank = ?11, generation = ?12, "
-	    "arrival = ?13, joined_ms = ?14, gpus_healthy = ?15, "
-	    "gpus_total = ?16, reason = ?17, port_offer = ?18",
-	[ST_EVENT_PUT] = "INSERT INTO events (rdzv_id, " EVENT_COLS ") "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	/* Plain INSERTs: a generation recorded twice must fail loudly. */
 	[ST_ROUND_PUT] = "INSERT INTO rounds (rdzv_id, generation, "
-	    "world_size, master_addr, master_port, restart_count, formed_ms) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-	[ST_ASSIGN_PUT] = "INSERT INTO assignments (rdzv_id, generation, "
-	    "node_id, group_rank, base_rank, nproc) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	    "world_size, master_addr, master_port, restart_count, formed_ms, "
+	    "members) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_GPUS_DEL] = "DELETE FROM gpus WHERE node_id = ?1",
 	[ST_GPU_PUT] = "INSERT INTO gpus (node_id, device, name, uuid, ok, "
 	    "failed_step, error, total_mem) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -192,6 +235,108 @@ static const char *const statements[ST_COUNT] = {
 	[ST_EVENTS_GET] = "SELECT " EVENT_COLS " FROM events "
 	    "WHERE rdzv_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
 };
+
+/*
+ * The statements of rows written in batches: "HEAD VALUES (?, ...), ...
+ * TAIL" with one row of values, or STORE_BATCH (the _N one). A node the
+ * store wrote before replaces its row (an UPSERT); one it never wrote
+ * (its id was handed out after the last commit) is a plain INSERT, which
+ * need not look for the row first.
+ */
+#define NODE_SET	"rdzv_id = excluded.rdzv_id, "			\
+	"session_id = excluded.session_id, hostname = excluded.hostname, "  \
+	"advertise_addr = excluded.advertise_addr, "			    \
+	"master_port = excluded.master_port, nproc = excluded.nproc, "	    \
+	"rank_hint = excluded.rank_hint, state = excluded.state, "	    \
+	"group_rank = excluded.group_rank, base_rank = excluded.base_rank, " \
+	"generation = excluded.generation, arrival = excluded.arrival, "    \
+	"joined_ms = excluded.joined_ms, "				    \
+	"gpus_healthy = excluded.gpus_healthy, "			    \
+	"gpus_total = excluded.gpus_total, reason = excluded.reason, "	    \
+	"port_offer = excluded.port_offer"
+
+static const struct {
+	int		 one, many;
+	const char	*head;
+	int		 cols;
+	const char	*tail;
+} batched[] = {
+	{ ST_NODE_NEW, ST_NODE_NEW_N, "INSERT INTO nodes (" NODE_COLS ")",
+	    18, "" },
+	{ ST_NODE_PUT, ST_NODE_PUT_N, "INSERT INTO nodes (" NODE_COLS ")",
+	    18, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
+	{ ST_EVENT_PUT, ST_EVENT_PUT_N,
+	    "INSERT INTO events (rdzv_id, " EVENT_COLS ")", 6, "" },
+};
+
+/* "HEAD VALUES (?, ?), (?, ?) TAIL" for |rows| rows; NULL: no memory. */
+static char *
+batch_sql(const char *head, int cols, int rows, const char *tail)
+{
+	size_t	 len = strlen(head) + strlen(tail) + 16 +
+		    (size_t)rows * ((size_t)cols * 3 + 4);
+	char	*sql, *p;
+	int	 r, c;
+
+	if ((sql = malloc(len)) == NULL)
+		return NULL;
+	p = sql + snprintf(sql, len, "%s VALUES ", head);
+	for (r = 0; r < rows; r++) {
+		*p++ = r == 0 ? '(' : ',';
+		if (r > 0)
+			*p++ = '(';
+		for (c = 0; c < cols; c++) {
+			if (c > 0)
+				*p++ = ',';
+			*p++ = '?';
+		}
+		*p++ = ')';
+	}
+	snprintf(p, len - (size_t)(p - sql), "%s", tail);
+	return sql;
+}
+
+/* Prepares one statement for the store's life. */
+static int
+prepare(struct sqlstore *s, int i, const char *sql, char *err, size_t errlen)
+{
+	if (sql == NULL)
+		return errf(-1, err, errlen, "%s: out of memory", s->path);
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+	    &s->st[i], NULL) != SQLITE_OK)
+		return errf(-1, err, errlen, "database %s: preparing \"%s\": %s",
+		    s->path, sql, sqlite3_errmsg(s->db));
+	return 0;
+}
+
+static int
+prepare_all(struct sqlstore *s, char *err, size_t errlen)
+{
+	char	*sql;
+	size_t	 i;
+	int	 rc;
+
+	for (i = 0; i < ST_COUNT; i++) {
+		if (statements[i] != NULL &&
+		    prepare(s, (int)i, statements[i], err, errlen) != 0)
+			return -1;
+	}
+	for (i = 0; i < sizeof(batched) / sizeof(batched[0]); i++) {
+		sql = batch_sql(batched[i].head, batched[i].cols, 1,
+		    batched[i].tail);
+		rc = prepare(s, batched[i].one, sql, err, errlen);
+		free(sql);
+		if (rc != 0)
+			return -1;
+		sql = batch_sql(batched[i].head, batched[i].cols, STORE_BATCH,
+		    batched[i].tail);
+		rc = prepare(s, batched[i].many, sql, err, errlen);
+		free(sql);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
 
 /* --------------------------------------------------------------- opening */
 
@@ -385,7 +530,7 @@ check_file(struct sqlstore *s, int64_t *version, char *err, size_t errlen)
 	return 0;
 }
 
-/* WAL, FULL, foreign keys: each checked, as a PRAGMA can silently no-op. */
+/* WAL and FULL, each checked, as a PRAGMA can silently no-op. */
 static int
 set_pragmas(struct sqlstore *s, char *err, size_t errlen)
 {
@@ -404,14 +549,27 @@ set_pragmas(struct sqlstore *s, char *err, size_t errlen)
 		    "database %s: journal mode is %s, not "
 		    "wal; is it on a file system without shared memory (NFS)?",
 		    s->path, mode);
-	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL; "
-	    "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL", NULL, NULL,
+	    NULL) != SQLITE_OK)
 		return errf(-1, err, errlen, "database %s: %s", s->path,
 		    sqlite3_errmsg(s->db));
 	if (query_int(s, "PRAGMA synchronous", &v) != SQLITE_OK || v != 2)
 		return errf(-1, err, errlen,
 		    "database %s: synchronous=FULL did "
 		    "not take", s->path);
+	return 0;
+}
+
+/* After the migrations, which rebuild tables with foreign keys off. */
+static int
+foreign_keys_on(struct sqlstore *s, char *err, size_t errlen)
+{
+	int64_t	v = 0;
+
+	if (sqlite3_exec(s->db, "PRAGMA foreign_keys = ON", NULL, NULL,
+	    NULL) != SQLITE_OK)
+		return errf(-1, err, errlen, "database %s: %s", s->path,
+		    sqlite3_errmsg(s->db));
 	if (query_int(s, "PRAGMA foreign_keys", &v) != SQLITE_OK || v != 1)
 		return errf(-1, err, errlen, "database %s: this SQLite has no "
 		    "foreign key support", s->path);
@@ -494,7 +652,7 @@ sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 {
 	struct sqlstore	*s;
 	int64_t		 version, next = 1;
-	int		 fd, i;
+	int		 fd;
 
 	*out = NULL;
 	if (path == NULL || *path == '\0')
@@ -505,6 +663,10 @@ sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 		return errf(-1, err, errlen, "%s: out of memory", path);
 	}
 	s->lock_fd = -1;
+	/* SQLite counts every allocation under a global mutex unless told
+	 * not to before its first use in the process; rdzvd never reads the
+	 * counts. Later calls are refused, harmlessly. */
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	if (make_parents(path, err, errlen) != 0 ||
 	    lock_take(s, err, errlen) != 0)
 		goto bad;
@@ -540,17 +702,10 @@ sqlstore_open(const char *path, struct sqlstore **out, char *err, size_t errlen)
 	if (dir_writable(path, err, errlen) != 0 ||
 	    check_file(s, &version, err, errlen) != 0 ||
 	    set_pragmas(s, err, errlen) != 0 ||
-	    migrate(s, version, err, errlen) != 0)
+	    migrate(s, version, err, errlen) != 0 ||
+	    foreign_keys_on(s, err, errlen) != 0 ||
+	    prepare_all(s, err, errlen) != 0)
 		goto bad;
-	for (i = 0; i < ST_COUNT; i++) {
-		if (sqlite3_prepare_v3(s->db, statements[i], -1,
-		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) != SQLITE_OK) {
-			errf(-1, err, errlen,
-			    "database %s: preparing \"%s\": %s",
-			    path, statements[i], sqlite3_errmsg(s->db));
-			goto bad;
-		}
-	}
 	if (query_int(s, "SELECT coalesce((SELECT value FROM meta WHERE "
 	    "key = 'next_node_id'), 1)", &next) != SQLITE_OK) {
 		errf(-1, err, errlen, "database %s: reading meta: %s", path,
@@ -580,6 +735,7 @@ sqlstore_close(struct sqlstore *s)
 		sqlite3_close(s->db);
 	if (s->lock_fd != -1)
 		close(s->lock_fd);
+	free(s->buf);
 	free(s->path);
 	free(s);
 }

@@ -2,7 +2,7 @@
  * Unit tests of the SQLite store (SPEC §9), what it refuses: files that
  * are not rdzv databases or come from a newer rdzvd (left untouched), a
  * second rdzvd on the same file, a generation recorded twice, a full
- * disk; and the settings a new database gets.
+ * disk; the settings a new database gets; and older schemas migrated.
  */
 #include "store_harness.h"
 
@@ -19,7 +19,7 @@ test_duplicate_generation(void)
 	CHECK_INT(a->job->generation, 1);
 	/* Someone writes generation 2 behind the daemon's back. */
 	CHECK_INT(exec_other("INSERT INTO rounds VALUES ('dup', 2, 1, 'x', "
-	    "1, 0, 0)"), 0);
+	    "1, 0, 0, '[]')"), 0);
 	t = store_transactions(S);
 	CHECK_INT(core_leave(C, NOW, "alice", a->session_id, NULL, err,
 	    sizeof(err)), 0);
@@ -88,7 +88,7 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 6 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 7 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
@@ -98,9 +98,204 @@ test_newer_schema(void)
 }
 
 /*
+ * Schema 7 taken back to 6, as rdzvd 6 wrote it: the assignments table
+ * (filled from the view), nodes with their unique session, index by job
+ * and foreign key, events with theirs, rounds without members. Foreign
+ * keys are off on this connection (SQLite's default), so rebuilding nodes
+ * keeps the gpus that refer to them.
+ */
+static const char undo_v7[] =
+	"BEGIN;"
+	"CREATE TABLE assignments_6 ("
+	"  rdzv_id TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  node_id INTEGER NOT NULL,"
+	"  group_rank INTEGER NOT NULL,"
+	"  base_rank INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, generation, node_id),"
+	"  FOREIGN KEY (rdzv_id, generation)"
+	"    REFERENCES rounds (rdzv_id, generation) ON DELETE CASCADE)"
+	"  WITHOUT ROWID;"
+	"INSERT INTO assignments_6 SELECT * FROM assignments;"
+	"DROP VIEW assignments;"
+	"ALTER TABLE assignments_6 RENAME TO assignments;"
+	"ALTER TABLE rounds DROP COLUMN members;"
+	"CREATE TABLE nodes_6 ("
+	"  node_id INTEGER PRIMARY KEY,"
+	"  rdzv_id TEXT NOT NULL REFERENCES jobs (rdzv_id) ON DELETE CASCADE,"
+	"  session_id BLOB NOT NULL UNIQUE,"
+	"  hostname TEXT NOT NULL,"
+	"  advertise_addr TEXT NOT NULL,"
+	"  master_port INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  rank_hint INTEGER,"
+	"  state TEXT NOT NULL,"
+	"  group_rank INTEGER NOT NULL,"
+	"  base_rank INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  arrival INTEGER NOT NULL,"
+	"  joined_ms INTEGER NOT NULL,"
+	"  gpus_healthy INTEGER NOT NULL,"
+	"  gpus_total INTEGER NOT NULL,"
+	"  reason TEXT,"
+	"  port_offer INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO nodes_6 SELECT * FROM nodes;"
+	"DROP TABLE nodes;"
+	"ALTER TABLE nodes_6 RENAME TO nodes;"
+	"CREATE INDEX nodes_by_job ON nodes (rdzv_id);"
+	"CREATE TABLE events_6 ("
+	"  rdzv_id TEXT NOT NULL REFERENCES jobs (rdzv_id) ON DELETE CASCADE,"
+	"  seq INTEGER NOT NULL,"
+	"  wall_ms INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  message TEXT NOT NULL,"
+	"  PRIMARY KEY (rdzv_id, seq)) WITHOUT ROWID;"
+	"INSERT INTO events_6 SELECT * FROM events;"
+	"DROP TABLE events;"
+	"ALTER TABLE events_6 RENAME TO events;"
+	"PRAGMA user_version = 6;"
+	"COMMIT;";
+
+/* Runs SQL on the file through a connection of its own. */
+static void
+exec_file(const char *sql)
+{
+	sqlite3	*db;
+	char	*msg = NULL;
+
+	CHECK_INT(sqlite3_open(dbpath, &db), SQLITE_OK);
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		fprintf(stderr, "  %s\n", msg);
+		CHECK(0);
+	}
+	sqlite3_free(msg);
+	sqlite3_close(db);
+}
+
+/* Every row of a query, "a|b|c;" each, as the sqlite3 CLI would list them. */
+static char *
+rows(const char *sql)
+{
+	sqlite3		*db;
+	sqlite3_stmt	*st;
+	char		*out = NULL;
+	size_t		 len = 0;
+	FILE		*f = open_memstream(&out, &len);
+	int		 i;
+
+	CHECK(f != NULL);
+	CHECK_INT(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL),
+	    SQLITE_OK);
+	CHECK_INT(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		for (i = 0; i < sqlite3_column_count(st); i++)
+			fprintf(f, "%s%s", i > 0 ? "|" : "",
+			    (const char *)sqlite3_column_text(st, i));
+		fputc(';', f);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	fclose(f);
+	return out;
+}
+
+/*
+ * A database of schema 6 (made here by undoing migration 7 on one with
+ * jobs, nodes with GPU results, rounds and events) is migrated in place:
+ * the view assignments lists what the table held, row for row; nodes keep
+ * their GPUs; the indexes and foreign keys that migration 7 drops are
+ * gone; the core loads as it was written; and the migrated file takes new
+ * joins, rounds and a deleted job as a new one does.
+ */
+static void
+test_migrate_v6(void)
+{
+	static const struct core_gpu gpu = { .device = 0, .ok = true,
+		.name = "A100", .uuid = "GPU-1", .total_mem = 1 << 30 };
+	struct core_join	 r;
+	struct core_node	*n[3];
+	struct core		*L;
+	char			*before, *after, *ev_before, *ev_after;
+	int			 i;
+
+	setup("v6.db");
+	for (i = 0; i < 3; i++) {
+		char	host[16];
+
+		snprintf(host, sizeof(host), "g%d", i);
+		r = req("six", host, (uint32_t)i + 1, 3, 3);
+		r.gpus_total = r.gpus_healthy = 1;
+		r.gpus = &gpu;
+		r.n_gpus = 1;
+		n[i] = join_only(&r);
+		CHECK(n[i] != NULL);
+	}
+	turn();
+	join("solo", "s1", 2, 1, 1);
+	CHECK_INT(core_job_find(C, "six")->generation, 1);
+	store_close(S);
+	S = NULL;
+	before = rows("SELECT * FROM assignments ORDER BY rdzv_id, "
+	    "generation, group_rank");
+	ev_before = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
+	CHECK(strstr(before, "six|1|") != NULL);
+	exec_file(undo_v7);
+	CHECK_INT(q("PRAGMA user_version"), 6);
+	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+	    "AND name = 'assignments'"), 1);
+	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name = "
+	    "'nodes_by_job'"), 1);
+
+	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
+	CHECK_INT(q("PRAGMA user_version"), 7);
+	after = rows("SELECT * FROM assignments ORDER BY rdzv_id, "
+	    "generation, group_rank");
+	ev_after = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
+	CHECK_STR(after, before);
+	CHECK_STR(ev_after, ev_before);
+	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE type = 'view' "
+	    "AND name = 'assignments'"), 1);
+	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+	    "AND tbl_name IN ('nodes', 'events')"), 0);
+	CHECK_INT(q("SELECT count(*) FROM pragma_foreign_key_list('nodes')"),
+	    0);
+	CHECK_INT(q("SELECT count(*) FROM pragma_foreign_key_list('events')"),
+	    0);
+	CHECK_INT(q("SELECT count(*) FROM gpus"), 3);
+	CHECK_INT(q("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	free(before);
+	free(after);
+	free(ev_before);
+	free(ev_after);
+
+	/* The migrated file goes on: a new job and its round, a job that
+	 * ended deleted whole when its retention is over. */
+	join("seven", "s7", 1, 1, 1);
+	CHECK_INT(q("SELECT count(*) FROM assignments WHERE rdzv_id = "
+	    "'seven'"), 1);
+	for (i = 0; i < 3; i++)
+		report(core_node_find(C, n[i]->node_id),
+		    CORE_OUTCOME_SUCCEEDED);
+	tick(7ULL * 24 * 3600 * 1000 + 1000);
+	CHECK(core_job_find(C, "six") == NULL);
+	CHECK_INT(q("SELECT count(*) FROM nodes WHERE rdzv_id = 'six'"), 0);
+	CHECK_INT(q("SELECT count(*) FROM events WHERE rdzv_id = 'six'"), 0);
+	CHECK_INT(q("SELECT count(*) FROM assignments WHERE rdzv_id = 'six'"),
+	    0);
+	CHECK_INT(q("SELECT count(*) FROM gpus"), 0);
+	teardown();
+}
+
+/*
  * A database written by the first schema (made here by undoing migrations
- * 5, 4, 3 and 2 on a fresh one) is migrated in place and keeps its jobs; a
- * job's rejoin_timeout becomes its join timeout, the default.
+ * 7, 5, 4, 3 and 2 on a fresh one; 6 added tables only) is migrated in
+ * place and keeps its jobs; a job's rejoin_timeout becomes its join
+ * timeout, the default.
  */
 static void
 test_migrate_v1(void)
@@ -111,6 +306,7 @@ test_migrate_v1(void)
 	join("old", "h1", 2, 1, 1);
 	store_close(S);
 	S = NULL;
+	exec_file(undo_v7);
 	{
 		sqlite3	*db;
 
@@ -127,7 +323,7 @@ test_migrate_v1(void)
 	}
 	CHECK_INT(q("PRAGMA user_version"), 1);
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 6);
+	CHECK_INT(q("PRAGMA user_version"), 7);
 	L = reload();
 	compare_cores(C, L);
 	core_free(L);
@@ -230,7 +426,7 @@ test_open_settings(void)
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
 	sqlite3_finalize(st);
-	CHECK_INT(q("PRAGMA user_version"), 6);
+	CHECK_INT(q("PRAGMA user_version"), 7);
 	/* Also from outside, as the sqlite3 CLI would see it. */
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
 	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
@@ -244,7 +440,7 @@ test_open_settings(void)
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	store_close(S);
 	S = NULL;
-	CHECK_INT(q("PRAGMA user_version"), 6);
+	CHECK_INT(q("PRAGMA user_version"), 7);
 }
 
 /* Load refuses data that would hand out a generation twice. */
@@ -258,7 +454,7 @@ test_load_refuses_rounds_ahead(void)
 	store_close(S);
 	S = NULL;
 	CHECK_INT(exec_other("INSERT INTO rounds VALUES ('ah', 7, 1, 'x', 1, "
-	    "0, 0)"), 0);
+	    "0, 0, '[]')"), 0);
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	CHECK_INT(store_load(S, L, NOW, err, sizeof(err)), -1);
 	CHECK_CONTAINS(err, dbpath);
@@ -275,6 +471,7 @@ main(int argc, char **argv)
 		{ "open_settings", test_open_settings },
 		{ "newer_schema", test_newer_schema },
 		{ "migrate_v1", test_migrate_v1 },
+		{ "migrate_v6", test_migrate_v6 },
 		{ "garbage", test_garbage },
 		{ "lock", test_lock },
 		{ "duplicate_generation", test_duplicate_generation },
