@@ -69,32 +69,107 @@ teardown(void)
 
 size_t		 assignments_sent;
 
+/*
+ * The round the last checked assignment belongs to, as the database holds
+ * it, with its members by node id: read once per round, since the view
+ * assignments unpacks a round's members and a query per node would cost
+ * the round's size each time (10,000 nodes: 10^8 members read).
+ */
+static struct {
+	char		*rdzv_id, *master_addr;
+	uint64_t	 generation;
+	bool		 found;
+	int64_t		 world_size, master_port, restart_count;
+	size_t		 n;
+	int64_t		(*m)[4];	/* node_id, group_rank, base_rank, nproc */
+} dbr;
+
+static void
+db_round_forget(void)
+{
+	free(dbr.rdzv_id);
+	free(dbr.master_addr);
+	free(dbr.m);
+	memset(&dbr, 0, sizeof(dbr));
+}
+
+static int
+cmp_node_id(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+static void
+db_round_read(sqlite3 *db, const char *rdzv_id, uint64_t generation)
+{
+	sqlite3_stmt	*st;
+	size_t		 cap = 0;
+
+	db_round_forget();
+	CHECK((dbr.rdzv_id = strdup(rdzv_id)) != NULL);
+	dbr.generation = generation;
+	CHECK_INT(sqlite3_prepare_v2(db, "SELECT world_size, master_addr, "
+	    "master_port, restart_count FROM rounds WHERE rdzv_id = ?1 AND "
+	    "generation = ?2", -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, rdzv_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		dbr.found = true;
+		dbr.world_size = sqlite3_column_int64(st, 0);
+		CHECK((dbr.master_addr = strdup((const char *)
+		    sqlite3_column_text(st, 1))) != NULL);
+		dbr.master_port = sqlite3_column_int64(st, 2);
+		dbr.restart_count = sqlite3_column_int64(st, 3);
+	}
+	sqlite3_finalize(st);
+	if (!dbr.found)
+		return;
+	CHECK_INT(sqlite3_prepare_v2(db, "SELECT node_id, group_rank, "
+	    "base_rank, nproc FROM assignments WHERE rdzv_id = ?1 AND "
+	    "generation = ?2", -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, rdzv_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (dbr.n == cap) {
+			cap = cap == 0 ? 64 : cap * 2;
+			CHECK((dbr.m = realloc(dbr.m, cap * sizeof(*dbr.m))) !=
+			    NULL);
+		}
+		for (int k = 0; k < 4; k++)
+			dbr.m[dbr.n][k] = sqlite3_column_int64(st, k);
+		dbr.n++;
+	}
+	sqlite3_finalize(st);
+	qsort(dbr.m, dbr.n, sizeof(*dbr.m), cmp_node_id);
+}
+
 void
-check_sent(sqlite3_stmt *st, const struct core_node *n,
+check_sent(sqlite3 *db, const struct core_node *n,
     const struct core_assignment *a)
 {
-	int	ok;
+	int64_t		 key = (int64_t)n->node_id, (*m)[4] = NULL;
+	bool		 ok;
 
 	assignments_sent++;
-	sqlite3_bind_text(st, 1, n->job->rdzv_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)a->generation);
-	sqlite3_bind_int64(st, 3, (sqlite3_int64)n->node_id);
-	ok = sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_int64(st, 0) == a->world_size &&
-	    strcmp((const char *)sqlite3_column_text(st, 1),
-	    a->master_addr) == 0 &&
-	    sqlite3_column_int64(st, 2) == a->master_port &&
-	    sqlite3_column_int64(st, 3) == a->restart_count &&
-	    sqlite3_column_int64(st, 4) == a->group_rank &&
-	    sqlite3_column_int64(st, 5) == a->base_rank &&
-	    sqlite3_column_int64(st, 6) == a->local_world_size;
+	if (dbr.rdzv_id == NULL || strcmp(dbr.rdzv_id, n->job->rdzv_id) != 0 ||
+	    dbr.generation != a->generation)
+		db_round_read(db, n->job->rdzv_id, a->generation);
+	if (dbr.found)
+		m = bsearch(&key, dbr.m, dbr.n, sizeof(*dbr.m), cmp_node_id);
+	ok = m != NULL && dbr.world_size == a->world_size &&
+	    strcmp(dbr.master_addr, a->master_addr) == 0 &&
+	    dbr.master_port == a->master_port &&
+	    dbr.restart_count == a->restart_count &&
+	    (*m)[1] == a->group_rank && (*m)[2] == a->base_rank &&
+	    (*m)[3] == a->local_world_size;
 	if (!ok)
 		fprintf(stderr, "  job %s generation %llu: node %llu is sent "
 		    "an assignment the database does not hold\n",
 		    n->job->rdzv_id, (unsigned long long)a->generation,
 		    (unsigned long long)n->node_id);
 	CHECK(ok);
-	sqlite3_reset(st);
 }
 
 void
@@ -103,23 +178,16 @@ turn_send(bool committed)
 	struct core_node	*n;
 	struct core_msg		 m;
 	sqlite3			*db = NULL;
-	sqlite3_stmt		*st = NULL;
 
-	if (committed && !TAILQ_EMPTY(&C->outbox)) {
+	if (committed && !TAILQ_EMPTY(&C->outbox))
 		CHECK_INT(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY,
 		    NULL), SQLITE_OK);
-		CHECK_INT(sqlite3_prepare_v2(db, "SELECT r.world_size, "
-		    "r.master_addr, r.master_port, r.restart_count, "
-		    "a.group_rank, a.base_rank, a.nproc FROM rounds r JOIN "
-		    "assignments a USING (rdzv_id, generation) WHERE "
-		    "rdzv_id = ?1 AND generation = ?2 AND node_id = ?3", -1,
-		    &st, NULL), SQLITE_OK);
-	}
 	while (core_outbox_pop(C, &n, &m)) {
-		if (st != NULL && m.kind == CORE_MSG_ASSIGNMENT)
-			check_sent(st, n, &m.u.assignment);
+		if (db != NULL && m.kind == CORE_MSG_ASSIGNMENT)
+			check_sent(db, n, &m.u.assignment);
 	}
-	sqlite3_finalize(st);
+	/* The next turn may hold a new database under the same names. */
+	db_round_forget();
 	sqlite3_close(db);
 	core_changes_clear(C);
 }

@@ -67,7 +67,7 @@ extern size_t		 assignments_sent;
  * SPEC §4 rule 2 from the outside: an assignment that is about to be sent
  * is in the database, with the values the node is told.
  */
-void	check_sent(sqlite3_stmt *st, const struct core_node *n,
+void	check_sent(sqlite3 *db, const struct core_node *n,
     const struct core_assignment *a);
 
 /*
