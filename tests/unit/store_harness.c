@@ -101,6 +101,22 @@ cmp_node_id(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
+/* "SELECT ... FROM t" of round |generation| of job |rdzv_id|, prepared. */
+static sqlite3_stmt *
+round_query(sqlite3 *db, const char *select, const char *rdzv_id,
+    uint64_t generation)
+{
+	sqlite3_stmt	*st;
+	char		 sql[256];
+
+	snprintf(sql, sizeof(sql), "%s WHERE rdzv_id = ?1 AND generation = ?2",
+	    select);
+	CHECK_INT(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, rdzv_id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	return st;
+}
+
 static void
 db_round_read(sqlite3 *db, const char *rdzv_id, uint64_t generation)
 {
@@ -110,11 +126,8 @@ db_round_read(sqlite3 *db, const char *rdzv_id, uint64_t generation)
 	db_round_forget();
 	CHECK((dbr.rdzv_id = strdup(rdzv_id)) != NULL);
 	dbr.generation = generation;
-	CHECK_INT(sqlite3_prepare_v2(db, "SELECT world_size, master_addr, "
-	    "master_port, restart_count FROM rounds WHERE rdzv_id = ?1 AND "
-	    "generation = ?2", -1, &st, NULL), SQLITE_OK);
-	sqlite3_bind_text(st, 1, rdzv_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	st = round_query(db, "SELECT world_size, master_addr, master_port, "
+	    "restart_count FROM rounds", rdzv_id, generation);
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		dbr.found = true;
 		dbr.world_size = sqlite3_column_int64(st, 0);
@@ -126,11 +139,8 @@ db_round_read(sqlite3 *db, const char *rdzv_id, uint64_t generation)
 	sqlite3_finalize(st);
 	if (!dbr.found)
 		return;
-	CHECK_INT(sqlite3_prepare_v2(db, "SELECT node_id, group_rank, "
-	    "base_rank, nproc FROM assignments WHERE rdzv_id = ?1 AND "
-	    "generation = ?2", -1, &st, NULL), SQLITE_OK);
-	sqlite3_bind_text(st, 1, rdzv_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	st = round_query(db, "SELECT node_id, group_rank, base_rank, nproc "
+	    "FROM assignments", rdzv_id, generation);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (dbr.n == cap) {
 			cap = cap == 0 ? 64 : cap * 2;
