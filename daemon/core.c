@@ -264,7 +264,7 @@ core_job_new(struct core *c, const char *rdzv_id, const char *owner)
 	struct core_job	*j;
 
 	j = xcalloc(1, sizeof(*j));
-	textf(j->rdzv_id, sizeof(j->rdzv_id), "%s", rdzv_id);
+	textcpy(j->rdzv_id, sizeof(j->rdzv_id), rdzv_id);
 	j->owner = xstrdup(owner);
 	j->own = core_owner_get(c, owner);
 	j->core = c;

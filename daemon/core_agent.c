@@ -294,8 +294,7 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		    r->message != NULL && *r->message != '\0' ?
 		    ": " : "", r->message != NULL ? r->message : "");
 		if (!j->pend_failure)
-			textf(j->pend_reason, sizeof(j->pend_reason), "%s",
-			    what);
+			textcpy(j->pend_reason, sizeof(j->pend_reason), what);
 		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}

@@ -33,7 +33,7 @@ host_evict(struct core *c, const char *host, const char *reason)
 			if (!core_node_live(n) || strcmp(n->hostname, host) != 0)
 				continue;
 			core_msg_init(&m, CORE_MSG_EVICTED);
-			textf(m.reason, sizeof(m.reason), "%s", why);
+			textcpy(m.reason, sizeof(m.reason), why);
 			core_msg_queue(n, &m);
 			core_event_add(j, "evicted", "node %s (node %llu) "
 			    "evicted: %s", n->hostname,

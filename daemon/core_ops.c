@@ -134,7 +134,7 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 	    identity != NULL ? identity : "anonymous",
 	    reason != NULL && *reason != '\0' ? reason : "no reason given");
 	core_msg_init(&m, CORE_MSG_EVICTED);
-	textf(m.reason, sizeof(m.reason), "%s", why);
+	textcpy(m.reason, sizeof(m.reason), why);
 	core_msg_queue(n, &m);
 	core_event_add(j, "evicted", "node %s (node %llu) %s", n->hostname,
 	    (unsigned long long)n->node_id, why);

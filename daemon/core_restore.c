@@ -119,7 +119,7 @@ restore_job_finish(struct core_job *j, char *err, size_t errlen)
 	}
 	j->world_size = base;
 	if (j->round_n > 0) {
-		textf(j->master_addr, sizeof(j->master_addr), "%s",
+		textcpy(j->master_addr, sizeof(j->master_addr),
 		    j->round[0]->advertise_addr);
 		j->master_port = j->round[0]->master_port;
 	}

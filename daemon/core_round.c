@@ -181,8 +181,7 @@ round_record(struct core_job *j)
 	r->job = j;
 	r->generation = j->generation;
 	r->world_size = j->world_size;
-	textf(r->master_addr, sizeof(r->master_addr), "%s",
-	    j->master_addr);
+	textcpy(r->master_addr, sizeof(r->master_addr), j->master_addr);
 	r->master_port = j->master_port;
 	r->restart_count = j->restart_count;
 	r->n = j->round_n;
@@ -232,7 +231,7 @@ round_complete(struct core_job *j, uint32_t k)
 	}
 	j->round_n = k;
 	j->world_size = base;
-	textf(j->master_addr, sizeof(j->master_addr), "%s",
+	textcpy(j->master_addr, sizeof(j->master_addr),
 	    j->round[0]->advertise_addr);
 	j->master_port = j->round[0]->master_port;
 	j->state = CORE_JOB_RUNNING;
@@ -322,7 +321,7 @@ rejoin_arm(struct core_job *j, const char *lost, bool loss)
 	if (j->settings.rejoin_timeout_ms == 0)
 		at = c->now.mono_ms + CORE_LEAVE_SETTLE_MS;
 	if (j->rejoin_lost[0] == '\0')
-		textf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", lost);
+		textcpy(j->rejoin_lost, sizeof(j->rejoin_lost), lost);
 	if (!core_timer_armed(&j->join_deadline) || j->join_deadline.at > at)
 		core_timer_set(c, &j->join_deadline, at);
 	core_job_dirty(j);
@@ -435,7 +434,7 @@ held_set(struct core_job *j, const char *reason)
 	if (reason == NULL && !j->held_failure)
 		return;
 	j->held_failure = reason != NULL;
-	textf(j->held_reason, sizeof(j->held_reason), "%s",
+	textcpy(j->held_reason, sizeof(j->held_reason),
 	    reason != NULL ? reason : "");
 	core_job_dirty(j);
 }
@@ -620,7 +619,7 @@ job_end(struct core_job *j, enum core_job_state st, const char *reason)
 	struct core	*c = j->core;
 
 	j->state = st;
-	textf(j->reason, sizeof(j->reason), "%s", reason);
+	textcpy(j->reason, sizeof(j->reason), reason);
 	j->ended_ms = c->now.wall_ms;
 	j->rejoin_lost[0] = '\0';
 	core_timer_clear(c, &j->last_call);
@@ -644,7 +643,7 @@ core_job_fail(struct core_job *j, const char *reason)
 		if (core_node_live(n))
 			core_node_set_state(n, CORE_NODE_FAILED);
 		core_msg_init(&m, CORE_MSG_FAILED);
-		textf(m.reason, sizeof(m.reason), "%s", reason);
+		textcpy(m.reason, sizeof(m.reason), reason);
 		core_msg_queue(n, &m);
 	}
 	core_event_add(j, "failed", "%s", reason);
@@ -665,7 +664,7 @@ core_job_close(struct core_job *j, const char *reason)
 			core_node_set_reason(n, "the job closed");
 		}
 		core_msg_init(&m, CORE_MSG_CLOSED);
-		textf(m.reason, sizeof(m.reason), "%s", reason);
+		textcpy(m.reason, sizeof(m.reason), reason);
 		core_msg_queue(n, &m);
 	}
 	core_event_add(j, "closed", "%s", reason);
@@ -680,10 +679,10 @@ core_node_current(const struct core_node *n, struct core_msg *m)
 	if (j->state == CORE_JOB_CLOSED || j->state == CORE_JOB_FAILED) {
 		m->kind = j->state == CORE_JOB_CLOSED ? CORE_MSG_CLOSED :
 		    CORE_MSG_FAILED;
-		textf(m->reason, sizeof(m->reason), "%s", j->reason);
+		textcpy(m->reason, sizeof(m->reason), j->reason);
 	} else if (n->state == CORE_NODE_EVICTED) {
 		m->kind = CORE_MSG_EVICTED;
-		textf(m->reason, sizeof(m->reason), "%s",
+		textcpy(m->reason, sizeof(m->reason),
 		    n->reason != NULL ? n->reason : "evicted");
 	} else if (n->state == CORE_NODE_PARTICIPANT && n->group_rank >= 0 &&
 	    n->generation == j->generation) {

@@ -304,8 +304,8 @@ hook_hosts_changed(const struct hosts *hs)
 		}
 		r = xcalloc(1, sizeof(*r));
 		r->fd = -1;
-		textf(r->host, sizeof(r->host), "%s", hc->name);
-		textf(r->reason, sizeof(r->reason), "%s", hc->reason);
+		textcpy(r->host, sizeof(r->host), hc->name);
+		textcpy(r->reason, sizeof(r->reason), hc->reason);
 		TAILQ_INSERT_TAIL(&hk.queued, r, entry);
 		hk.n_queued++;
 	}

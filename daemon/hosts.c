@@ -129,17 +129,17 @@ host_set_state(struct hosts *h, struct host *r, enum host_state to,
 		    sizeof(*h->changes));
 	}
 	c = &h->changes[h->n_changes++];
-	textf(c->name, sizeof(c->name), "%s", r->name);
+	textcpy(c->name, sizeof(c->name), r->name);
 	c->from = r->state;
 	c->to = to;
-	textf(c->reason, sizeof(c->reason), "%s", reason);
+	textcpy(c->reason, sizeof(c->reason), reason);
 	if (r->state != to) {
 		h->n_state[r->state]--;
 		h->n_state[to]++;
 		r->since_ms = now_ms;
 	}
 	r->state = to;
-	textf(r->reason, sizeof(r->reason), "%s", reason);
+	textcpy(r->reason, sizeof(r->reason), reason);
 	host_dirty(h, r, now_ms);
 }
 
@@ -247,11 +247,11 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 		memset(g, 0, sizeof(*g));
 		g->device = gpus[i].device;
 		g->ok = gpus[i].ok;
-		textf(g->uuid, sizeof(g->uuid), "%s", gpus[i].uuid);
+		textcpy(g->uuid, sizeof(g->uuid), gpus[i].uuid);
 		if (!g->ok) {
-			textf(g->failed_step, sizeof(g->failed_step), "%s",
+			textcpy(g->failed_step, sizeof(g->failed_step),
 			    gpus[i].failed_step);
-			textf(g->error, sizeof(g->error), "%s", gpus[i].error);
+			textcpy(g->error, sizeof(g->error), gpus[i].error);
 		}
 		changed = true;
 	}
@@ -370,7 +370,7 @@ hosts_restore(struct hosts *h, const struct host *src)
 	h->n_state[r->state]--;
 	r->state = src->state;
 	h->n_state[r->state]++;
-	textf(r->reason, sizeof(r->reason), "%s", src->reason);
+	textcpy(r->reason, sizeof(r->reason), src->reason);
 	r->since_ms = src->since_ms;
 	r->updated_ms = src->updated_ms;
 	r->crashes = src->crashes;
