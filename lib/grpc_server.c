@@ -209,10 +209,8 @@ sconn_free(struct grpc_conn *c)
 	gsrv_slab_event_free(slab, c->flush_ev);
 	gsrv_slab_event_free(slab, c->keepalive_ev);
 	gsrv_slab_event_free(slab, c->idle_ev);
-	if (c->identity != NULL)
-		gsrv_slab_release(slab, c->identity);
-	if (c->local != NULL)
-		gsrv_slab_release(slab, c->local);
+	gsrv_slab_release(slab, c->identity);
+	gsrv_slab_release(slab, c->local);
 	gsrv_slab_free(c->srv, slab);
 }
 

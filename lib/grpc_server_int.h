@@ -7,10 +7,11 @@
  *
  * Ownership: the server owns its listeners and connections; a connection
  * lives in its slab (grpc_server_mem.c), with its events and nghttp2's
- * session-long blocks, and owns its socket (a TLS connection through its bufferevent, which also
- * owns the SSL), its nghttp2 session and its calls. A call lives until nghttp2 closes its stream or its
- * connection goes away; the user's view of it ends earlier, when its
- * on-close callback has run.
+ * session-long blocks, and owns its socket (a TLS connection through its
+ * bufferevent, which also owns the SSL), its nghttp2 session and its
+ * calls. A call lives until nghttp2 closes its stream or its connection
+ * goes away; the user's view of it ends earlier, when its on-close
+ * callback has run.
  */
 #ifndef RDZV_GRPC_SERVER_INT_H
 #define RDZV_GRPC_SERVER_INT_H
@@ -246,7 +247,7 @@ size_t	gsrv_slab_used(const struct gsrv_slab *);
 void	*gsrv_slab_alloc(struct gsrv_slab *, size_t);
 void	*gsrv_slab_zalloc(struct gsrv_slab *, size_t);
 /* A copy in the slab, else malloc's (NULL when out of memory); release
- * frees it if it is malloc's. */
+ * frees it if it is malloc's (NULL is fine). */
 char	*gsrv_slab_strdup(struct gsrv_slab *, const char *);
 void	gsrv_slab_release(struct gsrv_slab *, void *);
 /* nghttp2_session_server_new3 with the session's blocks in the slab. */
