@@ -294,42 +294,43 @@ bind_node(struct binder *b, const struct core_node *n)
 }
 
 /*
- * The turn's nodes: those the store never wrote (their ids were handed
- * out after the last commit, which is when the store last wrote) as
- * plain INSERTs, the others as UPSERTs; then the GPU results of those
- * whose results changed, which refer to their node's row.
+ * The turn's nodes the store never wrote (|fresh|: their ids were handed
+ * out after the last commit, which is when the store last wrote) as plain
+ * INSERTs, or the others as UPSERTs.
  */
+static int
+put_node_rows(struct sqlstore *s, const struct core *c, bool fresh,
+    char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	struct batch		 bt;
+	size_t			 rows = 0;
+
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry)
+		rows += (n->node_id >= s->next_node_id) == fresh;
+	bt = batch_start(s, fresh ? ST_NODE_NEW : ST_NODE_PUT,
+	    fresh ? ST_NODE_NEW_N : ST_NODE_PUT_N, rows);
+	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
+		if ((n->node_id >= s->next_node_id) != fresh)
+			continue;
+		bind_node(batch_row(&bt), n);
+		if (batch_next(&bt, err, errlen, "node", n->node_id,
+		    n->job->rdzv_id) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The turn's nodes, then the GPU results of those whose results changed,
+ * which refer to their node's row. */
 static int
 put_nodes(struct sqlstore *s, const struct core *c, char *err, size_t errlen)
 {
 	const struct core_node	*n;
-	struct batch		 bt;
-	size_t			 fresh = 0, old = 0;
 
-	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (n->node_id >= s->next_node_id)
-			fresh++;
-		else
-			old++;
-	}
-	bt = batch_start(s, ST_NODE_NEW, ST_NODE_NEW_N, fresh);
-	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (n->node_id < s->next_node_id)
-			continue;
-		bind_node(batch_row(&bt), n);
-		if (batch_next(&bt, err, errlen, "node", n->node_id,
-		    n->job->rdzv_id) != 0)
-			return -1;
-	}
-	bt = batch_start(s, ST_NODE_PUT, ST_NODE_PUT_N, old);
-	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
-		if (n->node_id >= s->next_node_id)
-			continue;
-		bind_node(batch_row(&bt), n);
-		if (batch_next(&bt, err, errlen, "node", n->node_id,
-		    n->job->rdzv_id) != 0)
-			return -1;
-	}
+	if (put_node_rows(s, c, true, err, errlen) != 0 ||
+	    put_node_rows(s, c, false, err, errlen) != 0)
+		return -1;
 	TAILQ_FOREACH(n, &c->dirty_nodes, dirty_entry) {
 		if (n->gpus_dirty && put_gpus(s, n, err, errlen) != 0)
 			return -1;
