@@ -101,8 +101,10 @@ serve(int lfd, int nodes, int jobs)
 	int ep, total = nodes * jobs, accepted = 0, closed = 0;
 	int *joined = calloc((size_t)jobs, sizeof(*joined));
 	int **members = calloc((size_t)jobs, sizeof(*members));
-	size_t *got = calloc((size_t)total + 1024, sizeof(*got));
-	int *job_of = calloc((size_t)total + 1024, sizeof(*job_of));
+	/* Indexed by descriptor: the accepted sockets and a few others. */
+	int fd_max = total + 1024;
+	size_t *got = calloc((size_t)fd_max, sizeof(*got));
+	int *job_of = calloc((size_t)fd_max, sizeof(*job_of));
 
 	if (joined == NULL || members == NULL || got == NULL || job_of == NULL)
 		die("calloc");
@@ -127,6 +129,10 @@ serve(int lfd, int nodes, int jobs)
 			if (fd == lfd) {
 				while ((c = accept4(lfd, NULL, NULL,
 				    SOCK_NONBLOCK)) >= 0) {
+					if (c >= fd_max) {
+						errno = EMFILE;
+						die("accept4");
+					}
 					ev.events = EPOLLIN;
 					ev.data.fd = c;
 					if (epoll_ctl(ep, EPOLL_CTL_ADD, c,
