@@ -227,6 +227,25 @@ test_rule9_operator(void)
 	teardown();
 }
 
+/*
+ * What a resume with generation |stopped| of a node now placed in round
+ * |gen| is told, from recs[at] on: Accepted (resumed), STOP of |stopped|,
+ * and the assignment of |gen| at its group rank.
+ */
+static void
+check_resumed_into(size_t at, uint64_t stopped, uint64_t gen,
+    const struct core_node *n)
+{
+	CHECK(nrecs == at + 3);
+	CHECK(recs[at].m.kind == CORE_MSG_ACCEPTED &&
+	    recs[at].m.u.accepted.resumed);
+	CHECK(recs[at + 1].m.kind == CORE_MSG_STOP &&
+	    recs[at + 1].m.u.stop.generation == stopped);
+	CHECK(recs[at + 2].m.kind == CORE_MSG_ASSIGNMENT &&
+	    recs[at + 2].m.u.assignment.generation == gen &&
+	    recs[at + 2].m.u.assignment.group_rank == (uint32_t)n->group_rank);
+}
+
 /* Rule 10: fencing of reports and resumes. */
 static void
 test_rule10_fencing(void)
@@ -266,15 +285,7 @@ test_rule10_fencing(void)
 	before = nrecs;
 	CHECK_RC(resume(c, 1), 0);
 	turn();
-	CHECK(nrecs == before + 3);
-	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED &&
-	    recs[before].m.u.accepted.resumed);
-	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP &&
-	    recs[before + 1].m.u.stop.generation == 1);
-	CHECK(recs[before + 2].m.kind == CORE_MSG_ASSIGNMENT &&
-	    recs[before + 2].m.u.assignment.generation == 2 &&
-	    recs[before + 2].m.u.assignment.group_rank ==
-	    (uint32_t)c->group_rank);
+	check_resumed_into(before, 1, 2, c);
 	CHECK(c->state == CORE_NODE_PARTICIPANT && j->generation == 2 &&
 	    j->restart_count == 0 && j->state == CORE_JOB_RUNNING);
 	/* A generation never formed is refused, and the node leaves. */
@@ -327,16 +338,8 @@ test_resume_older_generation(void)
 	/* b comes back late, with generation 1. */
 	before = nrecs;
 	CHECK_RC(resume(b, 1), 0);
-	CHECK(nrecs == before + 3);
-	CHECK(recs[before].m.kind == CORE_MSG_ACCEPTED &&
-	    recs[before].m.u.accepted.resumed);
-	CHECK(recs[before + 1].m.kind == CORE_MSG_STOP &&
-	    recs[before + 1].m.u.stop.generation == 1);
-	CHECK(recs[before + 2].m.kind == CORE_MSG_ASSIGNMENT &&
-	    recs[before + 2].m.u.assignment.generation == 2 &&
-	    recs[before + 2].m.u.assignment.group_world_size == 3 &&
-	    recs[before + 2].m.u.assignment.group_rank ==
-	    (uint32_t)b->group_rank);
+	check_resumed_into(before, 1, 2, b);
+	CHECK(recs[before + 2].m.u.assignment.group_world_size == 3);
 	CHECK(b->state == CORE_NODE_PARTICIPANT && j->restart_count == 0);
 	tick(60000);
 	CHECK(j->generation == 2 && j->restart_count == 0 &&
