@@ -2,10 +2,10 @@
 """torchrun with torch's c10d rendezvous against torchrun with rdzv's
 (`--rdzv-backend rdzv`, python/rdzv), on this machine, in one run.
 
-For each node count and each backend, N torchruns (`python3 -m
+For each node count and each backend, N torchruns (`PY -m
 rdzv.torchrun`, which is torch.distributed.run with the backend registered
-and torch 1.13's flag quirks repaired, for both backends alike) start at
-once on loopback, one worker each (bench/torchrun_worker.py). Measured from
+and torch 1.13's flag quirks repaired, for both backends alike; PY is
+--python, by default the interpreter running this script) start at once on loopback, one worker each (bench/torchrun_worker.py). Measured from
 just before the first torchrun starts:
 
   spawned   the last worker started (before it imports torch): torchrun's
@@ -63,7 +63,7 @@ def start_rdzvd(build, tmp):
     raise RuntimeError("rdzvd did not start")
 
 
-def run_once(backend, n, build, timeout):
+def run_once(backend, n, build, timeout, python):
     tmp = tempfile.mkdtemp(prefix="torchrun-bench-")
     out = os.path.join(tmp, "out")
     os.makedirs(out)
@@ -78,7 +78,7 @@ def run_once(backend, n, build, timeout):
                    RDZV_AGENT=os.path.join(build, "client", "agent", "rdzv-agent"),
                    PYTHONPATH=os.path.join(SOURCE, "python"),
                    OMP_NUM_THREADS="1")
-        argv = ["/usr/bin/python3", "-m", "rdzv.torchrun", "--nnodes", str(n),
+        argv = [python, "-m", "rdzv.torchrun", "--nnodes", str(n),
                 "--nproc_per_node", "1", "--rdzv_backend", backend,
                 "--rdzv_endpoint", endpoint, "--rdzv_id", "bench-%s-%d" % (backend, n),
                 os.path.join(HERE, "torchrun_worker.py")]
@@ -133,20 +133,26 @@ def main():
                     help="the meson build folder (rdzvd, rdzv-agent)")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds per run before giving up (default 600)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter with torch that runs torchrun and "
+                    "its workers (default: the one running this script)")
     args = ap.parse_args()
     counts = [int(x) for x in args.nodes.split(",") if x]
-    if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
-                      capture_output=True).returncode != 0:
-        print("torchrun_bench.py: /usr/bin/python3 cannot import torch "
-              "(Debian: python3-torch)", file=sys.stderr)
+    p = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print("torchrun_bench.py: %s cannot import torch "
+              "(Debian: python3-torch)" % args.python, file=sys.stderr)
         return 3
     print("cpus: %d" % os.cpu_count())
+    print("torch: %s (%s)" % (p.stdout.strip(), args.python))
     for k, n in enumerate(counts):
         res = {}
         order = ["c10d", "rdzv"] if k % 2 == 0 else ["rdzv", "c10d"]
         for backend in order:
             try:
-                res[backend] = run_once(backend, n, args.build, args.timeout)
+                res[backend] = run_once(backend, n, args.build, args.timeout,
+                                        args.python)
             except RuntimeError as e:
                 print("torchrun_bench.py: %s" % e, file=sys.stderr)
                 return 1
