@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +44,15 @@ struct function {
 	char		 name[64];
 };
 
-/* Functions live as long as their module, as in the driver. */
+/* Functions live as long as their module, as in the driver, and the
+ * modules loaded are on a list until unloaded. */
 struct module {
 	char		*ptx;
 	struct function	 fns[8];
 	int		 n_fns;
+	struct module	*next;
 };
+static struct module	*modules;
 
 static struct fake_config	 cfg;
 static int			 inited;
@@ -341,6 +345,25 @@ cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return (CUDA_SUCCESS);
 }
 
+/* Only the SM count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16). */
+EXPORT CUresult
+cuDeviceGetAttribute(int *v, int attrib, CUdevice dev)
+{
+	CUresult	rc;
+
+	if (!inited)
+		return (CUDA_ERROR_NOT_INITIALIZED);
+	if (phys_of(dev) < 0)
+		return (CUDA_ERROR_INVALID_DEVICE);
+	if (v == NULL || attrib != 16)
+		return (CUDA_ERROR_INVALID_VALUE);
+	if ((rc = enter("cuDeviceGetAttribute", "sm_count",
+	    phys_of(dev))) != 0)
+		return (rc);
+	*v = cfg.sms;
+	return (CUDA_SUCCESS);
+}
+
 EXPORT CUresult
 cuDevicePrimaryCtxRetain(struct ctx **out, CUdevice dev)
 {
@@ -473,6 +496,58 @@ cuMemFree_v2(CUdeviceptr p)
 	return (CUDA_SUCCESS);
 }
 
+/*
+ * Pinned host memory: host memory as any other here, but kept on a list
+ * as the driver keeps it (a check that leaves it to the teardown at exit
+ * has not leaked it).
+ */
+struct host_alloc {
+	struct host_alloc	*next;
+	max_align_t		 mem[];
+};
+static struct host_alloc	*host_allocs;
+
+EXPORT CUresult
+cuMemAllocHost_v2(void **p, size_t size)
+{
+	struct host_alloc	*h;
+	CUresult		 rc;
+
+	if (current == NULL)
+		return (CUDA_ERROR_INVALID_CONTEXT);
+	if (p == NULL || size == 0)
+		return (CUDA_ERROR_INVALID_VALUE);
+	if ((rc = enter("cuMemAllocHost_v2", "alloc", current->phys)) != 0)
+		return (rc);
+	if ((h = malloc(sizeof *h + size)) == NULL)
+		return (done("cuMemAllocHost_v2", current->phys,
+		    CUDA_ERROR_OUT_OF_MEMORY));
+	h->next = host_allocs;
+	host_allocs = h;
+	*p = h->mem;
+	return (CUDA_SUCCESS);
+}
+
+EXPORT CUresult
+cuMemFreeHost(void *p)
+{
+	struct host_alloc	**hp, *h;
+	CUresult		  rc;
+
+	if (current == NULL)
+		return (CUDA_ERROR_INVALID_CONTEXT);
+	for (hp = &host_allocs; (h = *hp) != NULL; hp = &h->next)
+		if ((void *)h->mem == p)
+			break;
+	if (h == NULL)
+		return (CUDA_ERROR_INVALID_VALUE);
+	/* The memory goes whatever the answer (nothing else could free it). */
+	rc = enter("cuMemFreeHost", "free", current->phys);
+	*hp = h->next;
+	free(h);
+	return (rc);
+}
+
 EXPORT CUresult
 cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 {
@@ -482,7 +557,7 @@ cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 		return (CUDA_ERROR_INVALID_CONTEXT);
 	if (src == NULL || find_alloc(dst, len) == NULL)
 		return (CUDA_ERROR_INVALID_VALUE);
-	if ((rc = enter("cuMemcpyHtoD_v2", "fill", current->phys)) != 0)
+	if ((rc = enter("cuMemcpyHtoD_v2", "copy_in", current->phys)) != 0)
 		return (rc);
 	memcpy((void *)(uintptr_t)dst, src, len);
 	return (CUDA_SUCCESS);
@@ -534,6 +609,8 @@ cuModuleLoadData(struct module **out, const void *image)
 		free(m);
 		return (CUDA_ERROR_OUT_OF_MEMORY);
 	}
+	m->next = modules;
+	modules = m;
 	*out = m;
 	return (CUDA_SUCCESS);
 }
@@ -541,13 +618,19 @@ cuModuleLoadData(struct module **out, const void *image)
 EXPORT CUresult
 cuModuleUnload(struct module *m)
 {
-	CUresult	rc;
+	struct module	**mp;
+	CUresult	  rc;
 
 	if (current == NULL)
 		return (CUDA_ERROR_INVALID_CONTEXT);
 	if (m == NULL)
 		return (CUDA_ERROR_INVALID_HANDLE);
+	for (mp = &modules; *mp != NULL && *mp != m; mp = &(*mp)->next)
+		;
+	if (*mp == NULL)
+		return (CUDA_ERROR_INVALID_HANDLE);
 	rc = enter("cuModuleUnload", "module_unload", current->phys);
+	*mp = m->next;
 	free(m->ptx);
 	free(m);
 	return (rc);
@@ -585,35 +668,113 @@ cuModuleGetFunction(struct function **out, struct module *m,
 }
 
 /*
- * The kernel's effect (lib/gpucheck_kernel.ptx), in C:
- *	buf[i] = (buf[i] ^ seed) * 0x9E3779B1 + (uint32_t)i
- * on an allocation of the current context, which must hold n elements.
+ * The kernels of lib/gpucheck_kernel.ptx, in C, on allocations of the
+ * current context: rdzv_fill(buf, n, seed, res, res_words),
+ * rdzv_check(buf, n, seed, res) and rdzv_verify(buf, n, seed, res) (the
+ * patterns: the PTX's top comment). The stand-in's SMs 0..FAKECUDA_SMS-1
+ * all run rdzv_check, and mark so, but a dead one (FAKECUDA_DEAD_SM):
+ * the others then do its share, as a GPU's scheduler would.
  */
+#define RES_WORDS	(4u + 1024u)
+
+static uint32_t
+pattern_in(uint64_t i, uint32_t seed)
+{
+	return ((uint32_t)i * 2246822519u + seed);
+}
+
+static CUresult
+kernel_args(void **params, int with_res, uint32_t **buf, uint64_t *n,
+    uint32_t *seed, uint32_t **res)
+{
+	CUdeviceptr	b, r = 0;
+
+	memcpy(&b, params[0], sizeof b);
+	memcpy(n, params[1], sizeof *n);
+	memcpy(seed, params[2], sizeof *seed);
+	if (with_res)
+		memcpy(&r, params[3], sizeof r);
+	if (*n > SIZE_MAX / 4 || find_alloc(b, (size_t)*n * 4) == NULL ||
+	    (with_res && find_alloc(r, RES_WORDS * 4) == NULL))
+		return (CUDA_ERROR_ILLEGAL_ADDRESS);
+	*buf = (uint32_t *)(uintptr_t)b;
+	*res = (uint32_t *)(uintptr_t)r;
+	return (CUDA_SUCCESS);
+}
+
+static CUresult
+run_rdzv_fill(void **params)
+{
+	uint32_t	*e, *res, seed, words;
+	uint64_t	 n, i;
+	CUresult	 rc;
+
+	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
+		return (rc);
+	memcpy(&words, params[4], sizeof words);
+	if (words != RES_WORDS)
+		return (CUDA_ERROR_ILLEGAL_ADDRESS);
+	for (i = 0; i < n; i++)
+		e[i] = pattern_in(i, seed);
+	for (i = 0; i < words; i++)
+		res[i] = i == 2 || i == 3 ? 0xffffffffu : 0;
+	return (CUDA_SUCCESS);
+}
+
 static CUresult
 run_rdzv_check(void **params)
 {
-	const struct fault	*f;
-	CUdeviceptr		 buf;
+	const struct fault	*f, *dead;
+	uint32_t		*e, *res, seed;
 	uint64_t		 n, i;
-	uint32_t		 seed, *e;
+	CUresult		 rc;
+	int			 sm;
 
-	memcpy(&buf, params[0], sizeof buf);
-	memcpy(&n, params[1], sizeof n);
-	memcpy(&seed, params[2], sizeof seed);
-	if (n > SIZE_MAX / 4 || find_alloc(buf, (size_t)n * 4) == NULL)
-		return (CUDA_ERROR_ILLEGAL_ADDRESS);
-	e = (uint32_t *)(uintptr_t)buf;
+	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
+		return (rc);
 	for (i = 0; i < n; i++)
 		e[i] = (e[i] ^ seed) * 0x9E3779B1u + (uint32_t)i;
+	dead = fault_at(FAULT_DEAD_SM, current->phys, "kernel");
+	for (sm = 0; sm < cfg.sms; sm++)
+		if (dead == NULL || (uint64_t)sm != dead->element)
+			res[4 + sm] = seed;
 	if ((f = fault_at(FAULT_MISMATCH, current->phys, "kernel")) != NULL &&
 	    n > 0)
 		e[f->element % n] ^= 0x00010000u;
 	return (CUDA_SUCCESS);
 }
 
+static CUresult
+run_rdzv_verify(void **params)
+{
+	uint32_t	*e, *res, seed, want;
+	uint64_t	 n, i, wrong, first;
+	CUresult	 rc;
+
+	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
+		return (rc);
+	memcpy(&wrong, res, sizeof wrong);
+	memcpy(&first, res + 2, sizeof first);
+	for (i = 0; i < n; i++) {
+		want = (pattern_in(i, seed) ^ seed) * 0x9E3779B1u +
+		    (uint32_t)i;
+		if (e[i] == want)
+			continue;
+		if (i < first)
+			first = i;
+		wrong++;
+	}
+	memcpy(res, &wrong, sizeof wrong);
+	memcpy(res + 2, &first, sizeof first);
+	return (CUDA_SUCCESS);
+}
+
 /* Launch errors of the real driver come back from the synchronize; so
- * do the stand-in's: this one is set by a launch and taken by it. */
-static CUresult	pending;
+ * do the stand-in's: this one is set by a launch and taken by it, with
+ * the step of the check that the launched kernel belongs to (what a
+ * fault of cuCtxSynchronize names). */
+static CUresult		 pending;
+static const char	*pending_step = "kernel";
 
 EXPORT CUresult
 cuLaunchKernel(struct function *f, unsigned int gx, unsigned int gy,
@@ -628,9 +789,17 @@ cuLaunchKernel(struct function *f, unsigned int gx, unsigned int gy,
 	    (uint64_t)bx * by * bz > 1024 || gx > 0x7fffffffu || gy > 65535 ||
 	    gz > 65535 || params == NULL || extra != NULL)
 		return (CUDA_ERROR_INVALID_VALUE);
-	if (strcmp(f->name, "rdzv_check") != 0)
+	if (strcmp(f->name, "rdzv_fill") == 0) {
+		pending_step = "fill";
+		pending = run_rdzv_fill(params);
+	} else if (strcmp(f->name, "rdzv_check") == 0) {
+		pending_step = "kernel";
+		pending = run_rdzv_check(params);
+	} else if (strcmp(f->name, "rdzv_verify") == 0) {
+		pending_step = "verify";
+		pending = run_rdzv_verify(params);
+	} else
 		return (CUDA_ERROR_NOT_SUPPORTED);
-	pending = run_rdzv_check(params);
 	return (CUDA_SUCCESS);
 }
 
@@ -641,7 +810,8 @@ cuCtxSynchronize(void)
 
 	if (current == NULL)
 		return (CUDA_ERROR_INVALID_CONTEXT);
-	if ((rc = enter("cuCtxSynchronize", "kernel", current->phys)) != 0)
+	if ((rc = enter("cuCtxSynchronize", pending_step,
+	    current->phys)) != 0)
 		return (rc);
 	rc = pending;
 	pending = CUDA_SUCCESS;

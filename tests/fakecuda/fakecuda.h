@@ -28,6 +28,7 @@
 enum fault_kind {
 	FAULT_FAIL,		/* a step returns an error */
 	FAULT_MISMATCH,		/* the kernel leaves one element wrong */
+	FAULT_DEAD_SM,		/* one SM runs no block of the kernel */
 	FAULT_HANG,		/* a step never returns */
 	FAULT_CRASH,		/* a step kills the process (SIGSEGV) */
 };
@@ -37,7 +38,8 @@ struct fault {
 	int		 device;	/* physical; -1: every device */
 	char		 step[24];	/* the check's step name */
 	int		 error;		/* FAULT_FAIL: the CUresult */
-	uint64_t	 element;	/* FAULT_MISMATCH: which one */
+	uint64_t	 element;	/* FAULT_MISMATCH: which one;
+					   FAULT_DEAD_SM: the SM */
 	unsigned	 after;		/* only after this many checks */
 };
 
@@ -47,6 +49,7 @@ struct fake_config {
 	int		 n_visible;
 	int		 driver_version;
 	uint64_t	 mem;		/* per device, bytes */
+	int		 sms;		/* SMs per device */
 	const char	*state_dir;	/* check counts across processes */
 	const char	*log_path;
 	struct fault	 faults[FAKE_FAULTS_MAX];
