@@ -667,106 +667,24 @@ cuModuleGetFunction(struct function **out, struct module *m,
 	return (CUDA_SUCCESS);
 }
 
-/*
- * The kernels of lib/gpucheck_kernel.ptx, in C, on allocations of the
- * current context: rdzv_fill(buf, n, seed, res, res_words),
- * rdzv_check(buf, n, seed, res) and rdzv_verify(buf, n, seed, res) (the
- * patterns: the PTX's top comment). The stand-in's SMs 0..FAKECUDA_SMS-1
- * all run rdzv_check, and mark so, but a dead one (FAKECUDA_DEAD_SM):
- * the others then do its share, as a GPU's scheduler would.
- */
-#define RES_WORDS	(4u + 1024u)
-
-static uint32_t
-pattern_in(uint64_t i, uint32_t seed)
+/* The kernels' stand-ins (fakecuda_kernels.c) reach the current
+ * context's memory, its device's faults and the SM count through these. */
+void *
+fake_device_mem(unsigned long long p, size_t len)
 {
-	return ((uint32_t)i * 2246822519u + seed);
+	return (find_alloc(p, len) != NULL ? (void *)(uintptr_t)p : NULL);
 }
 
-static CUresult
-kernel_args(void **params, int with_res, uint32_t **buf, uint64_t *n,
-    uint32_t *seed, uint32_t **res)
+const struct fault *
+fake_fault(enum fault_kind kind)
 {
-	CUdeviceptr	b, r = 0;
-
-	memcpy(&b, params[0], sizeof b);
-	memcpy(n, params[1], sizeof *n);
-	memcpy(seed, params[2], sizeof *seed);
-	if (with_res)
-		memcpy(&r, params[3], sizeof r);
-	if (*n > SIZE_MAX / 4 || find_alloc(b, (size_t)*n * 4) == NULL ||
-	    (with_res && find_alloc(r, RES_WORDS * 4) == NULL))
-		return (CUDA_ERROR_ILLEGAL_ADDRESS);
-	*buf = (uint32_t *)(uintptr_t)b;
-	*res = (uint32_t *)(uintptr_t)r;
-	return (CUDA_SUCCESS);
+	return (fault_at(kind, current->phys, "kernel"));
 }
 
-static CUresult
-run_rdzv_fill(void **params)
+int
+fake_sms(void)
 {
-	uint32_t	*e, *res, seed, words;
-	uint64_t	 n, i;
-	CUresult	 rc;
-
-	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
-		return (rc);
-	memcpy(&words, params[4], sizeof words);
-	if (words != RES_WORDS)
-		return (CUDA_ERROR_ILLEGAL_ADDRESS);
-	for (i = 0; i < n; i++)
-		e[i] = pattern_in(i, seed);
-	for (i = 0; i < words; i++)
-		res[i] = i == 2 || i == 3 ? 0xffffffffu : 0;
-	return (CUDA_SUCCESS);
-}
-
-static CUresult
-run_rdzv_check(void **params)
-{
-	const struct fault	*f, *dead;
-	uint32_t		*e, *res, seed;
-	uint64_t		 n, i;
-	CUresult		 rc;
-	int			 sm;
-
-	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
-		return (rc);
-	for (i = 0; i < n; i++)
-		e[i] = (e[i] ^ seed) * 0x9E3779B1u + (uint32_t)i;
-	dead = fault_at(FAULT_DEAD_SM, current->phys, "kernel");
-	for (sm = 0; sm < cfg.sms; sm++)
-		if (dead == NULL || (uint64_t)sm != dead->element)
-			res[4 + sm] = seed;
-	if ((f = fault_at(FAULT_MISMATCH, current->phys, "kernel")) != NULL &&
-	    n > 0)
-		e[f->element % n] ^= 0x00010000u;
-	return (CUDA_SUCCESS);
-}
-
-static CUresult
-run_rdzv_verify(void **params)
-{
-	uint32_t	*e, *res, seed, want;
-	uint64_t	 n, i, wrong, first;
-	CUresult	 rc;
-
-	if ((rc = kernel_args(params, 1, &e, &n, &seed, &res)) != 0)
-		return (rc);
-	memcpy(&wrong, res, sizeof wrong);
-	memcpy(&first, res + 2, sizeof first);
-	for (i = 0; i < n; i++) {
-		want = (pattern_in(i, seed) ^ seed) * 0x9E3779B1u +
-		    (uint32_t)i;
-		if (e[i] == want)
-			continue;
-		if (i < first)
-			first = i;
-		wrong++;
-	}
-	memcpy(res, &wrong, sizeof wrong);
-	memcpy(res + 2, &first, sizeof first);
-	return (CUDA_SUCCESS);
+	return (cfg.sms);
 }
 
 /* Launch errors of the real driver come back from the synchronize; so
@@ -789,17 +707,11 @@ cuLaunchKernel(struct function *f, unsigned int gx, unsigned int gy,
 	    (uint64_t)bx * by * bz > 1024 || gx > 0x7fffffffu || gy > 65535 ||
 	    gz > 65535 || params == NULL || extra != NULL)
 		return (CUDA_ERROR_INVALID_VALUE);
-	if (strcmp(f->name, "rdzv_fill") == 0) {
-		pending_step = "fill";
-		pending = run_rdzv_fill(params);
-	} else if (strcmp(f->name, "rdzv_check") == 0) {
+	if ((pending_step = fake_kernel_step(f->name)) == NULL) {
 		pending_step = "kernel";
-		pending = run_rdzv_check(params);
-	} else if (strcmp(f->name, "rdzv_verify") == 0) {
-		pending_step = "verify";
-		pending = run_rdzv_verify(params);
-	} else
 		return (CUDA_ERROR_NOT_SUPPORTED);
+	}
+	pending = fake_run_kernel(f->name, params);
 	return (CUDA_SUCCESS);
 }
 

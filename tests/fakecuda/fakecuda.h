@@ -69,4 +69,21 @@ int	fake_error_parse(const char *, int *);
 /* The UUID bytes of physical device |d|. */
 void	fake_uuid(int d, unsigned char out[16]);
 
+/* fakecuda.c, for the kernels */
+
+/* |p| as a pointer when [p, p + len) is inside an allocation of the
+ * current context, else NULL. */
+void	*fake_device_mem(unsigned long long p, size_t len);
+/* The fault of |kind| for the current device's kernel, or NULL. */
+const struct fault *fake_fault(enum fault_kind kind);
+int	 fake_sms(void);
+
+/* fakecuda_kernels.c */
+
+/* The check's step a kernel belongs to ("fill", "kernel", "verify"), or
+ * NULL for a kernel the stand-in does not know. */
+const char *fake_kernel_step(const char *name);
+/* Runs kernel |name| with the launch's parameters: a CUresult. */
+int	fake_run_kernel(const char *name, void **params);
+
 #endif
