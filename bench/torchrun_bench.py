@@ -12,6 +12,12 @@ just before the first torchrun starts:
             start, the rendezvous and the agents' rank exchange
   running   the last worker past init_process_group and a barrier
 
+and the phases before them, each the last node's: started (the python
+of `-m rdzv.torchrun` running), imported (torch and torch.distributed.run
+imported); with rdzv also rendezvous (torch's agent asks the handler),
+coproc (`rdzv-agent coproc` started), joined, assigned (its events read),
+store (the round's store hosted or reached).
+
 c10d: the first torchrun hosts the store (--rdzv-endpoint 127.0.0.1:PORT),
 as on a cluster. rdzv: a private rdzvd (the build's) with a fresh database.
 The backends alternate (c10d first at the first count, rdzv first at the
@@ -74,7 +80,7 @@ def run_once(backend, n, build, timeout, python):
             daemon, endpoint = start_rdzvd(build, tmp)
         else:
             endpoint = "127.0.0.1:%d" % free_port()
-        env = dict(os.environ, BENCH_OUT=out,
+        env = dict(os.environ, BENCH_OUT=out, RDZV_BENCH_PHASES="1",
                    RDZV_AGENT=os.path.join(build, "client", "agent", "rdzv-agent"),
                    PYTHONPATH=os.path.join(SOURCE, "python"),
                    OMP_NUM_THREADS="1")
@@ -111,8 +117,13 @@ def run_once(backend, n, build, timeout, python):
                 p.wait(max(1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
+        phases = {}
+        for g in got:
+            for k, v in dict(g.get("phases", {}), spawned=g["spawned"],
+                             running=g["running"]).items():
+                phases[k] = max(phases.get(k, 0), v - t0)
         return (max(g["spawned"] for g in got) - t0,
-                max(g["running"] for g in got) - t0)
+                max(g["running"] for g in got) - t0, phases)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -156,10 +167,13 @@ def main():
             except RuntimeError as e:
                 print("torchrun_bench.py: %s" % e, file=sys.stderr)
                 return 1
-            s, r = res[backend]
+            s, r, phases = res[backend]
             print("torchrun+%s at %d nodes: last worker spawned %.1f s, "
                   "all running %.1f s" % (backend, n, s, r), flush=True)
-        (cs, cr), (rs, rr) = res["c10d"], res["rdzv"]
+            print("  phases, the last node's (s): %s" % ", ".join(
+                "%s %.2f" % (k, v) for k, v in
+                sorted(phases.items(), key=lambda kv: kv[1])), flush=True)
+        (cs, cr, _), (rs, rr, _) = res["c10d"], res["rdzv"]
         print("c10d/rdzv at %d nodes: spawned %.2fx, running %.2fx"
               % (n, cs / rs, cr / rr), flush=True)
     return 0
