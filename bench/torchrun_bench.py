@@ -20,8 +20,10 @@ store (the round's store hosted or reached).
 
 c10d: the first torchrun hosts the store (--rdzv-endpoint 127.0.0.1:PORT),
 as on a cluster. rdzv: a private rdzvd (the build's) with a fresh database.
-The backends alternate (c10d first at the first count, rdzv first at the
-next) so that neither always runs on a machine warmed by the other. Prints
+The backends alternate (c10d first at the first count and run, rdzv first
+at the next) so that neither always runs on a machine warmed by the other;
+with --runs R each runs R times per count and the ratios are of the
+medians. Prints
 "name: value" lines and the ratios c10d/rdzv; exits 1 when a run fails or
 passes --timeout.
 """
@@ -34,6 +36,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -144,11 +147,16 @@ def main():
                     help="the meson build folder (rdzvd, rdzv-agent)")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds per run before giving up (default 600)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="runs of each backend per count; the ratios are "
+                    "of the medians (default 1)")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter with torch that runs torchrun and "
                     "its workers (default: the one running this script)")
     args = ap.parse_args()
     counts = [int(x) for x in args.nodes.split(",") if x]
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
     p = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -158,22 +166,31 @@ def main():
     print("cpus: %d" % os.cpu_count())
     print("torch: %s (%s)" % (p.stdout.strip(), args.python))
     for k, n in enumerate(counts):
-        res = {}
-        order = ["c10d", "rdzv"] if k % 2 == 0 else ["rdzv", "c10d"]
-        for backend in order:
-            try:
-                res[backend] = run_once(backend, n, args.build, args.timeout,
-                                        args.python)
-            except RuntimeError as e:
-                print("torchrun_bench.py: %s" % e, file=sys.stderr)
-                return 1
-            s, r, phases = res[backend]
-            print("torchrun+%s at %d nodes: last worker spawned %.1f s, "
-                  "all running %.1f s" % (backend, n, s, r), flush=True)
-            print("  phases, the last node's (s): %s" % ", ".join(
-                "%s %.2f" % (k, v) for k, v in
-                sorted(phases.items(), key=lambda kv: kv[1])), flush=True)
-        (cs, cr, _), (rs, rr, _) = res["c10d"], res["rdzv"]
+        res = {"c10d": [], "rdzv": []}
+        for i in range(args.runs):
+            # Alternate which goes first, from run to run and count to
+            # count, so that neither always runs on a machine the other
+            # has just warmed (or loaded).
+            order = ["c10d", "rdzv"] if (k + i) % 2 == 0 else ["rdzv", "c10d"]
+            for backend in order:
+                try:
+                    s, r, phases = run_once(backend, n, args.build,
+                                            args.timeout, args.python)
+                except RuntimeError as e:
+                    print("torchrun_bench.py: %s" % e, file=sys.stderr)
+                    return 1
+                res[backend].append((s, r))
+                print("torchrun+%s at %d nodes: last worker spawned %.1f s, "
+                      "all running %.1f s" % (backend, n, s, r), flush=True)
+                print("  phases, the last node's (s): %s" % ", ".join(
+                    "%s %.2f" % (name, v) for name, v in
+                    sorted(phases.items(), key=lambda kv: kv[1])), flush=True)
+        med = {b: (statistics.median(x[0] for x in v),
+                   statistics.median(x[1] for x in v)) for b, v in res.items()}
+        (cs, cr), (rs, rr) = med["c10d"], med["rdzv"]
+        if args.runs > 1:
+            print("medians of %d runs at %d nodes: c10d %.1f s / %.1f s, "
+                  "rdzv %.1f s / %.1f s" % (args.runs, n, cs, cr, rs, rr))
         print("c10d/rdzv at %d nodes: spawned %.2fx, running %.2fx"
               % (n, cs / rs, cr / rr), flush=True)
     return 0
