@@ -92,6 +92,9 @@ child(const struct spawn *s)
 		if (gpucheck_run_worker(&o->gpucheck, s->device, fd) != 0 &&
 		    o->gpucheck.policy != GPUCHECK_WARN)
 			_exit(GPUCHECK_EXIT);
+		/* What libcuda opened for the check (its context is left
+		 * to the exec) is not the worker's either. */
+		close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	}
 	execvpe(o->argv[0], o->argv, s->envp);
 fail:
