@@ -93,6 +93,9 @@ slurm(struct agent_opts *o)
 	uint32_t n;
 
 	job_id(o, "SLURM_JOB_ID");
+	if (env("SLURM_JOB_ID") != NULL &&
+	    env_u32("SLURM_JOB_NUM_NODES", 1, &n) == 0)
+		o->allocation_nodes = n;
 	if (o->min_nodes == 0 && env_u32("SLURM_JOB_NUM_NODES", 1, &n) == 0)
 		o->min_nodes = o->max_nodes = n;
 	if (!o->has_node_rank && env_u32("SLURM_NODEID", 0, &n) == 0) {
@@ -281,6 +284,7 @@ pbs(struct agent_opts *o)
 		log_warnx("PBS_NODEFILE: %s; ignored", err);
 		return;
 	}
+	o->allocation_nodes = count;
 	if (o->min_nodes == 0)
 		o->min_nodes = o->max_nodes = count;
 	if (!o->has_node_rank && index != UINT32_MAX) {

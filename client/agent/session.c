@@ -597,6 +597,7 @@ send_join(struct session *s)
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
 		req.attempt = o->attempt;
+		req.allocation_nodes = o->allocation_nodes;
 		req.join_token.data = s->join_token;
 		req.join_token.len = sizeof(s->join_token);
 		req.role = (char *)o->role;
