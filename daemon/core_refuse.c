@@ -52,7 +52,7 @@ refusal_record(struct core_job *j, const char *why, uint32_t alloc)
 	    "can join, fewer than min %u, and rejoin_timeout is 0, so no "
 	    "node can replace %s", (int)utf8_prefix(why, 300), why,
 	    alloc > j->n_refused ? alloc - j->n_refused : 0, alloc,
-	    alloc == 1 ? "" : "s", j->settings.min_nodes,
+	    plural(alloc), j->settings.min_nodes,
 	    j->n_refused == 1 ? "it" : "them");
 	j->refusal_failed = true;
 	core_job_fail(j, fail);

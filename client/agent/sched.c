@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 static const char *
 env(const char *name)
@@ -316,7 +317,7 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 	log_info("a fixed allocation of %u node%s: a node lost, left or "
 	    "evicted fails the job at once (rejoin timeout 0; "
 	    "--rejoin-timeout or an elastic --nnodes MIN:MAX changes that)",
-	    o->min_nodes, o->min_nodes == 1 ? "" : "s");
+	    o->min_nodes, plural(o->min_nodes));
 }
 
 /*
