@@ -61,6 +61,7 @@ ha_lead(char *err, size_t errlen)
 		role_changed(1);
 	log_info("%s %s: %u job%s", ha_store_is_etcd() ? "store" : "database",
 	    store_path(rdzvd.store), c->n_jobs, plural(c->n_jobs));
+	hook_hosts_loaded(c->hosts);
 	return 0;
 }
 

@@ -449,6 +449,37 @@ hook_hosts_changed(const struct hosts *hs)
 	hook_start_queued();
 }
 
+#define LOADED_NAMED	10	/* quarantined hosts named at start */
+
+void
+hook_hosts_loaded(const struct hosts *hs)
+{
+	const struct host	*h;
+	char			 names[LOADED_NAMED * 40 + 32];
+	size_t			 len = 0;
+	uint32_t		 n = hs->n_state[HOST_QUARANTINED], k = 0;
+
+	if (n == 0)
+		return;
+	names[0] = '\0';
+	TAILQ_FOREACH(h, &hs->all, entry) {
+		if (h->state != HOST_QUARANTINED)
+			continue;
+		if (k++ == LOADED_NAMED) {
+			textf(names + len, sizeof(names) - len, " and %u more",
+			    n - LOADED_NAMED);
+			break;
+		}
+		textf(names + len, sizeof(names) - len, "%s%.*s",
+		    k > 1 ? ", " : "", (int)utf8_prefix(h->name, 32), h->name);
+		len = strlen(names);
+	}
+	log_info("%u host%s quarantined, %s refused: %s (rdzvctl hosts "
+	    "--state quarantined; an admin clears one with rdzvctl host "
+	    "clear)", n, plural(n), n == 1 ? "its joins" : "their joins",
+	    names);
+}
+
 void
 hook_counts(uint64_t *runs, uint64_t *failures)
 {

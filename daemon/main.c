@@ -480,10 +480,12 @@ main(int argc, char **argv)
 	ha_free();
 	grpc_server_free(rdzvd.srv);
 	auth_stop();
-	log_info("store %s: %llu transactions, %llu bytes written",
+	log_info("store %s: %llu transaction%s, %llu byte%s written",
 	    store_path(rdzvd.store),
 	    (unsigned long long)store_transactions(rdzvd.store),
-	    (unsigned long long)store_bytes_written(rdzvd.store));
+	    plural(store_transactions(rdzvd.store)),
+	    (unsigned long long)store_bytes_written(rdzvd.store),
+	    plural(store_bytes_written(rdzvd.store)));
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);

@@ -413,6 +413,9 @@ void		 hook_init(struct event_base *, const char *command,
 		    uint32_t timeout_ms);
 /* After a turn's commit: its host changes. */
 void		 hook_hosts_changed(const struct hosts *);
+/* After the store was loaded: the quarantined hosts, named in the log
+ * (their joins are refused; nothing is run for them again). */
+void		 hook_hosts_loaded(const struct hosts *);
 /* Runs started, and runs that failed (not 0, killed, not started). */
 void		 hook_counts(uint64_t *runs, uint64_t *failures);
 void		 hook_free(void);
