@@ -314,10 +314,10 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 		return;
 	o->has_rejoin_timeout = true;
 	o->rejoin_timeout_ms = 0;
-	log_info("a fixed allocation of %u node%s: a node lost, left or "
-	    "evicted fails the job at once (rejoin timeout 0; "
-	    "--rejoin-timeout or an elastic --nnodes MIN:MAX changes that)",
-	    o->min_nodes, plural(o->min_nodes));
+	log_info("a fixed allocation of %u node%s: a node lost fails the "
+	    "job at once, one that left or was evicted 1 s later (rejoin "
+	    "timeout 0; --rejoin-timeout or an elastic --nnodes MIN:MAX "
+	    "changes that)", o->min_nodes, plural(o->min_nodes));
 }
 
 /*
