@@ -752,14 +752,16 @@ struct core_refusal {
 	char		 identity[CORE_STR_MAX + 1];
 	char		 why[CORE_REASON_MAX];
 	uint32_t	 allocation_nodes;
+	uint32_t	 attempt;	/* the scheduler's run; 0 unknown */
 	uint64_t	 until_ms;	/* monotonic: forgotten then */
 };
 #define CORE_REFUSALS_MAX	1024
 /* The join |req| of |identity| was refused: |why|. */
 void		 core_join_refused(struct core *, const struct core_join *,
 		    const char *identity, const char *why);
-/* A job just created or reopened takes the refusals kept for it. */
-void		 core_refusals_take(struct core_job *);
+/* A job just created or reopened by a join of |attempt| takes the
+ * refusals kept for it (of that attempt). */
+void		 core_refusals_take(struct core_job *, uint32_t attempt);
 /* 0, or the refusal of a late join into a job a refusal failed. */
 int		 core_refused_late(const struct core_job *,
 		    const struct core_join *, char *err, size_t errlen);

@@ -405,7 +405,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	core_settle(j);
 	core_tell_current(n, false);
 	if (j->n_nodes == 1)
-		core_refusals_take(j);
+		core_refusals_take(j, req->attempt);
 	job_prune(j);
 	if (nodep != NULL)
 		*nodep = n;

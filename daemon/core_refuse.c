@@ -108,13 +108,14 @@ core_join_refused(struct core *c, const struct core_join *req,
 	textcpy(r->identity, sizeof(r->identity), identity);
 	textcpy(r->why, sizeof(r->why), msg);
 	r->allocation_nodes = req->allocation_nodes;
+	r->attempt = req->attempt;
 	keep = req->settings.join_timeout_ms != 0 ?
 	    req->settings.join_timeout_ms : c->cfg.defaults.join_timeout_ms;
 	r->until_ms = c->now.mono_ms + keep;
 }
 
 void
-core_refusals_take(struct core_job *j)
+core_refusals_take(struct core_job *j, uint32_t attempt)
 {
 	struct core	*c = j->core;
 	size_t		 i = 0;
@@ -123,8 +124,10 @@ core_refusals_take(struct core_job *j)
 	while (i < c->n_refusals && !core_job_ended(j)) {
 		struct core_refusal r = c->refusals[i];
 
+		/* Another run's refusal (before a requeue) is not this
+		 * one's. */
 		if (strcmp(r.rdzv_id, j->rdzv_id) != 0 ||
-		    strcmp(r.identity, j->owner) != 0) {
+		    strcmp(r.identity, j->owner) != 0 || r.attempt != attempt) {
 			i++;
 			continue;
 		}

@@ -85,12 +85,16 @@ test_refused_in_the_middle_fails_fixed_job(void)
 	CHECK_INT(j->state, CORE_JOB_FAILED);
 	CHECK_INT(j->attempt, 1);
 
+	/* n2 again, late: kept, but for this run only. */
+	slurm_join("42", "n2", 3, 3, GRPC_FAILED_PRECONDITION);
+	CHECK_INT(C->n_refusals, 1);
+
 	/* A requeue (attempt 2) reopens it as usual. */
 	struct core_join r = slurm_req("42", "n3", 3, 3);
 	r.attempt = 2;
 	CHECK(join_req(&r, 0) != NULL);
 	CHECK_INT(j->state, CORE_JOB_WAITING);
-	CHECK_INT(j->n_refused, 0);
+	CHECK_INT(j->n_refused, 0);	/* n2's late refusal was attempt 1's */
 	teardown();
 }
 
