@@ -286,6 +286,11 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	return 0;
 }
 
+_Static_assert((int)HOOK_QUEUED ==
+    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_QUEUED &&
+    (int)HOOK_DROPPED == RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_DROPPED,
+    "enum hook_state is numbered as rdzv.v1.HookRunState");
+
 /* How the on-quarantine command's latest run for a host went; NULL when
  * none ran since rdzvd started. */
 static Rdzv__V1__HookRun *
