@@ -283,6 +283,10 @@ int grpc_call_proceed(struct grpc_call *call, const char *identity,
 /* The decoded request of a call that grpc_server_opts.authenticate holds,
  * or NULL once its handler has run. */
 const ProtobufCMessage *grpc_call_request(const struct grpc_call *call);
+/* ... and its bytes as they came (the message, without the gRPC frame
+ * prefix), or NULL with *len 0 once its handler has run. */
+const uint8_t *grpc_call_request_bytes(const struct grpc_call *call,
+    size_t *len);
 
 /* The flags grpc_call_proceed gave the call; 0 without. */
 unsigned int grpc_call_auth_flags(const struct grpc_call *call);
@@ -330,11 +334,13 @@ struct grpc_client_opts {
 	 * per call. cred_fn returns 0 with *value (malloc'd; the client frees
 	 * it), or a gRPC status (UNAUTHENTICATED, UNAVAILABLE) with *errmsg
 	 * (malloc'd or NULL): the call then ends with that status from the
-	 * event loop, and nothing is sent. PINGs carry none.
+	 * event loop, and nothing is sent. PINGs carry none. |req| and
+	 * |req_len| are the request message's bytes (NULL and 0 for a
+	 * stream started without one), which the credential may bind.
 	 */
 	const char *cred_key;
-	int (*cred_fn)(const char *path, char **value, char **errmsg,
-	    void *cred_arg);
+	int (*cred_fn)(const char *path, const uint8_t *req, size_t req_len,
+	    char **value, char **errmsg, void *cred_arg);
 	void *cred_arg;
 };
 
