@@ -275,8 +275,14 @@ static int
 page_send(void *arg, const Rdzv__V1__Job *job, int removed,
     struct core_now now)
 {
-	json_t *o = json_object(), *j = pbjson_message(&job->base);
+	struct stream *s = arg;
+	json_t *o, *j;
 
+	/* Dropped, it stays a follower until freed: it costs nothing. */
+	if (s->dropped)
+		return -1;
+	o = json_object();
+	j = pbjson_message(&job->base);
 	if (o == NULL || j == NULL)
 		fatalx("out of memory");
 	json_object_set_new(o, "job", j);
