@@ -68,6 +68,10 @@ struct config {
 	uint32_t	 keepalive_ms;
 	uint32_t	 preface_timeout_ms;
 	uint32_t	 idle_timeout_ms;
+	/* Who may hold connections (issue 36). */
+	uint32_t	 max_conns_per_addr;	/* 0: no limit */
+	uint32_t	 unauth_idle_timeout_ms;
+	uint32_t	 max_health_watchers;
 	uint32_t	 shutdown_timeout_ms;
 	char		*advertise;	/* HOST:PORT; NULL: the first TCP
 					   listener */

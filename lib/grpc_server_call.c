@@ -336,6 +336,8 @@ gsrv_call_dispatch(struct grpc_call *call)
 		o->authenticate(call, call->auth_value, o->auth_arg);
 		return;
 	}
+	if (!m->open)
+		gsrv_limits_proven(call->conn);
 	m->handler(call, msg, m->arg);
 	protobuf_c_message_free_unpacked(msg, NULL);
 }
@@ -357,6 +359,8 @@ grpc_call_proceed(struct grpc_call *call, const char *identity,
 	}
 	call->auth_flags = flags;
 	call->held = NULL;
+	if (identity != NULL)
+		gsrv_limits_proven(call->conn);
 	free(call->req);
 	call->req = NULL;
 	call->req_len = 0;

@@ -166,9 +166,10 @@ def test_http_when_grpc_holds_every_descriptor(tmp_path):
     """RLIMIT_NOFILE 64 and every descriptor taken by gRPC connections: an
     HTTP client that comes then makes rdzvd warn once and pause accepting
     (it does not spin: little CPU, no flood of log lines), and is served
-    once a gRPC connection closes."""
+    once a gRPC connection closes. (max-connections at the limit: above it
+    rdzvd would keep gRPC below it.)"""
     nofile = 64
-    d = limited(tmp_path, nofile)
+    d = limited(tmp_path, nofile, "--max-connections", str(nofile))
     with d:
         held = []
         try:
