@@ -452,6 +452,12 @@ http_conn_count(void)
 	return hc.n;
 }
 
+size_t
+http_conn_max(void)
+{
+	return hc.max;
+}
+
 /* Before evhttp_free, which frees the listener and then the connections
  * (each telling hconn_closed). */
 void

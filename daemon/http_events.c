@@ -370,7 +370,10 @@ http_events_request(struct evhttp_request *req, void *arg)
 	}
 	if (parse_query(req, &job, &lim.ended_max) != 0)
 		return;
-	if (n_streams >= EVENTS_MAX_CLIENTS) {
+	/* Streams never make room for new connections (http_conn.c): half
+	 * of the connections stay for probes and pages. */
+	if (n_streams >= EVENTS_MAX_CLIENTS ||
+	    n_streams >= http_conn_max() / 2) {
 		free(job);
 		evhttp_send_error(req, 503, "Too many status pages are open");
 		return;

@@ -264,6 +264,8 @@ void		 http_conn_start(struct evhttp *, struct evhttp_bound_socket *,
 		    struct tls_ctx *);
 void		 http_conn_stop(void);
 size_t		 http_conn_count(void);
+/* http-max-connections as in force. */
+size_t		 http_conn_max(void);
 /* The one close callback of an HTTP connection is http_conn.c's: another
  * file hears of the end through it (NULL |cb|: no longer). */
 struct evhttp_connection;

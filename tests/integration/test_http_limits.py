@@ -162,6 +162,30 @@ def test_slowloris_at_a_low_descriptor_limit(tmp_path):
         assert d.stop() == 0, log[-3000:]
 
 
+def test_event_streams_leave_room_for_probes(tmp_path):
+    """At RLIMIT_NOFILE 128 (32 HTTP connections) event streams take at
+    most half of them: the 17th /events gets 503, and /healthz answers
+    while the 16 stay open (streams never make room for new connections)."""
+    d = limited(tmp_path, 128)
+    with d:
+        streams = []
+        try:
+            for i in range(16):
+                s = socket.create_connection(("127.0.0.1", d.http), timeout=10)
+                s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+                streams.append(s)
+            rt.wait_for(lambda: all(answered(s) for s in streams), 10,
+                        what="16 first answers")
+            assert raw_status(d.http, b"GET /events HTTP/1.1\r\nHost: x"
+                              b"\r\n\r\n") == 503
+            for _ in range(20):
+                assert http_get(d.http, "/healthz", timeout=2) == 200
+        finally:
+            for s in streams:
+                s.close()
+        assert d.stop() == 0, d.output()[-3000:]
+
+
 def test_http_when_grpc_holds_every_descriptor(tmp_path):
     """RLIMIT_NOFILE 64 and every descriptor taken by gRPC connections: an
     HTTP client that comes then makes rdzvd warn once and pause accepting
