@@ -133,8 +133,11 @@ start_rdzvd() {
 	fi
 	# RDZVD_WRAP runs rdzvd under a tool, e.g. "valgrind --tool=callgrind
 	# --callgrind-out-file=FILE" (docs/PERFORMANCE.md).
+	# Every simulated node connects from loopback: no limit per source
+	# address (max-connections-per-address, docs/SECURITY.md).
 	# shellcheck disable=SC2086 # rdzvd_args and where are lists of options
-	${RDZVD_WRAP:-} "$build/daemon/rdzvd" "$@" $where ${rdzvd_args:-} \
+	${RDZVD_WRAP:-} "$build/daemon/rdzvd" "$@" $where \
+	    --max-connections-per-address 0 ${rdzvd_args:-} \
 	    2>>"$tmp/rdzvd.log" &
 	pid=$!
 

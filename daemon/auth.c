@@ -15,6 +15,17 @@
  * socket; its thread's answer is dropped when it comes. Every call may wait
  * equally long, so the wait list is in deadline order and one timer for
  * its oldest call bounds them all.
+ *
+ * slurm-job-owner = check asks squeue who owns a new Slurm job, which
+ * takes as long as slurmctld does (for ever, while it is down). So it has
+ * a pool of its own (OWNER_THREADS), never the decoding threads: a call
+ * whose credential is decoded and that starts a new job under a Slurm job
+ * number waits for its owner's answer from a cache (auth_slurm.c), else
+ * from the one lookup under way for that number (a flight: one squeue per
+ * job however many agents ask), else from a new one, at most
+ * OWNER_MAX_FLIGHTS at once. It waits AUTH_TIMEOUT_MS more on the same
+ * wait list, and what ends it names squeue. A call of a job that exists
+ * already, or of any other id, never waits for squeue.
  */
 #include <sys/eventfd.h>
 #include <sys/queue.h>
@@ -30,16 +41,25 @@
 
 #include "auth.h"
 #include "clock.h"
+#include "credbind.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "text.h"
 #include "xmalloc.h"
 
 #define AUTH_THREADS		4
 #define AUTH_MAX_WAITING	20000
 #define AUTH_TIMEOUT_MS		5000
-#define AUTH_SLURM_TIMEOUT_MS	12000
+/* Owner lookups: squeue runs at most this many at once, for at most this
+ * many Slurm jobs in all (running and queued). */
+#define OWNER_THREADS		2
+#define OWNER_MAX_FLIGHTS	64
+/* The replay record being full is logged at most this often. */
+#define AUTH_REPLAY_WARN_MS	60000
 /* munged down is logged at most this often, unless the reason changes. */
 #define AUTH_WARN_MS		10000
+
+struct flight;
 
 struct auth_job {
 	TAILQ_ENTRY(auth_job)	 wait;		/* the loop's, by deadline */
@@ -49,12 +69,26 @@ struct auth_job {
 	uint64_t		 deadline_ms;
 	char			*cred;
 	char			*path;
+	char			*want;		/* the payload it must carry */
 	char			*slurm_job;	/* slurm-job-owner = check */
+	struct flight		*flight;	/* waits for its owner */
+	TAILQ_ENTRY(auth_job)	 fentry;	/* ... on its list */
 	struct auth_result	 r;
 };
 
 TAILQ_HEAD(auth_wait, auth_job);
 STAILQ_HEAD(auth_queue, auth_job);
+
+/* One squeue for one Slurm job, and the calls waiting for its answer. */
+struct flight {
+	LIST_ENTRY(flight)	 entry;		/* the loop's */
+	STAILQ_ENTRY(flight)	 queue;		/* owner todo or done */
+	TAILQ_HEAD(, auth_job)	 calls;		/* the loop's */
+	struct slurm_owner	 o;		/* the thread's until done */
+	int			 rc;
+	char			 err[400];
+};
+STAILQ_HEAD(flight_queue, flight);
 
 static struct {
 	int			 on;
@@ -71,16 +105,21 @@ static struct {
 	struct event		*wake_ev;
 	uint64_t		 warned_ms;
 	char			 warned[512];	/* what was logged then */
+	uint64_t		 replay_warned_ms;
+	LIST_HEAD(, flight)	 flights;
+	size_t			 n_flights;
 	/* Shared with the threads, under mu. */
 	pthread_mutex_t		 mu;
 	pthread_cond_t		 cv;
+	pthread_cond_t		 owner_cv;
 	struct auth_queue	 todo, done;
+	struct flight_queue	 owner_todo, owner_done;
 	int			 efd;
 	int			 stopping;
-	pthread_t		 threads[AUTH_THREADS];
+	pthread_t		 threads[AUTH_THREADS + OWNER_THREADS];
 	size_t			 n_threads;
 } A = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-    .efd = -1 };
+    .owner_cv = PTHREAD_COND_INITIALIZER, .efd = -1 };
 
 static void
 job_free(struct auth_job *j)
@@ -89,6 +128,7 @@ job_free(struct auth_job *j)
 		return;
 	free(j->cred);
 	free(j->path);
+	free(j->want);
 	free(j->slurm_job);
 	free(j);
 }
@@ -111,9 +151,8 @@ worker(void *arg)
 		STAILQ_REMOVE_HEAD(&A.todo, queue);
 		pthread_mutex_unlock(&A.mu);
 
-		auth_munge_decode(sock, group, j->cred, j->path, &j->r);
-		if (j->r.status == GRPC_OK && j->slurm_job != NULL)
-			auth_slurm_check(j->slurm_job, &j->r);
+		auth_munge_decode(sock, group, j->cred, j->path, j->want,
+		    &j->r);
 
 		pthread_mutex_lock(&A.mu);
 		if (A.stopping) {
@@ -122,6 +161,40 @@ worker(void *arg)
 			break;
 		}
 		STAILQ_INSERT_TAIL(&A.done, j, queue);
+		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_warn("auth: eventfd");
+	}
+	pthread_mutex_unlock(&A.mu);
+	return NULL;
+}
+
+/* An owner thread: squeue for one Slurm job at a time. */
+static void *
+owner_worker(void *arg)
+{
+	struct flight *f;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&A.mu);
+	for (;;) {
+		while (!A.stopping && STAILQ_EMPTY(&A.owner_todo))
+			pthread_cond_wait(&A.owner_cv, &A.mu);
+		if (A.stopping)
+			break;
+		f = STAILQ_FIRST(&A.owner_todo);
+		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
+		pthread_mutex_unlock(&A.mu);
+
+		f->rc = auth_slurm_ask(f->o.job, &f->o, f->err,
+		    sizeof(f->err));
+
+		pthread_mutex_lock(&A.mu);
+		if (A.stopping) {
+			/* auth_stop left it to us. */
+			free(f);
+			break;
+		}
+		STAILQ_INSERT_TAIL(&A.owner_done, f, queue);
 		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			log_warn("auth: eventfd");
 	}
@@ -158,6 +231,17 @@ unwait(struct auth_job *j)
 	A.n_waiting--;
 }
 
+/* Waits AUTH_TIMEOUT_MS from now: later than every call already waiting,
+ * so the list stays in deadline order. */
+static void
+wait_add(struct auth_job *j)
+{
+	j->deadline_ms = mono_ms() + AUTH_TIMEOUT_MS;
+	j->waiting = 1;
+	TAILQ_INSERT_TAIL(&A.wait, j, wait);
+	A.n_waiting++;
+}
+
 static void
 munged_down(const char *msg)
 {
@@ -183,16 +267,122 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	while ((j = TAILQ_FIRST(&A.wait)) != NULL && j->deadline_ms <= now) {
 		unwait(j);
+		if (j->flight != NULL) {
+			/* Waiting for squeue; the loop owns it. */
+			TAILQ_REMOVE(&j->flight->calls, j, fentry);
+			j->flight = NULL;
+			if (j->call != NULL)
+				grpc_call_finish(j->call, GRPC_UNAVAILABLE,
+				    "rdzvd cannot ask Slurm who owns job %s "
+				    "(slurm-job-owner = check): squeue did not "
+				    "answer within %u ms (is slurmctld up?)",
+				    j->slurm_job, AUTH_TIMEOUT_MS);
+			job_free(j);
+			continue;
+		}
 		if (j->call == NULL)
 			continue;
 		snprintf(msg, sizeof(msg), "rdzvd cannot decode MUNGE "
-		    "credentials: munged at %s did not answer within %u ms%s",
-		    A.socket, A.timeout_ms, j->slurm_job != NULL ? " (with "
-		    "squeue for slurm-job-owner = check)" : "");
+		    "credentials: munged at %s did not answer within %u ms",
+		    A.socket, A.timeout_ms);
 		munged_down(msg);
 		grpc_call_finish(j->call, GRPC_UNAVAILABLE, "%s", msg);
 	}
 	timer_arm();
+}
+
+/* A call's authentication is over: it goes on to its handler or ends. */
+static void
+decided(struct auth_job *j)
+{
+	struct grpc_call *call = j->call;
+
+	if (call == NULL)
+		return;
+	j->call = NULL;
+	if (j->r.status == GRPC_OK) {
+		grpc_call_proceed(call, j->r.identity, j->r.flags);
+		return;
+	}
+	if (j->r.munged_down)
+		munged_down(j->r.msg);
+	log_debug("auth: %s from %s refused: %s", j->path,
+	    grpc_call_peer(call), j->r.msg);
+	grpc_call_finish(call, j->r.status, "%s", j->r.msg);
+}
+
+/*
+ * A decoded call that starts a new job under a Slurm job number: its
+ * owner's answer from the cache, the flight under way, or a new flight.
+ * Returns 1 when the call waits for a flight (it is the flight's now).
+ */
+static int
+owner_wait(struct auth_job *j)
+{
+	struct slurm_owner o;
+	struct flight *f;
+
+	/* The job's owner is the core's to check once it exists. */
+	if (core_job_find(rdzvd.core, j->slurm_job) != NULL)
+		return 0;
+	if (auth_slurm_cached(j->slurm_job, &o)) {
+		auth_slurm_judge(&o, &j->r);
+		return 0;
+	}
+	LIST_FOREACH(f, &A.flights, entry)
+		if (strcmp(f->o.job, j->slurm_job) == 0)
+			break;
+	if (f == NULL && A.n_flights >= OWNER_MAX_FLIGHTS) {
+		j->r.status = GRPC_UNAVAILABLE;
+		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
+		    "who owns job %s (slurm-job-owner = check): squeue is "
+		    "already asked about %zu other Slurm jobs and has not "
+		    "answered (is slurmctld up?); try again", j->slurm_job,
+		    A.n_flights);
+		return 0;
+	}
+	if (f == NULL) {
+		f = xcalloc(1, sizeof(*f));
+		textcpy(f->o.job, sizeof(f->o.job), j->slurm_job);
+		TAILQ_INIT(&f->calls);
+		LIST_INSERT_HEAD(&A.flights, f, entry);
+		A.n_flights++;
+		pthread_mutex_lock(&A.mu);
+		STAILQ_INSERT_TAIL(&A.owner_todo, f, queue);
+		pthread_cond_signal(&A.owner_cv);
+		pthread_mutex_unlock(&A.mu);
+	}
+	j->flight = f;
+	TAILQ_INSERT_TAIL(&f->calls, j, fentry);
+	wait_add(j);
+	return 1;
+}
+
+/* squeue answered (or failed) for one Slurm job: every call waiting for
+ * it goes on or ends. */
+static void
+flight_done(struct flight *f)
+{
+	struct auth_job *j;
+
+	LIST_REMOVE(f, entry);
+	A.n_flights--;
+	while ((j = TAILQ_FIRST(&f->calls)) != NULL) {
+		TAILQ_REMOVE(&f->calls, j, fentry);
+		j->flight = NULL;
+		unwait(j);
+		if (f->rc == 0) {
+			auth_slurm_judge(&f->o, &j->r);
+		} else {
+			j->r.status = GRPC_UNAVAILABLE;
+			snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask "
+			    "Slurm who owns job %s (slurm-job-owner = check): "
+			    "%s", f->o.job, f->err);
+		}
+		decided(j);
+		job_free(j);
+	}
+	free(f);
 }
 
 /* The threads' answers: each call goes on to its handler or ends. */
@@ -200,33 +390,41 @@ static void
 done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct auth_queue done = STAILQ_HEAD_INITIALIZER(done);
+	struct flight_queue fdone = STAILQ_HEAD_INITIALIZER(fdone);
 	struct auth_job *j;
-	struct grpc_call *call;
+	struct flight *f;
 	uint64_t n;
 
 	if (read(A.efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		log_warn("auth: eventfd");
 	pthread_mutex_lock(&A.mu);
 	STAILQ_CONCAT(&done, &A.done);
+	STAILQ_CONCAT(&fdone, &A.owner_done);
 	pthread_mutex_unlock(&A.mu);
+	while ((f = STAILQ_FIRST(&fdone)) != NULL) {
+		STAILQ_REMOVE_HEAD(&fdone, queue);
+		flight_done(f);
+	}
 	while ((j = STAILQ_FIRST(&done)) != NULL) {
 		STAILQ_REMOVE_HEAD(&done, queue);
 		int was_waiting = j->waiting;
 		unwait(j);
-		if ((call = j->call) != NULL && was_waiting) {
-			j->call = NULL;
-			if (j->r.status == GRPC_OK) {
-				grpc_call_proceed(call, j->r.identity,
-				    j->r.flags);
-			} else {
-				if (j->r.munged_down)
-					munged_down(j->r.msg);
-				log_debug("auth: %s from %s refused: %s",
-				    j->path, grpc_call_peer(call), j->r.msg);
-				grpc_call_finish(call, j->r.status, "%s",
-				    j->r.msg);
-			}
+		if (j->r.replay_forgot && (A.replay_warned_ms == 0 ||
+		    mono_ms() - A.replay_warned_ms >= AUTH_REPLAY_WARN_MS)) {
+			A.replay_warned_ms = mono_ms();
+			log_warnx("auth: rdzvd's record of accepted MUNGE "
+			    "credentials is full of unexpired ones; the "
+			    "oldest are forgotten (munged still refuses their "
+			    "replay unless it restarted)");
 		}
+		if (j->call == NULL || !was_waiting) {
+			job_free(j);
+			continue;
+		}
+		if (j->r.status == GRPC_OK && j->slurm_job != NULL &&
+		    owner_wait(j))
+			continue;
+		decided(j);
 		job_free(j);
 	}
 	timer_arm();
@@ -274,6 +472,10 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	const char *path = grpc_call_path(call);
 	const Rdzv__V1__JoinRequest *jr;
 	struct auth_job *j;
+	char want[CREDBIND_MAX];
+	const uint8_t *bytes;
+	size_t len;
+	int n;
 
 	if (open_path(path, cred)) {
 		grpc_call_proceed(call, NULL, 0);
@@ -286,6 +488,13 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "RDZV_AUTH=munge) on a node where munged runs");
 		return;
 	}
+	bytes = grpc_call_request_bytes(call, &len);
+	if ((n = credbind_payload(path, bytes, len, want, sizeof(want))) <
+	    0) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "rdzvd cannot "
+		    "digest this %s request", path);
+		return;
+	}
 	if (A.n_waiting >= AUTH_MAX_WAITING) {
 		grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd: %zu calls "
 		    "already wait for munged at %s to decode their "
@@ -295,13 +504,11 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	j = xcalloc(1, sizeof(*j));
 	j->cred = xstrdup(cred);
 	j->path = xstrdup(path);
+	j->want = xstrdup(want);
 	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) != NULL)
 		j->slurm_job = xstrdup(jr->rdzv_id);
 	j->call = call;
-	j->deadline_ms = mono_ms() + A.timeout_ms;
-	j->waiting = 1;
-	TAILQ_INSERT_TAIL(&A.wait, j, wait);
-	A.n_waiting++;
+	wait_add(j);
 	grpc_call_on_close(call, call_closed, j);
 	pthread_mutex_lock(&A.mu);
 	STAILQ_INSERT_TAIL(&A.todo, j, queue);
@@ -319,9 +526,7 @@ auth_start(struct grpc_server_opts *so)
 	if (rdzvd.cfg.auth != AUTH_MUNGE)
 		return;
 	A.on = 1;
-	/* squeue has a deadline of its own, within this one. */
-	A.timeout_ms = rdzvd.cfg.slurm_job_owner ? AUTH_SLURM_TIMEOUT_MS :
-	    AUTH_TIMEOUT_MS;
+	A.timeout_ms = AUTH_TIMEOUT_MS;
 	if (rdzvd.cfg.munge_socket != NULL)
 		A.munge_socket = xstrdup(rdzvd.cfg.munge_socket);
 	if (rdzvd.cfg.admin_group != NULL)
@@ -331,6 +536,9 @@ auth_start(struct grpc_server_opts *so)
 	TAILQ_INIT(&A.wait);
 	STAILQ_INIT(&A.todo);
 	STAILQ_INIT(&A.done);
+	STAILQ_INIT(&A.owner_todo);
+	STAILQ_INIT(&A.owner_done);
+	LIST_INIT(&A.flights);
 	if ((A.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
 		fatal("auth: eventfd");
 	A.wake_ev = event_new(rdzvd.base, A.efd, EV_READ | EV_PERSIST,
@@ -339,8 +547,10 @@ auth_start(struct grpc_server_opts *so)
 	if (A.wake_ev == NULL || A.timer == NULL)
 		fatalx("auth: out of memory");
 	event_add(A.wake_ev, NULL);
-	for (size_t i = 0; i < AUTH_THREADS; i++) {
-		int rc = pthread_create(&A.threads[i], NULL, worker, NULL);
+	for (size_t i = 0; i < AUTH_THREADS + (rdzvd.cfg.slurm_job_owner ?
+	    OWNER_THREADS : 0); i++) {
+		int rc = pthread_create(&A.threads[i], NULL, i < AUTH_THREADS ?
+		    worker : owner_worker, NULL);
 		if (rc != 0)
 			fatalx("auth: cannot start a thread: %s", strerror(rc));
 		A.n_threads++;
@@ -364,12 +574,14 @@ void
 auth_stop(void)
 {
 	struct auth_job *j;
+	struct flight *f;
 
 	if (!A.on)
 		return;
 	pthread_mutex_lock(&A.mu);
 	A.stopping = 1;
 	pthread_cond_broadcast(&A.cv);
+	pthread_cond_broadcast(&A.owner_cv);
 	/* The threads write to it only while not stopping. */
 	close(A.efd);
 	A.efd = -1;
@@ -381,6 +593,23 @@ auth_stop(void)
 		STAILQ_REMOVE_HEAD(&A.done, queue);
 		job_free(j);
 	}
+	/* Flights: their calls are the loop's; a flight in a thread's hands
+	 * (on neither queue) is the thread's to free. */
+	LIST_FOREACH(f, &A.flights, entry)
+		while ((j = TAILQ_FIRST(&f->calls)) != NULL) {
+			TAILQ_REMOVE(&f->calls, j, fentry);
+			job_free(j);
+		}
+	while ((f = STAILQ_FIRST(&A.owner_todo)) != NULL) {
+		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
+		free(f);
+	}
+	while ((f = STAILQ_FIRST(&A.owner_done)) != NULL) {
+		STAILQ_REMOVE_HEAD(&A.owner_done, queue);
+		free(f);
+	}
+	LIST_INIT(&A.flights);
+	A.n_flights = 0;
 	pthread_mutex_unlock(&A.mu);
 	/* A thread inside munge_decode frees its job when it returns; one
 	 * stuck on a hung munged is left behind rather than waited for. */
@@ -392,5 +621,6 @@ auth_stop(void)
 	event_free(A.timer);
 	A.wake_ev = A.timer = NULL;
 	auth_munge_free();
+	auth_replay_free();
 	A.on = 0;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -25,6 +26,9 @@
 /* How long a read of admin-group's members is used before it is read
  * again: membership changes reach rdzvd within this. */
 #define GROUP_TTL_MS	60000
+/* A credential is remembered this long past its expiry: munged decides
+ * expiry by its own clock, a second or so after ours. */
+#define REPLAY_MARGIN_S	5
 
 #if HAVE_MUNGE
 #include <munge.h>
@@ -167,9 +171,12 @@ set_msg(struct auth_result *r, int status, const char *fmt, ...)
 
 void
 auth_munge_decode(const char *socket, const char *admin_group,
-    const char *cred, const char *path, struct auth_result *r)
+    const char *cred, const char *path, const char *want,
+    struct auth_result *r)
 {
 	const char *sock = socket != NULL ? socket : DEFAULT_SOCKET;
+	time_t made = 0;
+	int ttl = 0, seen;
 	munge_ctx_t ctx;
 	munge_err_t e;
 	void *payload = NULL;
@@ -221,12 +228,35 @@ auth_munge_decode(const char *socket, const char *admin_group,
 		    munge_strerror(e));
 		goto out;
 	}
-	/* The client names the call in the payload (client/common/munge.c):
-	 * a credential taken from one call is no good for another. */
-	if (payload == NULL || (size_t)len != strlen(path) ||
-	    memcmp(payload, path, (size_t)len) != 0) {
+	/* munged forgets what it decoded when it restarts; rdzvd does not
+	 * until the credential expires (auth_replay.c), whatever it was
+	 * made for. */
+	munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, &made);
+	munge_ctx_get(ctx, MUNGE_OPT_TTL, &ttl);
+	seen = auth_replay_seen(cred, made + (ttl > 0 ? ttl : 0) +
+	    REPLAY_MARGIN_S, &r->replay_forgot);
+	if (seen != 0) {
+		set_msg(r, seen > 0 ? GRPC_UNAUTHENTICATED : GRPC_INTERNAL,
+		    seen > 0 ? "MUNGE credential replayed: rdzvd has seen it "
+		    "before, and each credential is good for one call" :
+		    "rdzvd: out of memory for its record of credentials");
+		goto out;
+	}
+	/* The client names the call and digests its request in the payload
+	 * (lib/credbind.h): a credential taken from one call is no good for
+	 * another, nor for the same method with another request. */
+	if (payload == NULL || (size_t)len < strlen(path) + 1 ||
+	    memcmp(payload, path, strlen(path)) != 0 ||
+	    ((char *)payload)[strlen(path)] != ' ') {
 		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
 		    "another call than %s", path);
+		goto out;
+	}
+	if ((size_t)len != strlen(want) || memcmp(payload, want,
+	    (size_t)len) != 0) {
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
+		    "another request than this %s: a credential is good only "
+		    "for the exact request it was made for", path);
 		goto out;
 	}
 	if (identity_of(uid, r->identity, sizeof(r->identity), &pw_gid,
@@ -293,7 +323,8 @@ auth_munge_built(void)
 
 void
 auth_munge_decode(const char *socket, const char *admin_group,
-    const char *cred, const char *path, struct auth_result *r)
+    const char *cred, const char *path, const char *want,
+    struct auth_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->status = GRPC_UNAUTHENTICATED;

@@ -1,11 +1,12 @@
 /*
- * slurm-job-owner = check (docs/SECURITY.md): a Join that starts a node
+ * slurm-job-owner = check (docs/SECURITY.md): a Join that starts a new job
  * under a numeric job id goes through only for the user who owns the
- * Slurm job of that number, as `squeue` says. Runs on auth.c's threads
- * after the MUNGE credential named the caller: squeue is a round trip to
- * slurmctld and may take seconds, so it is bounded (SQUEUE_TIMEOUT_MS)
- * and its answers are kept (an owner never changes; a job not found yet
- * is asked again soon, since one just submitted shows up at once).
+ * Slurm job of that number, as `squeue` says. squeue is a round trip to
+ * slurmctld and may hang for as long as slurmctld is down, so it runs on
+ * threads of its own (auth.c's owner pool, never the ones that decode
+ * credentials), is bounded (SQUEUE_TIMEOUT_MS), and its answers are kept
+ * (an owner never changes; a job not found yet is asked again soon, since
+ * one just submitted shows up at once).
  */
 #include <sys/wait.h>
 
@@ -23,6 +24,7 @@
 #include "auth.h"
 #include "clock.h"
 #include "grpc.h"
+#include "text.h"
 
 #define SQUEUE_TIMEOUT_MS	5000
 #define CACHE_SIZE		1024
@@ -32,10 +34,7 @@
 extern char **environ;
 
 struct owner {
-	char		 job[24];
-	int		 found;
-	char		 uid[24];
-	char		 user[256];
+	struct slurm_owner o;
 	uint64_t	 at_ms;
 };
 
@@ -50,13 +49,13 @@ auth_slurm_id(const char *rdzv_id)
 {
 	size_t n = strlen(rdzv_id);
 
-	if (n == 0 || n >= sizeof(((struct owner *)0)->job))
+	if (n == 0 || n >= sizeof(((struct slurm_owner *)0)->job))
 		return 0;
 	return strspn(rdzv_id, "0123456789") == n;
 }
 
-static int
-cache_get(const char *job, struct owner *out)
+int
+auth_slurm_cached(const char *job, struct slurm_owner *out)
 {
 	uint64_t now = mono_ms();
 	int hit = 0;
@@ -64,10 +63,11 @@ cache_get(const char *job, struct owner *out)
 	pthread_mutex_lock(&cache.mu);
 	for (size_t i = 0; i < CACHE_SIZE && !hit; i++) {
 		struct owner *o = &cache.e[i];
-		if (o->at_ms == 0 || strcmp(o->job, job) != 0)
+		if (o->at_ms == 0 || strcmp(o->o.job, job) != 0)
 			continue;
-		if (now - o->at_ms < (o->found ? FOUND_TTL_MS : MISSING_TTL_MS)) {
-			*out = *o;
+		if (now - o->at_ms < (o->o.found ? FOUND_TTL_MS :
+		    MISSING_TTL_MS)) {
+			*out = o->o;
 			hit = 1;
 		}
 	}
@@ -76,10 +76,10 @@ cache_get(const char *job, struct owner *out)
 }
 
 static void
-cache_put(const struct owner *o)
+cache_put(const struct slurm_owner *o)
 {
 	pthread_mutex_lock(&cache.mu);
-	cache.e[cache.next] = *o;
+	cache.e[cache.next].o = *o;
 	cache.e[cache.next].at_ms = mono_ms();
 	cache.next = (cache.next + 1) % CACHE_SIZE;
 	pthread_mutex_unlock(&cache.mu);
@@ -90,7 +90,7 @@ cache_put(const struct owner *o)
  * Slurm has no such job, -1 with why in |err|.
  */
 static int
-squeue(const char *job, struct owner *o, char *err, size_t errlen)
+squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
 {
 	char *argv[] = { "squeue", "-h", "-t", "all", "-j", (char *)job,
 	    "-o", "%U %u", NULL };
@@ -144,8 +144,8 @@ squeue(const char *job, struct owner *o, char *err, size_t errlen)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (timed_out) {
-		snprintf(err, errlen, "squeue did not answer within %d ms",
-		    SQUEUE_TIMEOUT_MS);
+		snprintf(err, errlen, "squeue did not answer within %d ms "
+		    "(is slurmctld up?)", SQUEUE_TIMEOUT_MS);
 		return -1;
 	}
 	out[strcspn(out, "\n")] = '\0';
@@ -165,38 +165,41 @@ squeue(const char *job, struct owner *o, char *err, size_t errlen)
 	return -1;
 }
 
-void
-auth_slurm_check(const char *job, struct auth_result *r)
+int
+auth_slurm_ask(const char *job, struct slurm_owner *o, char *err,
+    size_t errlen)
 {
-	struct owner o;
-	char err[400], uid[32];
+	char id[sizeof(o->job)];
+	int rc;
 
-	if (!cache_get(job, &o)) {
-		memset(&o, 0, sizeof(o));
-		snprintf(o.job, sizeof(o.job), "%s", job);
-		int rc = squeue(job, &o, err, sizeof(err));
-		if (rc < 0) {
-			r->status = GRPC_UNAVAILABLE;
-			snprintf(r->msg, sizeof(r->msg), "rdzvd cannot ask Slurm "
-			    "who owns job %s (slurm-job-owner = check): %s",
-			    job, err);
-			return;
-		}
-		o.found = rc;
-		cache_put(&o);
-	}
-	if (!o.found) {
+	/* |job| may be o->job itself. */
+	textcpy(id, sizeof(id), job);
+	memset(o, 0, sizeof(*o));
+	textcpy(o->job, sizeof(o->job), id);
+	if ((rc = squeue(id, o, err, errlen)) < 0)
+		return -1;
+	o->found = rc;
+	cache_put(o);
+	return 0;
+}
+
+void
+auth_slurm_judge(const struct slurm_owner *o, struct auth_result *r)
+{
+	char uid[32];
+
+	if (!o->found) {
 		r->status = GRPC_PERMISSION_DENIED;
 		snprintf(r->msg, sizeof(r->msg), "Slurm has no job %s (squeue); "
 		    "with slurm-job-owner = check a numeric job id belongs to "
-		    "the Slurm job of that number", job);
+		    "the Slurm job of that number", o->job);
 		return;
 	}
-	snprintf(uid, sizeof(uid), "uid:%s", o.uid);
-	if (strcmp(r->identity, o.user) == 0 || strcmp(r->identity, uid) == 0)
+	snprintf(uid, sizeof(uid), "uid:%s", o->uid);
+	if (strcmp(r->identity, o->user) == 0 || strcmp(r->identity, uid) == 0)
 		return;
 	r->status = GRPC_PERMISSION_DENIED;
 	snprintf(r->msg, sizeof(r->msg), "job %s is Slurm job %s of %.100s; "
-	    "%.100s may not join it (slurm-job-owner = check)", job, job,
-	    o.user, r->identity);
+	    "%.100s may not join it (slurm-job-owner = check)", o->job, o->job,
+	    o->user, r->identity);
 }

@@ -112,6 +112,17 @@ static const struct setting settings[] = {
 	{ "idle-timeout", K_DURATION_MS, OFF(idle_timeout_ms),
 	    "close a connection that has held no stream this long",
 	    SEC, 7 * DAY },
+	/* Who may hold connections (issue 36, docs/SECURITY.md). */
+	{ "max-connections-per-address", K_U32, OFF(max_conns_per_addr),
+	    "open gRPC connections from one source address; past it its "
+	    "oldest unauthenticated one is closed, else the new one is "
+	    "refused (0: no limit)", 0, 10000000 },
+	{ "unauthenticated-idle-timeout", K_DURATION_MS,
+	    OFF(unauth_idle_timeout_ms), "close a connection that has held "
+	    "no stream this long and made no authenticated call",
+	    SEC, 7 * DAY },
+	{ "max-health-watchers", K_U32, OFF(max_health_watchers),
+	    "open grpc.health.v1.Health/Watch streams", 1, 10000000 },
 	{ "unix-mode", K_MODE, OFF(unix_mode),
 	    "mode of unix socket files (octal)", 0600, 0777 },
 	{ "unix-group", K_GROUP, OFF(unix_group),
@@ -464,6 +475,10 @@ defaults(struct config *cfg)
 	cfg->keepalive_ms = 5000;
 	cfg->preface_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 600 * 1000;
+	/* Who may hold connections (issue 36). */
+	cfg->max_conns_per_addr = 1024;
+	cfg->unauth_idle_timeout_ms = 30 * 1000;
+	cfg->max_health_watchers = 1024;
 	cfg->shutdown_timeout_ms = 5000;
 	cfg->leader_lease_ms = 5000;
 	{

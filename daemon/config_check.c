@@ -223,6 +223,11 @@ config_print(const struct config *cfg, FILE *f)
 	fprintf(f, "max-message = %zu\n", cfg->max_message);
 	fprintf(f, "max-streams = %u\n", cfg->max_streams);
 	fprintf(f, "max-connections = %u\n", cfg->max_conns);
+	fprintf(f, "max-connections-per-address = %u\n",
+	    cfg->max_conns_per_addr);
+	fprintf(f, "unauthenticated-idle-timeout = %ums\n",
+	    cfg->unauth_idle_timeout_ms);
+	fprintf(f, "max-health-watchers = %u\n", cfg->max_health_watchers);
 	fprintf(f, "http-max-connections = %u\n", cfg->http_max_conns);
 	fprintf(f, "http-request-timeout = %ums\n",
 	    cfg->http_request_timeout_ms);

@@ -3,9 +3,13 @@
  * bound (docs/OPERATIONS.md, "The HTTP listener's limits"):
  *
  * - At most http-max-connections at once (and never more than a quarter of
- *   the open-file limit, which is the gRPC listeners'): at the cap the
- *   listener stops accepting and new clients wait in the listen backlog
- *   until a connection closes.
+ *   the open-file limit, which is the gRPC listeners'). At the cap the
+ *   oldest connection that is neither an event stream nor sending a reply
+ *   is closed to make room for the next one (a slowloris client's or an
+ *   idle keep-alive one), so that a probe of /healthz gets in however many
+ *   connections trickle; only when every connection is busy does the
+ *   listener stop accepting, and new clients wait in the listen backlog
+ *   until one closes.
  * - A whole-request deadline: a connection must deliver its request head
  *   (request line, headers, empty line) within http-request-timeout of
  *   being accepted, and each later request within that time of its first
@@ -56,6 +60,8 @@
 
 /* How long accepting pauses when we are out of file descriptors. */
 #define ACCEPT_PAUSE_MS		500
+/* The cap reached is logged at most this often. */
+#define FULL_SAY_MS		10000
 
 struct hconn {
 	struct bufferevent	*bev;
@@ -65,6 +71,7 @@ struct hconn {
 	void			(*closecb)(struct evhttp_connection *, void *);
 	void			*closecb_arg;
 	int			 busy;		/* rewriting its input */
+	int			 evicted;	/* closed to make room */
 	struct http_head	 head;
 	TAILQ_ENTRY(hconn)	 entry;
 };
@@ -80,6 +87,8 @@ static struct {
 	uint32_t		 max;
 	uint32_t		 timeout_ms;
 	uint32_t		 n;
+	uint32_t		 n_evicted;	/* closing, still counted */
+	uint64_t		 evictions;	/* this episode */
 	int			 paused;	/* out of descriptors */
 	int			 full;		/* at max: not accepting */
 	int			 full_said;	/* the episode was logged */
@@ -152,17 +161,21 @@ hconn_end(struct hconn *c, struct hconns *list)
 {
 	TAILQ_REMOVE(list, c, entry);
 	event_free(c->deadline);
+	if (c->evicted)
+		hc.n_evicted--;
 	free(c);
 	hc.n--;
-	if (hc.full && hc.n < hc.max)
+	if (hc.full && hc.n - hc.n_evicted < hc.max)
 		hc.full = 0;
 	/* The episode ends well below the cap: clients that refill each
 	 * slot as it frees make one episode, not one a connection. */
 	if (hc.full_said && hc.n + hc.max / 4 < hc.max) {
 		log_info("HTTP connections below http-max-connections again "
-		    "after %llu ms", (unsigned long long)(mono_ms() -
-		    hc.full_ms));
+		    "after %llu ms; %llu connections were closed to make room",
+		    (unsigned long long)(mono_ms() - hc.full_ms),
+		    (unsigned long long)hc.evictions);
 		hc.full_said = 0;
+		hc.evictions = 0;
 	}
 	if (hc.resume_ev == NULL)
 		return;		/* the listener is gone */
@@ -182,6 +195,37 @@ hconn_closed(struct evhttp_connection *evcon, void *arg)
 	if (c->closecb != NULL)
 		c->closecb(evcon, c->closecb_arg);
 	hconn_end(c, &hc.all);
+}
+
+/*
+ * At the cap: closes the oldest connection that holds its slot for
+ * nothing, one still waiting for (or trickling) a request head or idle
+ * between requests, never an event stream or one with a reply still
+ * going out. Closing the socket under evhttp makes it free the
+ * connection its own way, on a later turn. Returns 0, or -1 when every
+ * connection is busy.
+ */
+static int
+evict_one(void)
+{
+	struct hconn *c;
+	evutil_socket_t s;
+
+	TAILQ_FOREACH(c, &hc.all, entry) {
+		if (c->evicted || c->closecb != NULL ||
+		    evbuffer_get_length(bufferevent_get_output(c->bev)) > 0 ||
+		    (s = bufferevent_getfd(c->bev)) < 0)
+			continue;
+		log_debug("HTTP connection closed to make room for a new "
+		    "one: it had no request under way at the cap (%u)",
+		    hc.max);
+		shutdown(s, SHUT_RDWR);
+		c->evicted = 1;
+		hc.n_evicted++;
+		hc.evictions++;
+		return 0;
+	}
+	return -1;
 }
 
 /*
@@ -208,6 +252,12 @@ hook_cb(evutil_socket_t fd, short what, void *arg)
 			evhttp_connection_set_closecb(c->evcon, hconn_closed, c);
 		}
 		bufferevent_decref(bev);
+	}
+	/* Full while the connections accepted last turn could not yet make
+	 * room: now they can. */
+	if (hc.full && hc.resume_ev != NULL && evict_one() == 0) {
+		hc.full = 0;
+		listener_update();
 	}
 }
 
@@ -339,15 +389,21 @@ hconn_bev(struct event_base *base, void *arg)
 	/* The deadline covers the TLS handshake too. */
 	http_head_init(&c->head);
 	arm(c);
-	if (++hc.n >= hc.max) {
-		hc.full = 1;
-		listener_update();
-		if (!hc.full_said) {
+	if (++hc.n - hc.n_evicted >= hc.max) {
+		/* Closing connections to make room empties the table in
+		 * bursts: an episode is said at most once per FULL_SAY_MS. */
+		if (!hc.full_said && (hc.full_ms == 0 || mono_ms() -
+		    hc.full_ms >= FULL_SAY_MS)) {
 			hc.full_said = 1;
 			hc.full_ms = mono_ms();
-			log_warnx("http-max-connections (%u) reached: new HTTP "
-			    "clients wait in the listen backlog until a "
-			    "connection closes", hc.max);
+			log_warnx("http-max-connections (%u) reached: the oldest "
+			    "connections with no request under way are closed "
+			    "to make room; when none is left, new HTTP clients "
+			    "wait in the listen backlog", hc.max);
+		}
+		if (evict_one() != 0) {
+			hc.full = 1;
+			listener_update();
 		}
 	}
 	return bev;
@@ -394,6 +450,12 @@ size_t
 http_conn_count(void)
 {
 	return hc.n;
+}
+
+size_t
+http_conn_max(void)
+{
+	return hc.max;
 }
 
 /* Before evhttp_free, which frees the listener and then the connections

@@ -17,6 +17,12 @@
  * first when the total is reached). Its connection is freed on the next
  * loop turn, outside evhttp's callbacks, and its memory goes back to the
  * system when the last stream closes.
+ *
+ * A dropped stream holds its memory until that next turn, and one turn
+ * may read many requests (clients that connect first and then all ask at
+ * once): so what dropped streams still hold counts against the total too,
+ * and while it is not zero no room can be made this turn: a stream that
+ * would pass the total is dropped itself (its page reconnects).
  */
 #include <malloc.h>
 #include <stdint.h>
@@ -51,6 +57,10 @@ struct stream {
 	 * and a chunk header per event would cost several times the
 	 * bytes counted. */
 	struct evbuffer			*batch;
+	/* Dropped: it hears nothing more, and its follower goes when it
+	 * is freed (never while the followers are walked). */
+	int				 dropped;
+	size_t				 held;	/* ... what it held then */
 };
 
 static int	page_send(void *, const Rdzv__V1__Job *, int, struct core_now);
@@ -61,6 +71,7 @@ static const struct follow_sink page_sink = {
 	.end = page_end,
 };
 static size_t		 n_streams;	/* dropped ones too, until freed */
+static size_t		 held_dropped;	/* bytes the dropped ones hold */
 static struct event	*keepalive_ev;
 
 size_t
@@ -73,6 +84,8 @@ static void
 stream_free(struct stream *s)
 {
 	follow_remove(s->f);
+	if (s->dropped)
+		held_dropped -= s->held;
 	if (s->drop_ev != NULL)
 		event_free(s->drop_ev);
 	free(s);
@@ -117,14 +130,17 @@ drop_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Ends a stream on the next loop turn; it hears nothing more. */
+static size_t	queued(const struct stream *);
+
 static void
 stream_drop(struct stream *s, const char *why)
 {
-	if (s->f == NULL)
+	if (s->dropped)
 		return;
 	log_debug("status page %s: dropped", why);
-	follow_remove(s->f);
-	s->f = NULL;
+	s->dropped = 1;
+	s->held = queued(s);
+	held_dropped += s->held;
 	event_active(s->drop_ev, EV_TIMEOUT, 0);
 }
 
@@ -157,8 +173,11 @@ add_total(void *arg, void *ctx)
 {
 	struct stream *s = arg;
 	struct total *t = ctx;
-	size_t n = queued(s);
+	size_t n;
 
+	if (s->dropped)
+		return;
+	n = queued(s);
 	t->bytes += n;
 	if (t->slowest == NULL || n > t->slowest_bytes) {
 		t->slowest = s;
@@ -168,9 +187,10 @@ add_total(void *arg, void *ctx)
 
 /*
  * Room for |len| more bytes on |s|: within its budget, and within the total
- * once the slowest readers are dropped. 0, or -1 after dropping |s|. The
- * total is counted again only when what was queued since the last count
- * could pass it: it only ever overestimates.
+ * (with what dropped streams still hold) once the slowest reader is
+ * dropped. 0, or -1 after dropping |s|. The total is counted again only
+ * when what was queued since the last count could pass it: it only ever
+ * overestimates.
  */
 static int
 make_room(struct stream *s, size_t len)
@@ -183,7 +203,8 @@ make_room(struct stream *s, size_t len)
 		return -1;
 	}
 	/* A reader that keeps up holds nothing here: no need to count. */
-	if (mine == 0 || counted + added + len <= EVENTS_TOTAL_BUDGET) {
+	if (mine == 0 || counted + added + held_dropped + len <=
+	    EVENTS_TOTAL_BUDGET) {
 		added += len;
 		return 0;
 	}
@@ -192,9 +213,16 @@ make_room(struct stream *s, size_t len)
 		follow_foreach(&page_sink, add_total, &t);
 		counted = t.bytes;
 		added = 0;
-		if (t.bytes + len <= EVENTS_TOTAL_BUDGET || t.slowest == NULL) {
+		if (t.bytes + held_dropped + len <= EVENTS_TOTAL_BUDGET ||
+		    t.slowest == NULL) {
 			added = len;
 			return 0;
+		}
+		/* Dropping frees nothing before the next turn. */
+		if (held_dropped > 0 && t.slowest != s) {
+			stream_drop(s, "would pass the event streams' memory "
+			    "while dropped streams still held theirs");
+			return -1;
 		}
 		stream_drop(t.slowest, "read least while the event streams' "
 		    "memory was full");
@@ -210,7 +238,7 @@ emit(struct stream *s, const char *event, const char *data)
 	struct evbuffer *b;
 	size_t len = strlen(data) + 32;
 
-	if (s->f == NULL || make_room(s, len) != 0)
+	if (s->dropped || make_room(s, len) != 0)
 		return -1;
 	if (s->batch != NULL)
 		b = s->batch;
@@ -247,8 +275,14 @@ static int
 page_send(void *arg, const Rdzv__V1__Job *job, int removed,
     struct core_now now)
 {
-	json_t *o = json_object(), *j = pbjson_message(&job->base);
+	struct stream *s = arg;
+	json_t *o, *j;
 
+	/* Dropped, it stays a follower until freed: it costs nothing. */
+	if (s->dropped)
+		return -1;
+	o = json_object();
+	j = pbjson_message(&job->base);
 	if (o == NULL || j == NULL)
 		fatalx("out of memory");
 	json_object_set_new(o, "job", j);
@@ -336,7 +370,10 @@ http_events_request(struct evhttp_request *req, void *arg)
 	}
 	if (parse_query(req, &job, &lim.ended_max) != 0)
 		return;
-	if (n_streams >= EVENTS_MAX_CLIENTS) {
+	/* Streams never make room for new connections (http_conn.c): half
+	 * of the connections stay for probes and pages. */
+	if (n_streams >= EVENTS_MAX_CLIENTS ||
+	    n_streams >= http_conn_max() / 2) {
 		free(job);
 		evhttp_send_error(req, 503, "Too many status pages are open");
 		return;
@@ -364,7 +401,7 @@ http_events_request(struct evhttp_request *req, void *arg)
 		emit(s, "missing", "{}");
 		goto out;
 	}
-	if (follow_snapshot(s->f, now, &lim, &left) != 0 || s->f == NULL)
+	if (follow_snapshot(s->f, now, &lim, &left) != 0 || s->dropped)
 		goto out;
 	/* What the first answer left out, for the page to say so. */
 	if (left.active > 0 || left.ended > 0) {
@@ -374,7 +411,7 @@ http_events_request(struct evhttp_request *req, void *arg)
 	}
 out:
 	/* Dropped or not: a stream dropped is freed on the next turn. */
-	if (s->f != NULL)
+	if (!s->dropped)
 		evhttp_send_reply_chunk(req, s->batch);
 	evbuffer_free(s->batch);
 	s->batch = NULL;
@@ -389,7 +426,7 @@ keepalive_one(void *arg, void *ctx)
 	struct stream *s = arg;
 
 	/* Not emit(): no stream may go from the list while it is walked. */
-	if (queued(s) + 16 > EVENTS_STREAM_BUDGET)
+	if (s->dropped || queued(s) + 16 > EVENTS_STREAM_BUDGET)
 		return;
 	struct evbuffer *b = evbuffer_new();
 	if (b == NULL)

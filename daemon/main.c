@@ -122,13 +122,59 @@ accept_blocked(int why, int ended, uint64_t ms, uint64_t count, void *arg)
 		    (unsigned long long)ms / 1000,
 		    (unsigned long long)ms % 1000, (unsigned long long)count);
 	else if (!ended)
-		log_warnx("max-connections (%u) reached: new connections are "
-		    "closed at once until one closes", rdzvd.cfg.max_conns);
+		log_warnx("max-connections (%u) reached and every connection "
+		    "made an authenticated call: new connections are refused "
+		    "until one closes", grpc_server_max_conns(rdzvd.srv));
 	else
 		log_warnx("below max-connections again after %llu.%03llu s; "
 		    "%llu connections were refused meanwhile",
 		    (unsigned long long)ms / 1000,
 		    (unsigned long long)ms % 1000, (unsigned long long)count);
+}
+
+/* A connection refused by max-connections-per-address: said at most once
+ * per REFUSED_SAY_MS, with how many were refused since. */
+#define REFUSED_SAY_MS	10000
+static void
+conn_refused(const char *peer, const char *why, void *arg)
+{
+	static uint64_t said_ms, since;
+	uint64_t now = mono_ms();
+
+	since++;
+	if (said_ms != 0 && now - said_ms < REFUSED_SAY_MS)
+		return;
+	log_warnx("connection from %s refused: %s (%llu refused in the last "
+	    "%u s)", peer, why, (unsigned long long)since,
+	    REFUSED_SAY_MS / 1000);
+	said_ms = now;
+	since = 0;
+}
+
+/*
+ * A max-connections above the open-file limit (the default is) becomes the
+ * gRPC listeners' share of it: a quarter is the HTTP listener's and
+ * CONNS_FD_RESERVE is for the store, munged, squeue and the like. Below it
+ * a crowd of connections meets max-connections, where unauthenticated ones
+ * make room for new ones, before it meets EMFILE, where every new client
+ * waits. One at or below the limit was sized by the operator: kept.
+ */
+#define CONNS_FD_RESERVE	64
+static uint32_t
+conns_cap(uint32_t want)
+{
+	unsigned long long share;
+
+	if (nofile == 0 || want <= nofile)
+		return want;
+	share = nofile - nofile / 4 > 2 * CONNS_FD_RESERVE ?
+	    nofile - nofile / 4 - CONNS_FD_RESERVE : nofile / 2;
+	if (share >= want)
+		return want;
+	log_info("max-connections %u is more than the open-file limit "
+	    "(%llu) leaves: at most %llu gRPC connections", want, nofile,
+	    share);
+	return (uint32_t)share;
 }
 
 static const char *
@@ -435,6 +481,8 @@ main(int argc, char **argv)
 	struct grpc_server_opts so;
 
 	services_server_opts(&so);
+	so.max_conns = conns_cap(so.max_conns);
+	so.conn_refused = conn_refused;
 	/* Only where they are logged: ten thousand closing connections need
 	 * not format their peers for nothing. */
 	so.conn_closed = rdzvd.cfg.log_level >= LOG_LEVEL_DEBUG ?

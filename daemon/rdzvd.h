@@ -68,6 +68,10 @@ struct config {
 	uint32_t	 keepalive_ms;
 	uint32_t	 preface_timeout_ms;
 	uint32_t	 idle_timeout_ms;
+	/* Who may hold connections (issue 36). */
+	uint32_t	 max_conns_per_addr;	/* 0: no limit */
+	uint32_t	 unauth_idle_timeout_ms;
+	uint32_t	 max_health_watchers;
 	uint32_t	 shutdown_timeout_ms;
 	char		*advertise;	/* HOST:PORT; NULL: the first TCP
 					   listener */
@@ -260,6 +264,8 @@ void		 http_conn_start(struct evhttp *, struct evhttp_bound_socket *,
 		    struct tls_ctx *);
 void		 http_conn_stop(void);
 size_t		 http_conn_count(void);
+/* http-max-connections as in force. */
+size_t		 http_conn_max(void);
 /* The one close callback of an HTTP connection is http_conn.c's: another
  * file hears of the end through it (NULL |cb|: no longer). */
 struct evhttp_connection;

@@ -33,6 +33,7 @@ struct watcher {
 	struct watcher		*next;
 };
 static struct watcher *watchers;
+static uint32_t n_watchers;
 
 static enum kind
 kind_of(const char *service)
@@ -96,6 +97,7 @@ watch_closed(struct grpc_call *call, int cancelled, void *arg)
 			struct watcher *w = *wp;
 			*wp = w->next;
 			free(w);
+			n_watchers--;
 			return;
 		}
 	}
@@ -107,9 +109,18 @@ rpc_health_watch(struct grpc_call *call, const ProtobufCMessage *msg,
 {
 	const Grpc__Health__V1__HealthCheckRequest *req =
 	    (const Grpc__Health__V1__HealthCheckRequest *)msg;
-	struct watcher *w = calloc(1, sizeof(*w));
+	struct watcher *w;
 
-	if (w == NULL) {
+	/* Watch needs no credential and lasts: each holds a stream and,
+	 * often, a connection. */
+	if (n_watchers >= rdzvd.cfg.max_health_watchers) {
+		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "rdzvd: "
+		    "max-health-watchers (%u) Health/Watch streams are open "
+		    "already; use Health/Check, or try again later",
+		    rdzvd.cfg.max_health_watchers);
+		return;
+	}
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
@@ -117,6 +128,7 @@ rpc_health_watch(struct grpc_call *call, const ProtobufCMessage *msg,
 	w->kind = kind_of(req->service);
 	w->next = watchers;
 	watchers = w;
+	n_watchers++;
 	grpc_call_on_close(call, watch_closed, NULL);
 	if (send_status(w) != 0)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED,

@@ -47,10 +47,12 @@ GATED(rpc_list_hosts)
 GATED(rpc_set_host)
 
 const struct grpc_method rdzvd_methods[] = {
+	/* Open ones (the last 1) need no credential, and a call of them
+	 * does not prove its connection (grpc.h, max_conns). */
 	{ HEALTH "Check", &grpc__health__v1__health_check_request__descriptor,
-	    0, rpc_health_check, NULL },
+	    0, rpc_health_check, NULL, 0, 1 },
 	{ HEALTH "Watch", &grpc__health__v1__health_check_request__descriptor,
-	    1, rpc_health_watch, NULL },
+	    1, rpc_health_watch, NULL, 0, 1 },
 
 	{ RDZV "Join", REQ(join_request), 1, gated_rpc_join, NULL },
 	{ RDZV "Report", REQ(report_request), 0, gated_rpc_report, NULL },
@@ -76,14 +78,14 @@ const struct grpc_method rdzvd_methods[] = {
 	    NULL },
 	/* Every replica answers: role, leader, store (SPEC §14). */
 	{ CONTROL "ServerInfo", REQ(server_info_request), 0, rpc_server_info,
-	    NULL },
+	    NULL, 0, 1 },
 
 	/* Bidirectional: each request message is a question (v1alpha's
 	 * messages are v1's on the wire). */
 	{ REFLECTION("v1") "ServerReflectionInfo", REFLECTION_REQ, 1,
-	    rpc_reflection_info, NULL, 1 },
+	    rpc_reflection_info, NULL, 1, 1 },
 	{ REFLECTION("v1alpha") "ServerReflectionInfo", REFLECTION_REQ, 1,
-	    rpc_reflection_info, NULL, 1 },
+	    rpc_reflection_info, NULL, 1, 1 },
 };
 
 const size_t rdzvd_n_methods = sizeof(rdzvd_methods) /
@@ -116,6 +118,8 @@ services_server_opts(struct grpc_server_opts *so)
 		.keepalive_ms = rdzvd.cfg.keepalive_ms,
 		.preface_ms = rdzvd.cfg.preface_timeout_ms,
 		.idle_ms = rdzvd.cfg.idle_timeout_ms,
+		.max_conns_per_addr = rdzvd.cfg.max_conns_per_addr,
+		.unproven_idle_ms = rdzvd.cfg.unauth_idle_timeout_ms,
 		.unix_mode = rdzvd.cfg.unix_mode,
 		.unix_set_gid = rdzvd.cfg.unix_group != NULL,
 		.unix_gid = rdzvd.cfg.unix_gid,

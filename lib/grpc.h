@@ -88,12 +88,20 @@ struct grpc_method {
 	int client_streaming;	/* the client sends any number of
 				   messages (bidi when server_streaming
 				   too) */
+	int open;		/* anyone may call it (health, finding
+				   the leader): a call of it does not
+				   prove its connection (max_conns) */
 };
 
 struct grpc_server_opts {
 	size_t max_message;		/* default 4 MiB (SPEC §12) */
 	uint32_t max_streams;		/* per connection, default 100 */
-	uint32_t max_conns;		/* default 100,000 */
+	uint32_t max_conns;		/* default 100,000; at the cap a new
+					   connection closes the oldest
+					   unproven one (no authenticated
+					   call yet), else it is refused */
+	uint32_t max_conns_per_addr;	/* from one peer address (TCP), the
+					   same way; 0: no limit */
 	size_t out_cap;			/* queued output per connection before
 					   grpc_call_send says -ENOBUFS;
 					   default 1 MiB */
@@ -107,6 +115,9 @@ struct grpc_server_opts {
 	uint32_t idle_ms;		/* GOAWAY, then close, a connection
 					   that has held no stream this long;
 					   default 600000 */
+	uint32_t unproven_idle_ms;	/* ... one that has made no
+					   authenticated call; default
+					   idle_ms */
 
 	/*
 	 * Unix listeners' socket files: their mode when unix_mode is not 0
@@ -154,6 +165,9 @@ struct grpc_server_opts {
 	void (*accept_paused)(int err, uint32_t pause_ms, void *arg);
 	void (*accept_blocked)(int why, int ended, uint64_t ms,
 	    uint64_t count, void *arg);
+	/* conn_refused runs for a connection refused by
+	 * max_conns_per_addr, with the peer and what its client was told. */
+	void (*conn_refused)(const char *peer, const char *why, void *arg);
 	/*
 	 * call_ended runs once per call that reached a method, when its
 	 * status is decided, with the method's path (NULL: none matched)
@@ -219,6 +233,8 @@ void grpc_server_free(struct grpc_server *srv);
 
 /* Open connections, for ServerInfo. */
 size_t grpc_server_conn_count(const struct grpc_server *srv);
+/* max_conns as in force. */
+uint32_t grpc_server_max_conns(const struct grpc_server *srv);
 
 /* Sends |msg| on a call. Returns 0, -ENOBUFS when the connection has
  * out_cap bytes queued (nothing was queued: wait for the writable callback),
@@ -283,6 +299,10 @@ int grpc_call_proceed(struct grpc_call *call, const char *identity,
 /* The decoded request of a call that grpc_server_opts.authenticate holds,
  * or NULL once its handler has run. */
 const ProtobufCMessage *grpc_call_request(const struct grpc_call *call);
+/* ... and its bytes as they came (the message, without the gRPC frame
+ * prefix), or NULL with *len 0 once its handler has run. */
+const uint8_t *grpc_call_request_bytes(const struct grpc_call *call,
+    size_t *len);
 
 /* The flags grpc_call_proceed gave the call; 0 without. */
 unsigned int grpc_call_auth_flags(const struct grpc_call *call);
@@ -330,11 +350,13 @@ struct grpc_client_opts {
 	 * per call. cred_fn returns 0 with *value (malloc'd; the client frees
 	 * it), or a gRPC status (UNAUTHENTICATED, UNAVAILABLE) with *errmsg
 	 * (malloc'd or NULL): the call then ends with that status from the
-	 * event loop, and nothing is sent. PINGs carry none.
+	 * event loop, and nothing is sent. PINGs carry none. |req| and
+	 * |req_len| are the request message's bytes (NULL and 0 for a
+	 * stream started without one), which the credential may bind.
 	 */
 	const char *cred_key;
-	int (*cred_fn)(const char *path, char **value, char **errmsg,
-	    void *cred_arg);
+	int (*cred_fn)(const char *path, const uint8_t *req, size_t req_len,
+	    char **value, char **errmsg, void *cred_arg);
 	void *cred_arg;
 };
 

@@ -248,7 +248,9 @@ call_start(struct grpc_client *cli, const char *path,
 	/* A fresh credential per call; without one the call fails from the
 	 * loop and nothing is sent. */
 	if (cli->opts.cred_fn != NULL && (rc = cli->opts.cred_fn(path,
-	    &cc->cred, &cc->fail_msg, cli->opts.cred_arg)) != 0) {
+	    cc->req != NULL ? cc->req + GRPC_PREFIX_LEN : NULL,
+	    cc->req != NULL ? cc->req_len - GRPC_PREFIX_LEN : 0, &cc->cred,
+	    &cc->fail_msg, cli->opts.cred_arg)) != 0) {
 		cc->fail_status = rc;
 		cc->fail_later = 1;
 	}

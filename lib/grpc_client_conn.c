@@ -190,13 +190,24 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame,
 /*
  * GOAWAY: calls the server will not process (above last_stream_id, or not
  * yet sent) fail with UNAVAILABLE, the others may finish; new calls go to a
- * new connection.
+ * new connection. Its debug data, when printable, says why (rdzvd names
+ * the connection limit that refused the connection).
  */
 static void
-conn_goaway(struct cconn *conn, int32_t last, uint32_t code)
+conn_goaway(struct cconn *conn, int32_t last, uint32_t code,
+    const uint8_t *data, size_t len)
 {
 	struct grpc_client *cli = conn->cli;
 	struct grpc_ccall *cc;
+	char why[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < len && n + 3 < sizeof(why); i++)
+		if (data[i] >= 0x20 && data[i] < 0x7f)
+			why[n++] = (char)data[i];
+	why[n] = '\0';
+	if (n > 0 && strncmp(why, "rdzvd", 5) != 0)
+		why[0] = '\0';
 
 	conn->goaway = 1;
 	conn->goaway_last = last;
@@ -211,8 +222,9 @@ conn_goaway(struct cconn *conn, int32_t last, uint32_t code)
 			break;
 		cc->stream_closed = 1;	/* nghttp2 closes it */
 		gcli_call_complete(cc, GRPC_UNAVAILABLE,
-		    "%s: the server is going away (GOAWAY %s)", cli->peer,
-		    nghttp2_http2_strerror(code));
+		    "%s: the server is going away (GOAWAY %s)%s%s", cli->peer,
+		    nghttp2_http2_strerror(code), why[0] != '\0' ? ": " : "",
+		    why);
 	}
 }
 
@@ -240,7 +252,8 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 		break;
 	case NGHTTP2_GOAWAY:
 		conn_goaway(conn, frame->goaway.last_stream_id,
-		    frame->goaway.error_code);
+		    frame->goaway.error_code, frame->goaway.opaque_data,
+		    frame->goaway.opaque_data_len);
 		break;
 	}
 	return 0;

@@ -76,7 +76,11 @@ grpc_server_new(struct event_base *base, const struct grpc_method *methods,
 		srv->opts.preface_ms = 10000;
 	if (srv->opts.idle_ms == 0)
 		srv->opts.idle_ms = 600000;
+	if (srv->opts.unproven_idle_ms == 0 ||
+	    srv->opts.unproven_idle_ms > srv->opts.idle_ms)
+		srv->opts.unproven_idle_ms = srv->opts.idle_ms;
 	TAILQ_INIT(&srv->conns);
+	TAILQ_INIT(&srv->unproven);
 	srv->done_ev = event_new(base, -1, 0, done_cb, srv);
 	if (srv->done_ev == NULL) {
 		grpc_server_free(srv);
@@ -89,6 +93,12 @@ size_t
 grpc_server_conn_count(const struct grpc_server *srv)
 {
 	return srv->n_conns;
+}
+
+uint32_t
+grpc_server_max_conns(const struct grpc_server *srv)
+{
+	return srv->opts.max_conns;
 }
 
 /* -------------------------------------------------------- connections */
@@ -144,6 +154,8 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	struct grpc_conn *c = arg;
 	const struct grpc_server_opts *o = &c->srv->opts;
 	uint64_t now = mono_ms(), due;
+	/* One that has made no authenticated call is kept for less. */
+	uint32_t idle = c->proven ? o->idle_ms : o->unproven_idle_ms;
 	struct timeval tv;
 
 	if (c->idle_goaway) {
@@ -159,16 +171,16 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 			    o->preface_ms);
 		return;
 	}
-	due = TAILQ_EMPTY(&c->calls) ? c->idle_since_ms + o->idle_ms :
-	    now + o->idle_ms;
+	due = TAILQ_EMPTY(&c->calls) ? c->idle_since_ms + idle : now + idle;
 	if (now < due || c->goaway_sent) {
-		tv = ms_tv(now < due ? due - now : o->idle_ms);
+		tv = ms_tv(now < due ? due - now : idle);
 		evtimer_add(c->idle_ev, &tv);
 		return;
 	}
 	/* The reason stays: the close that follows the GOAWAY gives it. */
 	snprintf(c->close_reason, sizeof(c->close_reason), "no stream for %u "
-	    "ms: sent GOAWAY", o->idle_ms);
+	    "ms%s: sent GOAWAY", idle, c->proven ? "" : " and no "
+	    "authenticated call");
 	c->goaway_sent = 1;
 	c->idle_goaway = 1;
 	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
@@ -196,6 +208,7 @@ sconn_free(struct grpc_conn *c)
 
 	while ((call = TAILQ_FIRST(&c->calls)) != NULL)
 		gsrv_call_free(call);
+	gsrv_limits_removed(c);
 	if (c->h2 != NULL)
 		nghttp2_session_del(c->h2);
 	if (c->bev != NULL)
@@ -386,6 +399,7 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 	struct gsrv_slab *slab = gsrv_slab_new(srv);
 	struct grpc_conn *c;
 	struct timeval tv;
+	char why[256], peer[80];
 
 	if (slab == NULL || (c = gsrv_slab_zalloc(slab, sizeof(*c))) == NULL) {
 		gsrv_slab_free(srv, slab);
@@ -401,6 +415,15 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 	TAILQ_INIT(&c->calls);
 	if (sconn_peer_identity(c, fd, sa) != 0) {
 		evutil_closesocket(fd);
+		sconn_free(c);
+		return;
+	}
+	if (gsrv_limits_admit(c, why, sizeof(why)) != 0) {
+		if (srv->opts.conn_refused != NULL) {
+			peer_text(c, peer, sizeof(peer));
+			srv->opts.conn_refused(peer, why, srv->opts.cb_arg);
+		}
+		gsrv_limits_refuse(fd, l->tls != NULL, why);
 		sconn_free(c);
 		return;
 	}
@@ -447,6 +470,7 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 	}
 	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 	srv->n_conns++;
+	gsrv_limits_added(c);
 	if (c->keepalive_ev != NULL) {
 		tv = ms_tv(srv->opts.keepalive_ms);
 		evtimer_add(c->keepalive_ev, &tv);
@@ -588,6 +612,7 @@ grpc_server_free(struct grpc_server *srv)
 		event_free(srv->done_ev);
 	gsrv_h2_free(srv);
 	gsrv_slabs_free(srv);
+	gsrv_limits_free(srv);
 	free(srv);
 }
 

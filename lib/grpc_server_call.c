@@ -320,8 +320,13 @@ gsrv_call_dispatch(struct grpc_call *call)
 	ProtobufCMessage *msg;
 
 	msg = scall_unpack(call, call->req, call->req_len);
-	free(call->req);
-	call->req = NULL;
+	/* Authentication may bind a credential to the request's bytes:
+	 * they stay until grpc_call_proceed. */
+	if (msg == NULL || o->authenticate == NULL) {
+		free(call->req);
+		call->req = NULL;
+		call->req_len = 0;
+	}
 	if (msg == NULL)
 		return;
 	call->state = CALL_ACTIVE;
@@ -331,6 +336,8 @@ gsrv_call_dispatch(struct grpc_call *call)
 		o->authenticate(call, call->auth_value, o->auth_arg);
 		return;
 	}
+	if (!m->open)
+		gsrv_limits_proven(call->conn);
 	m->handler(call, msg, m->arg);
 	protobuf_c_message_free_unpacked(msg, NULL);
 }
@@ -352,6 +359,11 @@ grpc_call_proceed(struct grpc_call *call, const char *identity,
 	}
 	call->auth_flags = flags;
 	call->held = NULL;
+	if (identity != NULL)
+		gsrv_limits_proven(call->conn);
+	free(call->req);
+	call->req = NULL;
+	call->req_len = 0;
 	m->handler(call, msg, m->arg);
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return 0;
@@ -361,6 +373,13 @@ const ProtobufCMessage *
 grpc_call_request(const struct grpc_call *call)
 {
 	return call->held;
+}
+
+const uint8_t *
+grpc_call_request_bytes(const struct grpc_call *call, size_t *len)
+{
+	*len = call->held != NULL ? call->req_len : 0;
+	return call->held != NULL ? call->req : NULL;
 }
 
 unsigned int

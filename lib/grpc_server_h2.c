@@ -277,7 +277,9 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	case NGHTTP2_SETTINGS:
 		/* The client's preface is complete: idle from now on. */
 		if (!c->preface_done && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-			struct timeval tv = ms_tv(c->srv->opts.idle_ms);
+			struct timeval tv = ms_tv(c->proven ?
+			    c->srv->opts.idle_ms :
+			    c->srv->opts.unproven_idle_ms);
 
 			c->preface_done = 1;
 			c->idle_since_ms = mono_ms();

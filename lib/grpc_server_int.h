@@ -1,6 +1,7 @@
 /*
- * Internals of the gRPC server, shared by its four files:
- * grpc_server_listen.c (listeners and accepting), grpc_server.c
+ * Internals of the gRPC server, shared by its files:
+ * grpc_server_listen.c (listeners and accepting), grpc_server_limits.c
+ * (who may hold a connection: per address, unproven ones), grpc_server.c
  * (connections, their deadlines, shutdown), grpc_server_h2.c (the nghttp2
  * session and the connections' I/O: requests in, frames out) and
  * grpc_server_call.c (the call API: replies, streams, trailers).
@@ -162,6 +163,11 @@ struct grpc_conn {
 	int closed;
 	int draining;		/* close once the output is written */
 	int goaway_sent;
+	/* grpc_server_limits.c */
+	int proven;		/* an authenticated call reached a handler */
+	int on_unproven;	/* ... else it is on the server's list */
+	TAILQ_ENTRY(grpc_conn) unproven_entry;
+	int addr_counted;	/* counted against its peer address */
 };
 
 struct grpc_server {
@@ -188,6 +194,9 @@ struct grpc_server {
 
 	TAILQ_HEAD(, grpc_conn) conns;
 	size_t n_conns;
+	TAILQ_HEAD(, grpc_conn) unproven;	/* oldest first */
+	struct gsrv_addrs *addrs;	/* connections per peer address */
+	uint64_t evicted;		/* closed to make room */
 	struct gsrv_slabs *slabs;	/* the connections' memory */
 	nghttp2_session_callbacks *h2_cbs;	/* every session's */
 	nghttp2_option *h2_opt;
@@ -210,6 +219,23 @@ struct grpc_server {
 void	gsrv_listeners_free(struct grpc_server *);
 /* A connection closed: accept again if paused, note room below max_conns. */
 void	gsrv_listen_conn_gone(struct grpc_server *);
+
+/* grpc_server_limits.c */
+/* 0 to serve a new connection (its peer known), else -1 with why; may
+ * close an unproven connection of its address to make room. */
+int	gsrv_limits_admit(struct grpc_conn *, char *why, size_t whylen);
+/* Closes the oldest unproven connection (of |addr| when not NULL) saying
+ * |why|: 0, or -1 when there is none. */
+int	gsrv_limits_make_room(struct grpc_server *, const char *addr,
+	    const char *why);
+/* Writes SETTINGS and a GOAWAY saying |why| on a cleartext socket (not a
+ * TLS one) and closes it. */
+void	gsrv_limits_refuse(int fd, int tls, const char *why);
+uint32_t gsrv_limits_addr_count(const struct grpc_server *, const char *);
+void	gsrv_limits_added(struct grpc_conn *);
+void	gsrv_limits_proven(struct grpc_conn *);
+void	gsrv_limits_removed(struct grpc_conn *);
+void	gsrv_limits_free(struct grpc_server *);
 
 /* grpc_server.c */
 /* Makes the connection of an accepted socket, which it takes (closed on

@@ -126,6 +126,7 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 	struct grpc_listener *l = arg;
 	struct grpc_server *srv = l->srv;
 	uint64_t now;
+	char why[160];
 
 	if (srv->accept_err != 0) {
 		now = mono_ms();
@@ -140,6 +141,12 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		return;
 	}
 	if (srv->n_conns >= srv->opts.max_conns) {
+		snprintf(why, sizeof(why), "max-connections (%u) reached",
+		    srv->opts.max_conns);
+		if (gsrv_limits_make_room(srv, NULL, why) == 0)
+			goto serve;
+	}
+	if (srv->n_conns >= srv->opts.max_conns) {
 		if (srv->full_ms == 0) {
 			srv->full_ms = mono_ms();
 			srv->full_refused = 0;
@@ -148,9 +155,13 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 				    srv->opts.cb_arg);
 		}
 		srv->full_refused++;
-		evutil_closesocket(fd);
+		snprintf(why, sizeof(why), "rdzvd: max-connections (%u) "
+		    "reached, and each connection made an authenticated call",
+		    srv->opts.max_conns);
+		gsrv_limits_refuse(fd, l->tls != NULL, why);
 		return;
 	}
+serve:
 #ifndef __linux__
 	/* Linux copies these from the listening socket (tcp_sockopts). */
 	if (!l->unix_socket)

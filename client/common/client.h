@@ -114,8 +114,8 @@ int	client_opts_grpc(const struct client_opts *,
 
 /* munge.c: the MUNGE credential of a call, a grpc_client_opts.cred_fn
  * whose argument is the socket path (NULL: libmunge's default). */
-int	client_munge_cred(const char *path, char **value, char **errmsg,
-	    void *socket);
+int	client_munge_cred(const char *path, const uint8_t *req,
+	    size_t req_len, char **value, char **errmsg, void *socket);
 /* 1 when this build has libmunge. */
 int	client_munge_built(void);
 

@@ -1,8 +1,8 @@
 /*
  * The client's side of MUNGE authentication (docs/SECURITY.md): a fresh
  * credential from the node's munged for every call. Its payload is the
- * method's path, so that rdzvd can refuse a credential made for another
- * call. munge_encode is a round trip to the local munged; rdzv-agent and
+ * method's path and a digest of the request (lib/credbind.h), so that
+ * rdzvd can refuse a credential made for another call or request. munge_encode is a round trip to the local munged; rdzv-agent and
  * rdzvctl make few calls, so they make it in line.
  */
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "buildconf.h"
 #include "client.h"
+#include "credbind.h"
 
 #if HAVE_MUNGE
 #include <munge.h>
@@ -22,16 +23,25 @@ client_munge_built(void)
 }
 
 int
-client_munge_cred(const char *path, char **value, char **errmsg,
-    void *socket)
+client_munge_cred(const char *path, const uint8_t *req, size_t req_len,
+    char **value, char **errmsg, void *socket)
 {
 	const char	*sock = socket != NULL ? socket : CLIENT_MUNGE_SOCKET;
 	munge_ctx_t	 ctx;
 	munge_err_t	 e;
 	char		*cred = NULL;
+	char		 payload[CREDBIND_MAX];
+	int		 n;
 
 	*value = NULL;
 	*errmsg = NULL;
+	if ((n = credbind_payload(path, req, req_len, payload,
+	    sizeof(payload))) < 0) {
+		if (asprintf(errmsg, "cannot bind a MUNGE credential to %s",
+		    path) < 0)
+			*errmsg = NULL;
+		return GRPC_INTERNAL;
+	}
 	if ((ctx = munge_ctx_create()) == NULL) {
 		*errmsg = strdup("out of memory for a MUNGE context");
 		return GRPC_INTERNAL;
@@ -44,7 +54,7 @@ client_munge_cred(const char *path, char **value, char **errmsg,
 		munge_ctx_destroy(ctx);
 		return GRPC_INTERNAL;
 	}
-	e = munge_encode(&cred, ctx, path, (int)strlen(path));
+	e = munge_encode(&cred, ctx, payload, n);
 	if (e != EMUNGE_SUCCESS) {
 		/* Never a call without the credential asked for: rdzvd
 		 * would take it for another identity or refuse it. */
@@ -71,8 +81,8 @@ client_munge_built(void)
 }
 
 int
-client_munge_cred(const char *path, char **value, char **errmsg,
-    void *socket)
+client_munge_cred(const char *path, const uint8_t *req, size_t req_len,
+    char **value, char **errmsg, void *socket)
 {
 	*value = NULL;
 	*errmsg = strdup("this rdzv was built without MUNGE");

@@ -6,6 +6,7 @@ can stop the daemon side's munged and keep the clients'.
 Also the users the MUNGE tests act as (setpriv), and skip() for a machine
 where the tests cannot run."""
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -66,6 +67,9 @@ class Munged:
             subprocess.run([which("mungekey"), "--create", "--keyfile", self.key],
                            check=True, capture_output=True)
             os.chmod(self.key, 0o400)
+        self.start()
+
+    def start(self):
         self.proc = rt.Proc([which("munged"), "--foreground", "--force",
                              "--socket", self.socket, "--key-file", self.key,
                              "--pid-file", os.path.join(self.dir, "munged.pid"),
@@ -76,6 +80,12 @@ class Munged:
         if self.proc.p.poll() is not None:
             raise RuntimeError("munged exited %s:\n%s" % (self.proc.p.returncode,
                                                           self.proc.output()))
+
+    def restart(self):
+        """Stops munged and starts it again on the same socket and key: its
+        replay cache, which lives in its memory, is gone."""
+        self.stop()
+        self.start()
 
     def stop(self):
         self.proc.stop()
@@ -89,3 +99,16 @@ def as_user(user, argv):
     _, uid, gid = user
     return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups"] + [
         str(a) for a in argv]
+
+
+def payload(path, body=b""):
+    """What rdzv's clients put in a credential's payload (lib/credbind.h):
+    the method's path and a SHA-256 digest of the request's bytes."""
+    return "%s sha256=%s" % (path, hashlib.sha256(body).hexdigest())
+
+
+def cred(user, socket, path, body=b""):
+    """A credential of |user| bound to one request, from the munge tool."""
+    return subprocess.run(as_user(user, [which("munge"), "-S", socket, "-s",
+                                         payload(path, body)]),
+                          capture_output=True, text=True, check=True).stdout.strip()

@@ -154,19 +154,21 @@ def test_owners_by_uid_and_admin_group(site):
 
 
 class Capture(grpc.GenericRpcHandler):
-    """A gRPC server that keeps the rdzv-munge header of each call and
-    answers UNIMPLEMENTED: what a client sent, byte for byte."""
+    """A gRPC server that keeps each call's method, rdzv-munge header and
+    request bytes, and refuses it: what a client sent, byte for byte."""
 
     def __init__(self):
         self.creds = []
         self.got = threading.Event()
 
     def service(self, details):
-        for k, v in details.invocation_metadata:
-            if k == "rdzv-munge":
-                self.creds.append((details.method, v))
-                self.got.set()
-        return None
+        cred = dict(details.invocation_metadata).get("rdzv-munge")
+
+        def keep(body, ctx):
+            self.creds.append((details.method, cred, body))
+            self.got.set()
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "captured")
+        return grpc.unary_unary_rpc_method_handler(keep)
 
 
 def test_replayed_missing_and_misdirected_credentials(site):
@@ -184,17 +186,19 @@ def test_replayed_missing_and_misdirected_credentials(site):
         assert cap.got.wait(10)
     finally:
         srv.stop(0)
-    method, cred = cap.creds[0]
+    method, cred, body = cap.creds[0]
     assert method == LIST and cred.startswith("MUNGE:")
 
     ch = grpc.insecure_channel(d.addr)
     list_jobs = ch.unary_unary(LIST, request_serializer=C.ListJobsRequest.SerializeToString,
                                response_deserializer=C.ListJobsResponse.FromString)
-    # Once: it is good.
-    list_jobs(C.ListJobsRequest(), metadata=[("rdzv-munge", cred)], timeout=10)
+    # Once, with the request it was made for: it is good.
+    list_jobs(C.ListJobsRequest.FromString(body), metadata=[("rdzv-munge", cred)],
+              timeout=10)
     # Twice: munged has seen it.
     with pytest.raises(grpc.RpcError) as e:
-        list_jobs(C.ListJobsRequest(), metadata=[("rdzv-munge", cred)], timeout=10)
+        list_jobs(C.ListJobsRequest.FromString(body), metadata=[("rdzv-munge", cred)],
+                  timeout=10)
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "replayed" in e.value.details()
 

@@ -19,7 +19,7 @@ import time
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING,
+from h2raw import (PREFACE, DATA, GOAWAY, HEADERS, RST_STREAM, SETTINGS, PING,
                    WINDOW_UPDATE, END_STREAM, NO_ERROR, CANCEL,
                    ENHANCE_YOUR_CALM, frame, grpc_request, raw_connect,
                    read_frames, read_until_closed, goaway_error, wait_closed,
@@ -217,7 +217,7 @@ def test_silent_and_idle_connections_are_closed(tmp_path):
         assert took >= 0.95 and idle_took >= 1.95, (took, idle_took)
         assert goaway_error(frames) == NO_ERROR, frames
         d.wait_line(r"connection from 127\.0\.0\.1:%d closed: no stream "
-                    r"for 2000 ms: sent GOAWAY" % idle_port)
+                    r"for 2000 ms and no authenticated call: sent GOAWAY" % idle_port)
 
         # The connection with a stream is still served: a PING is answered.
         busy.sendall(frame(PING, 0, 0, b"12345678"))
@@ -255,31 +255,51 @@ def test_idle_timeout_below_the_preface_timeout(tmp_path):
 
 def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
     """--max-connections filled by connections that never speak: a new
-    client is refused at once (rdzvd warns, once, that it is full) and is
-    served once the preface deadline has closed the silent ones; rdzvd then
-    says how long it was full and how many connections it refused."""
+    client closes the oldest of them to make room and is served at once.
+    Filled by connections that each made a call: a new one is refused at
+    once with a GOAWAY naming the limit (rdzvd warns, once, that it is
+    full), a client is served once one of them closes, and rdzvd says how
+    long it was full and how many connections it refused."""
     with rdzvtest.Daemon(tmp_path, ["--max-connections", "5",
                                     "--preface-timeout", "2s"]) as d:
         silent = [raw_connect(d.addr) for _ in range(5)]
+        assert health(d.addr) == SERVING
+        assert wait_closed(silent[0], 5), "the oldest silent one was kept"
+        d.wait_line(r"closed to make room for a new connection: "
+                    r"max-connections \(5\) reached")
+        for s in silent:
+            s.close()
+        busy = []
+        for _ in range(5):
+            s = h2_open(d.addr)
+            s.sendall(grpc_request("/rdzv.v1.Control/ListJobs",
+                                   P.control.ListJobsRequest()))
+            read_frames(s, lambda fs: any(f[0] == HEADERS for f in fs))
+            busy.append(s)
         refused = 0
         for _ in range(3):
             late = raw_connect(d.addr)
             late.sendall(PREFACE + frame(SETTINGS, 0, 0))
-            assert wait_closed(late, 5), "a connection past the limit was kept"
+            frames = read_until_closed(late, 5)
+            assert goaway_error(frames) == ENHANCE_YOUR_CALM, frames
+            assert b"max-connections (5) reached" in [
+                f for f in frames if f[0] == GOAWAY][0][3]
             late.close()
             refused += 1
-        d.wait_line(r"rdzvd: warning: max-connections \(5\) reached: new connections "
-                    r"are closed at once")
-        for s in silent:
-            assert wait_closed(s, 10), "a silent connection was kept"
-            s.close()
-        assert health(d.addr) == SERVING
+        d.wait_line(r"rdzvd: warning: max-connections \(5\) reached and every "
+                    r"connection made an authenticated call: new connections "
+                    r"are refused")
+        busy.pop().close()
+        rdzvtest.wait_for(lambda: health(d.addr) == SERVING, 10, 0.1,
+                          what="a client served after one closed")
         m = d.wait_line(r"below max-connections again after (\d+\.\d+) s; "
                         r"(\d+) connections were refused meanwhile")
         assert int(m.group(2)) == refused, m.string
         assert float(m.group(1)) < 10, m.string
-        assert sum("max-connections (5) reached" in line
+        assert sum("max-connections (5) reached and" in line
                    for line in d.lines) == 1, d.output()
+        for s in busy:
+            s.close()
         assert d.stop() == 0, d.output()
 
 
@@ -372,7 +392,9 @@ def test_accept_resumes_when_a_connection_closes(tmp_path):
             "/bin/sh", "-c", 'ulimit -n %d && exec "$0" "$@"' % NOFILE,
             rdzvtest.build_path("daemon", "rdzvd"),
             "--db", os.path.join(str(tmp_path), "rdzv.db"),
-            "--log-level", "debug", "--listen", "127.0.0.1:0"]
+            "--log-level", "debug", "--listen", "127.0.0.1:0",
+            # At the limit: above it rdzvd would keep gRPC below it.
+            "--max-connections", str(NOFILE)]
     with rdzvtest.Proc(argv) as d:
         addr = rdzvtest.listening(d)
         held = []
@@ -435,10 +457,10 @@ def test_out_of_descriptors_is_warned_once_per_episode(tmp_path):
             rdzvtest.build_path("daemon", "rdzvd"),
             "--db", os.path.join(str(tmp_path), "rdzv.db"),
             "--log-level", "debug", "--listen", "127.0.0.1:0",
-            "--preface-timeout", "2s"]
+            "--preface-timeout", "2s", "--max-connections", str(NOFILE)]
     with rdzvtest.Proc(argv) as d:
         addr = rdzvtest.listening(d)
-        d.wait_line(r"rdzvd: open files: at most %d," % NOFILE)
+        d.wait_line(r"rdzvd: open files: at most %d$" % NOFILE)
         held = []
         while open_fds(d.pid) < NOFILE:
             n = open_fds(d.pid)

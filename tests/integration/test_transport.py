@@ -21,7 +21,8 @@ import rdzvtest
 from h2raw import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY,
                    WINDOW_UPDATE, END_STREAM, END_HEADERS, frame, hpack_literal,
                    grpc_request, raw_connect, read_frames, wait_closed, h2_open,
-                   has_grpc_status)
+                   has_grpc_status, read_until_closed, goaway_error,
+                   ENHANCE_YOUR_CALM)
 
 P = rdzvtest.protos()
 Event = P.types.Event
@@ -537,10 +538,23 @@ def serves(addr):
 
 
 def test_max_conns(tmp_path):
+    """At max_conns a new connection closes the oldest that has made no
+    call to make room; when every one has, the new one is refused with a
+    GOAWAY saying so, and served again once one has gone."""
     with server(tmp_path, "--max-conns", "2") as p:
+        idle = [h2_open(p.addr), h2_open(p.addr)]
+        assert serves(p.addr)
+        assert wait_closed(idle[0]), "the oldest idle connection was kept"
+        for s in idle:
+            s.close()
         a, b = h2_open(p.addr), h2_open(p.addr)
+        for s in (a, b):
+            s.sendall(grpc_request("/rdzv.test.Test/Echo", Event(seq=1)))
+            read_frames(s, lambda fs: any(f[0] == HEADERS for f in fs))
         c = raw_connect(p.addr)
-        assert wait_closed(c), "a connection over max_conns was kept"
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        frames = read_until_closed(c)
+        assert goaway_error(frames) == ENHANCE_YOUR_CALM, frames
         c.close()
         a.close()
         # Room again once one has gone.
