@@ -550,6 +550,9 @@ void		 core_disconnect(struct core *, struct core_now,
 /* The node's connection went silent for lease_ttl: it is lost now. */
 void		 core_lease_lost(struct core *, struct core_now,
 		    struct core_node *);
+/* The leases of |n| nodes ended in one sweep: one failure per job. */
+void		 core_leases_lost(struct core *, struct core_now,
+		    struct core_node *const *, size_t);
 
 /* core_progress.c: training progress (docs/HEALTH.md). */
 /*
@@ -691,6 +694,7 @@ void		 core_msg_queue(struct core_node *, const struct core_msg *);
 void		 core_msg_waiting(struct core_node *, const char *reason);
 void		 core_msg_drop(struct core *, struct core_node *);
 void		 core_settle_later(struct core_job *);
+void		 core_settle_due(struct core *);
 void		 core_fmt_secs(char *, size_t, uint64_t ms);
 void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
 void		 core_node_free(struct core_node *);

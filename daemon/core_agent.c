@@ -351,25 +351,48 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 	}
 }
 
-void
-core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
+/* Ends |n|'s lease for its silence; true when its job must settle. */
+static bool
+lease_lost_one(struct core_node *n)
 {
 	char	t[32], why[CORE_REASON_MAX];
 
-	core_set_now(c, now);
 	if (n == NULL || n->removed)
-		return;
+		return false;
 	n->connected = false;
-	core_msg_drop(c, n);
+	core_msg_drop(n->job->core, n);
 	if (!core_node_live(n) || core_job_ended(n->job))
-		return;
+		return false;
 	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
 	textf(why, sizeof(why), "its connection was silent for its whole "
 	    "lease, lease_ttl %s", t);
 	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);
-	core_settle(n->job);
+	return true;
+}
+
+/*
+ * Leases that end in one sweep are one event for each job (SPEC §4 rule
+ * 13): every node ends first, then each touched job settles once, so a
+ * switch that takes two nodes costs one restart and one round without
+ * either of them.
+ */
+void
+core_leases_lost(struct core *c, struct core_now now,
+    struct core_node *const *nodes, size_t n)
+{
+	core_set_now(c, now);
+	for (size_t i = 0; i < n; i++)
+		if (lease_lost_one(nodes[i]))
+			core_settle_later(nodes[i]->job);
+	core_settle_due(c);
+}
+
+void
+core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
+{
+	core_leases_lost(c, now, &n, 1);
 }
 
 /*
