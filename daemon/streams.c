@@ -7,6 +7,7 @@
  * silence that counts is never shorter than twice that interval.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,15 +175,58 @@ streams_last_seen_ms(const struct core_node *node, struct core_now now)
 	return wall > node->last_seen_ms ? wall : node->last_seen_ms;
 }
 
-/* Ends the leases of nodes whose connection has been silent too long. */
+/*
+ * rdzvd's own outage (SPEC §4 rule 13): when every stream of two or more
+ * is silent past its lease in one sweep, rdzvd heard from nobody, and it
+ * is rdzvd's network or host that failed, not every node at once. No lease
+ * ends then; once any node is heard again, every silence counts from that
+ * moment, as after a daemon restart (rule 11). One node alone cannot tell
+ * the two apart: its lease ends as usual.
+ */
+static bool	 outage;
+static uint64_t	 outage_start;	/* mono ms the outage was noticed */
+static uint64_t	 outage_end;	/* mono ms a node was heard again */
+
+/* True while the sweep holds every lease for rdzvd's own outage. */
+static bool
+outage_holds(size_t silent, size_t total, uint64_t now)
+{
+	if (total >= 2 && silent == total) {
+		if (!outage) {
+			outage = true;
+			outage_start = now;
+			log_warnx("no node of any job was heard for its lease "
+			    "(%zu connections silent): rdzvd's own network or "
+			    "host failed, not the nodes; the jobs are held for "
+			    "their nodes to resume", total);
+		}
+		return true;
+	}
+	if (outage) {
+		outage = false;
+		outage_end = now;
+		log_warnx("a node was heard again after %.1f s of rdzvd's own "
+		    "outage; every silent node has a whole lease from now",
+		    (now - outage_start) / 1000.0);
+	}
+	return false;
+}
+
+/*
+ * Ends the leases of nodes whose connection has been silent too long, all
+ * in one call to the core, so that a switch taking several nodes is one
+ * failure per job.
+ */
 static void
 sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
 	uint64_t stall = stall_end_ms();
-	uint64_t *lost = NULL;
-	size_t n = 0, cap = 0;
+	struct core_node **lost = NULL;
+	size_t n = 0, cap = 0, total = 0;
 
+	if (stall < outage_end)
+		stall = outage_end;
 	for (size_t i = 0; i < streams.cap; i++) {
 		struct stream *s = streams.slots[i].item;
 		if (s == NULL)
@@ -190,6 +234,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		struct core_node *node = core_node_find(rdzvd.core, s->node_id);
 		if (node == NULL)
 			continue;
+		total++;
 		uint64_t ttl = node->job->settings.lease_ttl_ms;
 		uint64_t seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
 		/* Silence counts only while rdzvd could read. */
@@ -203,20 +248,23 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 			cap = cap ? cap * 2 : 16;
 			lost = xreallocarray(lost, cap, sizeof(*lost));
 		}
-		lost[n++] = s->node_id;
+		lost[n++] = node;
 	}
+	if (outage_holds(n, total, now))
+		n = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct core_node *node = core_node_find(rdzvd.core, lost[i]);
+		struct core_node *node = lost[i];
 		uint32_t ttl = node->job->settings.lease_ttl_ms;
 		log_info("job %s: node %llu: connection silent, lease ended",
-		    node->job->rdzv_id, (unsigned long long)lost[i]);
-		stream_end(find(lost[i]), 0, GRPC_UNAVAILABLE, "connection "
-		    "silent for longer than the lease (%u ms)", ttl);
-		core_lease_lost(rdzvd.core, turn_now(), node);
+		    node->job->rdzv_id, (unsigned long long)node->node_id);
+		stream_end(find(node->node_id), 0, GRPC_UNAVAILABLE,
+		    "connection silent for longer than the lease (%u ms)", ttl);
+	}
+	if (n > 0) {
+		core_leases_lost(rdzvd.core, turn_now(), lost, n);
+		turn_schedule();
 	}
 	free(lost);
-	if (n > 0)
-		turn_schedule();
 }
 
 void
@@ -225,6 +273,8 @@ streams_init(void)
 	struct timeval tv = { 0, SWEEP_MS * 1000 };
 
 	hash_init(&streams);
+	outage = false;
+	outage_start = outage_end = 0;
 	sweep_ev = event_new(rdzvd.base, -1, EV_PERSIST, sweep_cb, NULL);
 	if (sweep_ev == NULL || event_add(sweep_ev, &tv) != 0)
 		fatalx("streams_init: cannot create the sweep timer");
