@@ -223,6 +223,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
 	uint64_t stall = stall_end_ms();
 	struct core_node **lost = NULL;
+	uint64_t *silent = NULL;
 	size_t n = 0, cap = 0, total = 0;
 
 	if (stall < outage_end)
@@ -247,7 +248,9 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			lost = xreallocarray(lost, cap, sizeof(*lost));
+			silent = xreallocarray(silent, cap, sizeof(*silent));
 		}
+		silent[n] = now - seen;
 		lost[n++] = node;
 	}
 	if (outage_holds(n, total, now))
@@ -261,10 +264,11 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		    "connection silent for longer than the lease (%u ms)", ttl);
 	}
 	if (n > 0) {
-		core_leases_lost(rdzvd.core, turn_now(), lost, n);
+		core_leases_lost(rdzvd.core, turn_now(), lost, silent, n);
 		turn_schedule();
 	}
 	free(lost);
+	free(silent);
 }
 
 void
