@@ -5,6 +5,13 @@
  * frame, not even a PING answer) for the job's lease_ttl ends the lease at
  * once (SPEC §3). rdzvd PINGs connections silent for --keepalive, so the
  * silence that counts is never shorter than twice that interval.
+ *
+ * A connection that failed after such silence (TCP_USER_TIMEOUT on our
+ * unanswered PINGs: a link or host gone without a FIN) is no closed
+ * connection: its node is silent, not gone, and its stream stays here
+ * without a call until the node resumes or its lease, counted from its
+ * last frame, ends in a sweep like any silent stream's. So a switch that
+ * takes several nodes, or rdzvd's own link, is judged by one rule.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,8 +27,9 @@
 #define SWEEP_MS	500
 
 struct stream {
-	struct grpc_call	*call;
+	struct grpc_call	*call;		/* NULL: its connection timed out */
 	uint64_t		 node_id;
+	uint64_t		 seen;		/* mono ms, when call is NULL */
 };
 
 static struct hash	 streams;
@@ -57,14 +65,16 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 	va_list ap;
 
 	hash_remove(&streams, hash_u64(s->node_id), s);
-	grpc_call_on_close(s->call, NULL, NULL);
-	if (fmt != NULL) {
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-		grpc_call_finish(s->call, status, "%s", msg);
-	} else
-		grpc_call_finish(s->call, status, NULL);
+	if (s->call != NULL) {
+		grpc_call_on_close(s->call, NULL, NULL);
+		if (fmt != NULL) {
+			va_start(ap, fmt);
+			vsnprintf(msg, sizeof(msg), fmt, ap);
+			va_end(ap);
+			grpc_call_finish(s->call, status, "%s", msg);
+		} else
+			grpc_call_finish(s->call, status, NULL);
+	}
 	if (gone && (node = core_node_find(rdzvd.core, s->node_id)) != NULL) {
 		log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
 		    (unsigned long long)s->node_id);
@@ -74,11 +84,34 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 	free(s);
 }
 
-/* The agent's side went away: its connection, a cancel, a deadline. */
+/* When (mono ms) the connection of |s| was last heard from. */
+static uint64_t
+stream_seen(const struct stream *s)
+{
+	if (s->call == NULL)
+		return s->seen;
+	return grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+}
+
+/*
+ * The agent's side went away: its connection, a cancel, a deadline. A
+ * connection that timed out in silence leaves the stream without a call.
+ */
 static void
 stream_closed(struct grpc_call *call, int cancelled, void *arg)
 {
-	stream_end(arg, 1, GRPC_CANCELLED, NULL);
+	struct stream *s = arg;
+	uint64_t now = mono_ms(), seen = stream_seen(s);
+
+	if (now > seen && now - seen >= 2ULL * rdzvd.cfg.keepalive_ms) {
+		log_info("node %llu: its connection failed after %.1f s of "
+		    "silence; its lease runs from its last frame",
+		    (unsigned long long)s->node_id, (now - seen) / 1000.0);
+		s->call = NULL;
+		s->seen = seen;
+		return;
+	}
+	stream_end(s, 1, GRPC_CANCELLED, NULL);
 }
 
 void
@@ -107,6 +140,13 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 
 	if (s == NULL)
 		return;
+	if (s->call == NULL) {
+		/* Silent: it is told its place afresh when it resumes. */
+		if (msg->kind == CORE_MSG_LEFT || msg->kind == CORE_MSG_CLOSED ||
+		    msg->kind == CORE_MSG_FAILED || msg->kind == CORE_MSG_EVICTED)
+			stream_end(s, 1, GRPC_OK, NULL);
+		return;
+	}
 	if (msg->kind == CORE_MSG_LEFT) {
 		stream_end(s, 1, GRPC_OK, NULL);
 		return;
@@ -168,7 +208,7 @@ streams_last_seen_ms(const struct core_node *node, struct core_now now)
 		return node->last_seen_ms;
 	/* The connection's time is plain monotonic, not the core's. */
 	uint64_t mono = mono_ms();
-	seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+	seen = stream_seen(s);
 	if (seen > mono)
 		seen = mono;
 	wall = now.wall_ms - (int64_t)(mono - seen);
@@ -237,7 +277,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		total++;
 		uint64_t ttl = node->job->settings.lease_ttl_ms;
-		uint64_t seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+		uint64_t seen = stream_seen(s);
 		/* Silence counts only while rdzvd could read. */
 		if (seen < stall)
 			seen = stall;
@@ -296,7 +336,8 @@ streams_shutdown(const char *why)
 	for (size_t i = 0; i < streams.cap; i++)
 		while (streams.slots[i].item != NULL) {
 			struct stream *s = streams.slots[i].item;
-			role_hint(s->call);
+			if (s->call != NULL)
+				role_hint(s->call);
 			stream_end(s, 0, GRPC_UNAVAILABLE, "%s", why);
 		}
 	if (sweep_ev != NULL)
@@ -309,7 +350,8 @@ streams_free(void)
 	for (size_t i = 0; i < streams.cap; i++) {
 		struct stream *s = streams.slots[i].item;
 		if (s != NULL) {
-			grpc_call_on_close(s->call, NULL, NULL);
+			if (s->call != NULL)
+				grpc_call_on_close(s->call, NULL, NULL);
 			free(s);
 		}
 	}

@@ -144,6 +144,7 @@ struct grpc_client {
 	struct event *flush_ev;		/* sends from the loop */
 	int dead;			/* grpc_client_free was called */
 	unsigned int cb_gen;		/* bumped before each user callback */
+	uint64_t last_seen_ms;		/* mono_ms of the last bytes read */
 };
 
 /*

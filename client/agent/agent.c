@@ -32,7 +32,6 @@
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
 
-static void	agent_step(struct agent *);
 static void	agent_quit(struct agent *, int status, bool leave,
 		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -125,7 +124,7 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Decides again on the next loop turn, out of whatever callback asked:
  * no decision runs inside another. */
-static void
+void
 agent_step(struct agent *a)
 {
 	if (a->step_ev != NULL)
@@ -685,7 +684,8 @@ setup(struct agent *a, char *err, size_t len)
 	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
 	    report_init(&a->report, a->base, &a->session, &a->offer,
 	    a->opts->id, &rev) != 0 ||
-	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0) {
+	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0 ||
+	    fence_init(a) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
@@ -714,6 +714,7 @@ agent_free(struct agent *a)
 	report_free(&a->report);
 	workers_free(&a->ws);
 	hang_free(&a->hang);
+	fence_free(a);
 	progress_free(&a->progress);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
 		if (a->sig_ev[i] != NULL)

@@ -344,6 +344,7 @@ struct session {
 	uint64_t		 trying_since;	/* ms, first failed attempt */
 	bool			 ever_joined;
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
+	uint32_t		 lease_ttl_ms;	/* the job's; 0 unknown */
 	bool			 hang_warned;
 	/* A join went to an rdzvd that answered: it may hold our node. */
 	bool			 join_sent;
@@ -415,6 +416,13 @@ struct report {
 
 /* -------------------------------------------------------------- agent.c */
 
+/* Fencing's state (fence.c). */
+struct fence {
+	struct event		*ev;		/* its tick */
+	uint64_t		 heard_ms;	/* rdzvd last heard, mono */
+	bool			 stepping_said;
+};
+
 struct agent {
 	struct agent_opts	*opts;
 	struct event_base	*base;
@@ -427,6 +435,7 @@ struct agent {
 	struct progress_watch		 progress;
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
+	struct fence		 fence;
 
 	/* What should run, and what runs (agent_step). */
 	struct event		*step_ev;
@@ -448,6 +457,8 @@ struct agent {
 
 /* agent.c */
 int	agent_init(struct agent *, struct agent_opts *);
+/* Decides again on the next loop turn (what runs against what should). */
+void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 uint16_t agent_free_port(uint16_t avoid);
@@ -458,6 +469,10 @@ int	assignment_check(const char *job_id, uint32_t nproc,
 bool	quit_first(bool quitting, int status, const char *msg);
 /* Logs an assignment in the words of docs/AGENT.md. */
 void	assignment_log(const Rdzv__V1__Assignment *);
+
+/* fence.c */
+int	fence_init(struct agent *);
+void	fence_free(struct agent *);
 
 /* coproc.c */
 int	cmd_coproc(int argc, char **argv);

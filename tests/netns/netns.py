@@ -164,12 +164,16 @@ class Net:
     # -- faults
 
     def link_down(self, name):
-        """Pulls |name|'s cable at the bridge: its packets vanish both ways,
-        no FIN or RST is sent, and its own eth0 stays up."""
-        self._hub("link", "set", "v-" + name, "down")
+        """|name|'s link stops carrying anything, both ways, as a switch
+        port or cable beyond the host would: no FIN or RST is sent and
+        its eth0 keeps its carrier (its port leaves the bridge)."""
+        port = "r-" + name if name in self.relays else "v-" + name
+        self._hub("link", "set", "b-" + name if name in self.relays
+                  else port, "nomaster")
 
     def link_up(self, name):
-        self._hub("link", "set", "v-" + name, "up")
+        self._hub("link", "set", "b-" + name if name in self.relays
+                  else "v-" + name, "master", "br0")
 
     def cut(self, name, peers):
         """|name| and |peers| no longer reach each other (nftables in
