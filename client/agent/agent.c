@@ -184,6 +184,7 @@ on_joined(void *arg)
 {
 	struct agent *a = arg;
 
+	netif_choose(a);
 	/* rdzvd keeps steps in memory only: after a resume (perhaps on a
 	 * restarted or another rdzvd) it hears the latest again. */
 	if (a->progress.has_step)
@@ -699,6 +700,7 @@ setup(struct agent *a, char *err, size_t len)
 	    len) != 0)
 		return -1;
 	a->ws.progress_env = a->progress.env;
+	a->ws.ifname = a->ifname;
 	return 0;
 }
 

@@ -238,6 +238,8 @@ struct workers {
 	struct event		*sigchld;
 	bool			 killed;	/* SIGKILL was sent */
 	const char		*progress_env;	/* RDZV_PROGRESS; NULL none */
+	const char		*ifname;	/* GLOO/NCCL_SOCKET_IFNAME
+						   where unset; "" none */
 };
 
 /* ----------------------------------------------------------- progress.c */
@@ -436,6 +438,8 @@ struct agent {
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
 	struct fence		 fence;
+	char			 ifname[16];	/* netif.c */
+	bool			 ifname_chosen;
 
 	/* What should run, and what runs (agent_step). */
 	struct event		*step_ev;
@@ -469,6 +473,9 @@ int	assignment_check(const char *job_id, uint32_t nproc,
 bool	quit_first(bool quitting, int status, const char *msg);
 /* Logs an assignment in the words of docs/AGENT.md. */
 void	assignment_log(const Rdzv__V1__Assignment *);
+
+/* netif.c */
+void	netif_choose(struct agent *);
 
 /* fence.c */
 int	fence_init(struct agent *);

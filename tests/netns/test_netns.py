@@ -333,3 +333,52 @@ def test_cut_from_rdzvd(cluster):
     print("cut from rdzvd: the others' round %.2f s, n2's workers stopped "
           "%.2f s after the cut (lease %g s); back %.2f s after the heal"
           % (formed, fenced, LEASE_S, back))
+
+
+def test_latency_and_loss(cluster):
+    """Every node's link through the relay, 50 ms and 2.5 % loss each way
+    (100 ms and about 5 % between two nodes): the job forms, trains and
+    closes with no restart and no reconnect. The times to form and to
+    close are measured."""
+    c = cluster(["n0", "n1"])
+    for n in ("n0", "n1"):
+        c.net.slow(n, 50, 0.025, seed=31)
+    t0 = time.monotonic()
+    for i, t in enumerate(("n0", "n1")):
+        c.agent(t, "2", args=["--node-rank", i])
+    running = lambda: c.job().state == PB.types.JOB_STATE_RUNNING  # noqa: E731
+    _, formed = c.wait(lambda: safe(running), 30, "the round formed")
+    (g, _), _ = c.wait(lambda: c.first_world(2), 60, "both workers started")
+    c.wait(lambda: c.stepping(g, 2, 2), 60, "two epochs")
+    t1 = time.monotonic()
+    j = c.finish(g, 2, 0)
+    closed = time.monotonic() - t1
+    assert not any(saw(p, "lost rdzvd") for p in c.agents.values()), c.outputs()
+    assert all(e.kind not in ("lost", "disconnected") for e in j.events), c.events()
+    print("latency 100 ms, loss 5 %%: formed %.2f s after the agents "
+          "started, closed %.2f s after the stop file" % (formed, closed))
+
+
+def safe(cond):
+    """cond(), or None while rdzvd has no such job yet."""
+    try:
+        return cond()
+    except Exception:       # grpc NOT_FOUND before the first join
+        return None
+
+
+def test_host_name_on_loopback(cluster):
+    """Each node's /etc/hosts says its host name is 127.0.1.1 (Debian's
+    default): gloo would bind loopback and the job fail at init. The agent
+    gives the workers GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME of the
+    interface that reaches rdzvd, says so, and the job trains and closes."""
+    name = socket.gethostname()
+    lo = "127.0.0.1 localhost\n127.0.1.1 %s\n" % name
+    c = cluster(["n0", "n1"], hosts={"n0": lo, "n1": lo})
+    g = c.start_training(["n0", "n1"], "2")
+    for d in c.world(g).values():
+        assert d["env"].get("GLOO_SOCKET_IFNAME") == "eth0", d
+        assert d["env"].get("NCCL_SOCKET_IFNAME") == "eth0", d
+    for p in c.agents.values():
+        assert saw(p, "resolves to loopback only"), c.outputs()
+    c.finish(g, 2, 0)
