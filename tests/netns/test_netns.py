@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import etcdtest  # noqa: E402
 import netns  # noqa: E402
 import rdzvagent  # noqa: E402
 import rdzvnode  # noqa: E402
@@ -59,16 +60,21 @@ class Cluster(rdzvagent.AgentJob):
     worker = TRAIN
 
     def __init__(self, tmp_path, name, net, nodes, daemon_args=(),
-                 hosts=None):
+                 hosts=None, daemon=None, server=None):
         self.net = net
         self.hostname = socket.gethostname()
-        for n in ["rdzvd"] + list(nodes):
+        for n in ([] if daemon else ["rdzvd"]) + list(nodes):
             text = (hosts or {}).get(n)
             h = net.add(n, hosts_file="")
             if text is None:
                 text = "127.0.0.1 localhost\n%s %s\n" % (h.addr, self.hostname)
             with open("/etc/netns/%s/hosts" % h.ns, "w") as f:
                 f.write(text)
+        if daemon is not None:
+            self.server = server
+            super().__init__(tmp_path, name, daemon=daemon)
+            self._since = None
+            return
         srv = net["rdzvd"]
         sock = os.path.join(str(tmp_path), "rdzvd.sock")
         d = rt.Daemon(tmp_path, listen="unix:" + sock, wrapper=srv.wrap,
@@ -382,3 +388,91 @@ def test_host_name_on_loopback(cluster):
     for p in c.agents.values():
         assert saw(p, "resolves to loopback only"), c.outputs()
     c.finish(g, 2, 0)
+
+
+def start_replica(net, tmp_path, name, endpoints):
+    """An rdzvd replica in namespace |name| on the etcd |endpoints|: port
+    7000 of its own address (each namespace has its own ports) and a unix
+    socket for Control."""
+    h = net.add(name)
+    sock = os.path.join(str(tmp_path), name + ".sock")
+    p = rt.Proc(h.wrap + [rt.build_path("daemon", "rdzvd"), "--store",
+                          "etcd://%s/rdzv-ha" % endpoints,
+                          "--listen", h.addr + ":7000", "--listen",
+                          "unix:" + sock, "--insecure", "--keepalive",
+                          "500ms", "--leader-lease", "2s",
+                          "--http-listen", "127.0.0.1:0",
+                          "--log-level", "debug"])
+    p.addr = "unix:" + sock
+    p.tcp = h.addr + ":7000"
+    return p
+
+
+def test_ha_leader_cut_from_etcd(tmp_path, request, net):
+    """Two replicas on a three-member etcd (Debian's etcd), each in its
+    own namespace. The leader is cut from every etcd member (nftables):
+    the standby leads, the agents follow it and resume, and the job goes
+    on in the same generation: no worker restarted."""
+    why = etcdtest.missing()
+    if why:
+        pytest.skip(why)
+    members = [net.add("e%d" % i) for i in range(3)]
+    initial = ",".join("e%d=http://%s:2380" % (i, m.addr)
+                       for i, m in enumerate(members))
+    procs = []
+    try:
+        for i, m in enumerate(members):
+            client, peer = "http://%s:2379" % m.addr, "http://%s:2380" % m.addr
+            procs.append(rt.Proc(m.wrap + [
+                etcdtest.ETCD, "--name", "e%d" % i,
+                "--data-dir", os.path.join(str(tmp_path), "etcd%d" % i),
+                "--listen-client-urls", client,
+                "--advertise-client-urls", client,
+                "--listen-peer-urls", peer,
+                "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", initial, "--initial-cluster-state", "new",
+                "--initial-cluster-token", net.tag,
+                "--heartbeat-interval", "100", "--election-timeout", "1000"]))
+        for p in procs:
+            p.wait_line(r"ready to serve client requests", 30)
+        endpoints = ",".join("%s:2379" % m.addr for m in members)
+        r0 = start_replica(net, tmp_path, "r0", endpoints)
+        procs.append(r0)
+        r0.wait_line(r"election: leading with", 20)
+        r1 = start_replica(net, tmp_path, "r1", endpoints)
+        procs.append(r1)
+        r1.wait_line(r"election: campaigning as", 20)
+        c = Cluster(tmp_path, rdzvagent.job_name(request), net, ["n0", "n1"],
+                    daemon=r0, server="%s,%s" % (r0.tcp, r1.tcp))
+        try:
+            g1 = c.start_training(["n0", "n1"], "2")
+            pids = {t: c.pids(g1, t) for t in ("n0", "n1")}
+            t0 = time.monotonic()
+            net.cut("r0", ["e0", "e1", "e2"])
+            r1.wait_line(r"election: leading with", 20)
+            led = time.monotonic() - t0
+            c.ctl.close()
+            c.daemon = r1
+            c.ctl = rdzvnode.Control(r1.addr)
+            _, resumed = c.wait(lambda: all(saw(p, "resumed as node id")
+                                            for p in c.agents.values()),
+                                30, "both agents resumed on r1")
+            j = c.job()
+            assert (j.state, j.generation, j.restart_count) == \
+                (PB.types.JOB_STATE_RUNNING, g1, 0), c.events()
+            progress = c.by_rank("progress", g1)
+            c.wait(lambda: all(c.by_rank("progress", g1)[r]["epoch"] >
+                               progress[r]["epoch"] for r in progress), 20,
+                   "the workers of generation %d still stepping" % g1)
+            for t, ps in pids.items():
+                assert all(alive(p) for p in ps), (t, c.outputs())
+            c.finish(g1, 2, 0)
+            print("HA: r1 led %.2f s after r0 was cut from etcd; the agents "
+                  "resumed on it %.2f s later" % (led, resumed))
+        finally:
+            c.close(keep_daemon=True)
+    finally:
+        for p in procs:
+            if p.p.poll() is None:
+                p.kill()
+                p.wait(10)
