@@ -89,6 +89,10 @@ def test_bad_input(tmp_path):
     assert rc == 2 and "no job id" in out, out
     rc, out = run(["join", "--id", "x", "--", "no-such-program-here"])
     assert rc == 2 and "cannot run no-such-program-here: not found" in out, out
+    rc, out = run(["join", "--id", "x", "--advertise-addr", "nosuchhost.invalid",
+                   "--", "true"])
+    assert rc == 2 and "--advertise-addr nosuchhost.invalid: " in out and \
+        "MASTER_ADDR" in out, out
     rc, out = run(["frob"])
     assert rc == 2 and "unknown command 'frob'" in out, out
     rc, out = run(["join", "--id", "x", "--", "true"],
