@@ -400,13 +400,14 @@ static const struct session_events session_events = {
 /* ------------------------------------------------------ workers events */
 
 /* The message a FAILED report carries: the first failed worker's error
- * file, else any failed worker's, else its exit status. */
+ * file, else any failed worker's, else its exit status and the last line
+ * it wrote to stderr. */
 static void
 failure_message(struct agent *a, char *buf, size_t len)
 {
 	const struct workers *ws = &a->ws;
 	const struct worker *first = NULL;
-	char how[64];
+	char how[64], last[200];
 
 	if (ws->first_failed >= 0)
 		first = &ws->w[ws->first_failed];
@@ -422,11 +423,14 @@ failure_message(struct agent *a, char *buf, size_t len)
 		snprintf(buf, len, "a worker failed");
 		return;
 	}
-	snprintf(buf, len, "rank %u (local rank %d) %s%s%s",
-	    ws->base_rank + (uint32_t)first->local_rank, first->local_rank,
-	    workers_describe_status(first->status, how, sizeof(how)),
-	    first->exec_errno != 0 ? ": " : "",
-	    first->exec_errno != 0 ? strerror(first->exec_errno) : "");
+	if (first->exec_errno != 0)
+		textf(last, sizeof(last), ": %s", strerror(first->exec_errno));
+	else if (!logs_stderr_tail(first->error_file, "; its last line on "
+	    "stderr: ", last, sizeof(last)))
+		last[0] = '\0';
+	textf(buf, len, "rank %u (local rank %d) %s%s", ws->base_rank +
+	    (uint32_t)first->local_rank, first->local_rank,
+	    workers_describe_status(first->status, how, sizeof(how)), last);
 }
 
 /* The outcome of the set that ended, with each worker's exit. */

@@ -564,6 +564,8 @@ struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,
 	    uint32_t rank);
 void	tee_free(struct tee *);
 int	logs_error_message(const char *path, char *buf, size_t len);
+int	logs_stderr_tail(const char *error_file, const char *prefix,
+	    char *buf, size_t len);
 
 /* gpucheck_node.c */
 int	gpucheck_node_plan(struct agent_opts *, struct gpucheck_node *,
