@@ -33,6 +33,7 @@ struct stream {
 };
 
 static struct hash	 streams;
+static size_t		 n_timed_out;	/* streams without a call */
 static struct event	*sweep_ev;
 
 static void	stream_end(struct stream *, int, int, const char *, ...)
@@ -65,7 +66,9 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 	va_list ap;
 
 	hash_remove(&streams, hash_u64(s->node_id), s);
-	if (s->call != NULL) {
+	if (s->call == NULL)
+		n_timed_out--;
+	else {
 		grpc_call_on_close(s->call, NULL, NULL);
 		if (fmt != NULL) {
 			va_start(ap, fmt);
@@ -109,6 +112,7 @@ stream_closed(struct grpc_call *call, int cancelled, void *arg)
 		    (unsigned long long)s->node_id, (now - seen) / 1000.0);
 		s->call = NULL;
 		s->seen = seen;
+		n_timed_out++;
 		return;
 	}
 	stream_end(s, 1, GRPC_CANCELLED, NULL);
@@ -190,7 +194,7 @@ streams_forget(uint64_t node_id)
 size_t
 streams_count(void)
 {
-	return streams.n;
+	return streams.n - n_timed_out;
 }
 
 /*
@@ -317,6 +321,7 @@ streams_init(void)
 	struct timeval tv = { 0, SWEEP_MS * 1000 };
 
 	hash_init(&streams);
+	n_timed_out = 0;
 	outage = false;
 	outage_start = outage_end = 0;
 	sweep_ev = event_new(rdzvd.base, -1, EV_PERSIST, sweep_cb, NULL);
