@@ -438,6 +438,11 @@ int grpc_client_connected(const struct grpc_client *cli);
  * heard it either (its PINGs are answered at once). */
 uint64_t grpc_client_last_seen_ms(const struct grpc_client *cli);
 
+/* When (mono_ms) the server's kernel last acknowledged bytes of the
+ * established connection (TCP_INFO), 0 when not connected or unknown: the
+ * path to the server's host works even while its process is stopped. */
+uint64_t grpc_client_acked_ms(const struct grpc_client *cli);
+
 /*
  * Runs one unary call to completion on a private event loop: for the CLI
  * tools. On success *reply is the decoded message (free it with

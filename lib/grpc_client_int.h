@@ -172,6 +172,7 @@ void	gcli_call_resume(struct grpc_ccall *);
 /* grpc_client_connect.c */
 struct cconn *gcli_conn_new(struct grpc_client *);
 const char *gcli_conn_local(struct cconn *);
+uint64_t gcli_conn_acked_ms(struct cconn *);
 
 /* grpc_client_conn.c */
 void	gcli_conn_free(struct cconn *);

@@ -347,6 +347,7 @@ struct session {
 	bool			 ever_joined;
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
 	uint32_t		 lease_ttl_ms;	/* the job's; 0 unknown */
+	int			 close_err;	/* the last connection's end */
 	bool			 hang_warned;
 	/* A join went to an rdzvd that answered: it may hold our node. */
 	bool			 join_sent;

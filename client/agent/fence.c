@@ -5,7 +5,10 @@
  * for nothing. So once nothing came from rdzvd for a whole lease (our own
  * PINGs, three to a lease, are answered at once by a reachable rdzvd),
  * the agent stops its workers and says why, and resumes or joins again
- * when rdzvd is back.
+ * when rdzvd is back. What rdzvd's host still acknowledges (TCP), or a
+ * connection it refuses (rdzvd not running), counts as heard: a stopped,
+ * stalled or restarting rdzvd loses no node for it (issue 12, SPEC §4
+ * rule 11), so it must not cost a worker either.
  *
  * One exception: workers that still step (docs/HEALTH.md's progress
  * reports), after the silence began and within the last half lease, are
@@ -14,6 +17,7 @@
  * 13), which holds the job: stopping them would restart a healthy job.
  * Workers that send no progress are fenced at the lease.
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include <event2/event.h>
@@ -33,6 +37,15 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t moved = a->progress.moved_us / 1000;
 
 	heard = grpc_client_last_seen_ms(a->session.cli);
+	if (heard > f->heard_ms)
+		f->heard_ms = heard;
+	/* rdzvd's host took our bytes (it reads them when it runs: a stalled
+	 * rdzvd counts no silence), or refused us (no rdzvd runs there to
+	 * judge us): either way it cannot have given our ranks away. */
+	heard = grpc_client_acked_ms(a->session.cli);
+	if (!grpc_client_connected(a->session.cli) &&
+	    a->session.close_err == -ECONNREFUSED)
+		heard = now;
 	if (heard > f->heard_ms)
 		f->heard_ms = heard;
 	if (f->heard_ms != 0 && now - f->heard_ms < ttl)

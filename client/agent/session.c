@@ -627,6 +627,9 @@ send_join(struct session *s)
 static void
 on_closed(struct grpc_client *cli, int err, const char *reason, void *arg)
 {
+	struct session *s = arg;
+
+	s->close_err = err;
 	log_debug("connection to rdzvd closed: %s", reason);
 }
 
