@@ -31,9 +31,9 @@ import rdzvtest as rt  # noqa: E402
 PB = rdzvnode.pb
 TRAIN = os.path.join(HERE, "..", "integration", "torch", "train_ddp.py")
 LEASE_S = 3.0
-# New workers import torch and join gloo: 1-2 s alone, up to 6 s on two
-# cores that other tests share.
-STARTUP_S = 6.0
+# New workers import torch and join gloo: 1-3 s alone, 6 s seen on two
+# cores that four other tests share.
+STARTUP_S = 10.0
 os.environ.pop("OMP_NUM_THREADS", None)
 
 
