@@ -100,6 +100,10 @@ class Net:
         if why:
             raise Unavailable(why)
         sweep_stale()
+        # A run ended by SIGTERM (meson's timeout) still removes what it
+        # made: the exit runs every finally and the atexit hook below.
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         if tag is None:
             _made += 1
             tag = "rz%d%s" % (os.getpid(), "abcdefghijklmnopqrstuvwxyz"[
@@ -314,4 +318,3 @@ if __name__ == "__main__":
         main()
     except Unavailable as e:
         sys.exit("netns.py: %s" % e)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
