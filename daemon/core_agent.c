@@ -352,11 +352,12 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 }
 
 /*
- * Ends |n|'s lease for *|silent_ms| of silence (NULL: unknown); true when its job must
- * settle. A participant silent since before the current round formed
- * after a failure (its peers' collective broke on it first, or it went in
- * the same switch event as a node lost a sweep earlier) was part of that
- * failure: its loss re-rounds but is not counted again (SPEC §4 rule 13).
+ * Ends |n|'s lease for *|silent_ms| of silence (NULL: unknown); true when
+ * its job must settle. A participant silent since before the current
+ * round formed after a failure (its peers' collective broke on it first,
+ * or it went in the same switch event as a node lost a sweep earlier) was
+ * part of that failure: its loss re-rounds but is not counted again (SPEC
+ * §4 rule 13).
  */
 static bool
 lease_lost_one(struct core_node *n, const uint64_t *silent_ms)

@@ -14,8 +14,8 @@
  * takes several nodes, or rdzvd's own link, is judged by one rule.
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
