@@ -220,12 +220,12 @@ streams_last_seen_ms(const struct core_node *node, struct core_now now)
 }
 
 /*
- * rdzvd's own outage (SPEC §4 rule 13): when every stream of two or more
- * is silent past its lease in one sweep, rdzvd heard from nobody, and it
- * is rdzvd's network or host that failed, not every node at once. No lease
- * ends then; once any node is heard again, every silence counts from that
- * moment, as after a daemon restart (rule 11). One node alone cannot tell
- * the two apart: its lease ends as usual.
+ * rdzvd's own outage (SPEC §4 rule 13): when a lease ends while rdzvd has
+ * heard from none of its two or more nodes, of any job, for at least that
+ * lease, it is rdzvd's network or host that failed, not every node at
+ * once. No lease ends then; once any node is heard again, every silence
+ * counts from that moment, as after a daemon restart (rule 11). One node
+ * alone cannot tell the two apart: its lease ends as usual.
  */
 static bool	 outage;
 static uint64_t	 outage_start;	/* mono ms the outage was noticed */
@@ -233,9 +233,9 @@ static uint64_t	 outage_end;	/* mono ms a node was heard again */
 
 /* True while the sweep holds every lease for rdzvd's own outage. */
 static bool
-outage_holds(size_t silent, size_t total, uint64_t now)
+outage_holds(bool nobody, size_t total, uint64_t now)
 {
-	if (total >= 2 && silent == total) {
+	if (nobody) {
 		if (!outage) {
 			outage = true;
 			outage_start = now;
@@ -267,7 +267,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
 	uint64_t stall = stall_end_ms();
 	struct core_node **lost = NULL;
-	uint64_t *silent = NULL;
+	uint64_t *silent = NULL, heard = 0, min_ttl = UINT64_MAX;
 	size_t n = 0, cap = 0, total = 0;
 
 	if (stall < outage_end)
@@ -285,10 +285,14 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		/* Silence counts only while rdzvd could read. */
 		if (seen < stall)
 			seen = stall;
+		if (seen > heard)
+			heard = seen;
 		if (ttl < floor)
 			ttl = floor;
 		if (now <= seen || now - seen <= ttl)
 			continue;
+		if (ttl < min_ttl)
+			min_ttl = ttl;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			lost = xreallocarray(lost, cap, sizeof(*lost));
@@ -297,7 +301,9 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		silent[n] = now - seen;
 		lost[n++] = node;
 	}
-	if (outage_holds(n, total, now))
+	/* Heard from nobody for the shortest lease that would end. */
+	if (outage_holds(total >= 2 && n > 0 && now > heard &&
+	    now - heard > min_ttl, total, now))
 		n = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct core_node *node = lost[i];
