@@ -15,7 +15,10 @@
  * in collectives that every peer of their generation still runs, so no
  * rank of theirs was given away. That is rdzvd's own outage (SPEC §4 rule
  * 13), which holds the job: stopping them would restart a healthy job.
- * Workers that send no progress are fenced at the lease.
+ * Workers that send no progress are fenced at the lease. A fenced
+ * generation is reported FAILED (sent when rdzvd is reached again): a
+ * job that rdzvd held meanwhile restarts instead of keeping a node with
+ * no workers in its round; a node rdzvd lost finds the report stale.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,9 +72,14 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 	    "ranks away; stopping the workers (fencing) until rdzvd answers",
 	    (unsigned long long)a->ws.generation,
 	    (now - f->heard_ms) / 1000.0, ttl / 1000.0);
-	a->have_want = false;
 	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "fenced: rdzvd "
 	    "has not been heard for the lease (%.1f s)", ttl / 1000.0);
+	/* Their generation lost its workers here: if rdzvd still holds it
+	 * when it hears us again, that is a failure of it (a new round),
+	 * not a node that waits idle in it; if not, the report is stale. */
+	report_outcome(&a->report, a->ws.generation,
+	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
+	a->have_want = false;
 	agent_step(a);
 }
 

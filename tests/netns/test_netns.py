@@ -306,6 +306,36 @@ def test_rdzvd_link_down(cluster):
           "link came back" % (2 * LEASE_S, back))
 
 
+def test_rdzvd_link_down_without_progress(cluster):
+    """rdzvd's own link down for twice the lease, workers that report no
+    progress: the agents cannot tell rdzvd's outage from their own, so they
+    fence their workers and report the generation failed; rdzvd, which held
+    the job, restarts it once when it hears them, and it trains on. No
+    job fails and no node sits in a round without workers."""
+    c = cluster(["n0", "n1"])
+    for i, t in enumerate(("n0", "n1")):
+        c.agent(t, "2", max_restarts=1, args=["--node-rank", i],
+                env={"TRAIN_PROGRESS": "0"})
+    (g1, _), _ = c.wait(lambda: c.first_world(2), 60, "2 workers started")
+    c.wait(lambda: c.stepping(g1, 2), 30, "training")
+    c.net.link_down("rdzvd")
+    t0 = time.monotonic()
+    c.wait(lambda: all(saw(p, "(fencing)") for p in c.agents.values()),
+           3 * LEASE_S, "both agents fenced")
+    c.wait(lambda: time.monotonic() - t0 >= 2 * LEASE_S, 3 * LEASE_S,
+           "twice the lease")
+    assert saw(c.daemon, "rdzvd's own network or host failed"), c.daemon.output()
+    c.net.link_up("rdzvd")
+    (g2, _), back = c.wait(lambda: c.first_world(2, after=g1), 40,
+                           "a new round of both nodes")
+    c.wait(lambda: c.stepping(g2, 2), 30, "training again")
+    j = c.job()
+    assert j.state == PB.types.JOB_STATE_RUNNING and j.restart_count == 1, \
+        c.events()
+    c.finish(g2, 2, 1)
+    print("rdzvd link down, no progress: fenced, restarted once, training "
+          "%.2f s after the link came back" % back)
+
 def test_cut_from_rdzvd(cluster):
     """n2 is cut from rdzvd only (nftables; it still reaches its peers):
     rdzvd loses it after its lease and the others go on at world 2; n2's

@@ -17,7 +17,8 @@ after the generation and the rank:
   peerloss-gG-rR.json  a collective failed: a peer went away
 
 Each epoch is also a step reported to the agent's RDZV_PROGRESS socket
-(docs/HEALTH.md), as rdzv.progress would, when the agent names one.
+(docs/HEALTH.md), as rdzv.progress would, when the agent names one and
+TRAIN_PROGRESS is not 0.
 
 Settings (environment, inherited from the agent):
 
@@ -94,7 +95,7 @@ def report_step(step):
     """One progress datagram, "1 LOCAL_RANK STEP", to the agent; nothing
     when it names no socket or cannot take it."""
     where = os.environ.get("RDZV_PROGRESS", "")
-    if not where:
+    if not where or os.environ.get("TRAIN_PROGRESS") == "0":
         return
     addr = "\0" + where[1:] if where.startswith("@") else where
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
