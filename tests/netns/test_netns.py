@@ -322,9 +322,11 @@ def test_rdzvd_link_down_without_progress(cluster):
     t0 = time.monotonic()
     c.wait(lambda: all(saw(p, "(fencing)") for p in c.agents.values()),
            3 * LEASE_S, "both agents fenced")
-    c.wait(lambda: time.monotonic() - t0 >= 2 * LEASE_S, 3 * LEASE_S,
-           "twice the lease")
-    assert saw(c.daemon, "rdzvd's own network or host failed"), c.daemon.output()
+    # rdzvd holds the job (a stall of its own on a loaded machine may put
+    # that off by up to a lease: silence counts from the stall's end).
+    c.wait(lambda: saw(c.daemon, "rdzvd's own network or host failed") and
+           time.monotonic() - t0 >= 2 * LEASE_S, 4 * LEASE_S,
+           "rdzvd holding the job, and twice the lease")
     c.net.link_up("rdzvd")
     (g2, _), back = c.wait(lambda: c.first_world(2, after=g1), 40,
                            "a new round of both nodes")
