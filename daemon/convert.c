@@ -74,9 +74,13 @@ gpu_to_pb(struct arena *a, const struct core_gpu *g)
 	return m;
 }
 
+/*
+ * A connected node not heard for twice the keepalive (its PINGs go
+ * unanswered) is silent: its lease runs, from its last frame.
+ */
 static Rdzv__V1__Node *
 node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
-    const struct core_node_progress *p)
+    int64_t now_ms, const struct core_node_progress *p)
 {
 	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
 	rdzv__v1__node__init(m);
@@ -100,6 +104,8 @@ node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
 	m->last_seen_unix_ms = last_seen_ms;
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
+	m->silent = n->connected && last_seen_ms != 0 &&
+	    now_ms - last_seen_ms >= 2LL * rdzvd.cfg.keepalive_ms;
 	m->has_step = p->has_step;
 	m->step = p->step;
 	m->step_unix_ms = p->step_wall_ms;
@@ -147,7 +153,7 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 		TAILQ_FOREACH(n, &j->nodes, entry) {
 			core_node_progress(n, m->lead_step, now, &p);
 			m->nodes[m->n_nodes++] = node_to_pb(a, n,
-			    last_seen(n, now), &p);
+			    last_seen(n, now), now.wall_ms, &p);
 		}
 	}
 	if (events > j->events_n)

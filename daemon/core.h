@@ -296,6 +296,9 @@ struct core_job {
 	bool			 pend_failure;	/* count a failure */
 	bool			 pend_loss;	/* ... that is a lost node */
 	bool			 pend_change;	/* re-round, no restart */
+	/* When (core ms) the current round was formed after a failure, 0 if
+	 * not: a node silent since before then is part of that failure. */
+	uint64_t		 failure_round_ms;
 	/* A reported failure waiting for an away member (see core_settle). */
 	bool			 held_failure;
 	char			 held_reason[CORE_REASON_MAX];
@@ -560,6 +563,15 @@ void		 core_disconnect(struct core *, struct core_now,
 /* The node's connection went silent for lease_ttl: it is lost now. */
 void		 core_lease_lost(struct core *, struct core_now,
 		    struct core_node *);
+/*
+ * The leases of |n| nodes ended in one sweep: one failure per job. Node i
+ * was silent for silent_ms[i] (NULL: not known); one silent since
+ * before a round formed after a failure is part of that failure, and its
+ * loss re-rounds without a second restart.
+ */
+void		 core_leases_lost(struct core *, struct core_now,
+		    struct core_node *const *, const uint64_t *silent_ms,
+		    size_t);
 
 /* core_progress.c: training progress (docs/HEALTH.md). */
 /*
@@ -701,6 +713,7 @@ void		 core_msg_queue(struct core_node *, const struct core_msg *);
 void		 core_msg_waiting(struct core_node *, const char *reason);
 void		 core_msg_drop(struct core *, struct core_node *);
 void		 core_settle_later(struct core_job *);
+void		 core_settle_due(struct core *);
 void		 core_fmt_secs(char *, size_t, uint64_t ms);
 void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
 void		 core_node_free(struct core_node *);

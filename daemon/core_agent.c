@@ -352,25 +352,73 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 	}
 }
 
+/*
+ * Ends |n|'s lease for *|silent_ms| of silence (NULL: unknown); true when
+ * its job must settle. A participant silent since before the current
+ * round formed after a failure (its peers' collective broke on it first,
+ * or it went in the same switch event as a node lost a sweep earlier) was
+ * part of that failure: its loss re-rounds but is not counted again (SPEC
+ * §4 rule 13).
+ */
+static bool
+lease_lost_one(struct core_node *n, const uint64_t *silent_ms)
+{
+	struct core_job	*j;
+	char		 t[32], why[CORE_REASON_MAX];
+	bool		 counted, was_pending;
+	uint64_t	 now;
+
+	if (n == NULL || n->removed)
+		return false;
+	j = n->job;
+	n->connected = false;
+	core_msg_drop(j->core, n);
+	if (!core_node_live(n) || core_job_ended(j))
+		return false;
+	now = j->core->now.mono_ms;
+	counted = silent_ms != NULL && n->state == CORE_NODE_PARTICIPANT &&
+	    j->state == CORE_JOB_RUNNING && j->failure_round_ms != 0 &&
+	    *silent_ms <= now && now - *silent_ms <= j->failure_round_ms;
+	core_fmt_secs(t, sizeof(t), j->settings.lease_ttl_ms);
+	textf(why, sizeof(why), "its connection was silent for its whole "
+	    "lease, lease_ttl %s%s", t, counted ? ", since before the failure "
+	    "that formed this round" : "");
+	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
+	    n->hostname, (unsigned long long)n->node_id, why);
+	was_pending = j->pend_failure;
+	core_node_end(n, CORE_NODE_LOST, why);
+	if (counted && !was_pending) {
+		j->pend_failure = false;
+		j->pend_change = true;
+	}
+	return true;
+}
+
+/*
+ * Leases that end in one sweep are one event for each job (SPEC §4 rule
+ * 13): every node ends first, then each touched job settles once, so a
+ * switch that takes two nodes costs one restart and one round without
+ * either of them.
+ */
+void
+core_leases_lost(struct core *c, struct core_now now,
+    struct core_node *const *nodes, const uint64_t *silent_ms, size_t n)
+{
+	core_set_now(c, now);
+	for (size_t i = 0; i < n; i++) {
+		if (nodes[i] == NULL)
+			continue;
+		if (lease_lost_one(nodes[i], silent_ms != NULL ? &silent_ms[i] :
+		    NULL))
+			core_settle_later(nodes[i]->job);
+	}
+	core_settle_due(c);
+}
+
 void
 core_lease_lost(struct core *c, struct core_now now, struct core_node *n)
 {
-	char	t[32], why[CORE_REASON_MAX];
-
-	core_set_now(c, now);
-	if (n == NULL || n->removed)
-		return;
-	n->connected = false;
-	core_msg_drop(c, n);
-	if (!core_node_live(n) || core_job_ended(n->job))
-		return;
-	core_fmt_secs(t, sizeof(t), n->job->settings.lease_ttl_ms);
-	textf(why, sizeof(why), "its connection was silent for its whole "
-	    "lease, lease_ttl %s", t);
-	core_event_add(n->job, "lost", "node %s (node %llu) was lost: %s",
-	    n->hostname, (unsigned long long)n->node_id, why);
-	core_node_end(n, CORE_NODE_LOST, why);
-	core_settle(n->job);
+	core_leases_lost(c, now, &n, NULL, 1);
 }
 
 /*

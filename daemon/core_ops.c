@@ -178,11 +178,7 @@ core_advance(struct core *c, struct core_now now)
 			break;
 		}
 	}
-	while ((j = TAILQ_FIRST(&c->settle)) != NULL) {
-		TAILQ_REMOVE(&c->settle, j, settle_entry);
-		j->settling = false;
-		core_settle(j);
-	}
+	core_settle_due(c);
 }
 
 uint64_t

@@ -607,8 +607,10 @@ core_settle(struct core_job *j)
 				    "exceeds max_restarts %u", reason,
 				    j->restart_count, j->settings.max_restarts);
 				core_job_fail(j, why);
-			} else
+			} else {
 				reround(j, reason, gone, loss);
+				j->failure_round_ms = c->now.mono_ms;
+			}
 		} else if (change)
 			reround(j, reason, gone, false);
 		else if (w > 0) {

@@ -233,6 +233,19 @@ core_settle_later(struct core_job *j)
 	TAILQ_INSERT_TAIL(&j->core->settle, j, settle_entry);
 }
 
+/* Settles, once each, the jobs core_settle_later() collected. */
+void
+core_settle_due(struct core *c)
+{
+	struct core_job	*j;
+
+	while ((j = TAILQ_FIRST(&c->settle)) != NULL) {
+		TAILQ_REMOVE(&c->settle, j, settle_entry);
+		j->settling = false;
+		core_settle(j);
+	}
+}
+
 /* ---------------------------------------------------------------- events */
 
 /*

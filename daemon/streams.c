@@ -5,9 +5,17 @@
  * frame, not even a PING answer) for the job's lease_ttl ends the lease at
  * once (SPEC §3). rdzvd PINGs connections silent for --keepalive, so the
  * silence that counts is never shorter than twice that interval.
+ *
+ * A connection that failed after such silence (TCP_USER_TIMEOUT on our
+ * unanswered PINGs: a link or host gone without a FIN) is no closed
+ * connection: its node is silent, not gone, and its stream stays here
+ * without a call until the node resumes or its lease, counted from its
+ * last frame, ends in a sweep like any silent stream's. So a switch that
+ * takes several nodes, or rdzvd's own link, is judged by one rule.
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,11 +27,13 @@
 #define SWEEP_MS	500
 
 struct stream {
-	struct grpc_call	*call;
+	struct grpc_call	*call;		/* NULL: its connection timed out */
 	uint64_t		 node_id;
+	uint64_t		 seen;		/* mono ms, when call is NULL */
 };
 
 static struct hash	 streams;
+static size_t		 n_timed_out;	/* streams without a call */
 static struct event	*sweep_ev;
 
 static void	stream_end(struct stream *, int, int, const char *, ...)
@@ -56,14 +66,18 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 	va_list ap;
 
 	hash_remove(&streams, hash_u64(s->node_id), s);
-	grpc_call_on_close(s->call, NULL, NULL);
-	if (fmt != NULL) {
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-		grpc_call_finish(s->call, status, "%s", msg);
-	} else
-		grpc_call_finish(s->call, status, NULL);
+	if (s->call == NULL)
+		n_timed_out--;
+	else {
+		grpc_call_on_close(s->call, NULL, NULL);
+		if (fmt != NULL) {
+			va_start(ap, fmt);
+			vsnprintf(msg, sizeof(msg), fmt, ap);
+			va_end(ap);
+			grpc_call_finish(s->call, status, "%s", msg);
+		} else
+			grpc_call_finish(s->call, status, NULL);
+	}
 	if (gone && (node = core_node_find(rdzvd.core, s->node_id)) != NULL) {
 		log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
 		    (unsigned long long)s->node_id);
@@ -73,11 +87,35 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 	free(s);
 }
 
-/* The agent's side went away: its connection, a cancel, a deadline. */
+/* When (mono ms) the connection of |s| was last heard from. */
+static uint64_t
+stream_seen(const struct stream *s)
+{
+	if (s->call == NULL)
+		return s->seen;
+	return grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+}
+
+/*
+ * The agent's side went away: its connection, a cancel, a deadline. A
+ * connection that timed out in silence leaves the stream without a call.
+ */
 static void
 stream_closed(struct grpc_call *call, int cancelled, void *arg)
 {
-	stream_end(arg, 1, GRPC_CANCELLED, NULL);
+	struct stream *s = arg;
+	uint64_t now = mono_ms(), seen = stream_seen(s);
+
+	if (now > seen && now - seen >= 2ULL * rdzvd.cfg.keepalive_ms) {
+		log_info("node %llu: its connection failed after %.1f s of "
+		    "silence; its lease runs from its last frame",
+		    (unsigned long long)s->node_id, (now - seen) / 1000.0);
+		s->call = NULL;
+		s->seen = seen;
+		n_timed_out++;
+		return;
+	}
+	stream_end(s, 1, GRPC_CANCELLED, NULL);
 }
 
 void
@@ -106,6 +144,13 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 
 	if (s == NULL)
 		return;
+	if (s->call == NULL) {
+		/* Silent: it is told its place afresh when it resumes. */
+		if (msg->kind == CORE_MSG_LEFT || msg->kind == CORE_MSG_CLOSED ||
+		    msg->kind == CORE_MSG_FAILED || msg->kind == CORE_MSG_EVICTED)
+			stream_end(s, 1, GRPC_OK, NULL);
+		return;
+	}
 	if (msg->kind == CORE_MSG_LEFT) {
 		stream_end(s, 1, GRPC_OK, NULL);
 		return;
@@ -149,7 +194,7 @@ streams_forget(uint64_t node_id)
 size_t
 streams_count(void)
 {
-	return streams.n;
+	return streams.n - n_timed_out;
 }
 
 /*
@@ -167,22 +212,66 @@ streams_last_seen_ms(const struct core_node *node, struct core_now now)
 		return node->last_seen_ms;
 	/* The connection's time is plain monotonic, not the core's. */
 	uint64_t mono = mono_ms();
-	seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+	seen = stream_seen(s);
 	if (seen > mono)
 		seen = mono;
 	wall = now.wall_ms - (int64_t)(mono - seen);
 	return wall > node->last_seen_ms ? wall : node->last_seen_ms;
 }
 
-/* Ends the leases of nodes whose connection has been silent too long. */
+/*
+ * rdzvd's own outage (SPEC §4 rule 13): when a lease ends while rdzvd has
+ * heard from none of its two or more nodes, of any job, for at least that
+ * lease, it is rdzvd's network or host that failed, not every node at
+ * once. No lease ends then; once any node is heard again, every silence
+ * counts from that moment, as after a daemon restart (rule 11). One node
+ * alone cannot tell the two apart: its lease ends as usual.
+ */
+static bool	 outage;
+static uint64_t	 outage_start;	/* mono ms the outage was noticed */
+static uint64_t	 outage_end;	/* mono ms a node was heard again */
+
+/* True while the sweep holds every lease for rdzvd's own outage. */
+static bool
+outage_holds(bool nobody, size_t total, uint64_t now)
+{
+	if (nobody) {
+		if (!outage) {
+			outage = true;
+			outage_start = now;
+			log_warnx("no node of any job was heard for its lease "
+			    "(%zu connections silent): rdzvd's own network or "
+			    "host failed, not the nodes; the jobs are held for "
+			    "their nodes to resume", total);
+		}
+		return true;
+	}
+	if (outage) {
+		outage = false;
+		outage_end = now;
+		log_warnx("a node was heard again after %.1f s of rdzvd's own "
+		    "outage; every silent node has a whole lease from now",
+		    (now - outage_start) / 1000.0);
+	}
+	return false;
+}
+
+/*
+ * Ends the leases of nodes whose connection has been silent too long, all
+ * in one call to the core, so that a switch taking several nodes is one
+ * failure per job.
+ */
 static void
 sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t now = mono_ms(), floor = 2ULL * rdzvd.cfg.keepalive_ms;
 	uint64_t stall = stall_end_ms();
-	uint64_t *lost = NULL;
-	size_t n = 0, cap = 0;
+	struct core_node **lost = NULL;
+	uint64_t *silent = NULL, heard = 0, min_ttl = UINT64_MAX;
+	size_t n = 0, cap = 0, total = 0;
 
+	if (stall < outage_end)
+		stall = outage_end;
 	for (size_t i = 0; i < streams.cap; i++) {
 		struct stream *s = streams.slots[i].item;
 		if (s == NULL)
@@ -190,33 +279,46 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		struct core_node *node = core_node_find(rdzvd.core, s->node_id);
 		if (node == NULL)
 			continue;
+		total++;
 		uint64_t ttl = node->job->settings.lease_ttl_ms;
-		uint64_t seen = grpc_conn_last_seen_ms(grpc_call_conn(s->call));
+		uint64_t seen = stream_seen(s);
 		/* Silence counts only while rdzvd could read. */
 		if (seen < stall)
 			seen = stall;
+		if (seen > heard)
+			heard = seen;
 		if (ttl < floor)
 			ttl = floor;
 		if (now <= seen || now - seen <= ttl)
 			continue;
+		if (ttl < min_ttl)
+			min_ttl = ttl;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			lost = xreallocarray(lost, cap, sizeof(*lost));
+			silent = xreallocarray(silent, cap, sizeof(*silent));
 		}
-		lost[n++] = s->node_id;
+		silent[n] = now - seen;
+		lost[n++] = node;
 	}
+	/* Heard from nobody for the shortest lease that would end. */
+	if (outage_holds(total >= 2 && n > 0 && now > heard &&
+	    now - heard > min_ttl, total, now))
+		n = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct core_node *node = core_node_find(rdzvd.core, lost[i]);
+		struct core_node *node = lost[i];
 		uint32_t ttl = node->job->settings.lease_ttl_ms;
 		log_info("job %s: node %llu: connection silent, lease ended",
-		    node->job->rdzv_id, (unsigned long long)lost[i]);
-		stream_end(find(lost[i]), 0, GRPC_UNAVAILABLE, "connection "
-		    "silent for longer than the lease (%u ms)", ttl);
-		core_lease_lost(rdzvd.core, turn_now(), node);
+		    node->job->rdzv_id, (unsigned long long)node->node_id);
+		stream_end(find(node->node_id), 0, GRPC_UNAVAILABLE,
+		    "connection silent for longer than the lease (%u ms)", ttl);
+	}
+	if (n > 0) {
+		core_leases_lost(rdzvd.core, turn_now(), lost, silent, n);
+		turn_schedule();
 	}
 	free(lost);
-	if (n > 0)
-		turn_schedule();
+	free(silent);
 }
 
 void
@@ -225,6 +327,9 @@ streams_init(void)
 	struct timeval tv = { 0, SWEEP_MS * 1000 };
 
 	hash_init(&streams);
+	n_timed_out = 0;
+	outage = false;
+	outage_start = outage_end = 0;
 	sweep_ev = event_new(rdzvd.base, -1, EV_PERSIST, sweep_cb, NULL);
 	if (sweep_ev == NULL || event_add(sweep_ev, &tv) != 0)
 		fatalx("streams_init: cannot create the sweep timer");
@@ -242,7 +347,8 @@ streams_shutdown(const char *why)
 	for (size_t i = 0; i < streams.cap; i++)
 		while (streams.slots[i].item != NULL) {
 			struct stream *s = streams.slots[i].item;
-			role_hint(s->call);
+			if (s->call != NULL)
+				role_hint(s->call);
 			stream_end(s, 0, GRPC_UNAVAILABLE, "%s", why);
 		}
 	if (sweep_ev != NULL)
@@ -255,7 +361,8 @@ streams_free(void)
 	for (size_t i = 0; i < streams.cap; i++) {
 		struct stream *s = streams.slots[i].item;
 		if (s != NULL) {
-			grpc_call_on_close(s->call, NULL, NULL);
+			if (s->call != NULL)
+				grpc_call_on_close(s->call, NULL, NULL);
 			free(s);
 		}
 	}

@@ -14,7 +14,8 @@ test) pkgs="$pkgs python3-grpcio python3-grpc-tools python3-protobuf
 python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang libclang-rt-14-dev valgrind
 dpkg-dev debhelper fakeroot lintian bash-completion man-db systemd
 prometheus chromium slurm-wlm munge
-etcd-server etcd-client" ;;
+etcd-server etcd-client
+iproute2 nftables ethtool" ;;
 demo) pkgs="$pkgs python3-torch" ;;
 esac
 

@@ -455,6 +455,16 @@ const char *grpc_client_local_addr(const struct grpc_client *cli);
 /* 1 when the connection is established. */
 int grpc_client_connected(const struct grpc_client *cli);
 
+/* When (mono_ms) any connection of the client last read bytes from the
+ * server, 0 never: the agent's measure of how long rdzvd may not have
+ * heard it either (its PINGs are answered at once). */
+uint64_t grpc_client_last_seen_ms(const struct grpc_client *cli);
+
+/* When (mono_ms) the server's kernel last acknowledged bytes of the
+ * established connection (TCP_INFO), 0 when not connected or unknown: the
+ * path to the server's host works even while its process is stopped. */
+uint64_t grpc_client_acked_ms(const struct grpc_client *cli);
+
 /*
  * Runs one unary call to completion on a private event loop: for the CLI
  * tools. On success *reply is the decoded message (free it with

@@ -193,6 +193,21 @@ grpc_client_local_addr(const struct grpc_client *cli)
 	return gcli_conn_local(cli->conn);
 }
 
+uint64_t
+grpc_client_last_seen_ms(const struct grpc_client *cli)
+{
+	return cli != NULL ? cli->last_seen_ms : 0;
+}
+
+uint64_t
+grpc_client_acked_ms(const struct grpc_client *cli)
+{
+	if (cli == NULL || cli->conn == NULL ||
+	    cli->conn->state != CCONN_READY)
+		return 0;
+	return gcli_conn_acked_ms(cli->conn);
+}
+
 int
 grpc_client_connected(const struct grpc_client *cli)
 {

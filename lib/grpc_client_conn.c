@@ -508,6 +508,7 @@ gcli_conn_feed(struct cconn *conn, const uint8_t *data, size_t len,
     size_t *used)
 {
 	conn->got_data = 1;
+	conn->cli->last_seen_ms = mono_ms();
 	ssize_t rv = nghttp2_session_mem_recv(conn->h2, data, len);
 	if (conn->state != CCONN_READY)
 		return -1;

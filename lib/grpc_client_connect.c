@@ -183,6 +183,26 @@ raw_read_cb(evutil_socket_t fd, short what, void *arg)
 	gcli_leave(cli);
 }
 
+/*
+ * When (mono ms) the server's kernel last acknowledged our bytes on an
+ * established connection: TCP_INFO's last ACK. A unix socket's peer is on
+ * this host: now. 0 when it cannot be known.
+ */
+uint64_t
+gcli_conn_acked_ms(struct cconn *conn)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int fd = conn->bev != NULL ? bufferevent_getfd(conn->bev) : conn->fd;
+	uint64_t now = mono_ms();
+
+	if (conn->cli->opts.server.kind == ENDPOINT_UNIX)
+		return now;
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return 0;
+	return ti.tcpi_last_ack_recv < now ? now - ti.tcpi_last_ack_recv : 0;
+}
+
 /* Our address on an established connection, looked up the first time
  * someone asks (the agent advertises it, SPEC §6). */
 const char *

@@ -144,6 +144,7 @@ struct grpc_client {
 	struct event *flush_ev;		/* sends from the loop */
 	int dead;			/* grpc_client_free was called */
 	unsigned int cb_gen;		/* bumped before each user callback */
+	uint64_t last_seen_ms;		/* mono_ms of the last bytes read */
 };
 
 /*
@@ -171,6 +172,7 @@ void	gcli_call_resume(struct grpc_ccall *);
 /* grpc_client_connect.c */
 struct cconn *gcli_conn_new(struct grpc_client *);
 const char *gcli_conn_local(struct cconn *);
+uint64_t gcli_conn_acked_ms(struct cconn *);
 
 /* grpc_client_conn.c */
 void	gcli_conn_free(struct cconn *);

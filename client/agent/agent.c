@@ -32,7 +32,6 @@
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
 
-static void	agent_step(struct agent *);
 static void	agent_quit(struct agent *, int status, bool leave,
 		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -126,7 +125,7 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Decides again on the next loop turn, out of whatever callback asked:
  * no decision runs inside another. */
-static void
+void
 agent_step(struct agent *a)
 {
 	if (a->step_ev != NULL)
@@ -186,6 +185,7 @@ on_joined(void *arg)
 {
 	struct agent *a = arg;
 
+	netif_choose(a);
 	/* rdzvd keeps steps in memory only: after a resume (perhaps on a
 	 * restarted or another rdzvd) it hears the latest again. */
 	if (a->progress.has_step)
@@ -401,13 +401,14 @@ static const struct session_events session_events = {
 /* ------------------------------------------------------ workers events */
 
 /* The message a FAILED report carries: the first failed worker's error
- * file, else any failed worker's, else its exit status. */
+ * file, else any failed worker's, else its exit status and the last line
+ * it wrote to stderr. */
 static void
 failure_message(struct agent *a, char *buf, size_t len)
 {
 	const struct workers *ws = &a->ws;
 	const struct worker *first = NULL;
-	char how[64];
+	char how[64], last[200];
 
 	if (ws->first_failed >= 0)
 		first = &ws->w[ws->first_failed];
@@ -423,11 +424,14 @@ failure_message(struct agent *a, char *buf, size_t len)
 		snprintf(buf, len, "a worker failed");
 		return;
 	}
-	snprintf(buf, len, "rank %u (local rank %d) %s%s%s",
-	    ws->base_rank + (uint32_t)first->local_rank, first->local_rank,
-	    workers_describe_status(first->status, how, sizeof(how)),
-	    first->exec_errno != 0 ? ": " : "",
-	    first->exec_errno != 0 ? strerror(first->exec_errno) : "");
+	if (first->exec_errno != 0)
+		textf(last, sizeof(last), ": %s", strerror(first->exec_errno));
+	else if (!logs_stderr_tail(first->error_file, "; its last line on "
+	    "stderr: ", last, sizeof(last)))
+		last[0] = '\0';
+	textf(buf, len, "rank %u (local rank %d) %s%s", ws->base_rank +
+	    (uint32_t)first->local_rank, first->local_rank,
+	    workers_describe_status(first->status, how, sizeof(how)), last);
 }
 
 /* The outcome of the set that ended, with each worker's exit. */
@@ -691,7 +695,8 @@ setup(struct agent *a, char *err, size_t len)
 	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
 	    report_init(&a->report, a->base, &a->session, &a->offer,
 	    a->opts->id, &rev) != 0 ||
-	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0) {
+	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0 ||
+	    fence_init(a) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
@@ -705,6 +710,7 @@ setup(struct agent *a, char *err, size_t len)
 	    len) != 0)
 		return -1;
 	a->ws.progress_env = a->progress.env;
+	a->ws.ifname = a->ifname;
 	return 0;
 }
 
@@ -720,6 +726,7 @@ agent_free(struct agent *a)
 	report_free(&a->report);
 	workers_free(&a->ws);
 	hang_free(&a->hang);
+	fence_free(a);
 	progress_free(&a->progress);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
 		if (a->sig_ev[i] != NULL)

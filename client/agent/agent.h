@@ -239,6 +239,8 @@ struct workers {
 	struct event		*sigchld;
 	bool			 killed;	/* SIGKILL was sent */
 	const char		*progress_env;	/* RDZV_PROGRESS; NULL none */
+	const char		*ifname;	/* GLOO/NCCL_SOCKET_IFNAME
+						   where unset; "" none */
 };
 
 /* ----------------------------------------------------------- progress.c */
@@ -345,6 +347,8 @@ struct session {
 	uint64_t		 trying_since;	/* ms, first failed attempt */
 	bool			 ever_joined;
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
+	uint32_t		 lease_ttl_ms;	/* the job's; 0 unknown */
+	int			 close_err;	/* the last connection's end */
 	bool			 hang_warned;
 	/* A join went to an rdzvd that answered: it may hold our node. */
 	bool			 join_sent;
@@ -416,6 +420,13 @@ struct report {
 
 /* -------------------------------------------------------------- agent.c */
 
+/* Fencing's state (fence.c). */
+struct fence {
+	struct event		*ev;		/* its tick */
+	uint64_t		 heard_ms;	/* rdzvd last heard, mono */
+	bool			 stepping_said;
+};
+
 struct agent {
 	struct agent_opts	*opts;
 	struct event_base	*base;
@@ -428,6 +439,9 @@ struct agent {
 	struct progress_watch		 progress;
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
+	struct fence		 fence;
+	char			 ifname[16];	/* netif.c */
+	bool			 ifname_chosen;
 
 	/* What should run, and what runs (agent_step). */
 	struct event		*step_ev;
@@ -449,6 +463,8 @@ struct agent {
 
 /* agent.c */
 int	agent_init(struct agent *, struct agent_opts *);
+/* Decides again on the next loop turn (what runs against what should). */
+void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 uint16_t agent_free_port(uint16_t avoid);
@@ -459,6 +475,13 @@ int	assignment_check(const char *job_id, uint32_t nproc,
 bool	quit_first(bool quitting, int status, const char *msg);
 /* Logs an assignment in the words of docs/AGENT.md. */
 void	assignment_log(const Rdzv__V1__Assignment *);
+
+/* netif.c */
+void	netif_choose(struct agent *);
+
+/* fence.c */
+int	fence_init(struct agent *);
+void	fence_free(struct agent *);
 
 /* coproc.c */
 int	cmd_coproc(int argc, char **argv);
@@ -543,6 +566,8 @@ struct tee *tee_new(struct event_base *, int rfd, int file_fd, int console,
 	    uint32_t rank);
 void	tee_free(struct tee *);
 int	logs_error_message(const char *path, char *buf, size_t len);
+int	logs_stderr_tail(const char *error_file, const char *prefix,
+	    char *buf, size_t len);
 
 /* gpucheck_node.c */
 int	gpucheck_node_plan(struct agent_opts *, struct gpucheck_node *,

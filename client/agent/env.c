@@ -107,6 +107,14 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 		add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (w->visible != NULL && w->visible[0] != '\0')
 		add(e, "CUDA_VISIBLE_DEVICES", "%s", w->visible);
+	/* The interface that reaches rdzvd, when the host name resolves
+	 * to loopback only (netif.c). */
+	if (w->ifname != NULL && w->ifname[0] != '\0') {
+		if (!has(inherited, "GLOO_SOCKET_IFNAME"))
+			add(e, "GLOO_SOCKET_IFNAME", "%s", w->ifname);
+		if (!has(inherited, "NCCL_SOCKET_IFNAME"))
+			add(e, "NCCL_SOCKET_IFNAME", "%s", w->ifname);
+	}
 	/* Where rdzv.progress(step) reports to (docs/HEALTH.md). */
 	if (w->progress != NULL && w->progress[0] != '\0')
 		add(e, "RDZV_PROGRESS", "%s", w->progress);

@@ -33,9 +33,11 @@ struct env_worker {
 	const char	*error_file;	/* torch's error file */
 	const char	*visible;	/* CUDA_VISIBLE_DEVICES; "": keep */
 	const char	*progress;	/* RDZV_PROGRESS; NULL: none */
+	const char	*ifname;	/* GLOO_, NCCL_SOCKET_IFNAME where
+					   unset; NULL or "": none */
 };
 
-#define ENV_VARS_MAX	24
+#define ENV_VARS_MAX	28
 
 /* A worker's own variables, "NAME=value" each, pointing into |buf|. */
 struct env_vars {

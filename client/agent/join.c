@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,31 @@ set_host(struct agent_opts *o, const char *v, char *err, size_t len)
 		return -1;
 	}
 	o->host = v;
+	return 0;
+}
+
+/*
+ * --advertise-addr becomes the other nodes' MASTER_ADDR: a name that does
+ * not resolve here would have every worker retry it until the job is
+ * aborted, so it is refused at the start.
+ */
+static int
+advertise_check(const char *addr, char *err, size_t len)
+{
+	struct addrinfo hints, *res = NULL;
+	int rc;
+
+	if (addr == NULL)
+		return 0;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(addr, NULL, &hints, &res)) != 0) {
+		snprintf(err, len, "--advertise-addr %s: %s; the other nodes' "
+		    "workers could not reach it as MASTER_ADDR (give an address "
+		    "or a name that resolves)", addr, gai_strerror(rc));
+		return -1;
+	}
+	freeaddrinfo(res);
 	return 0;
 }
 
@@ -604,7 +630,8 @@ cmd_join(int argc, char **argv)
 		    "train.py\n", o.id);
 		return AGENT_EXIT_USAGE;
 	}
-	if (command_check(o.argv[0], err, sizeof(err)) != 0) {
+	if (command_check(o.argv[0], err, sizeof(err)) != 0 ||
+	    advertise_check(o.advertise_addr, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent join: %s\n", err);
 		return AGENT_EXIT_USAGE;
 	}

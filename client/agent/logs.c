@@ -467,3 +467,53 @@ logs_error_message(const char *path, char *buf, size_t len)
 	json_decref(root);
 	return 1;
 }
+
+/*
+ * The last line a worker wrote to stderr.log beside |error_file|: what a
+ * script without torch's @record said as it died (gloo's "Connection
+ * refused" at init, a Python traceback's last line). Control characters
+ * and bytes that are not UTF-8 become spaces and '?', as rdzvd takes only
+ * UTF-8. 1 with |prefix| and the line in |buf|, 0 when there is none (no
+ * --log-dir, or nothing written).
+ */
+int
+logs_stderr_tail(const char *error_file, const char *prefix, char *buf,
+    size_t len)
+{
+	char path[PATH_MAX], tail[1024];
+	const char *slash = strrchr(error_file, '/');
+	size_t n, start;
+	ssize_t got;
+	off_t size;
+	int fd;
+
+	if (slash == NULL || len == 0)
+		return 0;
+	snprintf(path, sizeof(path), "%.*s/stderr.log",
+	    (int)(slash - error_file), error_file);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > (off_t)sizeof(tail))
+		size = (off_t)sizeof(tail);
+	got = size > 0 ? pread(fd, tail, (size_t)size, lseek(fd, 0, SEEK_END) -
+	    size) : -1;
+	close(fd);
+	if (got <= 0)
+		return 0;
+	n = (size_t)got;
+	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r' ||
+	    tail[n - 1] == ' '))
+		n--;
+	for (start = n; start > 0 && tail[start - 1] != '\n'; start--)
+		;
+	if (start == n)
+		return 0;
+	for (size_t i = start; i < n; i++) {
+		unsigned char c = (unsigned char)tail[i];
+		tail[i] = c < 0x20 || c == 0x7f ? ' ' : c >= 0x80 ? '?' :
+		    (char)c;
+	}
+	textf(buf, len, "%s%.*s", prefix, (int)(n - start), tail + start);
+	return 1;
+}

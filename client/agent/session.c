@@ -461,6 +461,7 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 			s->hang_warned = true;
 		}
 		s->hang_timeout_ms = js->hang_timeout_ms;
+		s->lease_ttl_ms = js->lease_ttl_ms;
 	}
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;
@@ -629,6 +630,9 @@ send_join(struct session *s)
 static void
 on_closed(struct grpc_client *cli, int err, const char *reason, void *arg)
 {
+	struct session *s = arg;
+
+	s->close_err = err;
 	log_debug("connection to rdzvd closed: %s", reason);
 }
 
@@ -647,8 +651,13 @@ session_init(struct session *s, struct event_base *base,
 	    errlen) != 0)
 		return -1;
 	/* Our PINGs find a dead rdzvd or network even while nothing is
-	 * said; rdzvd accepts them at any rate. */
+	 * said; rdzvd accepts them at any rate. Three to a lease at least,
+	 * so that an answered one shows we can still be heard (fencing,
+	 * agent.c). */
 	s->gopts.keepalive_ms = 5000;
+	if (opts->lease_ttl_ms != 0 && opts->lease_ttl_ms / 3 < 5000)
+		s->gopts.keepalive_ms = opts->lease_ttl_ms / 3 < 500 ? 500 :
+		    opts->lease_ttl_ms / 3;
 	s->cli = grpc_client_new(base, &s->gopts, on_closed, s);
 	s->retry_ev = evtimer_new(base, retry_cb, s);
 	s->spare_ev = evtimer_new(base, spare_timeout_cb, s);

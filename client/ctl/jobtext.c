@@ -318,7 +318,10 @@ print_nodes(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 			table_cell(t, "-");
 		if (steps)
 			step_cell(t, n);
-		if (n->connected)
+		if (n->silent)
+			table_cell(t, "silent for %s", fmt_age(buf,
+			    sizeof(buf), ctl->now_ms, n->last_seen_unix_ms));
+		else if (n->connected)
 			table_cell(t, "connected");
 		else
 			table_cell(t, "%s ago", fmt_age(buf, sizeof(buf),

@@ -255,6 +255,94 @@ test_restart_keeps_the_lost_node(void)
 	teardown();
 }
 
+/*
+ * Leases that end in one sweep are one failure (rule 13): two nodes a
+ * switch took cost one restart and one round of the two survivors, so a
+ * job with max_restarts 1 goes on. One at a time they are two.
+ */
+static void
+test_one_sweep_one_failure(void)
+{
+	struct core_node	*n[4];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("sweep", -1, 2, 4, n, 4);
+	j->settings.max_restarts = 1;
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 1);
+	core_leases_lost(C, NOW, (struct core_node *[]){ n[2], n[3] }, NULL,
+	    2);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_INT(j->generation, 2);
+	CHECK(n[2]->state == CORE_NODE_LOST && n[3]->state == CORE_NODE_LOST);
+	CHECK(last_is(n[0], CORE_MSG_ASSIGNMENT));
+	CHECK_INT(last_msg(n[0])->u.assignment.world_size, 2);
+	CHECK_INT(last_msg(n[1])->u.assignment.generation, 2);
+
+	j = nodes("apart", -1, 2, 4, n, 4);
+	j->settings.max_restarts = 1;
+	core_lease_lost(C, NOW, n[2]);
+	core_lease_lost(C, NOW, n[3]);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "restart 2 exceeds max_restarts 1");
+	teardown();
+}
+
+/*
+ * Two nodes of one switch whose leases end a sweep apart, or a node whose
+ * peers' collective broke on it before its lease ended: the round formed
+ * for the first failure still held the silent node, and its loss re-rounds
+ * without a second restart. A node silent only since that round counts.
+ */
+static void
+test_silent_before_the_round(void)
+{
+	struct core_node	*n[4];
+	struct core_job		*j;
+	uint64_t		 silent;
+
+	setup(NULL);
+	j = nodes("switch", -1, 1, 4, n, 4);
+	j->settings.max_restarts = 1;
+	silent = j->settings.lease_ttl_ms;
+	core_leases_lost(C, NOW, &n[2], &silent, 1);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
+	CHECK_INT(j->restart_count, 1);
+	tick(500);
+	core_leases_lost(C, NOW, &n[3], &silent, 1);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_INT(j->generation, 3);
+	CHECK_HAS(n[3]->reason, "since before the failure that formed this "
+	    "round");
+	CHECK_INT(last_msg(n[0])->u.assignment.world_size, 2);
+	/* Silent only after generation 3 formed: a new failure. */
+	tick(20000);
+	core_leases_lost(C, NOW, &n[1], &silent, 1);
+	turn();
+	CHECK(j->state == CORE_JOB_FAILED);
+	CHECK_HAS(j->reason, "restart 2 exceeds max_restarts 1");
+
+	/* A failure report forms the round first; the lease ends later. */
+	j = nodes("report", -1, 1, 3, n, 3);
+	j->settings.max_restarts = 1;
+	tick(1000);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	turn();
+	CHECK(j->generation == 2 && j->restart_count == 1);
+	tick(silent - 1000);
+	core_leases_lost(C, NOW, &n[2], &silent, 1);
+	turn();
+	CHECK(j->state == CORE_JOB_RUNNING && j->restart_count == 1);
+	CHECK_INT(j->generation, 3);
+	teardown();
+}
+
 static const struct test tests[] = {
 	{ "default_is_join_timeout", test_default_is_join_timeout },
 	{ "bounded", test_bounded },
@@ -266,6 +354,8 @@ static const struct test tests[] = {
 	{ "elastic_rerounds", test_elastic_rerounds },
 	{ "open_round_loss", test_open_round_loss },
 	{ "restart_keeps_the_lost_node", test_restart_keeps_the_lost_node },
+	{ "one_sweep_one_failure", test_one_sweep_one_failure },
+	{ "silent_before_the_round", test_silent_before_the_round },
 };
 
 int

@@ -270,6 +270,28 @@ test_nccl(void)
 	free(envp);
 }
 
+/* The interface that reaches rdzvd, when the host name is on loopback
+ * (netif.c): set where unset, an inherited choice kept. */
+static void
+test_ifname(void)
+{
+	char *inherited[] = { "NCCL_SOCKET_IFNAME=ib0", NULL };
+	struct env_worker w = { .run_id = JOB_ID, .role = ROLE,
+	    .error_file = "/logs/1/0/error.json", .visible = "",
+	    .ifname = "eth1" };
+	struct assignment asg;
+	struct env_vars e;
+	char **envp;
+
+	assignment(&asg, 0, 0, 1);
+	env_vars(&e, &asg, &w, inherited);
+	envp = env_merge(&e, inherited);
+	CHECK(envp != NULL);
+	check_var(envp, "GLOO_SOCKET_IFNAME", "eth1");
+	check_var(envp, "NCCL_SOCKET_IFNAME", "ib0");
+	free(envp);
+}
+
 /* Values at their bounds: a generation beyond 32 bits, long strings. */
 static void
 test_bounds(void)
@@ -338,6 +360,7 @@ main(void)
 	test_omp();
 	test_inherited_replaced();
 	test_nccl();
+	test_ifname();
 	test_bounds();
 	test_error_file();
 	return check_done("test_env");

@@ -89,6 +89,10 @@ def test_bad_input(tmp_path):
     assert rc == 2 and "no job id" in out, out
     rc, out = run(["join", "--id", "x", "--", "no-such-program-here"])
     assert rc == 2 and "cannot run no-such-program-here: not found" in out, out
+    rc, out = run(["join", "--id", "x", "--advertise-addr", "nosuchhost.invalid",
+                   "--", "true"])
+    assert rc == 2 and "--advertise-addr nosuchhost.invalid: " in out and \
+        "MASTER_ADDR" in out, out
     rc, out = run(["frob"])
     assert rc == 2 and "unknown command 'frob'" in out, out
     rc, out = run(["join", "--id", "x", "--", "true"],
@@ -635,3 +639,21 @@ def test_pbs_array_job_id(job, tmp_path):
                             "PBS_NODEFILE": nodefile}) as p:
         assert p.wait(30) == 0, p.output()
     assert job.ctl.get_job("4243-1.pbs01").state == rdzvnode.pb.types.JOB_STATE_CLOSED
+
+
+def test_init_failure_says_its_last_stderr_line(job, tmp_path):
+    """A worker that dies at init without torch's error file (a script
+    without @record): the failure rdzvd records, and `rdzvctl status`
+    shows, ends with the last line the worker wrote to stderr."""
+    line = "RuntimeError: connect [127.0.1.1]:18320: Connection refused"
+    script = "echo starting >&2; echo '%s' >&2; exit 1" % line
+    p = rt.Proc([AGENT, "join", "--id", job.id, "--server", job.daemon.addr,
+                 "--nnodes", "1", "--log-dir", str(tmp_path / "logs"), "--",
+                 "/bin/sh", "-c", script])
+    assert p.wait(20) == 1, p.output()
+    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_FAILED, 10, "failed")
+    assert "exited with code 1; its last line on stderr: " + line in j.reason, j.reason
+    ctl = rt.Proc([rt.build_path("client", "ctl", "rdzvctl"), "--server",
+                   job.daemon.addr, "status", job.id])
+    assert ctl.wait(10) == 0, ctl.output()
+    assert line in ctl.output(), ctl.output()

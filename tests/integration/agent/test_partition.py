@@ -2,9 +2,10 @@
 rules 5 and 11): rdzvd and agents a and c run in one namespace, agent b in
 another, joined by a veth pair; nothing touches this machine's own
 network. b is cut off past its lease: rdzvd ends it and the spare c takes
-its place. When the link heals, b's resume is refused, its stale workers
-are stopped, and it joins again as a new node (a spare) without moving the
-job's generation."""
+its place, and b's agent, which has not heard rdzvd for the lease either,
+stops its workers (fencing). When the link heals, b's resume is refused and
+it joins again as a new node (a spare) without moving the job's
+generation."""
 
 import os
 import subprocess
@@ -84,14 +85,17 @@ def test_partitioned_node_is_replaced_and_refused_on_healing(tmp_path, request, 
         assert {ranks[0]["tag"], ranks[1]["tag"]} == {"a", "c"}
         j = job.wait_job(lambda j: j.generation == gen2)
         assert j.restart_count == 1, j
-        assert rdzvagent.alive(b_pid, "worker.py"), \
-            "b's worker should still run: b cannot know yet"
+        # b has not heard rdzvd for the lease either: its ranks may have
+        # been given away (they were), so its agent stops its workers
+        # (fencing) without waiting for the link.
+        rt.wait_for(lambda: not rdzvagent.alive(b_pid, "worker.py"), 10,
+                    what="b's workers fenced\n" + job.outputs())
+        assert any("(fencing)" in l for l in job.agents["b"].lines), \
+            job.outputs()
 
-        # Heal: b's agent finds its node gone, stops its stale workers and
-        # joins again, as a spare of the running round.
+        # Heal: b's agent finds its node gone and joins again, as a spare
+        # of the running round.
         ip("-n", cli, "link", "set", cli_dev, "up")
-        rt.wait_for(lambda: not rdzvagent.alive(b_pid, "worker.py"), 40,
-                    what="b's stale worker to stop\n" + job.outputs())
         j = job.wait_job(lambda j: any(
             n.hostname and n.state == PB.types.NODE_STATE_SPARE for n in j.nodes)
             and sum(n.state == PB.types.NODE_STATE_LOST for n in j.nodes) == 1,

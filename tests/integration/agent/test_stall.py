@@ -51,6 +51,10 @@ def check_survived(jobs, t_resume_ms):
             ["NODE_STATE_PARTICIPANT"] * 2, job
         for tag, p in j.agents.items():
             assert p.p.poll() is None, j.outputs()
+        # No agent stopped its workers either: rdzvd's host acknowledged
+        # their PINGs throughout, so none fenced (docs/AGENT.md).
+        for d in j.files("env").values():
+            assert rdzvagent.alive(d["pid"], "worker.py"), j.outputs()
 
 
 def test_sigstop_for_twice_the_lease_loses_no_node(tmp_path, request):

@@ -16,6 +16,10 @@ after the generation and the rank:
   sigterm-gG-rR.json   written when SIGTERM arrived (then it dies of it)
   peerloss-gG-rR.json  a collective failed: a peer went away
 
+Each epoch is also a step reported to the agent's RDZV_PROGRESS socket
+(docs/HEALTH.md), as rdzv.progress would, when the agent names one and
+TRAIN_PROGRESS is not 0.
+
 Settings (environment, inherited from the agent):
 
   TRAIN_OUT            the directory for the files above (required)
@@ -44,6 +48,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -62,7 +67,8 @@ SPEC_VARS = (
     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-    "OMP_NUM_THREADS", "RDZV_GENERATION",
+    "OMP_NUM_THREADS", "RDZV_GENERATION", "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
 )
 
 OUT = os.environ["TRAIN_OUT"]
@@ -83,6 +89,21 @@ def write(kind, **fields):
     with open(tmp, "w") as f:
         json.dump(fields, f, sort_keys=True)
     os.rename(tmp, path(kind))
+
+
+def report_step(step):
+    """One progress datagram, "1 LOCAL_RANK STEP", to the agent; nothing
+    when it names no socket or cannot take it."""
+    where = os.environ.get("RDZV_PROGRESS", "")
+    if not where or os.environ.get("TRAIN_PROGRESS") == "0":
+        return
+    addr = "\0" + where[1:] if where.startswith("@") else where
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        try:
+            s.sendto(b"1 %d %d" % (int(os.environ.get("LOCAL_RANK", "0")),
+                                   step), addr)
+        except OSError:
+            pass
 
 
 def environment():
@@ -184,6 +205,7 @@ def train():
         losses.append(mean)
         print("rank %d epoch %d loss %.6f" % (RANK, epoch, mean), flush=True)
         write("progress", epoch=epoch, loss=mean)
+        report_step(epoch)
         if t[1].item() >= 100.0:
             print("rank %d: %s did not appear within %.0f s" % (RANK, stop_file, max_seconds),
                   file=sys.stderr, flush=True)

@@ -1,0 +1,103 @@
+/*
+ * Fencing (docs/AGENT.md): a node that rdzvd cannot have heard from for
+ * the job's lease may have been lost there, and its ranks given to a new
+ * round; its workers then hold their GPUs and their peers' old collectives
+ * for nothing. So once nothing came from rdzvd for a whole lease (our own
+ * PINGs, three to a lease, are answered at once by a reachable rdzvd),
+ * the agent stops its workers and says why, and resumes or joins again
+ * when rdzvd is back. What rdzvd's host still acknowledges (TCP), or a
+ * connection it refuses (rdzvd not running), counts as heard: a stopped,
+ * stalled or restarting rdzvd loses no node for it (issue 12, SPEC §4
+ * rule 11), so it must not cost a worker either.
+ *
+ * One exception: workers that still step (docs/HEALTH.md's progress
+ * reports), after the silence began and within the last half lease, are
+ * in collectives that every peer of their generation still runs, so no
+ * rank of theirs was given away. That is rdzvd's own outage (SPEC §4 rule
+ * 13), which holds the job: stopping them would restart a healthy job.
+ * Workers that send no progress are fenced at the lease. A fenced
+ * generation is reported FAILED (sent when rdzvd is reached again): a
+ * job that rdzvd held meanwhile restarts instead of keeping a node with
+ * no workers in its round; a node rdzvd lost finds the report stale.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include <event2/event.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "log.h"
+
+#define FENCE_TICK_MS	250
+
+static void
+fence_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+	struct fence *f = &a->fence;
+	uint64_t now = mono_ms(), ttl = a->session.lease_ttl_ms, heard;
+	uint64_t moved = a->progress.moved_us / 1000;
+
+	heard = grpc_client_last_seen_ms(a->session.cli);
+	if (heard > f->heard_ms)
+		f->heard_ms = heard;
+	/* rdzvd's host took our bytes (it reads them when it runs: a stalled
+	 * rdzvd counts no silence), or refused us (no rdzvd runs there to
+	 * judge us): either way it cannot have given our ranks away. */
+	heard = grpc_client_acked_ms(a->session.cli);
+	if (!grpc_client_connected(a->session.cli) &&
+	    a->session.close_err == -ECONNREFUSED)
+		heard = now;
+	if (heard > f->heard_ms)
+		f->heard_ms = heard;
+	if (f->heard_ms != 0 && now - f->heard_ms < ttl)
+		f->stepping_said = false;
+	if (a->ws.state != WS_RUNNING || a->quitting || !a->have_want ||
+	    a->want.generation != a->ws.generation || ttl == 0 ||
+	    f->heard_ms == 0 || now - f->heard_ms < ttl)
+		return;
+	if (moved > f->heard_ms && now - moved < ttl / 2) {
+		if (!f->stepping_said)
+			log_warnx("generation %llu: rdzvd has not been heard "
+			    "for %.1f s (lease %.1f s) but the workers still "
+			    "step with every peer: they keep running",
+			    (unsigned long long)a->ws.generation,
+			    (now - f->heard_ms) / 1000.0, ttl / 1000.0);
+		f->stepping_said = true;
+		return;
+	}
+	log_warnx("generation %llu: rdzvd cannot have heard from this node "
+	    "for %.1f s, its lease_ttl %.1f s: it may have given the node's "
+	    "ranks away; stopping the workers (fencing) until rdzvd answers",
+	    (unsigned long long)a->ws.generation,
+	    (now - f->heard_ms) / 1000.0, ttl / 1000.0);
+	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "fenced: rdzvd "
+	    "has not been heard for the lease (%.1f s)", ttl / 1000.0);
+	/* Their generation lost its workers here: if rdzvd still holds it
+	 * when it hears us again, that is a failure of it (a new round),
+	 * not a node that waits idle in it; if not, the report is stale. */
+	report_outcome(&a->report, a->ws.generation,
+	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
+	a->have_want = false;
+	agent_step(a);
+}
+
+int
+fence_init(struct agent *a)
+{
+	struct timeval tv = { 0, FENCE_TICK_MS * 1000 };
+
+	a->fence.ev = event_new(a->base, -1, EV_PERSIST, fence_cb, a);
+	if (a->fence.ev == NULL || event_add(a->fence.ev, &tv) != 0)
+		return -1;
+	return 0;
+}
+
+void
+fence_free(struct agent *a)
+{
+	if (a->fence.ev != NULL)
+		event_free(a->fence.ev);
+	a->fence.ev = NULL;
+}
