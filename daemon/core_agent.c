@@ -219,6 +219,45 @@ offer_update(struct core_node *n, const struct core_report *r)
 	core_settle(j);
 }
 
+/*
+ * Rule 14: a loss that is certain ends the node at once. When |by|
+ * reports a failure of the running generation, the collectives of its
+ * workers broke; a member of that round whose connection has closed is
+ * the reason, not a network blip, so it is lost now instead of at the end
+ * of its reconnect grace, and the failure and the loss count once (rule
+ * 5). A member away for another reason (the lease a daemon restart gave
+ * it) is still waited for: the failure is held (core_settle). A blip
+ * that comes back later resumes a lost node and is refused (rule 10): its
+ * agent joins again as a new node.
+ */
+static void
+lose_closed_members(struct core_node *by, uint64_t generation)
+{
+	struct core_job		*j = by->job;
+	struct core_node	*m;
+	char			 why[CORE_REASON_MAX];
+	uint32_t		 i;
+
+	if (j->state != CORE_JOB_RUNNING)
+		return;
+	for (i = 0; i < j->round_n; i++) {
+		m = j->round[i];
+		if (m == by || m->state != CORE_NODE_PARTICIPANT ||
+		    m->connected || !m->lease_grace ||
+		    !core_timer_armed(&m->lease))
+			continue;
+		core_timer_clear(j->core, &m->lease);
+		textf(why, sizeof(why), "its connection closed and node "
+		    "%.*s (node %llu) reported a failure of generation %llu",
+		    (int)utf8_prefix(by->hostname, 64), by->hostname,
+		    (unsigned long long)by->node_id,
+		    (unsigned long long)generation);
+		core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
+		    m->hostname, (unsigned long long)m->node_id, why);
+		core_node_end(m, CORE_NODE_LOST, why);
+	}
+}
+
 int
 core_report(struct core *c, struct core_now now, const char *identity,
     const struct core_report *r, uint32_t *restart_count, char *err,
@@ -298,6 +337,8 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}
+	if (r->outcome == CORE_OUTCOME_FAILED)
+		lose_closed_members(n, r->generation);
 	/* Before the round is settled, so that a host quarantined by this
 	 * report is left out of the next one. */
 	core_report_host(n, r);

@@ -1,0 +1,118 @@
+/*
+ * Unit tests of the rendezvous core, part five: recovery (SPEC §4 rule
+ * 14). A node whose connection closed is lost at once when a node of the
+ * same generation reports a failure (its collective broke): the new round
+ * forms without waiting out the reconnect grace, counted as one failure.
+ * A closed connection alone still waits the grace, and a node that was
+ * only a blip comes back as a refused resume and joins again as a new
+ * node, placed by the usual rules: no ghost, no duplicate ranks.
+ */
+
+#include "core_harness.h"
+
+/* Closed connection + a peer's failure report: a new round at once. */
+static void
+test_closed_and_peer_failure(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("r14", -1, 2, 3, n, 3);
+	CHECK(j->generation == 1 && j->round_n == 3);
+	disconnect(n[2]);
+	tick(10);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "its connection closed and node a (node 1) "
+	    "reported a failure of generation 1");
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
+	CHECK_INT(j->restart_count, 1);		/* one failure, not two */
+	CHECK_INT(j->round_n, 2);
+	CHECK_INT(j->world_size, 2);
+	CHECK(!j->held_failure);
+	CHECK(last_is(n[0], CORE_MSG_ASSIGNMENT));
+	CHECK_INT(last_msg(n[1])->u.assignment.generation, 2);
+	CHECK_INT(last_msg(n[1])->u.assignment.restart_count, 1);
+	/* The second survivor's report of the same failure is stale. */
+	CHECK_RC(report(n[1], 1, CORE_OUTCOME_FAILED),
+	    GRPC_FAILED_PRECONDITION);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_HAS(j->events[(j->events_start + j->events_n - 1) %
+	    j->events_cap].message, "generation 2");
+	teardown();
+}
+
+/* A closed connection alone waits its reconnect grace, as before. */
+static void
+test_closed_alone_waits_grace(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("grace", -1, 2, 3, n, 3);
+	disconnect(n[2]);
+	tick(2999);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(j->generation == 1 && j->restart_count == 0);
+	/* A success is no failure: it does not end the closed node. */
+	CHECK_RC(resume(n[2], 1), 0);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT && j->generation == 1);
+	disconnect(n[2]);
+	tick(3000);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "did not reconnect within reconnect_grace");
+	CHECK(j->generation == 2 && j->restart_count == 1);
+	teardown();
+}
+
+/*
+ * The closed node was only a blip: it resumes after the shortcut. The
+ * resume is refused (rule 10) and its agent joins again as a new node,
+ * which the running job takes in by rule 3: no ghost of the lost
+ * node, ranks a permutation (turn() checks every invariant).
+ */
+static void
+test_blip_resumes_after_shortcut(void)
+{
+	struct core_node	*n[3], *again;
+	struct core_job		*j;
+	uint32_t		 i, seen = 0;
+
+	setup(NULL);
+	j = nodes("blip", -1, 2, 3, n, 3);
+	disconnect(n[1]);
+	CHECK_RC(report(n[2], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[1]->state == CORE_NODE_LOST && j->generation == 2);
+	CHECK_RC(resume(n[1], 1), GRPC_FAILED_PRECONDITION);
+	CHECK_HAS(err, "was lost");
+	CHECK_HAS(err, "join again as a new node");
+	CHECK(j->generation == 2 && j->round_n == 2);
+	again = join("blip", "b", 1, 2, 3);
+	CHECK(again != n[1] && again->node_id != n[1]->node_id);
+	/* It fills max_nodes again: taken in at once (rule 3). */
+	CHECK(again->state == CORE_NODE_PARTICIPANT);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 1);
+	CHECK(j->generation == 3 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);		/* taking it in is no failure */
+	for (i = 0; i < j->round_n; i++) {
+		CHECK(j->round[i] != n[1]);
+		seen |= 1u << j->round[i]->group_rank;
+	}
+	CHECK_INT(seen, 7);
+	CHECK(last_is(again, CORE_MSG_ASSIGNMENT));
+	teardown();
+}
+
+static const struct test tests[] = {
+	{ "closed_and_peer_failure", test_closed_and_peer_failure },
+	{ "closed_alone_waits_grace", test_closed_alone_waits_grace },
+	{ "blip_resumes_after_shortcut", test_blip_resumes_after_shortcut },
+};
+
+int
+main(int argc, char **argv)
+{
+	return run_tests(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+}
