@@ -33,6 +33,8 @@ struct env_worker {
 	const char	*error_file;	/* torch's error file */
 	const char	*visible;	/* CUDA_VISIBLE_DEVICES; "": keep */
 	const char	*progress;	/* RDZV_PROGRESS; NULL: none */
+	/* RDZV_RESTART_SOCKET under in-process restart; NULL: none. */
+	const char	*restart;
 };
 
 #define ENV_VARS_MAX	24

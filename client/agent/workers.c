@@ -248,7 +248,8 @@ spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
 	    .devnull = devnull, .device = w->device };
 	struct env_worker ew = { .local_rank = w->local_rank,
 	    .run_id = o->id, .role = o->role, .error_file = w->error_file,
-	    .visible = visible, .progress = ws->progress_env };
+	    .visible = visible, .progress = ws->progress_env,
+	    .restart = ws->restart_env };
 	struct env_vars ev;
 	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int ep[2] = { -1, -1 };
