@@ -217,6 +217,8 @@ struct core_node {
 	uint64_t		 step_gen;	/* the generation it is of */
 	int64_t			 step_wall_ms;	/* when it last moved */
 
+	uint64_t		 reported_gen;	/* its last FAILED; volatile */
+
 	/* Core-private below. */
 	struct core_timer	 lease;		/* armed while disconnected */
 	bool			 lease_grace;	/* it runs reconnect_grace (its
@@ -300,6 +302,10 @@ struct core_job {
 	bool			 held_failure;
 	char			 held_reason[CORE_REASON_MAX];
 	bool			 fired_last_call, fired_join;
+	/* Rule 14: the generation of the last failure reported and when
+	 * (monotonic); volatile. */
+	uint64_t		 failed_gen;
+	uint64_t		 failed_mono_ms;
 	char			 pend_reason[CORE_REASON_MAX];
 	/* The first participant that went in this input, and how ("node X
 	 * (node N) left (...)"): a departure for rule 13; empty: none. */

@@ -337,8 +337,11 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}
-	if (r->outcome == CORE_OUTCOME_FAILED)
+	if (r->outcome == CORE_OUTCOME_FAILED) {
+		n->reported_gen = j->failed_gen = r->generation;
+		j->failed_mono_ms = now.mono_ms;
 		lose_closed_members(n, r->generation);
+	}
 	/* Before the round is settled, so that a host quarantined by this
 	 * report is left out of the next one. */
 	core_report_host(n, r);
@@ -375,6 +378,38 @@ core_leave(struct core *c, struct core_now now, const char *identity,
 	return 0;
 }
 
+/*
+ * Rule 14 in the other order: a report of a failure of generation g came
+ * first and formed g + 1 with every member, then a member's connection
+ * closed: most likely the member whose death broke g's collectives, and
+ * the round it holds will not start without it. Within reconnect_grace of
+ * that report a member of g + 1 that did not report the failure itself is
+ * lost at once. The failure counted already: this is a change (a round
+ * without it), not a second restart.
+ */
+static void
+lose_after_failure(struct core_node *n)
+{
+	struct core_job	*j = n->job;
+	char		 why[CORE_REASON_MAX];
+
+	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
+	    j->failed_gen == 0 || j->generation != j->failed_gen + 1 ||
+	    n->generation != j->generation || n->reported_gen == j->failed_gen ||
+	    j->core->now.mono_ms > j->failed_mono_ms +
+	    j->settings.reconnect_grace_ms)
+		return;
+	core_timer_clear(j->core, &n->lease);
+	textf(why, sizeof(why), "its connection closed just after a failure "
+	    "of generation %llu was reported", (unsigned long long)j->failed_gen);
+	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
+	    n->hostname, (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_LOST, why);
+	j->pend_failure = j->pend_loss = false;
+	j->pend_change = true;
+	core_settle(j);
+}
+
 void
 core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 {
@@ -389,6 +424,7 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 		core_timer_set(c, &n->lease, now.mono_ms +
 		    n->job->settings.reconnect_grace_ms);
 		n->lease_grace = true;
+		lose_after_failure(n);
 	}
 }
 

@@ -522,6 +522,7 @@ on_workers_ended(void *arg)
 	event_active(a->prepare_ev, EV_TIMEOUT, 0);
 	progress_stop(&a->progress);
 	offer_fewer_gpus(a);
+	restart_ended(a);
 	if (a->quitting || !current) {
 		agent_step(a);
 		return;
@@ -542,14 +543,12 @@ on_workers_ended(void *arg)
 		break;
 	case WS_END_FAILED:
 		a->have_want = false;
-		/* A kept worker told of this failure already (restart.c). */
 		if (a->inproc_failed == ws->generation)
-			break;
+			break;		/* a kept worker told it (restart.c) */
 		failure_message(a, msg, sizeof(msg));
 		log_info("generation %llu failed: %s; reported to rdzvd",
 		    (unsigned long long)ws->generation, msg);
 		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
-		a->have_want = false;
 		break;
 	case WS_END_GPUCHECK:
 	case WS_END_STOPPED:

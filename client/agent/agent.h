@@ -321,6 +321,7 @@ struct inproc {
 	struct inproc_peer	*peers;
 	int			 n_peers, cap;
 	uint64_t		 handing;	/* handed, not taken by all; 0 */
+	int			 hellos;	/* of the set's workers, ever */
 	struct event		*late_timer;
 };
 
@@ -513,6 +514,7 @@ void	agent_step(struct agent *);
 /* restart.c: the hub's part of in-process restart. */
 bool	restart_inproc_on(const struct agent *);
 bool	restart_keep(struct agent *);
+void	restart_ended(struct agent *);
 extern const struct inproc_events restart_events;
 
 /* inproc.c */

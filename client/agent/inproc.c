@@ -90,6 +90,8 @@ line(struct inproc *ip, struct inproc_peer *p, char *s)
 			    lr);
 			return;
 		}
+		if (!p->hello)
+			ip->hellos++;
 		p->hello = true;
 		p->local_rank = lr;
 		log_debug("local rank %d (process %d) restarts in-process",
@@ -293,6 +295,7 @@ void
 inproc_reset(struct inproc *ip)
 {
 	ip->handing = 0;
+	ip->hellos = 0;
 	if (ip->late_timer != NULL)
 		evtimer_del(ip->late_timer);
 	while (ip->n_peers > 0)

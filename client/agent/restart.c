@@ -19,6 +19,30 @@ restart_inproc_on(const struct agent *a)
 	return a->opts->restart_inproc || a->session.job_restart_inproc;
 }
 
+/* Said once per run: this node's workers restart as processes. */
+static void
+unkept(struct agent *a, const char *why)
+{
+	if (a->inproc_warned)
+		return;
+	a->inproc_warned = true;
+	log_warnx("in-process restart: %s; restarting the workers as new "
+	    "processes, as without --restart in-process", why);
+}
+
+#define NO_API	"not every worker takes assignments through rdzv.elastic " \
+		"(docs/RECOVERY.md)"
+
+/* A set ended under in-process restart: if its workers never spoke to
+ * the restart socket, say so (once). */
+void
+restart_ended(struct agent *a)
+{
+	if (restart_inproc_on(a) && a->ws.end == WS_END_FAILED &&
+	    a->inproc.hellos < a->ws.n)
+		unkept(a, NO_API);
+}
+
 /*
  * The running set is to give way to a->want. Under in-process restart,
  * when every worker said hello on the restart socket and the node runs as
@@ -38,16 +62,12 @@ restart_keep(struct agent *a)
 	    !a->have_want || a->want.generation <= ws->generation ||
 	    a->hang.active)
 		return false;
-	if (a->want.local_world_size != (uint32_t)ws->n ||
-	    !inproc_ready(&a->inproc)) {
-		if (!a->inproc_warned)
-			log_warnx("in-process restart: %s; restarting the "
-			    "workers as new processes",
-			    a->want.local_world_size != (uint32_t)ws->n ?
-			    "the number of workers changes" :
-			    "not every worker takes assignments through "
-			    "rdzv.elastic (docs/RECOVERY.md)");
-		a->inproc_warned = true;
+	if (a->want.local_world_size != (uint32_t)ws->n) {
+		unkept(a, "the number of workers changes");
+		return false;
+	}
+	if (!inproc_ready(&a->inproc)) {
+		unkept(a, NO_API);
 		return false;
 	}
 	if (inproc_hand(&a->inproc, &a->want, ew, a->opts->stop_timeout_ms) !=

@@ -39,10 +39,12 @@ Only torch.distributed and the standard library are used; torch 1.13 (gloo)
 and torch 2.x (gloo, NCCL) are supported.
 """
 
+import datetime
 import os
 import socket
 import sys
 import threading
+import time
 
 __all__ = ["run", "check", "restart_pending", "Restart", "generation"]
 
@@ -122,7 +124,7 @@ _training = False
 
 def generation():
     """The generation (round) this worker runs, from RDZV_GENERATION."""
-    return _gen
+    return _gen or int(os.environ.get("RDZV_GENERATION", "0") or 0)
 
 
 def restart_pending():
@@ -141,24 +143,53 @@ def check():
         raise Restart("generation %d replaces %d" % (_link.pending[0], _gen))
 
 
-def _wait_master(timeout=10.0):
-    """Waits (bounded) until the new master's store accepts connections.
-    A TCPStore client that finds nothing listening sleeps a whole second
-    before it tries again (torch 1.13), and kept workers all re-initialise
-    at the same moment, as do new processes: rank 0 starts the store, the
-    others come a few milliseconds later instead of a second."""
-    import time
+def _wait_master(deadline):
+    """Waits until the new master's store accepts connections, leaving
+    for a newer round (Restart). A TCPStore client that finds nothing
+    listening sleeps a whole second before it tries again (torch 1.13),
+    and kept workers all re-initialise at the same moment, as do new
+    processes: rank 0 starts the store, the others come a few
+    milliseconds later instead of a second."""
     if os.environ.get("RANK", "0") == "0":
         return
     addr = (os.environ.get("MASTER_ADDR", ""),
             int(os.environ.get("MASTER_PORT", "0") or 0))
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if restart_pending():
+            raise Restart("a newer round came before the master's store")
         try:
             with socket.create_connection(addr, timeout=1.0):
                 return
         except OSError:
             time.sleep(0.005)
+
+
+def _init(dist, backend, init_kwargs):
+    """init_process_group for the round in the environment, through a
+    store made here, once every rank of the round arrived at it. Until
+    then a newer assignment (a member of this round died before it
+    started) raises Restart: a kept worker never blocks in a rendezvous
+    that cannot complete."""
+    from torch.distributed import TCPStore
+    timeout = init_kwargs.get("timeout", datetime.timedelta(minutes=30))
+    deadline = time.monotonic() + timeout.total_seconds()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    _wait_master(deadline)
+    store = TCPStore(os.environ["MASTER_ADDR"],
+                     int(os.environ["MASTER_PORT"]), None, rank == 0,
+                     timeout, wait_for_workers=False)
+    store.add("rdzv.elastic/arrived", 1)
+    while store.add("rdzv.elastic/arrived", 0) < world:
+        if restart_pending():
+            raise Restart("a newer round came before this one started")
+        if time.monotonic() > deadline:
+            raise RuntimeError("rdzv.elastic: %d s waiting for the %d ranks "
+                               "of generation %d" % (timeout.total_seconds(),
+                                                      world, _gen))
+        time.sleep(0.005)
+    kw = {k: v for k, v in init_kwargs.items() if k != "init_method"}
+    dist.init_process_group(backend, store=store, rank=rank,
+                            world_size=world, **kw)
 
 
 def _abort(dist):
@@ -208,7 +239,7 @@ def run(fn, *args, backend=None, init_kwargs=None, **kwargs):
     _gen = int(os.environ.get("RDZV_GENERATION", "0") or 0)
     where = os.environ.get("RDZV_RESTART_SOCKET", "")
     if not where:
-        _wait_master()
+        _wait_master(time.monotonic() + 60)
         dist.init_process_group(backend, **init_kwargs)
         try:
             return fn(*args, **kwargs)
@@ -220,7 +251,7 @@ def run(fn, *args, backend=None, init_kwargs=None, **kwargs):
     while True:
         failure = None
         try:
-            dist.init_process_group(backend, **init_kwargs)
+            _init(dist, backend, init_kwargs)
             _training = True
             try:
                 result = fn(*args, **kwargs)
@@ -246,4 +277,3 @@ def run(fn, *args, backend=None, init_kwargs=None, **kwargs):
         _gen, env = got
         os.environ.update(env)
         _link.send("took %d" % _gen)
-        _wait_master()

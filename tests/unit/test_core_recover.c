@@ -105,7 +105,48 @@ test_blip_resumes_after_shortcut(void)
 	teardown();
 }
 
+/*
+ * The other order: the peer's report arrives first and forms a round of
+ * every member, then the dead node's connection closes. Within the grace
+ * of the report it is lost at once, and the round forms again without it,
+ * still one restart. Later, or a node that reported the failure itself,
+ * waits out the grace as before.
+ */
+static void
+test_report_then_closed(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("r14b", -1, 2, 3, n, 3);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(j->generation == 2 && j->round_n == 3 && j->restart_count == 1);
+	tick(20);
+	disconnect(n[0]);			/* it reported: not this */
+	CHECK(n[0]->state == CORE_NODE_PARTICIPANT && j->generation == 2);
+	CHECK_RC(resume(n[0], 2), 0);
+	disconnect(n[2]);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "just after a failure of generation 1");
+	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_INT(last_msg(n[1])->u.assignment.generation, 3);
+
+	/* Past the grace of the report: the grace as before. */
+	j = nodes("r14c", -1, 2, 3, n, 3);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	tick(3001);
+	disconnect(n[2]);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT && j->generation == 2);
+	tick(3000);
+	CHECK(n[2]->state == CORE_NODE_LOST && j->generation == 3);
+	CHECK_INT(j->restart_count, 2);
+	teardown();
+}
+
 static const struct test tests[] = {
+	{ "report_then_closed", test_report_then_closed },
 	{ "closed_and_peer_failure", test_closed_and_peer_failure },
 	{ "closed_alone_waits_grace", test_closed_alone_waits_grace },
 	{ "blip_resumes_after_shortcut", test_blip_resumes_after_shortcut },
