@@ -100,6 +100,8 @@ struct agent_opts {
 	struct gpucheck_opts	 gpucheck;
 	uint32_t		 stop_timeout_ms;
 	bool			 restart_inproc;	/* --restart in-process */
+	uint32_t		 rank_policy;	/* rdzv.v1.RankPolicy; 0 the
+						   job's */
 	uint32_t		 reconnect_timeout_ms;
 	char			**argv;		/* the worker command */
 	int			 argc;

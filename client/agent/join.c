@@ -63,6 +63,8 @@
 "                                --health-timeout)\n"			\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
+"  --rank-policy ordered|stable new rounds keep survivors' ranks (stable)\n" \
+"                                or re-sort by node rank (ordered, default)\n" \
 "  --restart in-process|process on a new round, hand the running workers\n" \
 "                                their new assignment (rdzv.elastic) instead\n" \
 "                                of restarting them (process; the job's\n" \
@@ -270,6 +272,22 @@ set_restart(struct agent_opts *o, const char *v, char *err, size_t len)
 	return 0;
 }
 
+/* --rank-policy ordered|stable (SPEC §4 rule 16). */
+static int
+set_rank_policy(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "ordered") == 0)
+		o->rank_policy = RDZV__V1__RANK_POLICY__RANK_POLICY_ORDERED;
+	else if (strcmp(v, "stable") == 0)
+		o->rank_policy = RDZV__V1__RANK_POLICY__RANK_POLICY_STABLE;
+	else {
+		snprintf(err, len, "--rank-policy must be ordered or stable, "
+		    "not \"%s\"", v);
+		return -1;
+	}
+	return 0;
+}
+
 /* A stop timeout of 0 sends SIGKILL at once. */
 static int
 set_stop_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
@@ -422,6 +440,8 @@ static const struct setting settings[] = {
 	{ "stop-timeout", "RDZV_STOP_TIMEOUT", required_argument,
 	    set_stop_timeout },
 	{ "restart", "RDZV_RESTART", required_argument, set_restart },
+	{ "rank-policy", "RDZV_RANK_POLICY", required_argument,
+	    set_rank_policy },
 	{ "reconnect-timeout", "RDZV_RECONNECT_TIMEOUT", required_argument,
 	    set_reconnect_timeout },
 	{ "hang-timeout", "RDZV_HANG_TIMEOUT", required_argument,

@@ -6,6 +6,8 @@
  * A closed connection alone still waits the grace, and a node that was
  * only a blip comes back as a refused resume and joins again as a new
  * node, placed by the usual rules: no ghost, no duplicate ranks.
+ * Rule 16: with rank policy stable, survivors keep their ranks and a
+ * spare takes exactly the place of the node it replaces.
  */
 
 #include "core_harness.h"
@@ -145,7 +147,88 @@ test_report_then_closed(void)
 	teardown();
 }
 
+/* Nodes a, b, c (two workers each) of a 2:3 job with rank policy |rp|,
+ * then spare d. */
+static struct core_job *
+policy_job(const char *id, uint8_t rp, struct core_node *n[4])
+{
+	static const char *const hosts[] = { "a", "b", "c", "d" };
+	struct core_join	 r;
+	int			 i;
+
+	for (i = 0; i < 4; i++) {
+		r = req(id, hosts[i], 2, 2, 3);
+		r.settings.max_restarts = 3;
+		r.settings.rank_policy = rp;
+		n[i] = join_req(&r, 0);
+	}
+	CHECK(n[3]->state == CORE_NODE_SPARE);
+	CHECK_INT(n[0]->group_rank, 0);
+	CHECK_INT(n[2]->group_rank, 2);
+	return n[0]->job;
+}
+
+/* Rule 16: with stable ranks a spare takes exactly the lost node's place
+ * and ranks; the survivors keep theirs. Ordered (the default) re-sorts. */
+static void
+test_stable_spare_takes_lost_ranks(void)
+{
+	struct core_node	*n[4];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = policy_job("stable", CORE_RANK_STABLE, n);
+	CHECK_INT(j->settings.rank_policy, CORE_RANK_STABLE);
+	core_lease_lost(C, NOW, n[0]);		/* a: group rank 0 */
+	turn();
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(n[3]->group_rank, 0);
+	CHECK_INT(n[3]->base_rank, 0);
+	CHECK_INT(n[1]->group_rank, 1);
+	CHECK_INT(n[1]->base_rank, 2);
+	CHECK_INT(n[2]->group_rank, 2);
+	CHECK_INT(n[2]->base_rank, 4);
+	CHECK_INT(last_msg(n[3])->u.assignment.base_rank, 0);
+	CHECK_HAS(j->events[(j->events_start + j->events_n - 2) %
+	    j->events_cap].message, "rank policy stable: 2 of 3 nodes keep "
+	    "their ranks; node d (node 4) takes group rank 0 of node a (gone)");
+
+	j = policy_job("ordered", 0, n);
+	CHECK_INT(j->settings.rank_policy, CORE_RANK_ORDERED);
+	core_lease_lost(C, NOW, n[0]);
+	turn();
+	CHECK_INT(n[1]->group_rank, 0);
+	CHECK_INT(n[2]->group_rank, 1);
+	CHECK_INT(n[3]->group_rank, 2);
+	teardown();
+}
+
+/* A smaller world: only the node whose rank is past it moves. */
+static void
+test_stable_shrink_moves_only_what_must(void)
+{
+	struct core_node	*n[4];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = policy_job("shrink", CORE_RANK_STABLE, n);
+	core_leave(C, NOW, "alice", n[3]->session_id, "spare not needed",
+	    err, sizeof(err));		/* no spare: the world shrinks */
+	turn();
+	core_lease_lost(C, NOW, n[1]);		/* b: group rank 1 */
+	turn();
+	CHECK(j->generation == 2 && j->round_n == 2);
+	CHECK_INT(n[0]->group_rank, 0);
+	CHECK_INT(n[0]->base_rank, 0);
+	CHECK_INT(n[2]->group_rank, 1);		/* c: was 2, past the world */
+	CHECK_INT(n[2]->base_rank, 2);
+	teardown();
+}
+
 static const struct test tests[] = {
+	{ "stable_spare_takes_lost_ranks", test_stable_spare_takes_lost_ranks },
+	{ "stable_shrink_moves_only_what_must",
+	    test_stable_shrink_moves_only_what_must },
 	{ "report_then_closed", test_report_then_closed },
 	{ "closed_and_peer_failure", test_closed_and_peer_failure },
 	{ "closed_alone_waits_grace", test_closed_alone_waits_grace },

@@ -193,3 +193,39 @@ def test_no_api_restarts_processes_with_one_warning(job):
     for t in ("a", "b"):
         assert job.agents[t].output().count(WARNING) == 1, \
             job.agents[t].output()
+
+
+def test_stable_ranks_spare_takes_lost_ranks(job):
+    """--rank-policy stable with a spare: kill -9 of the node of group rank
+    1; the spare takes exactly its ranks, the survivors keep theirs (and
+    their processes), rdzvctl status shows it in the events, and the job
+    closes with the uninterrupted run's loss."""
+    for t in ("a", "b", "c"):
+        job.agent(t, ["--rank-policy", "stable"])
+    starts = job.wait_files("start", lambda f: len(f) == 3, 60,
+                            "three workers started")
+    g1 = min(g for g, _ in starts)
+    s1 = job.by_tag("start", g1)
+    job.agent("d", ["--rank-policy", "stable"])
+    job.wait_job(lambda x: any(n.state == PB.types.NODE_STATE_SPARE
+                               for n in x.nodes), 30, "d a spare")
+    victim = [t for t, d in s1.items() if d["rank"] == 1][0]
+    keep = sorted(set(s1) - {victim})
+    kill_node(job, victim, s1[victim]["pid"])
+    ends = job.wait_files("final", lambda f: len(f) == 3, 60,
+                          "three workers finished")
+    g2 = max(g for g, _ in ends)
+    s2 = job.by_tag("start", g2)
+    assert sorted(s2) == sorted(keep + ["d"]), s2
+    assert s2["d"]["rank"] == 1 and s2["d"]["world"] == 3, s2
+    for t in keep:
+        assert (s2[t]["rank"], s2[t]["pid"]) == (s1[t]["rank"], s1[t]["pid"])
+    want = reference_loss()
+    for d in job.by_tag("final", g2).values():
+        assert abs(d["loss"] - want) <= 1e-9 * want, (d, want)
+    ended_closed(job, keep + ["d"], g2)
+    out = subprocess.run([rt.build_path("client", "ctl", "rdzvctl"),
+                          "--server", job.daemon.addr, "status", job.id],
+                         capture_output=True, text=True, timeout=30).stdout
+    assert "rank policy stable: 2 of 3 nodes keep their ranks" in out, out
+    assert "ranks stable, restart in-process" in out, out
