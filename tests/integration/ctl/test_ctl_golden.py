@@ -161,8 +161,8 @@ def world(tmp_path_factory):
     w.close()
 
 
-JOBS = ["llm-waiting", "llm-running", "llm-closing", "llm-closed", "llm-failed",
-        "llm-lastcall", "llm-growing", "llm-held"]
+JOBS = ["llm-held", "llm-waiting", "llm-running", "llm-closing", "llm-closed",
+        "llm-failed", "llm-lastcall", "llm-growing"]
 
 
 def test_job_list(world):
@@ -182,9 +182,9 @@ def test_job_list_json(world):
     doc = json.loads(out)
     assert [j["id"] for j in doc["jobs"]] == JOBS
     assert [j["state"] for j in doc["jobs"]] == [
-        "waiting", "running", "closing", "closed", "failed", "waiting", "running",
+        "running", "waiting", "running", "closing", "closed", "failed", "waiting",
         "running"]
-    assert "nodes" not in doc["jobs"][0]        # the list has summaries only
+    assert "nodes" not in doc["jobs"][1]        # the list has summaries only
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -247,7 +247,7 @@ def test_failed_gpus_are_listed(world):
     section = out.split("failed GPUs\n", 1)[1].split("\n\n", 1)[0]
     rows = section.splitlines()[1:]
     assert len(rows) == 1, section
-    assert rows[0].split() == ["4", "gpu-b02", "2", "NVIDIA", "H100", "80GB", "HBM3",
+    assert rows[0].split() == ["6", "gpu-b02", "2", "NVIDIA", "H100", "80GB", "HBM3",
                                "GPU-00000002-0000-4000-8000-000000000002", "verify",
                                "mismatch", "at", "element", "17"]
 
