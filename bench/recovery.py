@@ -117,9 +117,11 @@ def node_argv(mode, args, i, endpoint, job):
             argv += ["--restart", "in-process"]
         return argv + ["--", args.python, WORKER]
     backend = "rdzv" if mode == "torchrun-rdzv" else "c10d"
+    # The agents' last call (2 s), not torchrun's 30 s default.
     return [args.python, "-m", "rdzv.torchrun", "--nnodes", nn,
             "--nproc_per_node", "1", "--rdzv_backend", backend,
             "--rdzv_endpoint", endpoint, "--rdzv_id", job,
+            "--rdzv_conf", "last_call_timeout=2",
             "--max_restarts", "3", WORKER]
 
 
