@@ -707,10 +707,8 @@ setup(struct agent *a, char *err, size_t len)
 		return -1;
 	a->ws.progress_env = a->progress.env;
 	/* So is the socket of in-process restart (restart.c). */
-	if (inproc_init(&a->inproc, a->base, a->logs.dir, &a->ws, &iev, err,
-	    len) != 0)
-		return -1;
-	return 0;
+	return inproc_init(&a->inproc, a->base, a->logs.dir, &a->ws, &iev,
+	    err, len) != 0 ? -1 : 0;
 }
 
 /* The one teardown path: accepts a half-built agent. */
