@@ -16,7 +16,9 @@
 #
 #   bench/compare.sh [BUILD_DIR] [--nodes N] [--runs RUNS] [--python PY]
 #
-# BUILD_DIR defaults to build, N to 64, RUNS to 5, PY to /usr/bin/python3.
+# BUILD_DIR defaults to build, N to 64, RUNS to 5, PY (the interpreter with
+# torch, of any version: torch_rdzv.py runs on 1.13 and 2.x) to
+# /usr/bin/python3, Debian's.
 # Exits 3 when torch cannot be imported. Every wait is bounded; rdzvd is
 # stopped and its directory removed on any exit. Builds nothing: build
 # first (ninja -C BUILD_DIR).

@@ -13,8 +13,8 @@
 # address gives). --store etcd runs rdzvd on a private one-member etcd
 # (Debian's etcd-server) instead of SQLite; --store both runs the same bench
 # on SQLite, then on etcd, and prints the figures side by side. Each run
-# ends with rdzvd's store line: its transactions and, for etcd, the bytes
-# of its Txns. Without options: 1,000 nodes join one job. Examples:
+# ends with rdzvd's store line: its transactions and the bytes written (of
+# its Txns on etcd, of its pages on SQLite). Without options: 1,000 nodes join one job. Examples:
 #
 #   bench/rdzv-bench.sh build --nodes 10000
 #   bench/rdzv-bench.sh build --nodes 8 --jobs 1000

@@ -259,10 +259,12 @@ def main():
                     help="the workers' process group (nccl: node i on GPU "
                     "i mod --gpus)")
     ap.add_argument("--gpus", type=int, default=1,
-                    help="GPUs to spread nodes over with nccl (default 1: "
-                    "all on device 0)")
-    ap.add_argument("--build", default=os.path.join(SOURCE, "build"),
-                    help="the meson build folder (rdzvd, rdzv-agent)")
+                    help="GPUs to spread nodes over with nccl, node i on "
+                    "GPU i mod N; at least --nodes (default 1)")
+    ap.add_argument("--build", default=os.environ.get(
+                        "RDZV_BUILD_ROOT", os.path.join(SOURCE, "build")),
+                    help="the meson build folder (rdzvd, rdzv-agent; "
+                    "default $RDZV_BUILD_ROOT, else build)")
     ap.add_argument("--timeout", type=float, default=120,
                     help="seconds per wait before a run fails (default 120)")
     ap.add_argument("--keep", action="store_true",
@@ -278,6 +280,17 @@ def main():
         print("recovery.py: %s cannot import torch" % args.python,
               file=sys.stderr)
         return 3
+    if args.backend == "nccl":
+        got = subprocess.run([args.python, "-c", "import torch; "
+                              "print(torch.cuda.device_count())"],
+                             capture_output=True, text=True)
+        gpus = int(got.stdout.strip() or 0) if got.returncode == 0 else 0
+        if args.gpus < args.nodes or gpus < args.gpus:
+            print("recovery.py: --backend nccl needs a GPU per node (NCCL "
+                  "refuses two ranks of one communicator on one GPU): "
+                  "%d nodes, --gpus %d, %d GPUs seen" %
+                  (args.nodes, args.gpus, gpus), file=sys.stderr)
+            return 3
     print("cpus: %d, python: %s, backend: %s, fault: %s" %
           (os.cpu_count(), args.python, args.backend, args.fault), flush=True)
     res = {m: [] for m in modes}

@@ -28,7 +28,8 @@
 # where the hard limit (ulimit -Hn) is lower and cannot be raised it runs
 # the most nodes that fit instead and says "not measured" for the target.
 # TARGETS_COMPARE_RUNS (default RUNS) sets compare.sh's runs, 0 skips it
-# (torch at 256 nodes takes minutes per run on a small machine).
+# (torch at 256 nodes takes minutes per run on a small machine);
+# TARGETS_PYTHON is its interpreter with torch (compare.sh --python).
 
 set -eu
 
@@ -161,7 +162,7 @@ fi
 if [ "$compare_runs" -gt 0 ]; then
 	echo "== compare.sh --nodes 256 --runs $compare_runs" >&2
 	"$here/compare.sh" "$build" --nodes 256 --runs "$compare_runs" \
-	    >"$out/compare" 2>&1 ||
+	    ${TARGETS_PYTHON:+--python "$TARGETS_PYTHON"} >"$out/compare" 2>&1 ||
 	    echo "targets.sh: compare.sh failed or torch is missing" >&2
 else
 	: >"$out/compare"

@@ -19,6 +19,10 @@ Prints "name: value" lines like rdzv-bench: nodes, ranks (checked to be a
 permutation of 0..N-1), "first connect to last assignment: X ms" and the
 spread of the handlers' own times. Exits 1 with the first error when a
 handler fails or the run passes --timeout.
+
+Works with torch 1.13 and 2.x: the timeout goes to from_backend() by name
+(torch 2.x added local_addr before it) and next_rendezvous()'s result is a
+tuple or, since torch 2.4, a RendezvousInfo.
 """
 
 import argparse
@@ -28,6 +32,15 @@ import os
 import sys
 import threading
 import time
+
+
+def rank_world(info):
+    """(rank, world size) of what next_rendezvous() returned: a tuple
+    (store, rank, world_size) up to torch 2.3, a RendezvousInfo since."""
+    if hasattr(info, "rank"):
+        return info.rank, info.world_size
+    _, rank, world = info
+    return rank, world
 
 
 def main():
@@ -74,11 +87,14 @@ def main():
             store = TCPStore("127.0.0.1", server.port, None, False,
                              store_timeout)
             backend = C10dRendezvousBackend(store, args.id)
+            # timeout by name: torch 2.x put local_addr before it (a
+            # RendezvousTimeout there becomes the node's "address", and
+            # sorting the participants then compares two of them).
             h = DynamicRendezvousHandler.from_backend(
-                args.id, store, backend, n, n, rdzv_timeout)
+                args.id, store, backend, n, n, timeout=rdzv_timeout)
             with lock:
                 handlers.append(h)
-            _, rank, world = h.next_rendezvous()
+            rank, world = rank_world(h.next_rendezvous())
             results[i] = (rank, world, time.monotonic() - t0,
                           time.monotonic())
         except Exception as e:  # noqa: BLE001 - reported below

@@ -17,7 +17,11 @@ RUNNING = time.time()
 rank = int(os.environ["RANK"])
 with open(os.path.join(os.environ["BENCH_OUT"], "%d.json.tmp" % rank), "w") as f:
     json.dump({"spawned": SPAWNED, "running": RUNNING,
-               "world": dist.get_world_size()}, f)
+               "world": dist.get_world_size(),
+               # the torchrun's own phases (rdzv.torchrun, RDZV_BENCH_PHASES)
+               "phases": {k[len("RDZV_PHASE_"):]: float(v)
+                          for k, v in os.environ.items()
+                          if k.startswith("RDZV_PHASE_")}}, f)
 os.rename(os.path.join(os.environ["BENCH_OUT"], "%d.json.tmp" % rank),
           os.path.join(os.environ["BENCH_OUT"], "%d.json" % rank))
 dist.barrier()

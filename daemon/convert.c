@@ -288,6 +288,34 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	return 0;
 }
 
+_Static_assert((int)HOOK_QUEUED ==
+    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_QUEUED &&
+    (int)HOOK_DROPPED == RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_DROPPED,
+    "enum hook_state is numbered as rdzv.v1.HookRunState");
+
+/* How the on-quarantine command's latest run for a host went; NULL when
+ * none ran since rdzvd started. */
+static Rdzv__V1__HookRun *
+hook_to_pb(struct arena *a, const struct hook_last *l)
+{
+	Rdzv__V1__HookRun *m;
+
+	if (l == NULL)
+		return NULL;
+	m = arena_alloc(a, sizeof(*m));
+	rdzv__v1__hook_run__init(m);
+	m->state = (Rdzv__V1__HookRunState)l->state;
+	m->command = (char *)(hook_command() != NULL ? hook_command() : "");
+	m->pid = l->pid;
+	m->exit_code = l->code;
+	m->signal = l->sig;
+	m->output = (char *)l->output;
+	m->started_unix_ms = l->started_ms;
+	m->ended_unix_ms = l->ended_ms;
+	m->reason = (char *)l->reason;
+	return m;
+}
+
 /* A host record as Control.ListHosts and SetHost return it; |window_ms|
  * is the policy's crash window, for the crashes that still count. */
 Rdzv__V1__Host *
@@ -320,5 +348,6 @@ host_to_pb(struct arena *a, const struct host *h, struct core_now now,
 		r->error = (char *)g->error;
 		m->gpus[m->n_gpus++] = r;
 	}
+	m->hook = hook_to_pb(a, hook_last(h->name));
 	return m;
 }

@@ -177,6 +177,7 @@ core_free(struct core *c)
 	free(c->new_events);
 	core_rounds_clear(c);
 	free(c->new_rounds);
+	free(c->refusals);
 	free(c->heap);
 	hosts_free(c->hosts);
 	free(c);

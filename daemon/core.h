@@ -333,6 +333,12 @@ struct core_job {
 	 * keeps it, so the failure names the node after a daemon restart too.
 	 */
 	char			 rejoin_lost[CORE_REASON_MAX];
+	/*
+	 * Joins of this attempt refused because their host is quarantined
+	 * (core_refuse.c), and whether that failed the job; volatile.
+	 */
+	uint32_t		 n_refused;
+	bool			 refusal_failed;
 
 	/*
 	 * Progress (core_progress.c), volatile: the leading step of
@@ -453,6 +459,8 @@ struct core {
 	size_t			 n_new_rounds, new_rounds_cap;
 
 	/* Core-private below. */
+	struct core_refusal	*refusals;	/* of jobs not there yet */
+	size_t			 n_refusals, refusals_cap;
 	struct core_nodes	 outbox;	/* nodes with queued messages */
 	struct core_jobs	 settle;	/* jobs to re-evaluate */
 	struct core_timer	**heap;
@@ -489,6 +497,8 @@ struct core_join {
 	const struct core_gpu	*gpus;		/* n_gpus results, or none */
 	uint32_t		 n_gpus;
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
+	/* The nodes of its scheduler allocation; 0: not in one. */
+	uint32_t		 allocation_nodes;
 	uint8_t			 session_id[CORE_SESSION_LEN];
 	/*
 	 * The agent's token for this join, the same in every retry of it
@@ -755,6 +765,28 @@ void		 core_queue_accepted(struct core_node *, bool resumed);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);
+/*
+ * core_refuse.c: a join refused because its host is quarantined, kept
+ * for a job that has no node yet (its first nodes may come after it).
+ */
+struct core_refusal {
+	char		 rdzv_id[RDZV_ID_MAX + 1];
+	char		 identity[CORE_STR_MAX + 1];
+	char		 why[CORE_REASON_MAX];
+	uint32_t	 allocation_nodes;
+	uint32_t	 attempt;	/* the scheduler's run; 0 unknown */
+	uint64_t	 until_ms;	/* monotonic: forgotten then */
+};
+#define CORE_REFUSALS_MAX	1024
+/* The join |req| of |identity| was refused: |why|. */
+void		 core_join_refused(struct core *, const struct core_join *,
+		    const char *identity, const char *why);
+/* A job just created or reopened by a join of |attempt| takes the
+ * refusals kept for it (of that attempt). */
+void		 core_refusals_take(struct core_job *, uint32_t attempt);
+/* 0, or the refusal of a late join into a job a refusal failed. */
+int		 core_refused_late(const struct core_job *,
+		    const struct core_join *, char *err, size_t errlen);
 /* core_hosts.c */
 /* Before a join: 0, or the refusal of a quarantined host. *from is
  * where the join's host changes start (for core_host_changed). */

@@ -138,9 +138,9 @@ gpus_update(struct core_node *n, const struct core_report *r)
 	n->gpus_healthy = healthy;
 	n->gpus_total = total;
 	core_node_dirty(n);
-	core_event_add(n->job, "health", "node %s (node %llu): %u of %u GPUs "
+	core_event_add(n->job, "health", "node %s (node %llu): %u of %u GPU%s "
 	    "healthy", n->hostname, (unsigned long long)n->node_id, healthy,
-	    total);
+	    total, plural(total));
 }
 
 /* Rule 10: only the current generation's participants report outcomes. */
@@ -204,17 +204,18 @@ offer_update(struct core_node *n, const struct core_report *r)
 	if (n->state == CORE_NODE_PARTICIPANT && j->state != CORE_JOB_RUNNING &&
 	    j->state != CORE_JOB_WAITING)
 		return;
-	core_event_add(j, "nproc", "node %s (node %llu) now runs %u workers "
+	core_event_add(j, "nproc", "node %s (node %llu) now runs %u worker%s "
 	    "(was %u)", n->hostname, (unsigned long long)n->node_id, r->nproc,
-	    n->nproc);
+	    plural(r->nproc), n->nproc);
 	n->nproc = r->nproc;
 	core_node_dirty(n);
 	if (n->state != CORE_NODE_PARTICIPANT || j->state != CORE_JOB_RUNNING)
 		return;
 	if (!j->pend_failure && !j->pend_change)
 		textf(j->pend_reason, sizeof(j->pend_reason), "node %s "
-		    "(node %llu) now runs %u workers", n->hostname,
-		    (unsigned long long)n->node_id, n->nproc);
+		    "(node %llu) now runs %u worker%s", n->hostname,
+		    (unsigned long long)n->node_id, n->nproc,
+		    plural(n->nproc));
 	j->pend_change = true;
 	core_settle(j);
 }

@@ -125,7 +125,7 @@ core_host_set(struct core *c, struct core_now now, const char *identity,
     char *err, size_t errlen)
 {
 	const char	*verb = to == HOST_OK ? "clear" : "quarantine";
-	char		 why[HOST_REASON_MAX];
+	char		 why[HOST_REASON_MAX], brief[HOST_BRIEF_MAX];
 	size_t		 from;
 
 	core_set_now(c, now);
@@ -149,8 +149,16 @@ core_host_set(struct core *c, struct core_now now, const char *identity,
 	textf(why, sizeof(why), "%s by %s: %s", to == HOST_OK ? "cleared" :
 	    "quarantined", identity, reason != NULL && *reason != '\0' ?
 	    reason : "no reason given");
+	/* The admin's own words are the gist. */
+	if (reason != NULL && *reason != '\0')
+		textf(brief, sizeof(brief), "%.*s", (int)utf8_prefix(reason,
+		    sizeof(brief) - 1), reason);
+	else
+		textf(brief, sizeof(brief), "%s by %.*s", to == HOST_OK ?
+		    "cleared" : "quarantined", (int)utf8_prefix(identity, 32),
+		    identity);
 	from = c->hosts->n_changes;
-	if (hosts_set(c->hosts, now.wall_ms, host, to, why) != 0) {
+	if (hosts_set(c->hosts, now.wall_ms, host, to, why, brief) != 0) {
 		textf(err, errlen, "rdzvd has no record of host %s", host);
 		return GRPC_NOT_FOUND;
 	}

@@ -95,6 +95,8 @@ job_reopen(struct core_job *j, uint32_t attempt)
 	core_timer_clear(c, &j->last_call);
 	core_timer_clear(c, &j->join_deadline);
 	j->rejoin_lost[0] = '\0';
+	j->n_refused = 0;
+	j->refusal_failed = false;
 	j->attempt = attempt > j->attempt ? attempt : j->attempt + 1;
 	j->restart_count = 0;
 	j->state = CORE_JOB_WAITING;
@@ -342,12 +344,15 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 			*nodep = n;
 		return 0;
 	}
-	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0)
+	if ((rc = core_join_host(c, req, &host_from, err, errlen)) != 0) {
+		core_join_refused(c, req, identity, err);
 		return rc;
+	}
 	j = core_job_find(c, req->rdzv_id);
 	if (j != NULL &&
-	    (rc = join_existing(c, j, identity, &s, req->attempt, err,
-	    errlen)) != 0)
+	    ((rc = join_existing(c, j, identity, &s, req->attempt, err,
+	    errlen)) != 0 || (rc = core_refused_late(j, req, err,
+	    errlen)) != 0))
 		return rc;
 	if (j == NULL && (rc = owner_has_room(c, identity, err, errlen)) != 0)
 		return rc;
@@ -410,6 +415,8 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	core_queue_accepted(n, false);
 	core_settle(j);
 	core_tell_current(n, false);
+	if (j->n_nodes == 1)
+		core_refusals_take(j, req->attempt);
 	job_prune(j);
 	if (nodep != NULL)
 		*nodep = n;

@@ -300,7 +300,7 @@ round_complete(struct core_job *j, uint32_t k)
 	core_timer_clear(c, &j->join_deadline);
 	core_event_add(j, "round", "generation %llu: %u node%s, world size "
 	    "%u, master %s:%u, restart %u of max %u",
-	    (unsigned long long)j->generation, k, k == 1 ? "" : "s", base,
+	    (unsigned long long)j->generation, k, plural(k), base,
 	    j->master_addr, j->master_port, j->restart_count,
 	    j->settings.max_restarts);
 	for (i = 0; i < k; i++) {
@@ -331,9 +331,9 @@ fail_join_timeout(struct core_job *j)
 		/* Rule 13: name the node that was not replaced. */
 		core_fmt_secs(t, sizeof(t), j->settings.rejoin_timeout_ms);
 		textf(why, sizeof(why), "rejoin timeout: %s, and no node "
-		    "replaced it within %s (%u of min %u nodes)",
+		    "replaced it within %s (%u of min %u node%s)",
 		    j->rejoin_lost, t, j->n_state[CORE_NODE_PARTICIPANT],
-		    j->settings.min_nodes);
+		    j->settings.min_nodes, plural(j->settings.min_nodes));
 	} else {
 		core_fmt_secs(t, sizeof(t), j->settings.join_timeout_ms);
 		textf(why, sizeof(why), "join timeout: %u of %u required "
@@ -354,9 +354,10 @@ fail_rejoin_now(struct core_job *j, const char *lost, uint32_t k)
 {
 	char	why[CORE_REASON_MAX];
 
-	textf(why, sizeof(why), "%.*s; %u of min %u nodes remain and "
+	textf(why, sizeof(why), "%.*s; %u of min %u node%s remain and "
 	    "rejoin_timeout is 0, so no node can replace it",
-	    (int)utf8_prefix(lost, 180), lost, k, j->settings.min_nodes);
+	    (int)utf8_prefix(lost, 180), lost, k, j->settings.min_nodes,
+	    plural(j->settings.min_nodes));
 	core_job_fail(j, why);
 }
 
@@ -431,6 +432,33 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
 }
 
 /*
+ * A leave or an eviction with rejoin_timeout 0 (a fixed allocation) fails
+ * the job after CORE_LEAVE_SETTLE_MS (rejoin_arm): the job's reason and
+ * what its waiting nodes are told say so, rather than "waiting for 1
+ * more". |fails| gets the nodes' words, or "" when this is no such case.
+ */
+static void
+settle_ahead(struct core_job *j, const char *gone, bool loss, uint32_t k,
+    char fails[CORE_REASON_MAX])
+{
+	char	t[32];
+	size_t	n;
+
+	fails[0] = '\0';
+	if (gone == NULL || loss || j->settings.rejoin_timeout_ms != 0)
+		return;
+	core_fmt_secs(t, sizeof(t), CORE_LEAVE_SETTLE_MS);
+	n = strlen(j->reason);
+	textf(j->reason + n, sizeof(j->reason) - n, "; the job fails in %s "
+	    "unless a node joins: rejoin_timeout is 0", t);
+	textf(fails, CORE_REASON_MAX, "round %llu: %u of min %u node%s; the "
+	    "job fails in %s: %.*s and rejoin_timeout is 0, so no node can "
+	    "replace it", (unsigned long long)j->generation + 1, k,
+	    j->settings.min_nodes, plural(j->settings.min_nodes), t,
+	    (int)utf8_prefix(gone, 200), gone);
+}
+
+/*
  * Rules 4 and 5: a new round from whoever is there. With enough nodes it
  * completes at once (a higher generation, no rejoin); else the round stays
  * open and the members of the stopped round are told to stop and wait, or,
@@ -445,6 +473,7 @@ reround(struct core_job *j, const char *why, const char *gone, bool loss)
 	struct core_node	*n;
 	struct core_msg		 m;
 	uint32_t		 live, k, i;
+	char			 fails[CORE_REASON_MAX];
 
 	live = j->n_state[CORE_NODE_PARTICIPANT] +
 	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
@@ -475,11 +504,12 @@ reround(struct core_job *j, const char *why, const char *gone, bool loss)
 	k = round_collect(j);
 	j->state = CORE_JOB_WAITING;
 	textf(j->reason, sizeof(j->reason), "round %llu is open: %u of "
-	    "min %u nodes (%s)", (unsigned long long)j->generation + 1, k,
-	    j->settings.min_nodes, why);
+	    "min %u node%s (%s)", (unsigned long long)j->generation + 1, k,
+	    j->settings.min_nodes, plural(j->settings.min_nodes), why);
+	settle_ahead(j, gone, loss, k, fails);
 	core_event_add(j, "waiting", "%s", j->reason);
 	for (i = 0; i < k; i++)
-		core_msg_waiting(j->round[i], NULL);
+		core_msg_waiting(j->round[i], fails[0] != '\0' ? fails : NULL);
 	round_open_settle(j, false, false, gone, loss);
 }
 
@@ -644,7 +674,7 @@ core_settle(struct core_job *j)
 			/* Rule 3: one new round for the waiting nodes. */
 			if (p + w >= j->settings.max_nodes || lc_due) {
 				textf(why, sizeof(why), "%u waiting node%s "
-				    "taken in", w, w == 1 ? "" : "s");
+				    "taken in", w, plural(w));
 				reround(j, why, NULL, false);
 			} else if (!core_timer_armed(&j->last_call)) {
 				core_timer_set(c, &j->last_call,

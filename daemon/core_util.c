@@ -439,17 +439,19 @@ core_waiting_reason(const struct core_node *n, char *buf, size_t len)
 	switch (n->state) {
 	case CORE_NODE_PARTICIPANT:
 		if (p < j->settings.min_nodes)
-			textf(buf, len, "round %llu: %u of min %u nodes "
+			textf(buf, len, "round %llu: %u of min %u node%s "
 			    "joined; waiting for %u more",
 			    (unsigned long long)j->generation + 1, p,
-			    j->settings.min_nodes, j->settings.min_nodes - p);
+			    j->settings.min_nodes, plural(j->settings.min_nodes),
+			    j->settings.min_nodes - p);
 		else {
 			core_fmt_secs(t, sizeof(t), (uint64_t)
 			    core_job_last_call_in(j, j->core->now));
 			textf(buf, len, "round %llu: %u node%s joined; it "
-			    "completes at %u nodes or in %s (last call)",
+			    "completes at %u node%s or in %s (last call)",
 			    (unsigned long long)j->generation + 1, p,
-			    p == 1 ? "" : "s", j->settings.max_nodes, t);
+			    plural(p), j->settings.max_nodes,
+			    plural(j->settings.max_nodes), t);
 		}
 		break;
 	case CORE_NODE_WAITING:
@@ -458,8 +460,9 @@ core_waiting_reason(const struct core_node *n, char *buf, size_t len)
 		    j->generation);
 		break;
 	case CORE_NODE_SPARE:
-		textf(buf, len, "the job has max_nodes (%u) nodes; spare "
-		    "until one goes", j->settings.max_nodes);
+		textf(buf, len, "the job has max_nodes (%u) node%s; spare "
+		    "until one goes", j->settings.max_nodes,
+		    plural(j->settings.max_nodes));
 		break;
 	case CORE_NODE_SUCCEEDED:
 		textf(buf, len, "this node succeeded; %u other node%s still "

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
+#include "text.h"
 
 static int shutting_down;
 static void (*role_changed)(int leading);
@@ -58,8 +59,9 @@ ha_lead(char *err, size_t errlen)
 	health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);
-	log_info("%s %s: %u jobs", ha_store_is_etcd() ? "store" : "database",
-	    store_path(rdzvd.store), c->n_jobs);
+	log_info("%s %s: %u job%s", ha_store_is_etcd() ? "store" : "database",
+	    store_path(rdzvd.store), c->n_jobs, plural(c->n_jobs));
+	hook_hosts_loaded(c->hosts);
 	return 0;
 }
 

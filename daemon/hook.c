@@ -6,9 +6,13 @@
  * The command runs beside the event loop, never blocking it: its output
  * (stdout and stderr together) is read from a pipe, its exit is seen from
  * SIGCHLD, and one that outlives hook-timeout is killed with its process
- * group. Its exit status and output are logged. At most HOOK_RUNNING run at
- * once; more wait in order, up to HOOK_QUEUED (then they are dropped with
- * a warning: the log still names the host).
+ * group. Its exit status and output are logged. At most HOOK_MAX_RUNNING
+ * run at once; more wait in order, up to HOOK_MAX_QUEUED (then they are
+ * dropped with a warning: the log still names the host).
+ *
+ * How each host's latest run went is kept (in memory, for HOOK_KEPT hosts)
+ * for rdzvctl: `host quarantine` waits for it (rpc_set_host.c listens for
+ * the ends of runs), `hosts` shows it, `host clear` reminds what it did.
  */
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,15 +34,18 @@
 #include "text.h"
 #include "xmalloc.h"
 
-#define HOOK_RUNNING	8
-#define HOOK_QUEUED	1024
+#define HOOK_MAX_RUNNING	8
+#define HOOK_MAX_QUEUED	1024
 #define HOOK_OUTPUT	4096	/* bytes of output kept for the log */
+#define HOOK_KEPT	4096	/* hosts whose latest run is remembered */
 
 extern char **environ;
 
 struct hook_run {
 	char		 host[HOST_NAME_MAX_LEN + 1];
 	char		 reason[HOST_REASON_MAX];
+	char		 brief[HOST_BRIEF_MAX];
+	struct hook_last *last;		/* its host's; NULL once superseded */
 	pid_t		 pid;		/* 0: not started; -1: reaped */
 	int		 status;
 	int		 fd;		/* the output pipe; -1 at EOF */
@@ -61,12 +68,92 @@ static struct {
 	struct hook_runs	 running, queued;
 	size_t			 n_running, n_queued;
 	uint64_t		 runs, failures;
+	TAILQ_HEAD(, hook_last)	 lasts;		/* oldest first */
+	struct hash		 by_host;
+	size_t			 n_lasts;
+	void			(*on_end)(const char *host);
 } hk = {
 	.running = TAILQ_HEAD_INITIALIZER(hk.running),
 	.queued = TAILQ_HEAD_INITIALIZER(hk.queued),
+	.lasts = TAILQ_HEAD_INITIALIZER(hk.lasts),
 };
 
 static void	hook_start_queued(void);
+
+static int
+match_last(const void *item, const void *key)
+{
+	return strcmp(((const struct hook_last *)item)->host, key) == 0;
+}
+
+static uint64_t
+host_hash(const char *host)
+{
+	return hash_bytes(host, strlen(host));
+}
+
+const struct hook_last *
+hook_last(const char *host)
+{
+	return hash_find(&hk.by_host, host_hash(host), match_last, host);
+}
+
+/* |host|'s record, made (and the oldest dropped past HOOK_KEPT) or moved
+ * to the end as the newest. */
+static struct hook_last *
+last_get(const char *host)
+{
+	struct hook_last *l = (struct hook_last *)hook_last(host);
+
+	if (l != NULL) {
+		TAILQ_REMOVE(&hk.lasts, l, entry);
+		TAILQ_INSERT_TAIL(&hk.lasts, l, entry);
+		return l;
+	}
+	if (hk.n_lasts == HOOK_KEPT) {
+		l = TAILQ_FIRST(&hk.lasts);
+		TAILQ_REMOVE(&hk.lasts, l, entry);
+		hash_remove(&hk.by_host, host_hash(l->host), l);
+		hk.n_lasts--;
+		free(l);
+	}
+	l = xcalloc(1, sizeof(*l));
+	textcpy(l->host, sizeof(l->host), host);
+	if (hash_insert(&hk.by_host, host_hash(host), l) != 0)
+		fatalx("on-quarantine: out of memory");
+	TAILQ_INSERT_TAIL(&hk.lasts, l, entry);
+	hk.n_lasts++;
+	return l;
+}
+
+/* A run's end, in its host's record when it is the latest, told to the
+ * listener. */
+static void
+run_ended(struct hook_run *r, enum hook_state st, const char *output)
+{
+	struct hook_last *l = r->last;
+
+	if (l != NULL && l->state <= HOOK_RUNNING) {
+		l->state = st;
+		l->ended_ms = wall_ms();
+		textcpy(l->output, sizeof(l->output), output);
+		if (st == HOOK_EXITED)
+			l->code = WEXITSTATUS(r->status);
+		else if (st == HOOK_SIGNALED)
+			l->sig = WTERMSIG(r->status);
+	}
+	if (hk.on_end != NULL)
+		hk.on_end(r->host);
+}
+
+/* The last line of |out| (its trailing newlines already gone). */
+static const char *
+last_line(const char *out)
+{
+	const char *nl = strrchr(out, '\n');
+
+	return nl != NULL ? nl + 1 : out;
+}
 
 static void
 run_free(struct hook_run *r)
@@ -84,8 +171,9 @@ run_free(struct hook_run *r)
 static void
 run_done(struct hook_run *r)
 {
-	char	out[HOOK_OUTPUT * 4 + 1], why[64];
+	char	out[HOOK_OUTPUT * 4 + 1], why[64], line[HOST_REASON_MAX * 4];
 	size_t	n = r->out_n;
+	enum hook_state st;
 
 	if (r->pid != -1 || r->fd >= 0)
 		return;
@@ -93,6 +181,9 @@ run_done(struct hook_run *r)
 		n--;
 	r->out[n] = '\0';
 	vis_buf(out, sizeof(out), r->out);
+	vis_buf(line, sizeof(line), last_line(r->out));
+	st = r->killed ? HOOK_KILLED : WIFEXITED(r->status) ? HOOK_EXITED :
+	    HOOK_SIGNALED;
 	if (r->killed)
 		snprintf(why, sizeof(why), "was killed after %u ms",
 		    hk.timeout_ms);
@@ -113,6 +204,7 @@ run_done(struct hook_run *r)
 	}
 	TAILQ_REMOVE(&hk.running, r, entry);
 	hk.n_running--;
+	run_ended(r, st, line);
 	run_free(r);
 	hook_start_queued();
 }
@@ -193,14 +285,28 @@ run_start(struct hook_run *r)
 	posix_spawn_file_actions_t	 fa;
 	posix_spawnattr_t		 at;
 	sigset_t			 none, dfl;
-	char				*argv[4];
+	char				*argv[4], **envp, brief[HOST_BRIEF_MAX + 16];
 	int				 p[2], rc;
+	size_t				 n = 0;
 	struct timeval			 tv;
 
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
 		log_warn("on-quarantine for host %s: pipe", r->host);
+		run_ended(r, HOOK_NOT_STARTED, strerror(errno));
 		return -1;
 	}
+	/* rdzvd's environment, and the gist of the reason for a narrow
+	 * column (rdzv-drain puts it first in Slurm's reason). */
+	while (environ[n] != NULL)
+		n++;
+	envp = xreallocarray(NULL, n + 2, sizeof(*envp));
+	n = 0;
+	for (char **e = environ; *e != NULL; e++)
+		if (strncmp(*e, "RDZV_BRIEF=", 11) != 0)
+			envp[n++] = *e;
+	snprintf(brief, sizeof(brief), "RDZV_BRIEF=%s", r->brief);
+	envp[n++] = brief;
+	envp[n] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
@@ -221,7 +327,8 @@ run_start(struct hook_run *r)
 	argv[1] = r->host;
 	argv[2] = r->reason;
 	argv[3] = NULL;
-	rc = posix_spawnp(&r->pid, hk.command, &fa, &at, argv, environ);
+	rc = posix_spawnp(&r->pid, hk.command, &fa, &at, argv, envp);
+	free(envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	close(p[1]);
@@ -231,6 +338,7 @@ run_start(struct hook_run *r)
 		    hk.command);
 		close(p[0]);
 		r->pid = 0;
+		run_ended(r, HOOK_NOT_STARTED, strerror(rc));
 		return -1;
 	}
 	r->fd = p[0];
@@ -245,6 +353,11 @@ run_start(struct hook_run *r)
 	event_add(r->read_ev, NULL);
 	event_add(r->timer_ev, &tv);
 	hk.runs++;
+	if (r->last != NULL) {
+		r->last->state = HOOK_RUNNING;
+		r->last->pid = (int)r->pid;
+		r->last->started_ms = wall_ms();
+	}
 	log_info("on-quarantine for host %s: running %s (pid %d)", r->host,
 	    hk.command, (int)r->pid);
 	return 0;
@@ -255,7 +368,7 @@ hook_start_queued(void)
 {
 	struct hook_run	*r;
 
-	while (hk.n_running < HOOK_RUNNING &&
+	while (hk.n_running < HOOK_MAX_RUNNING &&
 	    (r = TAILQ_FIRST(&hk.queued)) != NULL) {
 		TAILQ_REMOVE(&hk.queued, r, entry);
 		hk.n_queued--;
@@ -274,6 +387,7 @@ hook_init(struct event_base *base, const char *command, uint32_t timeout_ms)
 {
 	hk.base = base;
 	hk.timeout_ms = timeout_ms;
+	hash_init(&hk.by_host);
 	if (command == NULL || *command == '\0')
 		return;
 	hk.command = xstrdup(command);
@@ -287,29 +401,83 @@ hook_hosts_changed(const struct hosts *hs)
 {
 	const struct host_change	*hc;
 	struct hook_run			*r;
+	struct hook_last		*l;
 
 	for (size_t i = 0; i < hs->n_changes; i++) {
 		hc = &hs->changes[i];
 		log_info("host %s %s (was %s): %s", hc->name,
 		    host_state_name(hc->to), host_state_name(hc->from),
 		    hc->reason);
-		if (hc->to != HOST_QUARANTINED || hc->from == HOST_QUARANTINED ||
-		    hk.command == NULL)
+		/* A new quarantine, or a new reason for one (an admin's
+		 * second quarantine): the scheduler's reason follows. */
+		if (hc->to != HOST_QUARANTINED || hk.command == NULL)
 			continue;
-		if (hk.n_queued >= HOOK_QUEUED) {
+		l = last_get(hc->name);
+		memset(l->output, 0, sizeof(l->output));
+		l->state = HOOK_QUEUED;
+		l->pid = l->code = l->sig = 0;
+		l->started_ms = l->ended_ms = 0;
+		textcpy(l->reason, sizeof(l->reason), hc->reason);
+		/* An older run of the host no longer writes its record. */
+		TAILQ_FOREACH(r, &hk.queued, entry)
+			if (r->last == l)
+				r->last = NULL;
+		TAILQ_FOREACH(r, &hk.running, entry)
+			if (r->last == l)
+				r->last = NULL;
+		if (hk.n_queued >= HOOK_MAX_QUEUED) {
 			log_warnx("on-quarantine for host %s: %zu runs wait "
 			    "already; not run", hc->name, hk.n_queued);
 			hk.failures++;
+			l->state = HOOK_DROPPED;
+			l->ended_ms = wall_ms();
+			textf(l->output, sizeof(l->output), "%zu runs waited "
+			    "already", hk.n_queued);
+			if (hk.on_end != NULL)
+				hk.on_end(hc->name);
 			continue;
 		}
 		r = xcalloc(1, sizeof(*r));
 		r->fd = -1;
+		r->last = l;
 		textcpy(r->host, sizeof(r->host), hc->name);
 		textcpy(r->reason, sizeof(r->reason), hc->reason);
+		textcpy(r->brief, sizeof(r->brief), hc->brief);
 		TAILQ_INSERT_TAIL(&hk.queued, r, entry);
 		hk.n_queued++;
 	}
 	hook_start_queued();
+}
+
+#define LOADED_NAMED	10	/* quarantined hosts named at start */
+
+void
+hook_hosts_loaded(const struct hosts *hs)
+{
+	const struct host	*h;
+	char			 names[LOADED_NAMED * 40 + 32];
+	size_t			 len = 0;
+	uint32_t		 n = hs->n_state[HOST_QUARANTINED], k = 0;
+
+	if (n == 0)
+		return;
+	names[0] = '\0';
+	TAILQ_FOREACH(h, &hs->all, entry) {
+		if (h->state != HOST_QUARANTINED)
+			continue;
+		if (k++ == LOADED_NAMED) {
+			textf(names + len, sizeof(names) - len, " and %u more",
+			    n - LOADED_NAMED);
+			break;
+		}
+		textf(names + len, sizeof(names) - len, "%s%.*s",
+		    k > 1 ? ", " : "", (int)utf8_prefix(h->name, 32), h->name);
+		len = strlen(names);
+	}
+	log_info("%u host%s quarantined, %s refused: %s (rdzvctl hosts "
+	    "--state quarantined; an admin clears one with rdzvctl host "
+	    "clear)", n, plural(n), n == 1 ? "its joins" : "their joins",
+	    names);
 }
 
 void
@@ -319,10 +487,31 @@ hook_counts(uint64_t *runs, uint64_t *failures)
 	*failures = hk.failures;
 }
 
+const char *
+hook_command(void)
+{
+	return hk.command;
+}
+
+bool
+hook_pending(const char *host)
+{
+	const struct hook_last *l = hook_last(host);
+
+	return l != NULL && l->state <= HOOK_RUNNING;
+}
+
+void
+hook_on_end(void (*fn)(const char *host))
+{
+	hk.on_end = fn;
+}
+
 void
 hook_free(void)
 {
 	struct hook_run	*r;
+	struct hook_last *l;
 
 	/* Runs still going are left to finish on their own; only our
 	 * bookkeeping goes. */
@@ -340,6 +529,13 @@ hook_free(void)
 		run_free(r);
 	}
 	hk.n_running = hk.n_queued = 0;
+	while ((l = TAILQ_FIRST(&hk.lasts)) != NULL) {
+		TAILQ_REMOVE(&hk.lasts, l, entry);
+		free(l);
+	}
+	hk.n_lasts = 0;
+	hash_free(&hk.by_host);
+	hk.on_end = NULL;
 	if (hk.chld_ev != NULL)
 		event_free(hk.chld_ev);
 	hk.chld_ev = NULL;

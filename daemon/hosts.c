@@ -114,10 +114,11 @@ host_dirty(struct hosts *h, struct host *r, int64_t now_ms)
 	TAILQ_INSERT_TAIL(&h->dirty, r, dirty_entry);
 }
 
-/* Moves a host to |to| with |reason|, noting the change for the daemon. */
+/* Moves a host to |to| with |reason| (|brief| its gist), noting the
+ * change for the daemon. */
 static void
 host_set_state(struct hosts *h, struct host *r, enum host_state to,
-    int64_t now_ms, const char *reason)
+    int64_t now_ms, const char *reason, const char *brief)
 {
 	struct host_change	*c;
 
@@ -133,6 +134,7 @@ host_set_state(struct hosts *h, struct host *r, enum host_state to,
 	c->from = r->state;
 	c->to = to;
 	textcpy(c->reason, sizeof(c->reason), reason);
+	textcpy(c->brief, sizeof(c->brief), brief);
 	if (r->state != to) {
 		h->n_state[r->state]--;
 		h->n_state[to]++;
@@ -204,7 +206,8 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 	struct host_gpu		*g;
 	uint32_t		 i, failed = 0;
 	bool			 changed = false;
-	char			 why[HOST_REASON_MAX];
+	char			 why[HOST_REASON_MAX], brief[HOST_BRIEF_MAX];
+	const char		*e;
 
 	if (n == 0)
 		return r != NULL ? r->state : HOST_OK;
@@ -264,10 +267,15 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 	textf(why, sizeof(why), "GPU check failed on device %u (%s: %s) in "
 	    "%s", bad->device, bad->failed_step[0] ? bad->failed_step : "?",
 	    bad->error[0] ? bad->error : "?", what);
+	e = bad->error[0] ? bad->error : bad->failed_step;
+	if (strncmp(e, "CUDA_ERROR_", 11) == 0)
+		e += 11;
+	textf(brief, sizeof(brief), "GPU%u %s", bad->device, *e ? e :
+	    "check failed");
 	if (h->policy.gpu_failure == HOST_GPU_QUARANTINE)
-		host_set_state(h, r, HOST_QUARANTINED, now_ms, why);
+		host_set_state(h, r, HOST_QUARANTINED, now_ms, why, brief);
 	else if (r->state == HOST_OK)
-		host_set_state(h, r, HOST_SUSPECT, now_ms, why);
+		host_set_state(h, r, HOST_SUSPECT, now_ms, why, brief);
 	return r->state;
 }
 
@@ -291,7 +299,7 @@ hosts_crash(struct hosts *h, int64_t now_ms, const char *name,
 	const struct host_policy	*p = &h->policy;
 	struct host			*r = host_get(h, name, now_ms);
 	char				 why[HOST_REASON_MAX];
-	char				 win[32];
+	char				 win[32], brief[HOST_BRIEF_MAX];
 
 	crash_prune(p, r, now_ms);
 	if (r->n_crash == HOST_CRASHES_KEPT) {
@@ -307,10 +315,12 @@ hosts_crash(struct hosts *h, int64_t now_ms, const char *name,
 	core_fmt_secs(win, sizeof(win), p->crash_window_ms);
 	textf(why, sizeof(why), "%u worker crash%s within %s, the latest in "
 	    "%s", r->n_crash, r->n_crash == 1 ? "" : "es", win, what);
+	textf(brief, sizeof(brief), "%u worker crash%s", r->n_crash,
+	    r->n_crash == 1 ? "" : "es");
 	if (p->quarantine_crashes > 0 && r->n_crash >= p->quarantine_crashes)
-		host_set_state(h, r, HOST_QUARANTINED, now_ms, why);
+		host_set_state(h, r, HOST_QUARANTINED, now_ms, why, brief);
 	else if (p->suspect_crashes > 0 && r->n_crash >= p->suspect_crashes)
-		host_set_state(h, r, HOST_SUSPECT, now_ms, why);
+		host_set_state(h, r, HOST_SUSPECT, now_ms, why, brief);
 	return r->state;
 }
 
@@ -334,13 +344,13 @@ hosts_seen(struct hosts *h, int64_t now_ms, const char *name)
 	char why[HOST_REASON_MAX];
 	textf(why, sizeof(why), "its GPUs pass and %u worker crash%s within "
 	    "%s", r->n_crash, r->n_crash == 1 ? "" : "es", win);
-	host_set_state(h, r, HOST_OK, now_ms, why);
+	host_set_state(h, r, HOST_OK, now_ms, why, "GPUs pass");
 	return r->state;
 }
 
 int
 hosts_set(struct hosts *h, int64_t now_ms, const char *name,
-    enum host_state to, const char *reason)
+    enum host_state to, const char *reason, const char *brief)
 {
 	struct host	*r;
 
@@ -355,7 +365,7 @@ hosts_set(struct hosts *h, int64_t now_ms, const char *name,
 		host_dirty(h, r, now_ms);
 	} else
 		r = host_get(h, name, now_ms);
-	host_set_state(h, r, to, now_ms, reason);
+	host_set_state(h, r, to, now_ms, reason, brief);
 	return 0;
 }
 

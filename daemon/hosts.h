@@ -28,6 +28,7 @@ struct core_gpu;
 #define HOST_REASON_MAX		256
 #define HOST_CRASHES_KEPT	64	/* crash times within the window */
 #define HOST_GPUS_MAX		64
+#define HOST_BRIEF_MAX		64
 
 /* Numbered as rdzv.v1.HostState. */
 enum host_state {
@@ -87,6 +88,10 @@ struct host_change {
 	char			 name[HOST_NAME_MAX_LEN + 1];
 	enum host_state		 from, to;
 	char			 reason[HOST_REASON_MAX];
+	/* The gist of the reason, first and short, for a scheduler's
+	 * narrow reason column (`sinfo -R`): "GPU1 ECC_UNCORRECTABLE",
+	 * "3 worker crashes", an admin's own words. */
+	char			 brief[HOST_BRIEF_MAX];
 };
 
 struct hosts {
@@ -154,10 +159,11 @@ enum host_state	 hosts_seen(struct hosts *, int64_t now_ms, const char *name);
  * An operator's action: HOST_OK clears the host (its crash window and
  * GPU results too, so that a failure after it counts as new),
  * HOST_QUARANTINED quarantines it (a record is made for a host never
- * seen). Clearing an unknown host returns -1; else 0.
+ * seen). |brief|: the gist of |reason| (struct host_change). Clearing
+ * an unknown host returns -1; else 0.
  */
 int		 hosts_set(struct hosts *, int64_t now_ms, const char *name,
-		    enum host_state, const char *reason);
+		    enum host_state, const char *reason, const char *brief);
 
 /*
  * A host's record as the store kept it (a copy is made; dirty not set).

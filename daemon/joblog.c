@@ -18,6 +18,7 @@
 #include "log.h"
 #include "rdzvd.h"
 #include "xmalloc.h"
+#include "text.h"
 
 /* The kinds logged one line per job and turn, however many nodes. */
 static bool
@@ -25,7 +26,8 @@ grouped(const char *kind)
 {
 	return strcmp(kind, "lost") == 0 || strcmp(kind, "left") == 0 ||
 	    strcmp(kind, "evicted") == 0 || strcmp(kind, "failure") == 0 ||
-	    strcmp(kind, "hang") == 0 || strcmp(kind, "nproc") == 0;
+	    strcmp(kind, "hang") == 0 || strcmp(kind, "nproc") == 0 ||
+	    strcmp(kind, "refused") == 0;
 }
 
 /* What a counted failure leads to in its turn. */
@@ -87,7 +89,7 @@ log_round(const struct core *c, const struct core_event *e)
 	log_info("job %s: round %llu started with %u worker%s on %u node%s "
 	    "(master %s:%u, restart %u of max %u)", e->job->rdzv_id,
 	    (unsigned long long)r->generation, r->world_size,
-	    r->world_size == 1 ? "" : "s", r->n, r->n == 1 ? "" : "s",
+	    plural(r->world_size), r->n, plural(r->n),
 	    r->master_addr, r->master_port, r->restart_count,
 	    e->job->settings.max_restarts);
 }
@@ -104,13 +106,13 @@ log_one(const struct core *c, const struct core_event *e, size_t more)
 		log_info("job %s: %s, attempt %u, generation %llu, %u "
 		    "restart%s: %s", id, e->kind, e->job->attempt,
 		    (unsigned long long)e->generation, e->job->restart_count,
-		    e->job->restart_count == 1 ? "" : "s", e->message);
+		    plural(e->job->restart_count), e->message);
 	else if (strcmp(e->kind, "waiting") == 0)
 		log_info("job %s: %s", id, e->message);
 	else if (more > 0)
 		log_info("job %s: %s: %s; and %zu more node%s in the same "
 		    "instant (rdzvctl events %s)", id, e->kind, e->message,
-		    more, more == 1 ? "" : "s", id);
+		    more, plural(more), id);
 	else
 		log_info("job %s: %s: %s", id, e->kind, e->message);
 }

@@ -23,6 +23,7 @@
 #include "rdzvd.h"
 #include "store.h"
 #include "tls.h"
+#include "text.h"
 
 #if HAVE_LIBSYSTEMD
 #include <systemd/sd-daemon.h>
@@ -142,7 +143,7 @@ tls_failed_flush(evutil_socket_t fd, short what, void *arg)
 	if (tlsfail.held == 0)
 		return;
 	log_info("%llu more TLS handshake%s failed, the last with %s: %s",
-	    tlsfail.held, tlsfail.held == 1 ? "" : "s", tlsfail.peer,
+	    tlsfail.held, plural(tlsfail.held), tlsfail.peer,
 	    tlsfail.reason);
 	tlsfail.held = 0;
 	tlsfail.logged_ms = mono_ms();
@@ -479,10 +480,12 @@ main(int argc, char **argv)
 	ha_free();
 	grpc_server_free(rdzvd.srv);
 	auth_stop();
-	log_info("store %s: %llu transactions, %llu bytes written",
+	log_info("store %s: %llu transaction%s, %llu byte%s written",
 	    store_path(rdzvd.store),
 	    (unsigned long long)store_transactions(rdzvd.store),
-	    (unsigned long long)store_bytes_written(rdzvd.store));
+	    plural(store_transactions(rdzvd.store)),
+	    (unsigned long long)store_bytes_written(rdzvd.store),
+	    plural(store_bytes_written(rdzvd.store)));
 	store_close(rdzvd.store);
 	core_free(rdzvd.core);
 	tls_free(rdzvd.tls);

@@ -413,9 +413,41 @@ void		 hook_init(struct event_base *, const char *command,
 		    uint32_t timeout_ms);
 /* After a turn's commit: its host changes. */
 void		 hook_hosts_changed(const struct hosts *);
+/* After the store was loaded: the quarantined hosts, named in the log
+ * (their joins are refused; nothing is run for them again). */
+void		 hook_hosts_loaded(const struct hosts *);
 /* Runs started, and runs that failed (not 0, killed, not started). */
 void		 hook_counts(uint64_t *runs, uint64_t *failures);
 void		 hook_free(void);
+/* How a host's latest run went (numbered as rdzv.v1.HookRunState). */
+enum hook_state {
+	HOOK_QUEUED = 1,
+	HOOK_RUNNING = 2,
+	HOOK_EXITED = 3,
+	HOOK_SIGNALED = 4,
+	HOOK_KILLED = 5,
+	HOOK_NOT_STARTED = 6,
+	HOOK_DROPPED = 7,
+};
+struct hook_last {
+	char		 host[HOST_NAME_MAX_LEN + 1];
+	enum hook_state	 state;
+	int		 pid;		/* 0 before it started */
+	int		 code;		/* HOOK_EXITED: its exit status */
+	int		 sig;		/* HOOK_SIGNALED */
+	char		 output[HOST_REASON_MAX];	/* its last line */
+	char		 reason[HOST_REASON_MAX];	/* what it was given */
+	int64_t		 started_ms, ended_ms;		/* wall; 0: not yet */
+	TAILQ_ENTRY(hook_last) entry;
+};
+/* The latest run for |host| since rdzvd started, or NULL. */
+const struct hook_last *hook_last(const char *host);
+/* The command, or NULL when none is set. */
+const char	*hook_command(void);
+/* Whether a run for |host| is queued or running. */
+bool		 hook_pending(const char *host);
+/* |fn| is told of the end of each run (one listener: rpc_set_host.c). */
+void		 hook_on_end(void (*fn)(const char *host));
 
 /* rpc_list_hosts.c, rpc_set_host.c (docs/HEALTH.md) */
 void rpc_list_hosts(struct grpc_call *, const ProtobufCMessage *, void *);

@@ -72,6 +72,7 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		.has_rank_hint = req->has_rank_hint,
 		.rank_hint = req->rank_hint,
 		.attempt = req->attempt,
+		.allocation_nodes = req->allocation_nodes,
 	};
 
 	if (req->hostname[0] == '\0') {

@@ -540,6 +540,30 @@ commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
 	return 0;
 }
 
+/* The pages this commit wrote, by SQLite's own counter (reset each time). */
+static void
+count_bytes(struct sqlstore *s)
+{
+	sqlite3_stmt	*st;
+	int		 cur = 0, hi = 0;
+
+	if (s->page_size == 0 && sqlite3_prepare_v2(s->db, "PRAGMA page_size",
+	    -1, &st, NULL) == SQLITE_OK) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			s->page_size = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	if (sqlite3_db_status(s->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi,
+	    1) == SQLITE_OK && cur > 0 && s->page_size > 0)
+		s->bytes += (uint64_t)cur * (uint64_t)s->page_size;
+}
+
+uint64_t
+sqlstore_bytes(const struct sqlstore *s)
+{
+	return s->bytes;
+}
+
 int
 sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
     char *err, size_t errlen)
@@ -559,6 +583,7 @@ sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
 	if (c->next_node_id > s->next_node_id)
 		s->next_node_id = c->next_node_id;
 	s->transactions++;
+	count_bytes(s);
 	return 0;
 
 bad:
@@ -629,6 +654,12 @@ ops_transactions(const void *s)
 	return sqlstore_transactions(s);
 }
 
+static uint64_t
+ops_bytes(const void *s)
+{
+	return sqlstore_bytes(s);
+}
+
 static void
 ops_close(void *s)
 {
@@ -645,5 +676,6 @@ const struct store_ops store_sqlite_ops = {
 	.events = ops_events,
 	.empty = ops_empty,
 	.transactions = ops_transactions,
+	.bytes_written = ops_bytes,
 	.close = ops_close,
 };

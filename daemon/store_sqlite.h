@@ -70,6 +70,11 @@ struct sqlstore {
 	sqlite3_stmt	*st[ST_COUNT];
 	uint64_t	 next_node_id;	/* as saved in meta; no row from here up */
 	uint64_t	 transactions;
+	/* Bytes of the pages its commits wrote (SQLite's own count of the
+	 * dirty pages it wrote, SQLITE_DBSTATUS_CACHE_WRITE, times the page
+	 * size): the WAL's growth, without frame headers and checkpoints. */
+	uint64_t	 bytes;
+	int64_t		 page_size;	/* 0 until the first commit asks */
 	struct core_job	*loading;	/* whose events store_load reads */
 	char		*buf;		/* a round's members as JSON */
 	size_t		 buf_cap;
@@ -80,6 +85,7 @@ int		 sqlstore_fail(struct sqlstore *, char *, size_t, const char *);
 int		 sqlstore_commit(struct sqlstore *, struct core *,
 		    bool write_meta, char *err, size_t errlen);
 uint64_t	 sqlstore_transactions(const struct sqlstore *);
+uint64_t	 sqlstore_bytes(const struct sqlstore *);
 
 /* store_sqlite_hosts.c: the core's dirty host records; every record into
  * the core's hosts. 0, or -1 with a message. */

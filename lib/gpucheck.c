@@ -1,11 +1,14 @@
 /*
  * The GPU check of SPEC §7: every step a training process's first
- * CUDA calls would take, each timed, ending with a kernel that rewrites a
- * buffer which is then verified element by element. A failure names the
+ * CUDA calls would take, each timed; a buffer written, rewritten on every
+ * SM and verified element by element, all on the device (kernels of
+ * gpucheck_kernel.ptx), and the PCIe path both ways with a slice through
+ * pinned memory. A failure names the
  * step and the driver's name for the error, so that an operator reading
  * "device 2: alloc failed: CUDA_ERROR_OUT_OF_MEMORY" knows where to look.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,30 +20,40 @@
 #include "gpucheck_cuda.h"
 
 /*
- * The buffer goes to and from the device in chunks of this size, so the
- * host needs only one chunk of memory whatever the size of the buffer.
+ * The PCIe path is checked with a slice of this size copied to the device
+ * and back through pinned memory; the buffer itself is written and
+ * verified on the device, by the kernels, every byte of it.
  */
-#define CHUNK_BYTES	(4u << 20)
+#define COPY_BYTES	(4u << 20)
 #define BLOCK_THREADS	256u
 #define MAX_BLOCKS	4096u
+/* The kernels' result area: u64 elements wrong, u64 the first of them,
+ * then one u32 mark per SM (gpucheck_kernel.ptx). */
+#define SM_MARKS	1024u
+#define RES_WORDS	(4u + SM_MARKS)
+#define RES_BYTES	(RES_WORDS * 4u)
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT	16
 
 struct check {
 	const struct cuda_api	*api;
 	struct gpucheck_result	*r;
-	gpucheck_progress_fn		*progress;
+	gpucheck_progress_fn	*progress;
 	void			*progress_arg;
 	const char		*step;		/* the current step */
 	uint64_t		 t0;		/* its start */
 	CUdevice		 dev;
 	CUcontext		 ctx;
-	CUdeviceptr		 buf;
+	CUdeviceptr		 buf;		/* the buffer checked */
+	CUdeviceptr		 res;		/* the kernels' result area */
+	CUdeviceptr		 slice;		/* the PCIe slice's target */
 	CUmodule		 mod;
-	CUfunction		 fn;
-	uint32_t		*host;		/* one chunk */
+	CUfunction		 fill_fn, check_fn, verify_fn;
+	uint32_t		*host;		/* slice out, slice back, result */
+	bool			 pinned;	/* host from cuMemAllocHost */
 	uint64_t		 n;		/* elements of the buffer */
-	uint32_t		 seed;
-	uint64_t		 wrong;		/* elements found wrong */
-	uint64_t		 first_wrong;
+	uint64_t		 copy_n;	/* elements of the slice */
+	uint32_t		 seed;		/* never 0: it marks SMs */
+	int			 sm_count;
 };
 
 /* What the host writes into element i before the kernel runs. */
@@ -48,13 +61,6 @@ static uint32_t
 pattern_in(uint64_t i, uint32_t seed)
 {
 	return ((uint32_t)i * 2246822519u + seed);
-}
-
-/* What element i must hold after the kernel (gpucheck_kernel.ptx). */
-static uint32_t
-pattern_out(uint64_t i, uint32_t seed)
-{
-	return ((pattern_in(i, seed) ^ seed) * GPUCHECK_MUL + (uint32_t)i);
 }
 
 /* Starts step |name|: the progress hook hears of it first. */
@@ -159,6 +165,10 @@ check_device(struct check *c, int device)
 	if (step_end(c, api->DeviceTotalMem(&total, c->dev)) != 0)
 		return (-1);
 	r->total_mem = total;
+	step_begin(c, "sm_count");
+	if (step_end(c, api->DeviceGetAttribute(&c->sm_count,
+	    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev)) != 0)
+		return (-1);
 	return (0);
 }
 
@@ -185,124 +195,185 @@ check_context(struct check *c)
 	return (0);
 }
 
-/* Copies the input pattern to the device chunk by chunk. */
+/* Launches kernel |fn| over the buffer and waits for it. */
 static CUresult
-fill(struct check *c)
-{
-	uint64_t	 i, off, per = CHUNK_BYTES / 4, k;
-	CUresult	 rc;
-
-	for (off = 0; off < c->n; off += per) {
-		k = c->n - off < per ? c->n - off : per;
-		for (i = 0; i < k; i++)
-			c->host[i] = pattern_in(off + i, c->seed);
-		rc = c->api->MemcpyHtoD(c->buf + off * 4, c->host, k * 4);
-		if (rc != CUDA_SUCCESS)
-			return (rc);
-	}
-	return (CUDA_SUCCESS);
-}
-
-static CUresult
-launch(struct check *c)
+launch(struct check *c, CUfunction fn, void **params)
 {
 	const struct cuda_api	*api = c->api;
 	uint64_t		 blocks;
-	void			*params[3];
 	CUresult		 rc;
 
 	blocks = (c->n + BLOCK_THREADS - 1) / BLOCK_THREADS;
 	if (blocks > MAX_BLOCKS)
 		blocks = MAX_BLOCKS;
-	params[0] = &c->buf;
-	params[1] = &c->n;
-	params[2] = &c->seed;
-	rc = api->LaunchKernel(c->fn, (unsigned int)blocks, 1, 1,
-	    BLOCK_THREADS, 1, 1, 0, NULL, params, NULL);
+	rc = api->LaunchKernel(fn, (unsigned int)blocks, 1, 1, BLOCK_THREADS,
+	    1, 1, 0, NULL, params, NULL);
 	if (rc != CUDA_SUCCESS)
 		return (rc);
 	return (api->CtxSynchronize());
 }
 
-/*
- * Copies the buffer back and verifies every element, chunk by chunk; the
- * two are timed apart as the steps "copy_back" and "verify".
- */
+/* The buffer, the result area and the slice on the device; the host's
+ * side of the slice and of the result pinned (pageable if it cannot be). */
 static int
-copy_back_verify(struct check *c)
-{
-	uint64_t	 i, off, per = CHUNK_BYTES / 4, k, t, copy_us = 0;
-	uint64_t	 verify_us = 0;
-	CUresult	 rc = CUDA_SUCCESS;
-	char		 why[96];	/* cut to fit by step_done() */
-
-	step_begin(c, "copy_back");
-	for (off = 0; off < c->n; off += per) {
-		k = c->n - off < per ? c->n - off : per;
-		t = mono_us();
-		rc = c->api->MemcpyDtoH(c->host, c->buf + off * 4, k * 4);
-		copy_us += mono_us() - t;
-		if (rc != CUDA_SUCCESS)
-			break;
-		t = mono_us();
-		for (i = 0; i < k; i++) {
-			if (c->host[i] == pattern_out(off + i, c->seed))
-				continue;
-			if (c->wrong++ == 0)
-				c->first_wrong = off + i;
-		}
-		verify_us += mono_us() - t;
-	}
-	c->t0 = mono_us() - copy_us;
-	if (step_end(c, rc) != 0)
-		return (-1);
-	step_begin(c, "verify");
-	c->t0 = mono_us() - verify_us;
-	if (c->wrong == 0)
-		return (step_done(c, NULL));
-	snprintf(why, sizeof why, "mismatch at element %llu (%llu wrong)",
-	    (unsigned long long)c->first_wrong, (unsigned long long)c->wrong);
-	return (step_done(c, why));
-}
-
-/* Allocation, fill, kernel, copy back and verify, free. */
-static int
-check_memory(struct check *c, size_t bytes)
+check_alloc(struct check *c, size_t bytes)
 {
 	const struct cuda_api	*api = c->api;
+	size_t			 host_bytes;
+	void			*p = NULL;
 	CUresult		 rc;
 
 	c->n = bytes / 4 > 0 ? bytes / 4 : 1;
-	c->host = malloc((c->n < CHUNK_BYTES / 4 ? c->n : CHUNK_BYTES / 4) * 4);
-	if (c->host == NULL) {
-		step_begin(c, "alloc");
-		return (step_done(c, "out of host memory"));
-	}
+	c->copy_n = c->n < COPY_BYTES / 4 ? c->n : COPY_BYTES / 4;
+	host_bytes = c->copy_n * 8 + RES_BYTES;
 	step_begin(c, "alloc");
 	rc = api->MemAlloc(&c->buf, c->n * 4);
-	if (rc != CUDA_SUCCESS)
-		c->buf = 0;
-	if (step_end(c, rc) != 0)
+	if (rc == CUDA_SUCCESS)
+		rc = api->MemAlloc(&c->res, RES_BYTES);
+	if (rc == CUDA_SUCCESS)
+		rc = api->MemAlloc(&c->slice, c->copy_n * 4);
+	if (rc == CUDA_SUCCESS && api->MemAllocHost(&p, host_bytes) ==
+	    CUDA_SUCCESS) {
+		c->host = p;
+		c->pinned = true;
+	} else if (rc == CUDA_SUCCESS && (c->host = malloc(host_bytes)) ==
+	    NULL)
+		return (step_done(c, "out of host memory"));
+	return (step_end(c, rc));
+}
+
+/*
+ * The PCIe path both ways: a slice with its own pattern to the device
+ * ("copy_in") and back, compared on the host ("copy_back").
+ */
+static int
+check_copies(struct check *c)
+{
+	uint32_t	*out = c->host, *back = c->host + c->copy_n;
+	uint32_t	 seed = c->seed ^ 0x5bd1e995u;
+	uint64_t	 i, wrong = 0, first = 0;
+	CUresult	 rc;
+	char		 why[96];	/* cut to fit by step_done() */
+
+	step_begin(c, "copy_in");
+	for (i = 0; i < c->copy_n; i++)
+		out[i] = pattern_in(i, seed);
+	if (step_end(c, c->api->MemcpyHtoD(c->slice, out, c->copy_n * 4)) != 0)
 		return (-1);
-	step_begin(c, "fill");
-	if (step_end(c, fill(c)) != 0)
+	step_begin(c, "copy_back");
+	memset(back, 0, c->copy_n * 4);
+	rc = c->api->MemcpyDtoH(back, c->slice, c->copy_n * 4);
+	if (rc != CUDA_SUCCESS)
+		return (step_end(c, rc));
+	for (i = 0; i < c->copy_n; i++) {
+		if (back[i] != pattern_in(i, seed) && wrong++ == 0)
+			first = i;
+	}
+	if (wrong == 0)
+		return (step_done(c, NULL));
+	snprintf(why, sizeof why, "copy mismatch at element %llu (%llu wrong)",
+	    (unsigned long long)first, (unsigned long long)wrong);
+	return (step_done(c, why));
+}
+
+/*
+ * The result area after rdzv_verify: no element wrong, and every SM ran
+ * rdzv_check (left its mark).
+ */
+static int
+check_verify(struct check *c)
+{
+	uint32_t	*res = c->host + 2 * c->copy_n;
+	uint64_t	 wrong, first;
+	void		*params[4] = { &c->buf, &c->n, &c->seed, &c->res };
+	CUresult	 rc;
+	char		 why[96];
+	int		 seen = 0;
+	uint32_t	 i;
+
+	step_begin(c, "verify");
+	rc = launch(c, c->verify_fn, params);
+	if (rc == CUDA_SUCCESS)
+		rc = c->api->MemcpyDtoH(res, c->res, RES_BYTES);
+	if (rc != CUDA_SUCCESS)
+		return (step_end(c, rc));
+	memcpy(&wrong, res, sizeof wrong);
+	memcpy(&first, res + 2, sizeof first);
+	for (i = 0; i < SM_MARKS; i++)
+		seen += res[4 + i] == c->seed;
+	if (wrong != 0) {
+		snprintf(why, sizeof why, "mismatch at element %llu "
+		    "(%llu wrong)", (unsigned long long)first,
+		    (unsigned long long)wrong);
+		return (step_done(c, why));
+	}
+	if (seen < c->sm_count) {
+		snprintf(why, sizeof why, "%d of %d SMs ran the kernel", seen,
+		    c->sm_count);
+		return (step_done(c, why));
+	}
+	return (step_done(c, NULL));
+}
+
+/*
+ * Allocation; the buffer written by rdzv_fill, rewritten by rdzv_check on
+ * every SM, the PCIe path both ways, the buffer verified by rdzv_verify;
+ * then (unless the context is kept) everything freed.
+ */
+static int
+check_memory(struct check *c, size_t bytes, unsigned flags)
+{
+	const struct cuda_api	*api = c->api;
+	uint32_t		 res_words = RES_WORDS;
+	void			*fill_params[5] = { &c->buf, &c->n, &c->seed,
+				    &c->res, &res_words };
+	void			*params[4] = { &c->buf, &c->n, &c->seed,
+				    &c->res };
+	CUresult		 rc;
+
+	if (check_alloc(c, bytes) != 0)
 		return (-1);
 	step_begin(c, "module_load");
 	rc = api->ModuleLoadData(&c->mod, gpucheck_kernel_ptx);
 	if (rc != CUDA_SUCCESS)
 		c->mod = NULL;
-	else
-		rc = api->ModuleGetFunction(&c->fn, c->mod, GPUCHECK_KERNEL);
+	if (rc == CUDA_SUCCESS)
+		rc = api->ModuleGetFunction(&c->fill_fn, c->mod,
+		    GPUCHECK_KERNEL_FILL);
+	if (rc == CUDA_SUCCESS)
+		rc = api->ModuleGetFunction(&c->check_fn, c->mod,
+		    GPUCHECK_KERNEL);
+	if (rc == CUDA_SUCCESS)
+		rc = api->ModuleGetFunction(&c->verify_fn, c->mod,
+		    GPUCHECK_KERNEL_VERIFY);
 	if (step_end(c, rc) != 0)
 		return (-1);
+	step_begin(c, "fill");
+	if (step_end(c, launch(c, c->fill_fn, fill_params)) != 0)
+		return (-1);
 	step_begin(c, "kernel");
-	if (step_end(c, launch(c)) != 0)
+	if (step_end(c, launch(c, c->check_fn, params)) != 0)
 		return (-1);
-	if (copy_back_verify(c) != 0)
+	if (check_copies(c) != 0 || check_verify(c) != 0)
 		return (-1);
+	if (flags & GPUCHECK_KEEP_CONTEXT)
+		return (0);
+	/* What was not freed when a call fails, cleanup() tries. */
 	step_begin(c, "free");
 	rc = api->MemFree(c->buf);
 	c->buf = 0;
+	if (rc == CUDA_SUCCESS) {
+		rc = api->MemFree(c->res);
+		c->res = 0;
+	}
+	if (rc == CUDA_SUCCESS) {
+		rc = api->MemFree(c->slice);
+		c->slice = 0;
+	}
+	if (rc == CUDA_SUCCESS && c->pinned) {
+		rc = api->MemFreeHost(c->host);
+		c->host = NULL;
+	}
 	if (step_end(c, rc) != 0)
 		return (-1);
 	step_begin(c, "module_unload");
@@ -322,24 +393,38 @@ cleanup(struct check *c)
 
 	if (c->buf != 0)
 		api->MemFree(c->buf);
+	if (c->res != 0)
+		api->MemFree(c->res);
+	if (c->slice != 0)
+		api->MemFree(c->slice);
+	if (c->host != NULL && c->pinned)
+		api->MemFreeHost(c->host);
+	else
+		free(c->host);
 	if (c->mod != NULL)
 		api->ModuleUnload(c->mod);
 	if (c->ctx != NULL) {
 		api->CtxSetCurrent(NULL);
 		api->DevicePrimaryCtxRelease(c->dev);
 	}
-	free(c->host);
 }
 
 int
 gpucheck_device(int device, size_t bytes, struct gpucheck_result *out)
 {
-	return (gpucheck_device_progress(device, bytes, out, NULL, NULL));
+	return (gpucheck_device_flags(device, bytes, 0, out, NULL, NULL));
 }
 
 int
 gpucheck_device_progress(int device, size_t bytes, struct gpucheck_result *out,
     gpucheck_progress_fn *progress, void *arg)
+{
+	return (gpucheck_device_flags(device, bytes, 0, out, progress, arg));
+}
+
+int
+gpucheck_device_flags(int device, size_t bytes, unsigned flags,
+    struct gpucheck_result *out, gpucheck_progress_fn *progress, void *arg)
 {
 	struct check	 c;
 	char		 err[sizeof out->error + 64];
@@ -353,8 +438,8 @@ gpucheck_device_progress(int device, size_t bytes, struct gpucheck_result *out,
 	c.r = out;
 	c.progress = progress;
 	c.progress_arg = arg;
-	c.seed = (uint32_t)mono_us() ^ ((uint32_t)getpid() << 8) ^
-	    (uint32_t)device;
+	c.seed = ((uint32_t)mono_us() ^ ((uint32_t)getpid() << 8) ^
+	    (uint32_t)device) | 1u;
 	if (bytes == 0)
 		bytes = GPUCHECK_DEFAULT_BYTES;
 
@@ -365,15 +450,19 @@ gpucheck_device_progress(int device, size_t bytes, struct gpucheck_result *out,
 	step_done(&c, NULL);
 
 	if (check_device(&c, device) != 0 || check_context(&c) != 0 ||
-	    check_memory(&c, bytes) != 0)
+	    check_memory(&c, bytes, flags) != 0)
 		goto out;
+	ret = 0;
+	/* A process about to exit or exec leaves the teardown to the
+	 * driver: the context goes with the process. */
+	if (flags & GPUCHECK_KEEP_CONTEXT)
+		return (ret);
 	step_begin(&c, "release");
 	c.api->CtxSetCurrent(NULL);
 	rc = c.api->DevicePrimaryCtxRelease(c.dev);
 	c.ctx = NULL;
 	if (step_end(&c, rc) != 0)
-		goto out;
-	ret = 0;
+		ret = -1;
 out:
 	cleanup(&c);
 	return (ret);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GPUCHECK_STEPS_MAX	20
+#define GPUCHECK_STEPS_MAX	24
 #define GPUCHECK_DEFAULT_BYTES	(256u << 20)	/* the test buffer */
 
 struct gpucheck_step {
@@ -68,6 +68,17 @@ int	gpucheck_device(int device, size_t bytes, struct gpucheck_result *out);
 typedef void gpucheck_progress_fn(const struct gpucheck_result *sofar,
     const char *step, void *arg);
 int	gpucheck_device_progress(int device, size_t bytes,
+	    struct gpucheck_result *out, gpucheck_progress_fn *fn, void *arg);
+
+/*
+ * Either of the above with |flags|: GPUCHECK_KEEP_CONTEXT ends a passing
+ * check after "verify", leaving the memory, the module and the primary
+ * context to the driver's teardown at exit or exec, for a process that
+ * exits or execs right after (a probe child, a worker); a failed check
+ * still releases what it took.
+ */
+#define GPUCHECK_KEEP_CONTEXT	0x1u
+int	gpucheck_device_flags(int device, size_t bytes, unsigned flags,
 	    struct gpucheck_result *out, gpucheck_progress_fn *fn, void *arg);
 
 /* Writes / reads one result whole on a pipe. 0, or -errno (-EPIPE: the

@@ -37,6 +37,7 @@ struct cuda_api {
 	CUresult	(*DeviceGetName)(char *, int, CUdevice);
 	CUresult	(*DeviceGetUuid)(CUuuid *, CUdevice);
 	CUresult	(*DeviceTotalMem)(size_t *, CUdevice);
+	CUresult	(*DeviceGetAttribute)(int *, int, CUdevice);
 	CUresult	(*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult	(*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult	(*CtxSetCurrent)(CUcontext);
@@ -44,6 +45,8 @@ struct cuda_api {
 	CUresult	(*MemGetInfo)(size_t *, size_t *);
 	CUresult	(*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult	(*MemFree)(CUdeviceptr);
+	CUresult	(*MemAllocHost)(void **, size_t);
+	CUresult	(*MemFreeHost)(void *);
 	CUresult	(*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
 	CUresult	(*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult	(*ModuleLoadData)(CUmodule *, const void *);
@@ -74,9 +77,9 @@ void	gpucheck_cuda_error_name(const struct cuda_api *, CUresult, char *,
 /* gpucheck_kernel.c, generated from gpucheck_kernel.ptx */
 extern const char gpucheck_kernel_ptx[];
 
-/* The kernel's name in the PTX and the transform it applies to element i,
- * which the check computes on the host to verify the buffer. */
+/* The kernels' names in the PTX (its top comment says what each does). */
+#define GPUCHECK_KERNEL_FILL	"rdzv_fill"
 #define GPUCHECK_KERNEL		"rdzv_check"
-#define GPUCHECK_MUL		0x9E3779B1u
+#define GPUCHECK_KERNEL_VERIFY	"rdzv_verify"
 
 #endif

@@ -209,3 +209,9 @@ vis_dup(const char *s)
 	vis_buf(d, len, s);
 	return d;
 }
+
+const char *
+plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}

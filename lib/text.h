@@ -59,4 +59,10 @@ size_t	vis_buf(char *dst, size_t len, const char *s);
 /* vis_buf into a new string; NULL when out of memory. */
 char	*vis_dup(const char *s);
 
+/*
+ * The ending of a counted noun: "" for one, "s" otherwise, so that every
+ * program says "1 node" and "2 nodes": "%u node%s", n, plural(n).
+ */
+const char	*plural(uint64_t n);
+
 #endif

@@ -97,10 +97,11 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	 * run only what this node can, and tell it again. */
 	if (a->gpucheck.policy == GPUCHECK_EXCLUDE &&
 	    a->want.local_world_size > (uint32_t)a->gpucheck.n_use) {
-		log_warnx("generation %llu asks for %u workers but this node "
+		log_warnx("generation %llu asks for %u worker%s but this node "
 		    "offers %u: waiting for a round that knows it",
 		    (unsigned long long)a->want.generation,
-		    a->want.local_world_size, a->offer.nproc);
+		    a->want.local_world_size, plural(a->want.local_world_size),
+		    a->offer.nproc);
 		a->have_want = false;
 		report_update(&a->report, true, false, true);
 		return;
@@ -232,10 +233,10 @@ quit_first(bool quitting, int status, const char *msg)
 void
 assignment_log(const Rdzv__V1__Assignment *pb)
 {
-	log_info("generation %llu: node rank %u of %u nodes, worker ranks %u "
+	log_info("generation %llu: node rank %u of %u node%s, worker ranks %u "
 	    "to %u of %u, master %s:%u, restart %u of max %u",
 	    (unsigned long long)pb->generation, pb->group_rank,
-	    pb->group_world_size, pb->base_rank,
+	    pb->group_world_size, plural(pb->group_world_size), pb->base_rank,
 	    pb->base_rank + pb->local_world_size - 1, pb->world_size,
 	    pb->master_addr, pb->master_port, pb->restart_count,
 	    pb->max_restarts);
@@ -260,9 +261,9 @@ assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
 		return -1;
 	}
 	if (pb->local_world_size > nproc) {
-		snprintf(why, len, "generation %llu asks for %u workers; this "
+		snprintf(why, len, "generation %llu asks for %u worker%s; this "
 		    "node offered %u", (unsigned long long)pb->generation,
-		    pb->local_world_size, nproc);
+		    pb->local_world_size, plural(pb->local_world_size), nproc);
 		return -1;
 	}
 	if (end > pb->world_size) {
@@ -506,7 +507,7 @@ offer_fewer_gpus(struct agent *a)
 	}
 	a->offer.nproc = (uint32_t)left;
 	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
-	    left, left == 1 ? "" : "s", a->gpucheck.visible);
+	    left, plural(left), a->gpucheck.visible);
 	report_update(&a->report, true, false, true);
 }
 
@@ -536,9 +537,14 @@ on_workers_ended(void *arg)
 	}
 	switch (ws->end) {
 	case WS_END_SUCCEEDED:
-		log_info("generation %llu: all %d workers exited 0; waiting "
-		    "for the job to close", (unsigned long long)ws->generation,
-		    ws->n);
+		if (ws->n == 1)
+			log_info("generation %llu: its worker exited 0; "
+			    "waiting for the job to close",
+			    (unsigned long long)ws->generation);
+		else
+			log_info("generation %llu: all %d workers exited 0; "
+			    "waiting for the job to close",
+			    (unsigned long long)ws->generation, ws->n);
 		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED, "");
 		break;
 	case WS_END_FAILED:
@@ -789,7 +795,7 @@ agent_run(struct agent_opts *o)
 		return rc;
 	log_info("job %s: joining through %s as %s with %u worker%s: %s%s",
 	    o->id, o->client.server, a.offer.hostname, a.offer.nproc,
-	    a.offer.nproc == 1 ? "" : "s", o->argv[0],
+	    plural(a.offer.nproc), o->argv[0],
 	    o->argc > 1 ? " ..." : "");
 	session_start(&a.session);
 	event_active(a.prepare_ev, EV_TIMEOUT, 0);

@@ -79,6 +79,7 @@ struct agent_opts {
 						   a rank of max_nodes or
 						   more (sched.c, session.c) */
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
+	uint32_t		 allocation_nodes; /* of the scheduler's; 0: none */
 	uint32_t		 max_restarts;
 	uint32_t		 last_call_ms;	/* 0: the job's default */
 	uint32_t		 join_timeout_ms;

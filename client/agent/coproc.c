@@ -26,6 +26,7 @@
 #include "agent.h"
 #include "log.h"
 #include "rdzv/v1/control.pb-c.h"
+#include "text.h"
 
 #define COPROC_LINE_MAX		4096	/* one command */
 #define COPROC_CLOSE_TIMEOUT_MS	10000
@@ -477,7 +478,7 @@ coproc_run(struct agent_opts *o)
 	}
 	log_info("job %s: joining through %s as %s for a launcher with %u "
 	    "worker%s", o->id, o->client.server, c.offer.hostname,
-	    c.offer.nproc, c.offer.nproc == 1 ? "" : "s");
+	    c.offer.nproc, plural(c.offer.nproc));
 	session_start(&c.session);
 	event_base_dispatch(c.base);
 	rc = c.exit_status;

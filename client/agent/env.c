@@ -96,13 +96,17 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 	/* As torchrun does: one OpenMP thread per worker unless told. */
 	if (asg->local_world_size > 1 && !has(inherited, "OMP_NUM_THREADS"))
 		add(e, "OMP_NUM_THREADS", "1");
-	/* As torchrun does: a collective that fails or hangs ends the
-	 * worker instead of blocking it for ever (torch 1.x and 2.x names). */
-	/* Under in-process restart, 2 ("clean up only"): a broken
+	/*
+	 * As torchrun 2.x does: a collective that fails or hangs ends the
+	 * worker instead of blocking it for ever. Only torch 2.2's name:
+	 * torch >= 2.2 warns of the deprecated NCCL_ASYNC_ERROR_HANDLING
+	 * whenever it is set, and the agent cannot tell which torch a
+	 * worker will import; torch < 2.2 reads only the old name, which
+	 * passes through from the agent's environment (docs/AGENT.md).
+	 * Under in-process restart, 2 ("clean up only"): a broken
 	 * communicator is aborted and the error raised in the worker, which
-	 * lives on to take the next round (docs/RECOVERY.md). */
-	if (!has(inherited, "NCCL_ASYNC_ERROR_HANDLING"))
-		add(e, "NCCL_ASYNC_ERROR_HANDLING", "%d", restart ? 2 : 1);
+	 * lives on to take the next round (docs/RECOVERY.md).
+	 */
 	if (!has(inherited, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
 		add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "%d", restart ? 2 : 1);
 	if (w->visible != NULL && w->visible[0] != '\0')

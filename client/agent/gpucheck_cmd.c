@@ -14,6 +14,7 @@
 
 #include "gpucheck_run.h"
 #include "parse.h"
+#include "text.h"
 
 #define DEFAULT_TIMEOUT_MS	60000
 
@@ -61,7 +62,7 @@ print_table(const struct gpucheck_result *rs, int n)
 		if (r->ok)
 			passed++;
 	}
-	printf("%d of %d device%s passed\n", passed, n, n == 1 ? "" : "s");
+	printf("%d of %d device%s passed\n", passed, n, plural(n));
 }
 
 static json_t *
@@ -208,7 +209,7 @@ cmd_gpucheck(int argc, char **argv)
 	if (one >= count) {
 		fprintf(stderr, "rdzv-agent: gpucheck: --device %d: this "
 		    "node has %d GPU%s (0 to %d)\n", one, count,
-		    count == 1 ? "" : "s", count - 1);
+		    plural(count), count - 1);
 		return (2);
 	}
 	n = one >= 0 ? 1 : count;

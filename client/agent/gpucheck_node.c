@@ -19,6 +19,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 static const char *
 mode_name(const struct agent_opts *o)
@@ -63,14 +64,15 @@ no_gpu(struct agent_opts *o, struct gpucheck_node *g, const char *why,
 		return 0;
 	case NPROC_SLURM:
 		log_warnx("SLURM_GPUS_ON_NODE=%u but no GPU found (%s): "
-		    "running %u workers without the GPU check", o->nproc,
-		    why, o->nproc);
+		    "running %u worker%s without the GPU check", o->nproc,
+		    why, o->nproc, plural(o->nproc));
 		*nproc = o->nproc;
 		return 0;
 	default:
 		if (o->gpucheck.policy == GPUCHECK_WARN) {
-			log_warnx("no GPU found (%s): running %u workers "
-			    "(--health-check warn)", why, o->nproc);
+			log_warnx("no GPU found (%s): running %u worker%s "
+			    "(--health-check warn)", why, o->nproc,
+			    plural(o->nproc));
 			*nproc = o->nproc;
 			return 0;
 		}
@@ -128,7 +130,7 @@ gpucheck_node_plan(struct agent_opts *o, struct gpucheck_node *g,
 		fprintf(stderr, "rdzv-agent: --nproc-per-node %u with "
 		    "--health-check %s: this node has only %d GPU%s\n",
 		    o->nproc, gpucheck_policy_name(g->policy), count,
-		    count == 1 ? "" : "s");
+		    plural(count));
 		return AGENT_EXIT_USAGE;
 	}
 	if (o->nproc_mode == NPROC_SLURM && o->nproc != (uint32_t)count)
@@ -139,7 +141,7 @@ gpucheck_node_plan(struct agent_opts *o, struct gpucheck_node *g,
 	g->n = n;
 	passed = gpucheck_run(&o->gpucheck, n, g->results);
 	log_info("GPU check: %d of %d GPU%s passed", passed, n,
-	    n == 1 ? "" : "s");
+	    plural(n));
 	for (int d = 0; d < n; d++) {
 		if (g->results[d].ok || g->policy == GPUCHECK_WARN)
 			g->use[g->n_use++] = d;
@@ -167,8 +169,8 @@ gpucheck_node_plan(struct agent_opts *o, struct gpucheck_node *g,
 	 * run unchecked. */
 	*nproc = o->nproc_mode == NPROC_FIXED && g->policy == GPUCHECK_WARN ?
 	    o->nproc : (uint32_t)g->n_use;
-	log_debug("%s: %u workers, GPU policy %s", mode_name(o), *nproc,
-	    gpucheck_policy_name(g->policy));
+	log_debug("%s: %u worker%s, GPU policy %s", mode_name(o), *nproc,
+	    plural(*nproc), gpucheck_policy_name(g->policy));
 	return 0;
 }
 

@@ -389,7 +389,10 @@ probe_child(void *arg, int fd)
 	struct gpucheck_result	 r;
 
 	a->fd = fd;
-	gpucheck_device_progress(a->device, a->bytes, &r, probe_progress, a);
+	/* The child exits next: the driver's teardown at exit frees what
+	 * the check took, after the parent has the result. */
+	gpucheck_device_flags(a->device, a->bytes, GPUCHECK_KEEP_CONTEXT, &r,
+	    probe_progress, a);
 	gpucheck_result_write(fd, &r);
 }
 
@@ -480,7 +483,11 @@ gpucheck_run_worker(const struct gpucheck_opts *opts, int device, int fd)
 {
 	struct gpucheck_result	r;
 
-	gpucheck_device(device, gpucheck_bytes(opts), &r);
+	/* The worker execs next (or exits on a failure): the context goes
+	 * with the process image, as a worker's own CUDA start needs none
+	 * of it. */
+	gpucheck_device_flags(device, gpucheck_bytes(opts),
+	    GPUCHECK_KEEP_CONTEXT, &r, NULL, NULL);
 	gpucheck_result_write(fd, &r);
 	close(fd);
 	return (r.ok ? 0 : -1);

@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 static const char *
 env(const char *name)
@@ -93,6 +94,9 @@ slurm(struct agent_opts *o)
 	uint32_t n;
 
 	job_id(o, "SLURM_JOB_ID");
+	if (env("SLURM_JOB_ID") != NULL &&
+	    env_u32("SLURM_JOB_NUM_NODES", 1, &n) == 0)
+		o->allocation_nodes = n;
 	if (o->min_nodes == 0 && env_u32("SLURM_JOB_NUM_NODES", 1, &n) == 0)
 		o->min_nodes = o->max_nodes = n;
 	if (!o->has_node_rank && env_u32("SLURM_NODEID", 0, &n) == 0) {
@@ -281,6 +285,7 @@ pbs(struct agent_opts *o)
 		log_warnx("PBS_NODEFILE: %s; ignored", err);
 		return;
 	}
+	o->allocation_nodes = count;
 	if (o->min_nodes == 0)
 		o->min_nodes = o->max_nodes = count;
 	if (!o->has_node_rank && index != UINT32_MAX) {
@@ -309,10 +314,10 @@ fixed_allocation(struct agent_opts *o, bool allocated)
 		return;
 	o->has_rejoin_timeout = true;
 	o->rejoin_timeout_ms = 0;
-	log_info("a fixed allocation of %u node%s: a node lost, left or "
-	    "evicted fails the job at once (rejoin timeout 0; "
-	    "--rejoin-timeout or an elastic --nnodes MIN:MAX changes that)",
-	    o->min_nodes, o->min_nodes == 1 ? "" : "s");
+	log_info("a fixed allocation of %u node%s: a node lost fails the "
+	    "job at once, one that left or was evicted 1 s later (rejoin "
+	    "timeout 0; --rejoin-timeout or an elastic --nnodes MIN:MAX "
+	    "changes that)", o->min_nodes, plural(o->min_nodes));
 }
 
 /*

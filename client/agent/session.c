@@ -29,6 +29,7 @@
 #include "rdzv/v1/control.pb-c.h"
 #include "log.h"
 #include "names.h"
+#include "text.h"
 
 #define CHECK_TIMEOUT_MS	5000
 
@@ -486,10 +487,11 @@ session_event(struct session *s, const Rdzv__V1__JoinEvent *ev)
 		on_accepted(s, ev->accepted);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_WAITING:
-		log_info("job %s: waiting as %s: %u of %u:%u nodes%s%s", id,
+		log_info("job %s: waiting as %s: %u of %u:%u node%s%s%s", id,
 		    node_state_name(ev->waiting->state),
 		    ev->waiting->participants, ev->waiting->min_nodes,
-		    ev->waiting->max_nodes, *ev->waiting->reason ? "; " : "",
+		    ev->waiting->max_nodes, plural(ev->waiting->max_nodes),
+		    *ev->waiting->reason ? "; " : "",
 		    ev->waiting->reason);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
@@ -603,6 +605,7 @@ send_join(struct session *s)
 		req.has_rank_hint = o->has_node_rank;
 		req.rank_hint = o->node_rank;
 		req.attempt = o->attempt;
+		req.allocation_nodes = o->allocation_nodes;
 		req.join_token.data = s->join_token;
 		req.join_token.len = sizeof(s->join_token);
 		req.role = (char *)o->role;
@@ -611,9 +614,9 @@ send_join(struct session *s)
 			fatalx("out of memory");
 		req.n_gpus = gpb.n;
 		req.gpus = gpb.ptrs;
-		log_debug("joining job %s as %s (%s), %u workers, master port "
-		    "%u", o->id, of->hostname, req.advertise_addr, of->nproc,
-		    of->master_port);
+		log_debug("joining job %s as %s (%s), %u worker%s, master "
+		    "port %u", o->id, of->hostname, req.advertise_addr,
+		    of->nproc, plural(of->nproc), of->master_port);
 	}
 	s->state = SESSION_JOIN;
 	s->call = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Join",

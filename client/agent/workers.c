@@ -23,6 +23,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "text.h"
 
 extern char **environ;
 
@@ -92,6 +93,9 @@ child(const struct spawn *s)
 		if (gpucheck_run_worker(&o->gpucheck, s->device, fd) != 0 &&
 		    o->gpucheck.policy != GPUCHECK_WARN)
 			_exit(GPUCHECK_EXIT);
+		/* What libcuda opened for the check (its context is left
+		 * to the exec) is not the worker's either. */
+		close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	}
 	execvpe(o->argv[0], o->argv, s->envp);
 fail:
@@ -175,9 +179,10 @@ pipe_exec(struct worker *w)
 	} else if (!w->check_failed) {
 		w->execd = true;
 		if (++ws->execd == ws->n) {
-			log_debug("generation %llu: %d workers exec'd in %.3f "
+			log_debug("generation %llu: %d worker%s exec'd in %.3f "
 			    "ms after the assignment arrived",
 			    (unsigned long long)ws->generation, ws->n,
+			    plural(ws->n),
 			    (double)(mono_us() - ws->arrived_us) / 1000.0);
 			/* Now there is time for the next one's files. */
 			ws->ev.execd(ws->ev.arg);
@@ -388,7 +393,7 @@ workers_start(struct workers *ws, const struct assignment *asg,
 	logs_generation_done(ws->logs, asg->generation, ws->n);
 	close(devnull);
 	log_info("generation %llu: started %d worker%s (ranks %u to %u of %u)",
-	    (unsigned long long)asg->generation, ws->n, ws->n == 1 ? "" : "s",
+	    (unsigned long long)asg->generation, ws->n, plural(ws->n),
 	    asg->base_rank, asg->base_rank + asg->local_world_size - 1,
 	    asg->world_size);
 	if (ws->end == WS_END_FAILED)
@@ -417,7 +422,7 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	log_warnx("generation %llu: %d worker%s still running %.1f s after "
 	    "SIGTERM: SIGKILL", (unsigned long long)ws->generation,
-	    ws->alive, ws->alive == 1 ? "" : "s",
+	    ws->alive, plural(ws->alive),
 	    ws->opts->stop_timeout_ms / 1000.0);
 	workers_kill(ws);
 }
@@ -439,7 +444,7 @@ stop_set(struct workers *ws, const char *why)
 	}
 	log_info("generation %llu: stopping %d worker%s: %s",
 	    (unsigned long long)ws->generation, ws->alive,
-	    ws->alive == 1 ? "" : "s", why);
+	    plural(ws->alive), why);
 	kill_groups(ws, SIGTERM);
 	if (ms == 0)
 		workers_kill(ws);

@@ -1,8 +1,11 @@
 /*
  * rdzvctl hosts [--state STATE]: what rdzvd remembers of each host across
  * jobs (docs/HEALTH.md): its state and why, its worker crashes, its GPUs'
- * latest checks. rdzvctl host clear|quarantine HOST --reason TEXT: an
- * admin's action on one host. Every string came from a client and is
+ * latest checks, how rdzvd's on-quarantine command went for it. rdzvctl
+ * host clear|quarantine HOST --reason TEXT: an admin's action on one host;
+ * a quarantine says what that command did (rdzvd waits for it a few
+ * seconds), and exits 1 when it failed: the host is quarantined in rdzvd
+ * but the scheduler was not told. Every string came from a client and is
  * printed escaped (call.c).
  */
 #include <stdio.h>
@@ -22,6 +25,55 @@ state_word(int s)
 		return "quarantined";
 	}
 	return "unknown";
+}
+
+#define HOOK(s)	RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_##s
+
+const char *
+hook_state_word(int s)
+{
+	switch (s) {
+	case HOOK(QUEUED):
+		return "queued";
+	case HOOK(RUNNING):
+		return "running";
+	case HOOK(EXITED):
+		return "exited";
+	case HOOK(SIGNALED):
+		return "signaled";
+	case HOOK(KILLED):
+		return "killed";
+	case HOOK(NOT_STARTED):
+		return "not_started";
+	case HOOK(DROPPED):
+		return "dropped";
+	}
+	return "unknown";
+}
+
+/* "exited 0", "running", "killed", ...; "-" when none ran. */
+static const char *
+hook_cell(char *buf, size_t len, const Rdzv__V1__HookRun *r)
+{
+	if (r == NULL)
+		return "-";
+	if (r->state == HOOK(EXITED))
+		snprintf(buf, len, "exited %d", r->exit_code);
+	else if (r->state == HOOK(SIGNALED))
+		snprintf(buf, len, "signal %d", r->signal);
+	else if (r->state == HOOK(NOT_STARTED))
+		snprintf(buf, len, "not started");
+	else
+		snprintf(buf, len, "%s", hook_state_word(r->state));
+	return buf;
+}
+
+static bool
+hook_failed(const Rdzv__V1__HookRun *r)
+{
+	return r != NULL && r->state != HOOK(QUEUED) &&
+	    r->state != HOOK(RUNNING) && !(r->state == HOOK(EXITED) &&
+	    r->exit_code == 0);
 }
 
 static const struct option hosts_longopts[] = {
@@ -61,9 +113,9 @@ static void
 hosts_text(struct ctl *ctl, const Rdzv__V1__ListHostsResponse *r)
 {
 	static const char *const hdr[] = { "HOST", "STATE", "SINCE",
-	    "CRASHES", "GPUS", "REASON" };
+	    "CRASHES", "GPUS", "HOOK", "REASON" };
 	struct table	*t;
-	char		 age[32], g[32];
+	char		 age[32], g[32], hk[32];
 
 	if (r->n_hosts == 0) {
 		printf("no host%s\n", ctl->host_state ? " in that state" :
@@ -71,7 +123,7 @@ hosts_text(struct ctl *ctl, const Rdzv__V1__ListHostsResponse *r)
 		    "it, a worker crashes or an admin acts on it)");
 		return;
 	}
-	t = table_new(6, hdr);
+	t = table_new(7, hdr);
 	for (size_t i = 0; i < r->n_hosts; i++) {
 		const Rdzv__V1__Host *h = r->hosts[i];
 
@@ -81,6 +133,7 @@ hosts_text(struct ctl *ctl, const Rdzv__V1__ListHostsResponse *r)
 		    h->since_unix_ms));
 		table_cell(t, "%u/%u", h->recent_crashes, h->crashes);
 		table_cell(t, "%s", gpus_cell(g, sizeof(g), h));
+		table_cell(t, "%s", hook_cell(hk, sizeof(hk), h->hook));
 		table_cell(t, "%s", h->reason[0] != '\0' ? h->reason : "-");
 	}
 	table_print(t, stdout, "");
@@ -127,6 +180,49 @@ const struct ctl_cmd cmd_hosts_entry = {
 	.exec = hosts_exec,
 };
 
+/* What the on-quarantine command did with this quarantine. */
+static void
+quarantine_note(const Rdzv__V1__Host *h)
+{
+	const Rdzv__V1__HookRun *r = h->hook;
+	char cell[32];
+
+	if (r == NULL)
+		return;		/* no command set */
+	if (r->state == HOOK(QUEUED) || r->state == HOOK(RUNNING)) {
+		printf("on-quarantine: %s %s still %s; `rdzvctl hosts` shows "
+		    "how it ends\n", r->command, h->name, r->state ==
+		    HOOK(QUEUED) ? "waits to run" : "runs");
+		return;
+	}
+	if (!hook_failed(r)) {
+		printf("on-quarantine: %s %s exited 0%s%s\n", r->command,
+		    h->name, *r->output ? ": " : "", r->output);
+		return;
+	}
+	fprintf(stderr, "rdzvctl: host %s is quarantined in rdzvd, but its "
+	    "on-quarantine command failed (%s%s%s): the scheduler may still "
+	    "place jobs there\n", h->name, hook_cell(cell, sizeof(cell), r),
+	    *r->output ? ": " : "", r->output);
+}
+
+/* A cleared host whose quarantine ran the command: what it did (a Slurm
+ * drain) is still in force; rdzvd does not undo it. */
+static void
+clear_note(const Rdzv__V1__Host *h)
+{
+	const Rdzv__V1__HookRun *r = h->hook;
+	char cell[32];
+
+	if (r == NULL || r->started_unix_ms == 0)
+		return;
+	printf("note: rdzvd's on-quarantine command ran for %s (%s%s%s) and "
+	    "is not undone by a clear; undo it where it acted (under Slurm: "
+	    "scontrol update NodeName=%s State=RESUME)\n", h->name,
+	    hook_cell(cell, sizeof(cell), r), *r->output ? ": " : "",
+	    r->output, h->name);
+}
+
 static int
 host_exec(struct ctl *ctl, int argc, char **argv)
 {
@@ -149,9 +245,18 @@ host_exec(struct ctl *ctl, int argc, char **argv)
 		return rc;
 	if (ctl->output == CTL_OUTPUT_JSON)
 		rc = json_emit(json_host(h), false);
-	else
+	else {
 		printf("host %s: %s: %s\n", h->name, state_word(h->state),
 		    h->reason);
+		if (req.state == RDZV__V1__HOST_STATE__HOST_STATE_OK)
+			clear_note(h);
+		else
+			quarantine_note(h);
+	}
+	if (rc == CTL_EXIT_OK &&
+	    req.state == RDZV__V1__HOST_STATE__HOST_STATE_QUARANTINED &&
+	    hook_failed(h->hook))
+		rc = CTL_EXIT_ERROR;
 	protobuf_c_message_free_unpacked(&h->base, NULL);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rdzvctl.h"
+#include "text.h"
 
 #define KEY_WIDTH	10
 
@@ -75,11 +76,11 @@ job_note(char *buf, size_t len, const Rdzv__V1__Job *j)
 		if (need > 0 && j->join_timeout_in_ms >= 0)
 			snprintf(buf, len, "needs %" PRId64 " more node%s; "
 			    "fails in %s (join timeout)", need,
-			    need == 1 ? "" : "s",
+			    plural(need),
 			    fmt_duration(d, sizeof(d), j->join_timeout_in_ms));
 		else if (need > 0)
 			snprintf(buf, len, "needs %" PRId64 " more node%s",
-			    need, need == 1 ? "" : "s");
+			    need, plural(need));
 		else if (j->last_call_in_ms >= 0)
 			snprintf(buf, len, "round completes in %s (last call)",
 			    fmt_duration(d, sizeof(d), j->last_call_in_ms));
@@ -145,7 +146,8 @@ print_waiting(FILE *f, const Rdzv__V1__Job *j)
 	int64_t	need = nodes_needed(j);
 
 	key(f, "waiting");
-	fprintf(f, "%u of min %u nodes joined", j->participants, min_nodes(j));
+	fprintf(f, "%u of min %u node%s joined", j->participants, min_nodes(j),
+	    plural(min_nodes(j)));
 	if (j->last_call_in_ms >= 0)
 		fprintf(f, "; the round completes in %s (last call) or when "
 		    "%u have joined", fmt_duration(d, sizeof(d),
@@ -244,20 +246,20 @@ print_header(struct ctl *ctl, FILE *f, const Rdzv__V1__Job *j)
 	    j->last_call_in_ms >= 0) {
 		key(f, "next");
 		fprintf(f, "a new round takes in %u waiting node%s in %s "
-		    "(last call)\n", j->waiting, j->waiting == 1 ? "" : "s",
+		    "(last call)\n", j->waiting, plural(j->waiting),
 		    fmt_duration(d, sizeof(d), j->last_call_in_ms));
 	}
 	if (j->held_failure[0] != '\0')
 		print_held(f, j);
 	key(f, "nodes");
 	fprintf(f, "%u participant%s, %u waiting, %u spare%s (min %u, max "
-	    "%u)\n", j->participants, j->participants == 1 ? "" : "s",
-	    j->waiting, j->spares, j->spares == 1 ? "" : "s", min_nodes(j),
+	    "%u)\n", j->participants, plural(j->participants),
+	    j->waiting, j->spares, plural(j->spares), min_nodes(j),
 	    max_nodes(j));
 	if (j->has_lead_step) {
 		key(f, "progress");
 		fprintf(f, "leading step %" PRIu64 ", %u straggler%s\n",
-		    j->lead_step, j->stragglers, j->stragglers == 1 ? "" : "s");
+		    j->lead_step, j->stragglers, plural(j->stragglers));
 	}
 	print_settings(f, j->settings);
 	print_when(ctl, f, "created", j->created_unix_ms);

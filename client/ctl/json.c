@@ -268,6 +268,31 @@ json_emit(json_t *j, bool compact)
 }
 
 /* A host record (docs/HEALTH.md), as `rdzvctl hosts -o json` lists it. */
+/* The on-quarantine command's latest run for a host; null when none. */
+static json_t *
+hook_run(const Rdzv__V1__HookRun *r)
+{
+	json_t	*o;
+
+	if (r == NULL)
+		return json_null();
+	o = json_object();
+	set(o, "state", json_string(hook_state_word(r->state)));
+	set(o, "command", text(r->command));
+	set(o, "pid", r->pid != 0 ? integer(r->pid) : json_null());
+	set(o, "exit_code", r->state ==
+	    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_EXITED ?
+	    integer(r->exit_code) : json_null());
+	set(o, "signal", r->state ==
+	    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_SIGNALED ?
+	    integer(r->signal) : json_null());
+	set(o, "output", text(r->output));
+	set(o, "started_unix_ms", instant(r->started_unix_ms));
+	set(o, "ended_unix_ms", instant(r->ended_unix_ms));
+	set(o, "reason", text(r->reason));
+	return o;
+}
+
 json_t *
 json_host(const Rdzv__V1__Host *h)
 {
@@ -287,5 +312,6 @@ json_host(const Rdzv__V1__Host *h)
 	for (size_t i = 0; i < h->n_gpus; i++)
 		json_array_append_new(gpus, gpu(h->gpus[i]));
 	set(o, "gpus", gpus);
+	set(o, "hook", hook_run(h->hook));
 	return o;
 }

@@ -40,6 +40,8 @@ class Coproc:
         self.argv = [agent_path(), "coproc"] + list(args)
         self.cond = threading.Condition()
         self.node_id = None
+        self.joined_at = None       # time.time() of the first "joined"
+        self.assigned_at = None     # and of the first assignment
         self.latest = None          # the newest assignment (a dict)
         self.stopped = 0            # the newest generation rdzvd stopped
         self.ended = None           # {"status": N, "message": ...}
@@ -74,7 +76,9 @@ class Coproc:
         kind = ev.get("event")
         if kind == "joined":
             self.node_id = ev.get("node_id")
+            self.joined_at = self.joined_at or time.time()
         elif kind == "assignment":
+            self.assigned_at = self.assigned_at or time.time()
             if self.latest is None or ev["generation"] > self.latest["generation"]:
                 self.latest = ev
         elif kind == "stop":

@@ -19,6 +19,9 @@ import os
 import re
 import socket
 import sys
+import time
+
+_STARTED = time.time()  # before torch's import: bench/torchrun_bench.py's phases
 
 from torch.distributed.elastic.rendezvous import (RendezvousClosedError,
                                                   RendezvousError,
@@ -64,6 +67,15 @@ HANDLER_KEYS = {
 # What torch's own backends take that means nothing here.
 IGNORED_KEYS = {"timeout", "read_timeout", "keep_alive_interval",
                 "keep_alive_max_heartbeats", "is_host", "rank", "local_addr"}
+
+
+def _phase(name, t=None):
+    """With RDZV_BENCH_PHASES set (bench/torchrun_bench.py), the wall
+    time of a phase of this torchrun's first start, in its environment,
+    which its workers inherit and report."""
+    if os.environ.get("RDZV_BENCH_PHASES"):
+        os.environ.setdefault("RDZV_PHASE_" + name,
+                              "%.6f" % (time.time() if t is None else t))
 
 
 def _torchrun_args():
@@ -172,6 +184,7 @@ class RdzvRendezvousHandler(RendezvousHandler):
         return True
 
     def next_rendezvous(self):
+        _phase("rendezvous")
         c = self._start()
         if self._handed is not None:
             self._maybe_report_failure(c)
@@ -186,6 +199,9 @@ class RdzvRendezvousHandler(RendezvousHandler):
                 break
             after = a["generation"]     # a newer round came meanwhile
         self._handed = a
+        _phase("joined", c.joined_at)
+        _phase("assigned", c.assigned_at)
+        _phase("store")
         log.info("generation %d: node %d of %d, store %s:%d %s",
                  a["generation"], a["group_rank"], a["group_world_size"],
                  a["master_addr"], a["master_port"],
@@ -256,6 +272,7 @@ class RdzvRendezvousHandler(RendezvousHandler):
     def _start(self):
         if self._coproc is None:
             self._coproc = Coproc(self.args)
+            _phase("coproc")
             atexit.register(self._at_exit)
         return self._coproc
 
@@ -318,6 +335,13 @@ class RdzvRendezvousHandler(RendezvousHandler):
             tcp = None
             while tcp is None:
                 try:
+                    # Every node hears of the round at once, the host too:
+                    # a TCPStore client that finds no listener yet sleeps
+                    # a second before it tries again (torch 1.13), so it
+                    # is made once a plain connect succeeds, tried every
+                    # few milliseconds.
+                    if not _listening(addr, port):
+                        raise OSError("not yet listening")
                     tcp = TCPStore(addr, port, is_master=False,
                                    timeout=datetime.timedelta(seconds=5))
                 except (RuntimeError, OSError):     # 1.13: TimeoutError
@@ -326,9 +350,19 @@ class RdzvRendezvousHandler(RendezvousHandler):
                             self._ended(c.ended)
                         if c.latest["generation"] > a["generation"]:
                             return None
+                    time.sleep(0.005)
             tcp.set_timeout(timeout)
         self._tcp = tcp
         return PrefixStore("rdzv/%s/%d/" % (self._run_id, a["generation"]), tcp)
+
+
+def _listening(addr, port):
+    """Whether something accepts connections at addr:port now."""
+    try:
+        with socket.create_connection((addr, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def create_handler(params: RendezvousParameters) -> RendezvousHandler:
@@ -423,10 +457,12 @@ def _underscore_flags(argv, parser):
     return out
 
 
-def main(argv=None):
+def main(argv=None, started=None):
     """`python3 -m rdzv.torchrun ARGS...`: torch.distributed.run with ARGS
     and the rdzv backend registered."""
     from torch.distributed import run
+    _phase("started", started or _STARTED)
+    _phase("imported")
     argv = list(sys.argv[1:] if argv is None else argv)
     _repair_std()
     register()
@@ -440,4 +476,4 @@ if __name__ == "__main__":
     # The package's module, not a second copy of it as __main__: torch's
     # registry and the exit barrier's hook must see one handler class.
     from rdzv.torchrun import main as _main
-    _main()
+    _main(started=_STARTED)     # this copy's: before torch was imported

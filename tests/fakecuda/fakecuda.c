@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +44,15 @@ struct function {
 	char		 name[64];
 };
 
-/* Functions live as long as their module, as in the driver. */
+/* Functions live as long as their module, as in the driver, and the
+ * modules loaded are on a list until unloaded. */
 struct module {
 	char		*ptx;
 	struct function	 fns[8];
 	int		 n_fns;
+	struct module	*next;
 };
+static struct module	*modules;
 
 static struct fake_config	 cfg;
 static int			 inited;
@@ -341,6 +345,25 @@ cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return (CUDA_SUCCESS);
 }
 
+/* Only the SM count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16). */
+EXPORT CUresult
+cuDeviceGetAttribute(int *v, int attrib, CUdevice dev)
+{
+	CUresult	rc;
+
+	if (!inited)
+		return (CUDA_ERROR_NOT_INITIALIZED);
+	if (phys_of(dev) < 0)
+		return (CUDA_ERROR_INVALID_DEVICE);
+	if (v == NULL || attrib != 16)
+		return (CUDA_ERROR_INVALID_VALUE);
+	if ((rc = enter("cuDeviceGetAttribute", "sm_count",
+	    phys_of(dev))) != 0)
+		return (rc);
+	*v = cfg.sms;
+	return (CUDA_SUCCESS);
+}
+
 EXPORT CUresult
 cuDevicePrimaryCtxRetain(struct ctx **out, CUdevice dev)
 {
@@ -473,6 +496,58 @@ cuMemFree_v2(CUdeviceptr p)
 	return (CUDA_SUCCESS);
 }
 
+/*
+ * Pinned host memory: host memory as any other here, but kept on a list
+ * as the driver keeps it (a check that leaves it to the teardown at exit
+ * has not leaked it).
+ */
+struct host_alloc {
+	struct host_alloc	*next;
+	max_align_t		 mem[];
+};
+static struct host_alloc	*host_allocs;
+
+EXPORT CUresult
+cuMemAllocHost_v2(void **p, size_t size)
+{
+	struct host_alloc	*h;
+	CUresult		 rc;
+
+	if (current == NULL)
+		return (CUDA_ERROR_INVALID_CONTEXT);
+	if (p == NULL || size == 0)
+		return (CUDA_ERROR_INVALID_VALUE);
+	if ((rc = enter("cuMemAllocHost_v2", "alloc", current->phys)) != 0)
+		return (rc);
+	if ((h = malloc(sizeof *h + size)) == NULL)
+		return (done("cuMemAllocHost_v2", current->phys,
+		    CUDA_ERROR_OUT_OF_MEMORY));
+	h->next = host_allocs;
+	host_allocs = h;
+	*p = h->mem;
+	return (CUDA_SUCCESS);
+}
+
+EXPORT CUresult
+cuMemFreeHost(void *p)
+{
+	struct host_alloc	**hp, *h;
+	CUresult		  rc;
+
+	if (current == NULL)
+		return (CUDA_ERROR_INVALID_CONTEXT);
+	for (hp = &host_allocs; (h = *hp) != NULL; hp = &h->next)
+		if ((void *)h->mem == p)
+			break;
+	if (h == NULL)
+		return (CUDA_ERROR_INVALID_VALUE);
+	/* The memory goes whatever the answer (nothing else could free it). */
+	rc = enter("cuMemFreeHost", "free", current->phys);
+	*hp = h->next;
+	free(h);
+	return (rc);
+}
+
 EXPORT CUresult
 cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 {
@@ -482,7 +557,7 @@ cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 		return (CUDA_ERROR_INVALID_CONTEXT);
 	if (src == NULL || find_alloc(dst, len) == NULL)
 		return (CUDA_ERROR_INVALID_VALUE);
-	if ((rc = enter("cuMemcpyHtoD_v2", "fill", current->phys)) != 0)
+	if ((rc = enter("cuMemcpyHtoD_v2", "copy_in", current->phys)) != 0)
 		return (rc);
 	memcpy((void *)(uintptr_t)dst, src, len);
 	return (CUDA_SUCCESS);
@@ -534,6 +609,8 @@ cuModuleLoadData(struct module **out, const void *image)
 		free(m);
 		return (CUDA_ERROR_OUT_OF_MEMORY);
 	}
+	m->next = modules;
+	modules = m;
 	*out = m;
 	return (CUDA_SUCCESS);
 }
@@ -541,13 +618,19 @@ cuModuleLoadData(struct module **out, const void *image)
 EXPORT CUresult
 cuModuleUnload(struct module *m)
 {
-	CUresult	rc;
+	struct module	**mp;
+	CUresult	  rc;
 
 	if (current == NULL)
 		return (CUDA_ERROR_INVALID_CONTEXT);
 	if (m == NULL)
 		return (CUDA_ERROR_INVALID_HANDLE);
+	for (mp = &modules; *mp != NULL && *mp != m; mp = &(*mp)->next)
+		;
+	if (*mp == NULL)
+		return (CUDA_ERROR_INVALID_HANDLE);
 	rc = enter("cuModuleUnload", "module_unload", current->phys);
+	*mp = m->next;
 	free(m->ptx);
 	free(m);
 	return (rc);
@@ -584,36 +667,32 @@ cuModuleGetFunction(struct function **out, struct module *m,
 	return (CUDA_SUCCESS);
 }
 
-/*
- * The kernel's effect (lib/gpucheck_kernel.ptx), in C:
- *	buf[i] = (buf[i] ^ seed) * 0x9E3779B1 + (uint32_t)i
- * on an allocation of the current context, which must hold n elements.
- */
-static CUresult
-run_rdzv_check(void **params)
+/* The kernels' stand-ins (fakecuda_kernels.c) reach the current
+ * context's memory, its device's faults and the SM count through these. */
+void *
+fake_device_mem(unsigned long long p, size_t len)
 {
-	const struct fault	*f;
-	CUdeviceptr		 buf;
-	uint64_t		 n, i;
-	uint32_t		 seed, *e;
+	return (find_alloc(p, len) != NULL ? (void *)(uintptr_t)p : NULL);
+}
 
-	memcpy(&buf, params[0], sizeof buf);
-	memcpy(&n, params[1], sizeof n);
-	memcpy(&seed, params[2], sizeof seed);
-	if (n > SIZE_MAX / 4 || find_alloc(buf, (size_t)n * 4) == NULL)
-		return (CUDA_ERROR_ILLEGAL_ADDRESS);
-	e = (uint32_t *)(uintptr_t)buf;
-	for (i = 0; i < n; i++)
-		e[i] = (e[i] ^ seed) * 0x9E3779B1u + (uint32_t)i;
-	if ((f = fault_at(FAULT_MISMATCH, current->phys, "kernel")) != NULL &&
-	    n > 0)
-		e[f->element % n] ^= 0x00010000u;
-	return (CUDA_SUCCESS);
+const struct fault *
+fake_fault(enum fault_kind kind)
+{
+	return (fault_at(kind, current->phys, "kernel"));
+}
+
+int
+fake_sms(void)
+{
+	return (cfg.sms);
 }
 
 /* Launch errors of the real driver come back from the synchronize; so
- * do the stand-in's: this one is set by a launch and taken by it. */
-static CUresult	pending;
+ * do the stand-in's: this one is set by a launch and taken by it, with
+ * the step of the check that the launched kernel belongs to (what a
+ * fault of cuCtxSynchronize names). */
+static CUresult		 pending;
+static const char	*pending_step = "kernel";
 
 EXPORT CUresult
 cuLaunchKernel(struct function *f, unsigned int gx, unsigned int gy,
@@ -628,9 +707,11 @@ cuLaunchKernel(struct function *f, unsigned int gx, unsigned int gy,
 	    (uint64_t)bx * by * bz > 1024 || gx > 0x7fffffffu || gy > 65535 ||
 	    gz > 65535 || params == NULL || extra != NULL)
 		return (CUDA_ERROR_INVALID_VALUE);
-	if (strcmp(f->name, "rdzv_check") != 0)
+	if ((pending_step = fake_kernel_step(f->name)) == NULL) {
+		pending_step = "kernel";
 		return (CUDA_ERROR_NOT_SUPPORTED);
-	pending = run_rdzv_check(params);
+	}
+	pending = fake_run_kernel(f->name, params);
 	return (CUDA_SUCCESS);
 }
 
@@ -641,7 +722,8 @@ cuCtxSynchronize(void)
 
 	if (current == NULL)
 		return (CUDA_ERROR_INVALID_CONTEXT);
-	if ((rc = enter("cuCtxSynchronize", "kernel", current->phys)) != 0)
+	if ((rc = enter("cuCtxSynchronize", pending_step,
+	    current->phys)) != 0)
 		return (rc);
 	rc = pending;
 	pending = CUDA_SUCCESS;

@@ -28,6 +28,7 @@
 enum fault_kind {
 	FAULT_FAIL,		/* a step returns an error */
 	FAULT_MISMATCH,		/* the kernel leaves one element wrong */
+	FAULT_DEAD_SM,		/* one SM runs no block of the kernel */
 	FAULT_HANG,		/* a step never returns */
 	FAULT_CRASH,		/* a step kills the process (SIGSEGV) */
 };
@@ -37,7 +38,8 @@ struct fault {
 	int		 device;	/* physical; -1: every device */
 	char		 step[24];	/* the check's step name */
 	int		 error;		/* FAULT_FAIL: the CUresult */
-	uint64_t	 element;	/* FAULT_MISMATCH: which one */
+	uint64_t	 element;	/* FAULT_MISMATCH: which one;
+					   FAULT_DEAD_SM: the SM */
 	unsigned	 after;		/* only after this many checks */
 };
 
@@ -47,6 +49,7 @@ struct fake_config {
 	int		 n_visible;
 	int		 driver_version;
 	uint64_t	 mem;		/* per device, bytes */
+	int		 sms;		/* SMs per device */
 	const char	*state_dir;	/* check counts across processes */
 	const char	*log_path;
 	struct fault	 faults[FAKE_FAULTS_MAX];
@@ -65,5 +68,22 @@ int	fake_error_parse(const char *, int *);
 
 /* The UUID bytes of physical device |d|. */
 void	fake_uuid(int d, unsigned char out[16]);
+
+/* fakecuda.c, for the kernels */
+
+/* |p| as a pointer when [p, p + len) is inside an allocation of the
+ * current context, else NULL. */
+void	*fake_device_mem(unsigned long long p, size_t len);
+/* The fault of |kind| for the current device's kernel, or NULL. */
+const struct fault *fake_fault(enum fault_kind kind);
+int	 fake_sms(void);
+
+/* fakecuda_kernels.c */
+
+/* The check's step a kernel belongs to ("fill", "kernel", "verify"), or
+ * NULL for a kernel the stand-in does not know. */
+const char *fake_kernel_step(const char *name);
+/* Runs kernel |name| with the launch's parameters: a CUresult. */
+int	fake_run_kernel(const char *name, void **params);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * The stand-in libcuda's environment: FAKECUDA_DEVICES, FAKECUDA_FAIL,
- * FAKECUDA_MISMATCH, FAKECUDA_HANG, FAKECUDA_CRASH, FAKECUDA_MEM,
- * FAKECUDA_DRIVER_VERSION, FAKECUDA_STATE, FAKECUDA_LOG, and
+ * FAKECUDA_MISMATCH, FAKECUDA_DEAD_SM, FAKECUDA_HANG, FAKECUDA_CRASH,
+ * FAKECUDA_MEM, FAKECUDA_SMS, FAKECUDA_DRIVER_VERSION, FAKECUDA_STATE, FAKECUDA_LOG, and
  * CUDA_VISIBLE_DEVICES applied as the real driver applies it (README.md).
  */
 #include <errno.h>
@@ -50,9 +50,9 @@ static const struct {
 /* The step names of lib/gpucheck.c a fault may name. */
 static const char *steps[] = {
 	"cuInit", "driver_version", "device_count", "device_get", "name",
-	"uuid", "total_mem", "primary_ctx", "free_mem", "alloc", "fill",
-	"module_load", "kernel", "copy_back", "free", "module_unload",
-	"release",
+	"uuid", "total_mem", "sm_count", "primary_ctx", "free_mem", "alloc",
+	"module_load", "fill", "kernel", "copy_in", "copy_back", "verify",
+	"free", "module_unload", "release",
 };
 
 const char *
@@ -130,7 +130,8 @@ known_step(const char *s)
 
 /*
  * One entry of a fault list: DEV[:FIELD...][:after=N]. FAIL takes
- * STEP:ERROR, MISMATCH an optional ELEMENT, HANG an optional STEP.
+ * STEP:ERROR, MISMATCH an optional ELEMENT, DEAD_SM an optional SM, HANG
+ * an optional STEP.
  */
 static int
 parse_fault(const char *var, char *entry, enum fault_kind kind,
@@ -179,6 +180,12 @@ parse_fault(const char *var, char *entry, enum fault_kind kind,
 			return (bad(var, field[1], "not an element index"));
 		if (n == 2)
 			f->element = v;
+		snprintf(f->step, sizeof f->step, "kernel");
+		break;
+	case FAULT_DEAD_SM:
+		if (n > 2 || (n == 2 && parse_uint(field[1], 1023, &v) != 0))
+			return (bad(var, field[0], "use DEV[:SM], SM < 1024"));
+		f->element = n == 2 ? v : 0;
 		snprintf(f->step, sizeof f->step, "kernel");
 		break;
 	case FAULT_HANG:
@@ -295,6 +302,7 @@ fake_config_read(struct fake_config *cfg)
 	cfg->devices = 1;
 	cfg->driver_version = 12080;
 	cfg->mem = 80ull << 30;
+	cfg->sms = 4;
 	if ((s = getenv("FAKECUDA_DEVICES")) != NULL && *s != '\0') {
 		if (parse_uint(s, FAKE_DEVICES_MAX, &v) != 0)
 			return (bad("FAKECUDA_DEVICES", s, "not 0 to 64"));
@@ -311,6 +319,11 @@ fake_config_read(struct fake_config *cfg)
 			return (bad("FAKECUDA_MEM", s, "not a size in bytes"));
 		cfg->mem = v;
 	}
+	if ((s = getenv("FAKECUDA_SMS")) != NULL && *s != '\0') {
+		if (parse_uint(s, 1024, &v) != 0 || v == 0)
+			return (bad("FAKECUDA_SMS", s, "not 1 to 1024"));
+		cfg->sms = (int)v;
+	}
 	cfg->state_dir = getenv("FAKECUDA_STATE");
 	if (cfg->state_dir != NULL && *cfg->state_dir == '\0')
 		cfg->state_dir = NULL;
@@ -319,6 +332,7 @@ fake_config_read(struct fake_config *cfg)
 		cfg->log_path = NULL;
 	if (parse_faults(cfg, "FAKECUDA_FAIL", FAULT_FAIL) != 0 ||
 	    parse_faults(cfg, "FAKECUDA_MISMATCH", FAULT_MISMATCH) != 0 ||
+	    parse_faults(cfg, "FAKECUDA_DEAD_SM", FAULT_DEAD_SM) != 0 ||
 	    parse_faults(cfg, "FAKECUDA_HANG", FAULT_HANG) != 0 ||
 	    parse_faults(cfg, "FAKECUDA_CRASH", FAULT_CRASH) != 0)
 		return (-1);

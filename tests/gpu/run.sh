@@ -1,28 +1,81 @@
 #!/bin/sh
-# The GPU check (SPEC §7) on the real GPUs of this machine, through
-# the real libcuda: run it wherever a GPU is available (docs/GPU.md).
+# Everything rdzv does with a GPU and today's torch, on the real GPUs of
+# this machine, in one run of a few minutes (docs/GPU.md, docs/TESTING.md):
 #
 #   tests/gpu/run.sh [BUILD_DIR]      (default: build-gpu-real)
 #
-# It builds rdzv, then
-#   1. rdzv-agent gpucheck --device all (each step's time per device) and
-#      the same as JSON;
+#   1. rdzv-agent gpucheck --device all, twice (the first is the cold one
+#      on a fresh machine), each step's time, and the JSON;
 #   2. tests/unit/test_gpucheck against the real libcuda
-#      (RDZV_GPUCHECK_REAL=1): every device passes, with sane values;
-#   3. a one-node job on a private rdzvd with --nproc-per-node gpu and
-#      --gpucheck strict, so every worker checks its GPU between fork
-#      and exec before it runs;
-#   4. the ptxas test when the CUDA toolkit is there.
-# On a GPU machine without rdzv's build dependencies, BUILD_DIR may hold
-# the programs built elsewhere, in the build folder's layout, with their
-# libraries on LD_LIBRARY_PATH. Exit status 0 when all passed. RDZV_LIBCUDA may name the driver's
-# libcuda.so.1 if it is not on the loader's path; RDZV_GPUCHECK_BYTES sets
-# the buffer size (default 256 MiB).
+#      (RDZV_GPUCHECK_REAL=1): every device passes, the probes' and two
+#      in-process checks' step times;
+#   3. what a worker's own check adds before its exec: a one-node job of
+#      one worker per GPU under --gpucheck strict and under off, the
+#      agent's "workers exec'd in X ms after the assignment arrived";
+#   4. an NCCL job through the agent (--nproc-per-node gpu --gpucheck
+#      strict, tests/gpu/nccl_worker.py): all_reduce and DDP steps, torch
+#      2.x's TORCH_NCCL_ASYNC_ERROR_HANDLING and no deprecation warning;
+#   5. torchrun with the rdzv backend found through its entry point
+#      (rdzv-VERSION.dist-info on PYTHONPATH): two torchruns on gloo;
+#   6. bench/recovery.py with NCCL, when the tree has it;
+#   7. the benches against torch, short: compare.sh at 8 nodes, one run;
+#      torchrun_bench.py at 8 nodes;
+#   8. the ptxas test when the CUDA toolkit is there.
+#
+# PY (default python3) is the interpreter with torch. Every log goes to
+# one folder, $OUT when set (the GPU machine's result folder), else
+# BUILD_DIR/gpu-logs; summary.txt there has each part's verdict and time.
+# On a GPU machine without rdzv's build dependencies, BUILD_DIR holds the
+# programs built elsewhere in the build folder's layout, with their
+# libraries on LD_LIBRARY_PATH (tests/gpu/pack.sh makes such a folder).
+# RDZV_LIBCUDA may name the driver's libcuda.so.1 if it is not on the
+# loader's path; RDZV_GPUCHECK_BYTES sets the buffer size (default 256 MiB).
+# Exit status 0 when all passed.
 set -u
 
+# The parts that are more than one command run as `run.sh --sub NAME ARGS`
+# under timeout(1), with $agent, $server, $logs, $pylib, $PY and $root
+# exported by the main run.
+
+# A job of one node, one worker per GPU; prints the agent's exec time.
+job() {
+	"$agent" join --server "$server" --id "$1" --nnodes 1 \
+	    --nproc-per-node gpu --gpucheck "$2" --tee --log-level debug \
+	    --log-dir "$logs/$1" -- sh -c \
+	    'echo "rank $RANK of $WORLD_SIZE: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+}
+# Two torchruns, the backend from the entry point (not rdzv.torchrun).
+torchruns() {
+	out=$logs/torchrun-out
+	mkdir -p "$out"
+	for n in 0 1; do
+		BENCH_OUT=$out PYTHONPATH=$pylib RDZV_AGENT=$agent \
+		    "$PY" -m torch.distributed.run --nnodes 2 \
+		    --nproc-per-node 1 --rdzv-backend rdzv \
+		    --rdzv-endpoint "$server" --rdzv-id torchrun-smoke \
+		    --rdzv-conf last_call_timeout=1 \
+		    "$root/bench/torchrun_worker.py" >"$logs/torchrun-$n.log" 2>&1 &
+		eval "p$n=\$!"
+	done
+	wait "$p0"
+	r0=$?
+	wait "$p1"
+	r1=$?
+	tail -n 5 "$logs/torchrun-0.log" "$logs/torchrun-1.log"
+	ls "$out"
+	[ $r0 -eq 0 ] && [ $r1 -eq 0 ] && [ -f "$out/0.json" ] && [ -f "$out/1.json" ]
+}
+if [ "${1:-}" = --sub ]; then
+	shift
+	"$@"
+	exit $?
+fi
+
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu-real}
 case $build in /*) ;; *) build=$(pwd)/$build ;; esac
+PY=${PY:-python3}
 
 case ${RDZV_LIBCUDA:-} in
 *fakecuda*)
@@ -37,72 +90,127 @@ if [ ! -f "$build/build.ninja" ] && [ -x "$build/client/agent/rdzv-agent" ]; the
 	echo "using the programs in $build as they are"
 else
 	if [ ! -f "$build/build.ninja" ]; then
-		meson setup "$build" "$root" -Dbench=false || exit 2
+		meson setup "$build" "$root" || exit 2
 	fi
 	ninja -C "$build" || exit 2
 fi
 
+logs=${OUT:-$build/gpu-logs}
+mkdir -p "$logs" || exit 2
+summary=$logs/summary.txt
+: >"$summary"
 agent=$build/client/agent/rdzv-agent
 failed=""
+tmp=$(mktemp -d)
+rdzvd=
+trap '[ -n "$rdzvd" ] && kill $rdzvd 2>/dev/null; rm -rf "$tmp"' EXIT
 
-step() {
-	echo
-	echo "== $*"
+now_ms() {
+	date +%s%3N
 }
 
-step "GPUs"
-if command -v nvidia-smi >/dev/null 2>&1; then
-	nvidia-smi -L
+# part NAME LIMIT_S CMD...: runs CMD with a time limit, its output on the
+# terminal and in $logs/NAME.log, and notes the verdict in summary.txt.
+part() {
+	name=$1 limit=$2
+	shift 2
+	echo
+	echo "== $name: $*"
+	t0=$(now_ms)
+	timeout -k 5 "$limit" "$@" >"$logs/$name.log" 2>&1
+	rc=$?
+	cat "$logs/$name.log"
+	verdict=passed
+	[ $rc -eq 0 ] || { verdict="FAILED (exit $rc)"; failed="$failed $name"; }
+	[ $rc -eq 124 ] && verdict="FAILED (over ${limit} s)"
+	printf '%-22s %-22s %s s\n' "$name" "$verdict" \
+	    "$(awk -v ms=$(( $(now_ms) - t0 )) 'BEGIN { printf "%.1f", ms / 1000 }')" \
+	    >>"$summary"
+	return $rc
+}
+
+# The rdzv package with its dist-info, as installed: torchrun 2.x finds
+# the backend through the entry point.
+pylib=$tmp/pylib
+mkdir -p "$pylib"
+cp -r "$root/python/rdzv" "$pylib/"
+version=$(sed -n 's/^Version: //p' "$build/python/METADATA" 2>/dev/null)
+dist=$pylib/rdzv-${version:-0}.dist-info
+mkdir -p "$dist"
+cp "$build/python/METADATA" "$build/python/entry_points.txt" \
+    "$build/python/top_level.txt" "$dist/" 2>/dev/null ||
+	echo "no $build/python/METADATA: torchrun's entry point is missing"
+
+{
+	echo "== GPUs"
+	nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 	nvidia-smi --query-gpu=index,name,driver_version,memory.total \
-	    --format=csv,noheader
-else
-	echo "(no nvidia-smi)"
-fi
+	    --format=csv,noheader 2>/dev/null
+	"$PY" -c 'import torch; print("torch", torch.__version__, "cuda",
+torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1
+} | tee "$logs/machine.log"
 
-step "rdzv-agent gpucheck --device all"
-"$agent" gpucheck --device all || failed="$failed gpucheck"
-"$agent" gpucheck --device all -o json > "$build/gpucheck.json" ||
-	failed="$failed gpucheck-json"
-echo "(JSON in $build/gpucheck.json)"
+part gpucheck-cold 60 "$agent" gpucheck --device all
+part gpucheck-warm 60 "$agent" gpucheck --device all
+part gpucheck-json 60 sh -c '"$1" gpucheck --device all -o json >"$2/gpucheck.json"' \
+    sh "$agent" "$logs"
+part test_gpucheck 120 env RDZV_GPUCHECK_REAL=1 "$build/tests/unit/test_gpucheck"
 
-step "test_gpucheck on the real libcuda"
-RDZV_GPUCHECK_REAL=1 "$build/tests/unit/test_gpucheck" ||
-	failed="$failed test_gpucheck"
-
-step "one-node job: each worker checks its GPU before it runs"
-tmp=$(mktemp -d)
-"$build/daemon/rdzvd" --listen "unix:$tmp/rdzvd.sock" --db "$tmp/rdzv.db" \
-    2> "$tmp/rdzvd.log" &
+# One rdzvd for the jobs, on a free loopback port.
+"$build/daemon/rdzvd" --listen 127.0.0.1:0 --http-listen none \
+    --db "$tmp/rdzv.db" 2>"$logs/rdzvd.log" &
 rdzvd=$!
-trap 'kill $rdzvd 2>/dev/null; wait $rdzvd 2>/dev/null; rm -rf "$tmp"' EXIT
 i=0
-while [ ! -S "$tmp/rdzvd.sock" ] && [ $i -lt 100 ]; do
+while ! grep -q "listening on" "$logs/rdzvd.log" && [ $i -lt 100 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
-if "$agent" join --server "unix:$tmp/rdzvd.sock" --id gpu-smoke \
-    --nnodes 1 --nproc-per-node gpu --gpucheck strict --tee \
-    --log-level debug --log-dir "$tmp/logs" -- sh -c \
-    'echo "rank $RANK of $WORLD_SIZE: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES LOCAL_RANK=$LOCAL_RANK"'
-then
-	:
+server=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$logs/rdzvd.log" | head -n 1)
+echo "rdzvd on $server"
+
+export agent server logs pylib PY root
+part job-gpucheck-off 60 "$self" --sub job exec-off off
+part job-gpucheck-strict 60 "$self" --sub job exec-strict strict
+off=$(sed -n "s/.*exec'd in \([0-9.]*\) ms.*/\1/p" "$logs/job-gpucheck-off.log")
+strict=$(sed -n "s/.*exec'd in \([0-9.]*\) ms.*/\1/p" "$logs/job-gpucheck-strict.log")
+echo "assignment to exec: ${off:-?} ms unchecked, ${strict:-?} ms with each" \
+    "worker's own check" | tee -a "$summary"
+
+part nccl-job 180 "$agent" join --server "$server" --id nccl --nnodes 1 \
+    --nproc-per-node gpu --gpucheck strict --tee --log-dir "$logs/nccl" \
+    -- "$PY" "$root/tests/gpu/nccl_worker.py"
+if grep -q "NCCL_ASYNC_ERROR_HANDLING is deprecated" "$logs/nccl-job.log"; then
+	echo "nccl-job: torch warned of NCCL_ASYNC_ERROR_HANDLING" | tee -a "$summary"
+	failed="$failed nccl-deprecated"
+fi
+grep -q '"allreduce_ok": true' "$logs/nccl-job.log" ||
+	failed="$failed nccl-allreduce"
+
+part torchrun-entry-point 120 "$self" --sub torchruns
+
+if [ -f "$root/bench/recovery.py" ]; then
+	part recovery-nccl 120 env RDZV_BUILD_ROOT="$build" \
+	    PYTHONPATH="$pylib" RDZV_AGENT="$agent" "$PY" \
+	    "$root/bench/recovery.py" --nodes 2 --modes agent-inproc,agent \
+	    --runs 2 --backend nccl
 else
-	failed="$failed job"
-	sed 's/^/rdzvd: /' "$tmp/rdzvd.log" | tail -20
+	echo "recovery-nccl          skipped (no bench/recovery.py)" >>"$summary"
 fi
 
-step "ptxas"
-sh "$root/tests/integration/gpu/test_ptxas.sh" \
-    "$build/tests/integration/gpu/gpucheck_dump_ptx" \
-    "$root/lib/gpucheck_kernel.ptx"
-case $? in
-0|77) ;;
-*) failed="$failed ptxas" ;;
-esac
+part compare 120 "$root/bench/compare.sh" "$build" --nodes 8 --runs 1 \
+    --python "$PY"
+part torchrun-bench 180 "$PY" "$root/bench/torchrun_bench.py" \
+    --build "$build" --nodes 8 --python "$PY" --timeout 120
+
+part ptxas 60 sh -c 'sh "$1/tests/integration/gpu/test_ptxas.sh" \
+    "$2/tests/integration/gpu/gpucheck_dump_ptx" \
+    "$1/lib/gpucheck_kernel.ptx"; rc=$?; [ $rc -eq 77 ] && exit 0; exit $rc' \
+    sh "$root" "$build"
 
 echo
+cat "$summary"
 if [ -n "$failed" ]; then
-	echo "FAILED:$failed"
+	echo "FAILED:$failed" | tee -a "$summary"
 	exit 1
 fi
-echo "all passed"
+echo "all passed" | tee -a "$summary"

@@ -39,6 +39,13 @@ check_failed_now(struct core_job *j, struct core_node *a, struct core_node *b,
 	CHECK(j->state == CORE_JOB_WAITING);
 	CHECK_INT(core_job_join_timeout_in(j, NOW), CORE_LEAVE_SETTLE_MS);
 	CHECK_HAS(j->rejoin_lost, how);
+	/* What rdzvctl and the agents say is what happens next. */
+	CHECK_HAS(j->reason, "; the job fails in 1 s unless a node joins: "
+	    "rejoin_timeout is 0");
+	CHECK(last_is(a, CORE_MSG_WAITING));
+	CHECK_HAS(last_msg(a)->reason, "round 2: 2 of min 3 nodes; the job "
+	    "fails in 1 s: ");
+	CHECK_HAS(last_msg(a)->reason, how);
 	tick(CORE_LEAVE_SETTLE_MS - 1);
 	CHECK(j->state == CORE_JOB_WAITING);
 	tick(1);

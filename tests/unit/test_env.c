@@ -244,14 +244,16 @@ test_inherited_replaced(void)
 }
 
 /*
- * NCCL_ASYNC_ERROR_HANDLING and TORCH_NCCL_ASYNC_ERROR_HANDLING: 1 when
- * the agent's environment has none, as torchrun sets them; an inherited
- * value is the worker's.
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING: 1 when the agent's environment has
+ * none, as torchrun 2.x sets it; an inherited value is the worker's. The
+ * deprecated NCCL_ASYNC_ERROR_HANDLING (torch >= 2.2 warns when it is set)
+ * is never added, only passed through when the agent's environment has it
+ * (what torch < 2.2 reads).
  */
 static void
 test_nccl(void)
 {
-	char *inherited[] = { "NCCL_ASYNC_ERROR_HANDLING=0",
+	char *inherited[] = { "NCCL_ASYNC_ERROR_HANDLING=1",
 	    "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", NULL };
 	char *none[] = { "PATH=/bin", NULL };
 	struct assignment asg;
@@ -259,11 +261,11 @@ test_nccl(void)
 
 	assignment(&asg, 0, 0, 5);
 	envp = worker_env(&asg, 0, "", inherited);
-	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "0");
+	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "3");
 	free(envp);
 	envp = worker_env(&asg, 0, "", none);
-	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "1");
+	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", NULL);
 	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	free(envp);
 }
@@ -289,7 +291,7 @@ test_restart_socket(void)
 	env_vars(&e, &asg, &w, none);
 	envp = env_merge(&e, none);
 	check_var(envp, "RDZV_RESTART_SOCKET", "/logs/restart.sock");
-	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", "2");
+	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", NULL);
 	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "2");
 	check_var(envp, "RANK", "1");
 	free(envp);

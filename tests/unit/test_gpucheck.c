@@ -32,11 +32,14 @@
 /* The steps of a passing check, in order (SPEC §7). */
 static const char *all_steps[] = {
 	"libcuda", "cuInit", "driver_version", "device_count", "device_get",
-	"name", "uuid", "total_mem", "primary_ctx", "free_mem", "alloc",
-	"fill", "module_load", "kernel", "copy_back", "verify", "free",
-	"module_unload", "release",
+	"name", "uuid", "total_mem", "sm_count", "primary_ctx", "free_mem",
+	"alloc", "module_load", "fill", "kernel", "copy_in", "copy_back",
+	"verify", "free", "module_unload", "release",
 };
 #define N_STEPS	(sizeof all_steps / sizeof all_steps[0])
+/* A probe's check keeps its context for the driver's teardown at exit:
+ * it ends at "verify" (GPUCHECK_KEEP_CONTEXT). */
+#define N_STEPS_KEPT	(N_STEPS - 3)
 
 static char	tmpdir[] = "/tmp/test_gpucheck.XXXXXX";
 
@@ -100,7 +103,8 @@ in_child(const char *what, void (*fn)(void), ...)
 	}
 }
 
-/* A passing result: every step present, in order, with sane values. */
+/* A passing result: every step present, in order (up to "verify" for a
+ * check that kept its context), with sane values. */
 static void
 check_passed(const struct gpucheck_result *r, int device, int phys)
 {
@@ -111,7 +115,7 @@ check_passed(const struct gpucheck_result *r, int device, int phys)
 	CHECK_INT(r->device, device);
 	CHECK_STR(r->failed_step, "");
 	CHECK_STR(r->error, "");
-	CHECK_INT(r->n_steps, N_STEPS);
+	CHECK(r->n_steps == N_STEPS || r->n_steps == N_STEPS_KEPT);
 	for (i = 0; i < N_STEPS && i < r->n_steps; i++) {
 		CHECK_STR(r->steps[i].name, all_steps[i]);
 		/* No step of a check takes minutes. */
@@ -231,8 +235,6 @@ test_fail_steps(void)
 	size_t	i;
 
 	for (i = 1; i < N_STEPS; i++) {
-		if (strcmp(all_steps[i], "verify") == 0)
-			continue;	/* not a driver call: see mismatch */
 		fail_step = all_steps[i];
 		fail_error = errors[i % 4];
 		/* Steps before a device is chosen fail for every device. */
@@ -270,8 +272,8 @@ case_mismatch(void)
 	CHECK_INT(gpucheck_device(0, SMALL, &r), -1);
 	check_failed(&r, "verify", "mismatch at element 5 (1 wrong)");
 	/* Steps up to the verification ran; copy_back before it. */
-	CHECK_INT(r.n_steps, 16);
-	CHECK_STR(r.steps[14].name, "copy_back");
+	CHECK_INT(r.n_steps, 18);
+	CHECK_STR(r.steps[16].name, "copy_back");
 	/* The index wraps on a smaller buffer: 1000 elements. */
 	CHECK_INT(gpucheck_device(1, 4000, &r), -1);
 	check_failed(&r, "verify", "mismatch at element 0 (1 wrong)");
@@ -494,12 +496,12 @@ case_probe_hang(void)
 	check_failed(&rs[3], "kernel", want);
 	CHECK_INT(rs[3].device, 3);
 	CHECK_STR(rs[3].name, "FakeCUDA GPU 3");
-	CHECK_INT(rs[3].n_steps, 14);
-	for (i = 0; i < 14 && i < (int)rs[3].n_steps; i++)
+	CHECK_INT(rs[3].n_steps, 15);
+	for (i = 0; i < 15 && i < (int)rs[3].n_steps; i++)
 		CHECK_STR(rs[3].steps[i].name, all_steps[i]);
-	CHECK(rs[3].steps[13].elapsed_us >=
+	CHECK(rs[3].steps[14].elapsed_us >=
 	    (opts.timeout_ms - good) * 1000 / 2);
-	CHECK(rs[3].steps[13].elapsed_us <= (opts.timeout_ms + 3000) * 1000);
+	CHECK(rs[3].steps[14].elapsed_us <= (opts.timeout_ms + 3000) * 1000);
 	gpucheck_describe(&rs[3], buf, sizeof buf);
 	snprintf(want, sizeof want, "device 3 (FakeCUDA GPU 3, "
 	    "GPU-fa4ec0da-0000-4000-8000-000000000003): kernel failed: %s",
@@ -551,7 +553,7 @@ case_probe_crash(void)
 	CHECK_INT(gpucheck_run(&opts, 2, rs), 1);
 	check_passed(&rs[0], 0, 0);
 	check_failed(&rs[1], "alloc", "check died: Segmentation fault");
-	CHECK_INT(rs[1].n_steps, 11);
+	CHECK_INT(rs[1].n_steps, 12);
 }
 
 /* The worker's side: the check between fork and exec, its result on a
@@ -710,8 +712,11 @@ test_real(void)
 	for (i = 0; i < n; i++) {
 		gpucheck_describe(&rs[i], line, sizeof line);
 		printf("probe: %s\n", line);
+		for (k = 0; k < rs[i].n_steps; k++)
+			printf("  %-16s %10.3f ms\n", rs[i].steps[k].name,
+			    (double)rs[i].steps[k].elapsed_us / 1000.0);
 		CHECK(rs[i].ok);
-		CHECK_INT(rs[i].n_steps, N_STEPS);
+		CHECK_INT(rs[i].n_steps, N_STEPS_KEPT);
 		CHECK(rs[i].total_mem > 0);
 		CHECK(rs[i].free_mem <= rs[i].total_mem);
 		CHECK(rs[i].driver_version >= 9000);

@@ -120,6 +120,8 @@ test_gpu_failure_quarantines(void)
 	CHECK_STR(hc->name, "n2");
 	CHECK_INT(hc->from, HOST_OK);
 	CHECK_INT(hc->to, HOST_QUARANTINED);
+	/* The gist, for the hook's RDZV_BRIEF and sinfo -R's 20 columns. */
+	CHECK_STR(hc->brief, "GPU1 ECC_UNCORRECTABLE");
 	CHECK(!TAILQ_EMPTY(&C->hosts->dirty));
 	turn();
 	CHECK_INT(C->hosts->n_changes, 0);
@@ -380,6 +382,19 @@ test_admin_actions(void)
 	n = join("j", "x", 1, 1, 1);
 	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_QUARANTINED,
 	    "bad DIMM", err, sizeof(err)), 0);
+	CHECK_INT(C->hosts->n_changes, 1);
+	CHECK_STR(C->hosts->changes[0].brief, "bad DIMM");
+	turn();
+	/* The same reason again is no change (the hook runs not again); a
+	 * new one is. */
+	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_QUARANTINED,
+	    "bad DIMM", err, sizeof(err)), 0);
+	CHECK_INT(C->hosts->n_changes, 0);
+	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_QUARANTINED,
+	    "bad DIMM and PSU", err, sizeof(err)), 0);
+	CHECK_INT(C->hosts->n_changes, 1);
+	CHECK_INT(C->hosts->changes[0].from, HOST_QUARANTINED);
+	CHECK_STR(C->hosts->changes[0].brief, "bad DIMM and PSU");
 	turn();
 	CHECK_INT(n->state, CORE_NODE_EVICTED);
 	CHECK_HAS(hosts_find(C->hosts, "x")->reason,
@@ -392,6 +407,7 @@ test_admin_actions(void)
 	CHECK_INT(core_host_set(C, NOW, "root", true, "y", HOST_QUARANTINED,
 	    "", err, sizeof(err)), 0);
 	CHECK_HAS(hosts_find(C->hosts, "y")->reason, "no reason given");
+	CHECK_STR(C->hosts->changes[0].brief, "quarantined by root");
 
 	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_OK,
 	    "DIMM replaced", err, sizeof(err)), 0);

@@ -63,7 +63,7 @@ def test_restart_on_etcd(tmp_path, etcd):
         assert all(alive(p) for p in pids)
         for t in "ab":
             job.agents[t].wait_line("resumed as node id", timeout=5)
-        job.daemon.wait_line(r"store etcd://\S+/rdzv: 1 jobs", timeout=1)
+        job.daemon.wait_line(r"store etcd://\S+/rdzv: 1 job$", timeout=1)
         job.finish(g1)
         # Every event came through both daemons' commits, in order.
         seqs = [e.seq for e in job.ctl.list_events("etcd-restart")]

@@ -8,6 +8,7 @@ Times are rdzvd's own (the job's ended_unix_ms, its events' instants, its
 reported deadline), so a loaded machine does not make the test lie; every
 wait is bounded."""
 
+import re
 import signal
 import time
 
@@ -81,7 +82,11 @@ def test_evict_fails_a_fixed_job_at_once(job):
     agents = three(j, "0")
     victim = j.node_of(1)
     t_evict = time.time() * 1000
-    h.check(h.ctl(j.addr, "evict", j.id, victim, "-r", "flaky NIC"))
+    r = h.check(h.ctl(j.addr, "evict", j.id, victim, "-r", "flaky NIC"))
+    # What rdzvctl and the agents say is what happens: the job fails in a
+    # second, not "waiting for 1 more".
+    assert "; the job fails in 1 s unless a node joins: rejoin_timeout is " \
+        "0" in r.stdout, r.stdout
     g = ended(j, "the job failed after an eviction")
     assert g.state == T.JOB_STATE_FAILED, g
     assert g.ended_unix_ms - t_evict < 2000, (g.ended_unix_ms - t_evict, g)
@@ -90,6 +95,10 @@ def test_evict_fails_a_fixed_job_at_once(job):
     assert agents[1].wait(20) == 4, j.outputs()
     for a in (agents[0], agents[2]):
         assert a.wait(20) == 1, j.outputs()
+        a.wait_line(r"round 2: 2 of min 3 nodes; the job fails in 1 s: node "
+                    r"\S+ \(node %d\) was evicted" % victim, timeout=1)
+        assert not re.search(r"round 2: .*waiting for 1 more", a.output()), \
+            a.output()
 
 
 @pytest.mark.parametrize("how", ["leave", "evict"])

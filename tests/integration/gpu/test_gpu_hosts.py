@@ -211,13 +211,18 @@ def test_failed_gpu_quarantines_host_and_the_spare_takes_over(daemon, tmp_path,
         assert line and "quarantined" in line[0] and "1/2" in line[0] and \
             "GPU check failed" in line[0], r.stdout
         assert r.stdout.splitlines()[0].split() == [
-            "HOST", "STATE", "SINCE", "CRASHES", "GPUS", "REASON"], r.stdout
+            "HOST", "STATE", "SINCE", "CRASHES", "GPUS", "HOOK", "REASON"], \
+            r.stdout
+        assert "exited 0" in line[0], r.stdout
         r = ctl(daemon, "hosts", "--state", "quarantined", "-o", "json")
         assert r.returncode == 0, r.stderr
         hosts = json.loads(r.stdout)["hosts"]
         assert [x["name"] for x in hosts] == ["n2"], hosts
         assert hosts[0]["state"] == "quarantined"
         assert hosts[0]["gpus"][1]["error"] == "CUDA_ERROR_ECC_UNCORRECTABLE"
+        assert hosts[0]["hook"]["state"] == "exited" and \
+            hosts[0]["hook"]["exit_code"] == 0 and \
+            hosts[0]["hook"]["output"] == "drained n2", hosts[0]["hook"]
         m = metrics(daemon.http)
         assert metric(m, "rdzvd_hosts", '{state="quarantined"}') == 1
         assert metric(m, "rdzvd_hosts", '{state="ok"}') == 0
@@ -227,8 +232,14 @@ def test_failed_gpu_quarantines_host_and_the_spare_takes_over(daemon, tmp_path,
         # Cleared by an admin, n2 joins again.
         r = ctl(daemon, "host", "clear", "n2", "--reason", "GPU replaced")
         assert r.returncode == 0, r.stderr
-        assert r.stdout.strip() == "host n2: ok: cleared by anonymous: " \
+        lines = r.stdout.splitlines()
+        assert lines[0] == "host n2: ok: cleared by anonymous: " \
             "GPU replaced", r.stdout
+        # What the hook did is not undone by the clear: a reminder.
+        assert lines[1].startswith("note: rdzvd's on-quarantine command "
+                                   "ran for n2 (exited 0: drained n2)"), \
+            r.stdout
+        assert "scontrol update NodeName=n2 State=RESUME" in lines[1]
         o3 = other.agent("n2b", "n2", nnodes="1",
                          fake={"FAKECUDA_DEVICES": "1"})
         other.wait_world(1)
@@ -258,17 +269,34 @@ def test_hook_gets_arguments_not_a_shell_and_is_killed_at_its_timeout(tmp_path):
             tmp_path, tmp_path)
         r = ctl(d, "host", "quarantine", evil, "--reason", reason)
         assert r.returncode == 0, r.stderr
+        # rdzvctl waited for the hook and says what it did.
+        assert r.stdout.splitlines()[1] == "on-quarantine: %s %s exited " \
+            "0" % (hook, evil), r.stdout
         rt.wait_for(lambda: hook_runs(out), 10, 0.05, "the hook")
         assert hook_runs(out) == [[evil, "quarantined by anonymous: " + reason]]
         assert not [f for f in os.listdir(str(tmp_path)) if "pwned" in f]
 
         t0 = time.monotonic()
-        r = ctl(d, "host", "quarantine", "hang1", "--reason", "test")
-        assert r.returncode == 0, r.stderr
-        # rdzvd serves while the hook sleeps.
+        p = subprocess.Popen([CTL, "--server", d.addr, "host", "quarantine",
+                              "hang1", "--reason", "test"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        # rdzvd serves while the hook sleeps (and rdzvctl waits for it).
         with rdzvnode.Control(d.addr) as c:
             assert c.server_info().version
+            rt.wait_for(lambda: "hang1" in c.list_hosts() and
+                        c.list_hosts()["hang1"].hook.state ==
+                        PB.types.HOOK_RUN_STATE_RUNNING, 10, 0.05,
+                        "hang1's hook running")
             assert c.list_hosts()["hang1"].state == QUARANTINED
+            assert p.poll() is None
+        stdout, stderr = p.communicate(timeout=15)
+        # The hook was killed at its timeout: the quarantine stands, and
+        # rdzvctl says the scheduler was not told (exit 1).
+        assert p.returncode == 1, (p.returncode, stdout, stderr)
+        assert stdout.startswith("host hang1: quarantined: "), stdout
+        assert "host hang1 is quarantined in rdzvd, but its on-quarantine " \
+            "command failed (killed: going to sleep)" in stderr, stderr
         d.wait_line(r"on-quarantine for host hang1 was killed after 1000 ms: "
                     r"going to sleep", timeout=15)
         assert time.monotonic() - t0 < 10
@@ -279,12 +307,18 @@ def test_hook_gets_arguments_not_a_shell_and_is_killed_at_its_timeout(tmp_path):
         assert r.returncode == 0
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout, r.stdout
         assert "a\\e]0;t\\x07b\\nc" in r.stdout, r.stdout
-        # A second quarantine of a quarantined host runs nothing.
-        r = ctl(d, "host", "quarantine", "hang1", "--reason", "again")
-        assert r.returncode == 0
+        # A second quarantine with the same reason runs nothing; a new
+        # reason runs the hook again, so that the scheduler's follows.
         rt.wait_for(lambda: len(hook_runs(out)) == 3, 10, 0.05, "esc's hook")
         d.wait_line(r"on-quarantine for host esc exited 0", timeout=10)
+        r = ctl(d, "host", "quarantine", "esc", "--reason",
+                "a\x1b]0;t\x07b\nc")
+        assert r.returncode == 0, r.stderr
         assert len(hook_runs(out)) == 3
+        r = ctl(d, "host", "quarantine", "esc", "--reason", "again")
+        assert r.returncode == 0, r.stderr
+        assert len(hook_runs(out)) == 4
+        assert hook_runs(out)[3] == ["esc", "quarantined by anonymous: again"]
     finally:
         d.stop()
 

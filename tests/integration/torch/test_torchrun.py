@@ -249,10 +249,35 @@ def test_torch2_rendezvous_info(tmp_path, request, torch2_api):
         worker.set("from-worker", "1")
         r0 = next(i for i in infos if i.rank == 0)
         r1 = next(i for i in infos if i.rank == 1)
-        # The agents' store: what one sets the other reads (rank assignment).
-        r1.store.set("role_info1", "b")
-        assert r0.store.get("role_info1") == b"b"
-        assert r0.store.add("n", 1) + r1.store.add("n", 1) == 3
+        # The agents' store as torch 2.x's agent uses it. Rank assignment
+        # (_assign_worker_ranks): each agent sets its role info, group
+        # rank 0 reads them all (multi_get on torch >= 2.2), sets every
+        # agent's ranks (multi_set) and each agent reads its own.
+        def multi_get(store, keys):
+            f = getattr(store, "multi_get", None)
+            return f(keys) if f is not None else [store.get(k) for k in keys]
+
+        def multi_set(store, keys, values):
+            f = getattr(store, "multi_set", None)
+            if f is not None:
+                return f(keys, values)
+            for k, v in zip(keys, values):
+                store.set(k, v)
+        for i in infos:
+            i.store.set("torchelastic/role_info/%d" % i.rank, "default:%d" % i.rank)
+        assert multi_get(r0.store, ["torchelastic/role_info/%d" % k
+                                    for k in range(2)]) == [b"default:0", b"default:1"]
+        multi_set(r0.store, ["torchelastic/assigned_ranks/%d" % k for k in range(2)],
+                  ["[%d, 4, %d, 4]" % (2 * k, 2 * k) for k in range(2)])
+        assert r1.store.get("torchelastic/assigned_ranks/1") == b"[2, 4, 2, 4]"
+        # The exit barrier (store_util.barrier): add to a counter, the
+        # last one in sets a key, everyone waits for it.
+        for i in infos:
+            if i.store.add("torchelastic/_exit_barrier/num_members", 1) == 2:
+                i.store.set("torchelastic/_exit_barrier/last_member", "<ignored>")
+        for i in infos:
+            i.store.wait(["torchelastic/_exit_barrier/last_member"],
+                         datetime.timedelta(seconds=10))
         assert all(h.num_nodes_waiting() == 0 for h in hs)
 
         # A third node arrives: a newer round, seen without blocking.
