@@ -257,8 +257,9 @@ round_stable(struct core_job *j, uint32_t k)
 	free(slot);
 	free(gone);
 	if (kept > 0)
-		core_event_add(j, "ranks", "rank policy stable: %u of %u nodes "
-		    "keep their ranks%s", kept, k, moved);
+		core_event_add(j, "ranks", "rank policy stable: %u of %u "
+		    "node%s keep%s their ranks%s", kept, k, plural(k),
+		    kept == 1 ? "s" : "", moved);
 }
 
 /* Rule 2: the k members in j->round become generation + 1. */
