@@ -150,8 +150,9 @@ def _wait_master(deadline):
     and kept workers all re-initialise at the same moment, as do new
     processes: rank 0 starts the store, the others come a few
     milliseconds later instead of a second."""
-    if os.environ.get("RANK", "0") == "0":
-        return
+    if os.environ.get("RANK", "0") == "0" or \
+            not os.environ.get("MASTER_PORT"):
+        return      # rank 0 starts the store; no master: init's error
     addr = (os.environ.get("MASTER_ADDR", ""),
             int(os.environ.get("MASTER_PORT", "0") or 0))
     while time.monotonic() < deadline:
