@@ -45,6 +45,8 @@ settings_to_pb(struct arena *a, const struct core_settings *s)
 	m->reconnect_grace_ms = s->reconnect_grace_ms;
 	m->rejoin_timeout_ms = s->rejoin_timeout_ms;
 	m->hang_timeout_ms = s->hang_timeout_ms;
+	m->rank_policy = (Rdzv__V1__RankPolicy)s->rank_policy;
+	m->restart = (Rdzv__V1__RestartMode)s->restart;
 	return m;
 }
 

@@ -121,6 +121,8 @@ core_config_defaults(struct core_config *cfg)
 	cfg->defaults.max_restarts = 0;
 	cfg->defaults.lease_ttl_ms = 15 * 1000;
 	cfg->defaults.reconnect_grace_ms = 3 * 1000;
+	cfg->defaults.rank_policy = CORE_RANK_ORDERED;
+	cfg->defaults.restart = CORE_RESTART_PROCESS;
 	cfg->straggler_steps = 20;
 	cfg->straggler_ms = 30 * 1000;
 	host_policy_defaults(&cfg->hosts);
@@ -301,6 +303,7 @@ core_node_new(struct core_job *j, uint64_t node_id,
 	n->hostname = xstrdup(hostname);
 	n->advertise_addr = xstrdup(addr);
 	n->group_rank = -1;
+	n->prev_rank = -1;
 	n->state = CORE_NODE_WAITING;
 	core_timer_init(&n->lease, CORE_TIMER_LEASE, n);
 	if (hash_insert(&c->by_node, hash_u64(node_id), n) != 0 ||

@@ -83,6 +83,19 @@ struct core_settings {
 	/* Workers silent this long fail their node as hung; 0: off. The
 	 * agents watch it; the job only carries it (docs/HEALTH.md). */
 	uint32_t	hang_timeout_ms;
+	/* Rules 16 and 15; 0 in a join: unset. */
+	uint8_t		rank_policy;		/* enum core_rank_policy */
+	uint8_t		restart;		/* enum core_restart_mode */
+};
+
+/* Numbered as rdzv.v1.RankPolicy and rdzv.v1.RestartMode. */
+enum core_rank_policy {
+	CORE_RANK_ORDERED = 1,		/* rule 2 */
+	CORE_RANK_STABLE = 2,		/* rule 16 */
+};
+enum core_restart_mode {
+	CORE_RESTART_PROCESS = 1,
+	CORE_RESTART_IN_PROCESS = 2,	/* rule 15 */
 };
 
 struct core_config {
@@ -217,6 +230,11 @@ struct core_node {
 	uint64_t		 step_gen;	/* the generation it is of */
 	int64_t			 step_wall_ms;	/* when it last moved */
 
+	uint64_t		 reported_gen;	/* its last FAILED; volatile */
+	/* Rule 16: the group rank it held when its last round ended, -1:
+	 * none; volatile (after a daemon restart: none). */
+	int32_t			 prev_rank;
+
 	/* Core-private below. */
 	struct core_timer	 lease;		/* armed while disconnected */
 	bool			 lease_grace;	/* it runs reconnect_grace (its
@@ -303,6 +321,10 @@ struct core_job {
 	bool			 held_failure;
 	char			 held_reason[CORE_REASON_MAX];
 	bool			 fired_last_call, fired_join;
+	/* Rule 14: the generation of the last failure reported and when
+	 * (monotonic); volatile. */
+	uint64_t		 failed_gen;
+	uint64_t		 failed_mono_ms;
 	char			 pend_reason[CORE_REASON_MAX];
 	/* The first participant that went in this input, and how ("node X
 	 * (node N) left (...)"): a departure for rule 13; empty: none. */

@@ -220,6 +220,45 @@ offer_update(struct core_node *n, const struct core_report *r)
 	core_settle(j);
 }
 
+/*
+ * Rule 14: a loss that is certain ends the node at once. When |by|
+ * reports a failure of the running generation, the collectives of its
+ * workers broke; a member of that round whose connection has closed is
+ * the reason, not a network blip, so it is lost now instead of at the end
+ * of its reconnect grace, and the failure and the loss count once (rule
+ * 5). A member away for another reason (the lease a daemon restart gave
+ * it) is still waited for: the failure is held (core_settle). A blip
+ * that comes back later resumes a lost node and is refused (rule 10): its
+ * agent joins again as a new node.
+ */
+static void
+lose_closed_members(struct core_node *by, uint64_t generation)
+{
+	struct core_job		*j = by->job;
+	struct core_node	*m;
+	char			 why[CORE_REASON_MAX];
+	uint32_t		 i;
+
+	if (j->state != CORE_JOB_RUNNING)
+		return;
+	for (i = 0; i < j->round_n; i++) {
+		m = j->round[i];
+		if (m == by || m->state != CORE_NODE_PARTICIPANT ||
+		    m->connected || !m->lease_grace ||
+		    !core_timer_armed(&m->lease))
+			continue;
+		core_timer_clear(j->core, &m->lease);
+		textf(why, sizeof(why), "its connection closed and node "
+		    "%.*s (node %llu) reported a failure of generation %llu",
+		    (int)utf8_prefix(by->hostname, 64), by->hostname,
+		    (unsigned long long)by->node_id,
+		    (unsigned long long)generation);
+		core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
+		    m->hostname, (unsigned long long)m->node_id, why);
+		core_node_end(m, CORE_NODE_LOST, why);
+	}
+}
+
 int
 core_report(struct core *c, struct core_now now, const char *identity,
     const struct core_report *r, uint32_t *restart_count, char *err,
@@ -299,6 +338,11 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
 	}
+	if (r->outcome == CORE_OUTCOME_FAILED) {
+		n->reported_gen = j->failed_gen = r->generation;
+		j->failed_mono_ms = now.mono_ms;
+		lose_closed_members(n, r->generation);
+	}
 	/* Before the round is settled, so that a host quarantined by this
 	 * report is left out of the next one. */
 	core_report_host(n, r);
@@ -335,6 +379,38 @@ core_leave(struct core *c, struct core_now now, const char *identity,
 	return 0;
 }
 
+/*
+ * Rule 14 in the other order: a report of a failure of generation g came
+ * first and formed g + 1 with every member, then a member's connection
+ * closed: most likely the member whose death broke g's collectives, and
+ * the round it holds will not start without it. Within reconnect_grace of
+ * that report a member of g + 1 that did not report the failure itself is
+ * lost at once. The failure counted already: this is a change (a round
+ * without it), not a second restart.
+ */
+static void
+lose_after_failure(struct core_node *n)
+{
+	struct core_job	*j = n->job;
+	char		 why[CORE_REASON_MAX];
+
+	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
+	    j->failed_gen == 0 || j->generation != j->failed_gen + 1 ||
+	    n->generation != j->generation || n->reported_gen == j->failed_gen ||
+	    j->core->now.mono_ms > j->failed_mono_ms +
+	    j->settings.reconnect_grace_ms)
+		return;
+	core_timer_clear(j->core, &n->lease);
+	textf(why, sizeof(why), "its connection closed just after a failure "
+	    "of generation %llu was reported", (unsigned long long)j->failed_gen);
+	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
+	    n->hostname, (unsigned long long)n->node_id, why);
+	core_node_end(n, CORE_NODE_LOST, why);
+	j->pend_failure = j->pend_loss = false;
+	j->pend_change = true;
+	core_settle(j);
+}
+
 void
 core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 {
@@ -349,6 +425,7 @@ core_disconnect(struct core *c, struct core_now now, struct core_node *n)
 		core_timer_set(c, &n->lease, now.mono_ms +
 		    n->job->settings.reconnect_grace_ms);
 		n->lease_grace = true;
+		lose_after_failure(n);
 	}
 }
 

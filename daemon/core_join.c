@@ -149,6 +149,8 @@ settings_fill(struct core_settings *s, const struct core_settings *d)
 	FILL(lease_ttl_ms);
 	FILL(reconnect_grace_ms);
 	FILL(hang_timeout_ms);
+	FILL(rank_policy);
+	FILL(restart);
 #undef FILL
 	if (s->max_restarts == 0)
 		s->max_restarts = d->max_restarts;
@@ -230,6 +232,15 @@ join_validate(const struct core *c, const struct core_join *req,
 	    over_limit(c, req, "hang timeout", "--hang-timeout",
 	    s->hang_timeout_ms, err, errlen))
 		return GRPC_INVALID_ARGUMENT;
+	if (s->rank_policy > CORE_RANK_STABLE || s->restart >
+	    CORE_RESTART_IN_PROCESS) {
+		textf(err, errlen, "job %s: unknown %s %u (--rank-policy "
+		    "ordered|stable, --restart process|in-process)",
+		    req->rdzv_id, s->rank_policy > CORE_RANK_STABLE ?
+		    "rank_policy" : "restart", s->rank_policy > CORE_RANK_STABLE ?
+		    s->rank_policy : s->restart);
+		return GRPC_INVALID_ARGUMENT;
+	}
 	return 0;
 }
 

@@ -91,6 +91,7 @@ core_round_clear(struct core_job *j)
 
 	for (i = 0; i < j->round_n; i++) {
 		n = j->round[i];
+		n->prev_rank = n->group_rank;
 		n->group_rank = -1;
 		n->base_rank = 0;
 		n->generation = 0;
@@ -204,6 +205,63 @@ core_rounds_clear(struct core *c)
 	c->n_new_rounds = 0;
 }
 
+/*
+ * Rule 16: with rank policy stable, a member that held group rank r < k in
+ * the last round keeps it; the others (new members, and those whose rank
+ * is past the smaller world) take the free places in rule 2's order, so a
+ * spare takes exactly the place of the node it replaces and only what
+ * must move moves. An event says who took whose place.
+ */
+static void
+round_stable(struct core_job *j, uint32_t k)
+{
+	struct core_node	**slot, **gone, *n;
+	char			 moved[CORE_REASON_MAX] = "";
+	uint32_t		 i, f = 0, kept = 0, told = 0;
+	size_t			 len = 0;
+
+	slot = xcalloc(k, sizeof(*slot));
+	gone = xcalloc(k, sizeof(*gone));
+	TAILQ_FOREACH(n, &j->nodes, entry)
+		if (!core_node_live(n) && n->prev_rank >= 0 &&
+		    (uint32_t)n->prev_rank < k)
+			gone[n->prev_rank] = n;
+	for (i = 0; i < k; i++) {
+		n = j->round[i];
+		if (n->prev_rank >= 0 && (uint32_t)n->prev_rank < k &&
+		    slot[n->prev_rank] == NULL) {
+			slot[n->prev_rank] = n;
+			kept++;
+		}
+	}
+	for (i = 0; i < k; i++) {
+		n = j->round[i];
+		if (n->prev_rank >= 0 && (uint32_t)n->prev_rank < k &&
+		    slot[n->prev_rank] == n)
+			continue;
+		while (slot[f] != NULL)
+			f++;
+		slot[f] = n;
+		if (told++ < 3 && len < sizeof(moved)) {
+			len += (size_t)textf(moved + len, sizeof(moved) - len,
+			    "; node %.*s (node %llu) takes group rank %u%s%.*s"
+			    "%s", (int)utf8_prefix(n->hostname, 32), n->hostname,
+			    (unsigned long long)n->node_id, f,
+			    gone[f] != NULL ? " of node " : "",
+			    gone[f] != NULL ? (int)utf8_prefix(gone[f]->hostname,
+			    32) : 0, gone[f] != NULL ? gone[f]->hostname : "",
+			    gone[f] != NULL ? " (gone)" : "");
+		}
+	}
+	memcpy(j->round, slot, k * sizeof(*slot));
+	free(slot);
+	free(gone);
+	if (kept > 0)
+		core_event_add(j, "ranks", "rank policy stable: %u of %u "
+		    "node%s keep%s their ranks%s", kept, k, plural(k),
+		    kept == 1 ? "s" : "", moved);
+}
+
 /* Rule 2: the k members in j->round become generation + 1. */
 static void
 round_complete(struct core_job *j, uint32_t k)
@@ -215,6 +273,8 @@ round_complete(struct core_job *j, uint32_t k)
 
 	j->generation++;
 	qsort(j->round, k, sizeof(*j->round), rank_cmp);
+	if (j->settings.rank_policy == CORE_RANK_STABLE)
+		round_stable(j, k);
 	for (i = 0; i < k; i++) {
 		n = j->round[i];
 		core_node_set_state(n, CORE_NODE_PARTICIPANT);

@@ -56,6 +56,11 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 			.has_rejoin_timeout = req->has_rejoin_timeout,
 			.rejoin_timeout_ms = req->rejoin_timeout_ms,
 			.hang_timeout_ms = req->hang_timeout_ms,
+			/* Out of range stays out of range: refused. */
+			.rank_policy = (uint8_t)((unsigned)req->rank_policy >
+			    255 ? 255 : req->rank_policy),
+			.restart = (uint8_t)((unsigned)req->restart > 255 ?
+			    255 : req->restart),
 		},
 		.hostname = req->hostname,
 		/* By default a node is reached where its connection to us

@@ -77,6 +77,8 @@ enc_job(const struct core_job *j, const struct ejob *ej, size_t *len)
 	m.rejoin_timeout_ms = j->settings.rejoin_timeout_ms;
 	m.rejoin_lost = S(j->rejoin_lost);
 	m.hang_timeout_ms = j->settings.hang_timeout_ms;
+	m.rank_policy = j->settings.rank_policy;
+	m.restart = j->settings.restart;
 	m.wver = ej->wver;
 	for (i = 0; i < ej->nb; i++) {
 		rdzv__store__v1__bucket_ref__init(&refs[i]);
@@ -365,6 +367,10 @@ dec_job(struct core *c, const Rdzv__Store__V1__Job *m, char *err, size_t errlen)
 	j->settings.has_rejoin_timeout = true;
 	j->settings.rejoin_timeout_ms = m->rejoin_timeout_ms;
 	j->settings.hang_timeout_ms = m->hang_timeout_ms;
+	j->settings.rank_policy = m->rank_policy == CORE_RANK_STABLE ?
+	    CORE_RANK_STABLE : CORE_RANK_ORDERED;
+	j->settings.restart = m->restart == CORE_RESTART_IN_PROCESS ?
+	    CORE_RESTART_IN_PROCESS : CORE_RESTART_PROCESS;
 	snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", m->rejoin_lost);
 	return 0;
 }

@@ -183,6 +183,8 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 	else
 		bind_null(&b);
 	bind_i64(&b, j->settings.hang_timeout_ms);
+	bind_i64(&b, j->settings.rank_policy);
+	bind_i64(&b, j->settings.restart);
 	return run(s, &b, err, errlen, "writing job %s", j->rdzv_id);
 }
 

@@ -23,7 +23,7 @@
 	"reconnect_grace_ms, state, reason, generation, restart_count, "   \
 	"attempt, created_ms, updated_ms, ended_ms, event_seq, "	   \
 	"last_call_left_ms, join_left_ms, held_reason, rejoin_timeout_ms, " \
-	"rejoin_lost, hang_timeout_ms"
+	"rejoin_lost, hang_timeout_ms, rank_policy, restart"
 #define NODE_COLS	"node_id, rdzv_id, session_id, hostname, "	\
 	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \
 	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \

@@ -120,6 +120,10 @@ row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	if (!col_u32(st, 23, &set->hang_timeout_ms))
 		return errf(-1, err, errlen, "job %s: hang_timeout_ms is out "
 		    "of range", id);
+	set->rank_policy = sqlite3_column_int(st, 24) == CORE_RANK_STABLE ?
+	    CORE_RANK_STABLE : CORE_RANK_ORDERED;
+	set->restart = sqlite3_column_int(st, 25) == CORE_RESTART_IN_PROCESS ?
+	    CORE_RESTART_IN_PROCESS : CORE_RESTART_PROCESS;
 	return 0;
 }
 

@@ -200,6 +200,10 @@ static const char *const migrations[] = {
 	"  " EVENT_COLS " FROM events;"
 	"DROP TABLE events;"
 	"ALTER TABLE events_7 RENAME TO events;"),
+	/* 7 -> 8: the rank policy and restart mode (SPEC §4 rules 15, 16;
+	 * docs/RECOVERY.md); older jobs: ordered (1), process (1). */
+	("ALTER TABLE jobs ADD COLUMN rank_policy INTEGER NOT NULL DEFAULT 1;"
+	"ALTER TABLE jobs ADD COLUMN restart INTEGER NOT NULL DEFAULT 1;"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -212,7 +216,7 @@ static const char *const statements[ST_COUNT] = {
 	[ST_EVENTS_DEL] = "DELETE FROM events WHERE rdzv_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	    "?18, ?19, ?20, ?21, ?22, ?23, ?24) ON CONFLICT (rdzv_id) DO UPDATE SET "
+	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26) ON CONFLICT (rdzv_id) DO UPDATE SET "
 	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
 	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
 	    "max_restarts = ?7, lease_ttl_ms = ?8, reconnect_grace_ms = ?9, "
@@ -221,7 +225,7 @@ static const char *const statements[ST_COUNT] = {
 	    "updated_ms = ?16, ended_ms = ?17, event_seq = ?18, "
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
 	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
-	    "hang_timeout_ms = ?24",
+	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26",
 	/* Plain INSERTs: a generation recorded twice must fail loudly. */
 	[ST_ROUND_PUT] = "INSERT INTO rounds (rdzv_id, generation, "
 	    "world_size, master_addr, master_port, restart_count, formed_ms, "

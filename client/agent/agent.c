@@ -72,6 +72,8 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (ws->state == WS_RUNNING && (!a->have_want ||
 	    a->want.generation != ws->generation)) {
+		if (restart_keep(a))
+			return;		/* kept: in-process restart */
 		if (a->quitting)
 			snprintf(why, sizeof(why), "the agent is stopping");
 		else if (a->have_want)
@@ -106,6 +108,8 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	a->offer.started_gen = a->want.generation;
 	a->cur = a->want;
+	inproc_reset(&a->inproc);
+	ws->restart_env = restart_inproc_on(a) ? a->inproc.env : NULL;
 	/* Watching first: what the new workers report is theirs. */
 	if (progress_start(&a->progress, a->cur.generation,
 	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0 ||
@@ -524,6 +528,7 @@ on_workers_ended(void *arg)
 	event_active(a->prepare_ev, EV_TIMEOUT, 0);
 	progress_stop(&a->progress);
 	offer_fewer_gpus(a);
+	restart_ended(a);
 	if (a->quitting || !current) {
 		agent_step(a);
 		return;
@@ -548,11 +553,13 @@ on_workers_ended(void *arg)
 		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED, "");
 		break;
 	case WS_END_FAILED:
+		a->have_want = false;
+		if (a->inproc_failed == ws->generation)
+			break;		/* a kept worker told it (restart.c) */
 		failure_message(a, msg, sizeof(msg));
 		log_info("generation %llu failed: %s; reported to rdzvd",
 		    (unsigned long long)ws->generation, msg);
 		tell_outcome(a, RDZV__V1__OUTCOME__OUTCOME_FAILED, msg);
-		a->have_want = false;
 		break;
 	case WS_END_GPUCHECK:
 	case WS_END_STOPPED:
@@ -674,6 +681,7 @@ setup(struct agent *a, char *err, size_t len)
 	struct workers_events wev = workers_events;
 	struct report_events rev = report_events;
 	struct progress_events pev = progress_events;
+	struct inproc_events iev = restart_events;
 
 	if ((a->base = event_base_new()) == NULL ||
 	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
@@ -691,7 +699,7 @@ setup(struct agent *a, char *err, size_t len)
 			return -1;
 		}
 	}
-	sev.arg = wev.arg = rev.arg = pev.arg = a;
+	sev.arg = wev.arg = rev.arg = pev.arg = iev.arg = a;
 	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
 	    report_init(&a->report, a->base, &a->session, &a->offer,
 	    a->opts->id, &rev) != 0 ||
@@ -711,7 +719,9 @@ setup(struct agent *a, char *err, size_t len)
 		return -1;
 	a->ws.progress_env = a->progress.env;
 	a->ws.ifname = a->ifname;
-	return 0;
+	/* So is the socket of in-process restart (restart.c). */
+	return inproc_init(&a->inproc, a->base, a->logs.dir, &a->ws, &iev,
+	    err, len) != 0 ? -1 : 0;
 }
 
 /* The one teardown path: accepts a half-built agent. */
@@ -728,6 +738,7 @@ agent_free(struct agent *a)
 	hang_free(&a->hang);
 	fence_free(a);
 	progress_free(&a->progress);
+	inproc_free(&a->inproc);
 	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
 		if (a->sig_ev[i] != NULL)
 			event_free(a->sig_ev[i]);
@@ -756,7 +767,7 @@ agent_init(struct agent *a, struct agent_opts *o)
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	a->progress.fd = a->hang.pipe_fd = -1;
+	a->progress.fd = a->hang.pipe_fd = a->inproc.fd = -1;
 	a->opts = o;
 	if (gethostname(a->offer.machine, sizeof(a->offer.machine)) != 0)
 		snprintf(a->offer.machine, sizeof(a->offer.machine),

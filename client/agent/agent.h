@@ -100,6 +100,9 @@ struct agent_opts {
 	bool			 gpucheck_set;	/* --gpucheck was given */
 	struct gpucheck_opts	 gpucheck;
 	uint32_t		 stop_timeout_ms;
+	bool			 restart_inproc;	/* --restart in-process */
+	uint32_t		 rank_policy;	/* rdzv.v1.RankPolicy; 0 the
+						   job's */
 	uint32_t		 reconnect_timeout_ms;
 	char			**argv;		/* the worker command */
 	int			 argc;
@@ -241,6 +244,7 @@ struct workers {
 	const char		*progress_env;	/* RDZV_PROGRESS; NULL none */
 	const char		*ifname;	/* GLOO/NCCL_SOCKET_IFNAME
 						   where unset; "" none */
+	const char		*restart_env;	/* RDZV_RESTART_SOCKET; NULL */
 };
 
 /* ----------------------------------------------------------- progress.c */
@@ -286,6 +290,44 @@ struct hang {
 	struct event		*timer;
 	int			 pipe_fd;	/* EOF: every py-spy exited */
 	struct event		*pipe_ev;
+};
+
+/* ------------------------------------------------------------- inproc.c */
+
+/* What the restart socket tells the hub; each is called with |arg|. */
+struct inproc_events {
+	/* A kept worker's train function failed in generation |gen|. */
+	void	(*failed)(void *arg, uint64_t gen, int local_rank,
+		    const char *msg);
+	/* The set did not take generation |gen| within the stop timeout. */
+	void	(*late)(void *arg, uint64_t gen);
+	void	*arg;
+};
+
+struct inproc_peer {
+	int		 fd;
+	struct event	*ev;
+	pid_t		 pid;		/* SO_PEERCRED */
+	int		 local_rank;	/* -1 before its hello */
+	bool		 hello;
+	uint64_t	 took;		/* the last generation it took */
+	size_t		 len;
+	char		 buf[1024];	/* a partial line */
+};
+
+struct inproc {
+	struct event_base	*base;
+	const struct workers	*ws;
+	struct inproc_events	 ev;
+	int			 fd;		/* listening; -1 none */
+	struct event		*accept_ev;
+	char			 env[128];	/* RDZV_RESTART_SOCKET */
+	char			 path[512];	/* to remove; "" abstract */
+	struct inproc_peer	*peers;
+	int			 n_peers, cap;
+	uint64_t		 handing;	/* handed, not taken by all; 0 */
+	int			 hellos;	/* of the set's workers, ever */
+	struct event		*late_timer;
 };
 
 /* ------------------------------------------------------------ session.c */
@@ -349,6 +391,7 @@ struct session {
 	uint32_t		 hang_timeout_ms;	/* the job's; 0 off */
 	uint32_t		 lease_ttl_ms;	/* the job's; 0 unknown */
 	int			 close_err;	/* the last connection's end */
+	bool			 job_restart_inproc;	/* the job's setting */
 	bool			 hang_warned;
 	/* A join went to an rdzvd that answered: it may hold our node. */
 	bool			 join_sent;
@@ -453,6 +496,14 @@ struct agent {
 	uint32_t		 nproc_joined;	/* offered at the join: the most */
 	uint64_t		 gen_seen;	/* highest assigned */
 
+	/* In-process restart (restart.c): the kept set's socket, the
+	 * generation it ran before the one handed to it, the generation it
+	 * reported failed, and whether a set that cannot be kept was told. */
+	struct inproc		 inproc;
+	uint64_t		 kept_from;
+	uint64_t		 inproc_failed;
+	bool			 inproc_warned;
+
 	/* The end. */
 	bool			 quitting;
 	struct event		*quit_ev;	/* its deadline */
@@ -482,6 +533,24 @@ void	netif_choose(struct agent *);
 /* fence.c */
 int	fence_init(struct agent *);
 void	fence_free(struct agent *);
+/* Decides again on the next loop turn. */
+void	agent_step(struct agent *);
+
+/* restart.c: the hub's part of in-process restart. */
+bool	restart_inproc_on(const struct agent *);
+bool	restart_keep(struct agent *);
+void	restart_ended(struct agent *);
+extern const struct inproc_events restart_events;
+
+/* inproc.c */
+int	inproc_init(struct inproc *, struct event_base *, const char *dir,
+	    const struct workers *, const struct inproc_events *, char *err,
+	    size_t errlen);
+bool	inproc_ready(struct inproc *);
+int	inproc_hand(struct inproc *, const struct assignment *,
+	    struct env_worker, uint32_t stop_timeout_ms);
+void	inproc_reset(struct inproc *);
+void	inproc_free(struct inproc *);
 
 /* coproc.c */
 int	cmd_coproc(int argc, char **argv);

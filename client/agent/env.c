@@ -69,6 +69,7 @@ env_vars(struct env_vars *e, const struct assignment *asg,
     const struct env_worker *w, char *const *inherited)
 {
 	uint32_t rank = asg->base_rank + (uint32_t)w->local_rank;
+	bool restart = w->restart != NULL && w->restart[0] != '\0';
 
 	e->n = 0;
 	e->used = 0;
@@ -102,9 +103,12 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 	 * whenever it is set, and the agent cannot tell which torch a
 	 * worker will import; torch < 2.2 reads only the old name, which
 	 * passes through from the agent's environment (docs/AGENT.md).
+	 * Under in-process restart, 2 ("clean up only"): a broken
+	 * communicator is aborted and the error raised in the worker, which
+	 * lives on to take the next round (docs/RECOVERY.md).
 	 */
 	if (!has(inherited, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
-		add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+		add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "%d", restart ? 2 : 1);
 	if (w->visible != NULL && w->visible[0] != '\0')
 		add(e, "CUDA_VISIBLE_DEVICES", "%s", w->visible);
 	/* The interface that reaches rdzvd, when the host name resolves
@@ -118,6 +122,9 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 	/* Where rdzv.progress(step) reports to (docs/HEALTH.md). */
 	if (w->progress != NULL && w->progress[0] != '\0')
 		add(e, "RDZV_PROGRESS", "%s", w->progress);
+	/* Where rdzv.elastic takes new assignments (docs/RECOVERY.md). */
+	if (restart)
+		add(e, "RDZV_RESTART_SOCKET", "%s", w->restart);
 }
 
 char **

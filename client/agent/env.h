@@ -35,6 +35,8 @@ struct env_worker {
 	const char	*progress;	/* RDZV_PROGRESS; NULL: none */
 	const char	*ifname;	/* GLOO_, NCCL_SOCKET_IFNAME where
 					   unset; NULL or "": none */
+	/* RDZV_RESTART_SOCKET under in-process restart; NULL: none. */
+	const char	*restart;
 };
 
 #define ENV_VARS_MAX	28

@@ -64,6 +64,12 @@
 "                                --health-timeout)\n"			\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
+"  --rank-policy ordered|stable new rounds keep survivors' ranks (stable)\n" \
+"                                or re-sort by node rank (ordered, default)\n" \
+"  --restart in-process|process on a new round, hand the running workers\n" \
+"                                their new assignment (rdzv.elastic) instead\n" \
+"                                of restarting them (process; the job's\n" \
+"                                setting also turns it on)\n"		\
 "  --hang-timeout DURATION       fail the node when its workers report no\n" \
 "                                progress for this long (default off;\n" \
 "                                the job's setting wins)\n"		\
@@ -251,6 +257,38 @@ set_hang_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
 	return duration(v, &o->hang_timeout_ms, true, err, len);
 }
 
+/* --restart in-process|process (SPEC §4 rule 15, docs/RECOVERY.md). */
+static int
+set_restart(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "in-process") == 0)
+		o->restart_inproc = true;
+	else if (strcmp(v, "process") == 0)
+		o->restart_inproc = false;
+	else {
+		snprintf(err, len, "--restart must be in-process or process, "
+		    "not \"%s\"", v);
+		return -1;
+	}
+	return 0;
+}
+
+/* --rank-policy ordered|stable (SPEC §4 rule 16). */
+static int
+set_rank_policy(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "ordered") == 0)
+		o->rank_policy = RDZV__V1__RANK_POLICY__RANK_POLICY_ORDERED;
+	else if (strcmp(v, "stable") == 0)
+		o->rank_policy = RDZV__V1__RANK_POLICY__RANK_POLICY_STABLE;
+	else {
+		snprintf(err, len, "--rank-policy must be ordered or stable, "
+		    "not \"%s\"", v);
+		return -1;
+	}
+	return 0;
+}
+
 /* A stop timeout of 0 sends SIGKILL at once. */
 static int
 set_stop_timeout(struct agent_opts *o, const char *v, char *err, size_t len)
@@ -427,6 +465,9 @@ static const struct setting settings[] = {
 	    set_gpucheck_timeout, "health-timeout", "RDZV_HEALTH_TIMEOUT" },
 	{ "stop-timeout", "RDZV_STOP_TIMEOUT", required_argument,
 	    set_stop_timeout },
+	{ "restart", "RDZV_RESTART", required_argument, set_restart },
+	{ "rank-policy", "RDZV_RANK_POLICY", required_argument,
+	    set_rank_policy },
 	{ "reconnect-timeout", "RDZV_RECONNECT_TIMEOUT", required_argument,
 	    set_reconnect_timeout },
 	{ "hang-timeout", "RDZV_HANG_TIMEOUT", required_argument,

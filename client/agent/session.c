@@ -462,6 +462,8 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		}
 		s->hang_timeout_ms = js->hang_timeout_ms;
 		s->lease_ttl_ms = js->lease_ttl_ms;
+		s->job_restart_inproc = js->restart ==
+		    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS;
 	}
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;
@@ -587,6 +589,10 @@ send_join(struct session *s)
 		req.has_rejoin_timeout = o->has_rejoin_timeout;
 		req.rejoin_timeout_ms = o->rejoin_timeout_ms;
 		req.hang_timeout_ms = o->hang_timeout_ms;
+		req.rank_policy = (Rdzv__V1__RankPolicy)o->rank_policy;
+		if (o->restart_inproc)
+			req.restart =
+			    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS;
 		req.hostname = (char *)of->hostname;
 		/* Where rdzvd sees us from is the interface that reaches
 		 * the cluster; over a unix socket, our host name. */

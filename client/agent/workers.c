@@ -254,7 +254,7 @@ spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
 	struct env_worker ew = { .local_rank = w->local_rank,
 	    .run_id = o->id, .role = o->role, .error_file = w->error_file,
 	    .visible = visible, .progress = ws->progress_env,
-	    .ifname = ws->ifname };
+	    .ifname = ws->ifname, .restart = ws->restart_env };
 	struct env_vars ev;
 	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int ep[2] = { -1, -1 };

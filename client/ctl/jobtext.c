@@ -196,6 +196,11 @@ print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
 	if (s->hang_timeout_ms > 0)
 		fprintf(f, ", hang timeout %s",
 		    fmt_duration(ht, sizeof(ht), s->hang_timeout_ms));
+	/* So are the rank policy and the restart mode (docs/RECOVERY.md). */
+	if (s->rank_policy == RDZV__V1__RANK_POLICY__RANK_POLICY_STABLE)
+		fprintf(f, ", ranks stable");
+	if (s->restart == RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS)
+		fprintf(f, ", restart in-process");
 	fputc('\n', f);
 }
 

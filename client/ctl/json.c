@@ -75,6 +75,11 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "lease_ttl_ms", integer(s->lease_ttl_ms));
 	set(o, "reconnect_grace_ms", integer(s->reconnect_grace_ms));
 	set(o, "hang_timeout_ms", integer(s->hang_timeout_ms));
+	set(o, "rank_policy", text(s->rank_policy ==
+	    RDZV__V1__RANK_POLICY__RANK_POLICY_STABLE ? "stable" : "ordered"));
+	set(o, "restart", text(s->restart ==
+	    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS ? "in-process" :
+	    "process"));
 	rest(o, &s->base, (const char *const[]){ NULL });
 	return o;
 }

@@ -1,6 +1,7 @@
 """rdzv's Python side: torchrun's rendezvous backend `rdzv` (rdzv.torchrun),
-and rdzv.progress(step), with which workers tell their rdzv-agent how far
-training got (docs/HEALTH.md).
+rdzv.progress(step), with which workers tell their rdzv-agent how far
+training got (docs/HEALTH.md), and rdzv.elastic, which restarts a training
+function in its process after a node loss (docs/RECOVERY.md).
 
 The package's path is extended with every `rdzv` folder on sys.path, so
 that modules generated from proto/ (`rdzv.v1`, in a build folder) import

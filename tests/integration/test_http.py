@@ -395,7 +395,13 @@ def test_page_and_watch_say_the_same(daemon):
             elif isinstance(got, int) and not isinstance(got, bool):
                 v = int(v)
             assert got == v, (k, got, v)
-        assert js["settings"] == {k: int(v) for k, v in MessageToDict(
+        def setting(k, v):
+            # Enums as the words rdzvctl prints, numbers as numbers.
+            for prefix in ("RANK_POLICY_", "RESTART_MODE_"):
+                if isinstance(v, str) and v.startswith(prefix):
+                    return v[len(prefix):].lower()
+            return int(v)
+        assert js["settings"] == {k: setting(k, v) for k, v in MessageToDict(
             pb.settings, preserving_proto_field_name=True,
             including_default_value_fields=True).items()}
         return True

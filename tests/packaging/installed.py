@@ -37,6 +37,7 @@ EXPECTED = [
     # python/meson.build: the package and its metadata.
     ("pythondir", "rdzv/__init__.py"),
     ("pythondir", "rdzv/coproc.py"),
+    ("pythondir", "rdzv/elastic.py"),
     ("pythondir", "rdzv/progress.py"),
     ("pythondir", "rdzv/torchrun.py"),
     ("pythondir", "rdzv-%s.dist-info/METADATA" % VERSION),

@@ -188,6 +188,27 @@ restart(const struct core_config *cfg, uint64_t mono_ms, int64_t gap_ms)
 	return true;
 }
 
+bool
+restart_away(struct core_node **n, int k, int away)
+{
+	uint64_t	 id[16];
+	int		 i;
+
+	for (i = 0; i < k && i < 16; i++)
+		id[i] = n[i]->node_id;
+	if (!restart(NULL, NOW.mono_ms, 1000))
+		return false;
+	for (i = 0; i < k && i < 16; i++) {
+		n[i] = core_node_find(C, id[i]);
+		if (i != away && resume(n[i], n[i]->generation) != 0) {
+			fprintf(stderr, "  resume: %s\n", err);
+			failed = 1;
+			return false;
+		}
+	}
+	return true;
+}
+
 int
 run_tests(const struct test *t, size_t n, int argc, char **argv)
 {

@@ -118,6 +118,14 @@ void	disconnect(struct core_node *n);
 bool	restart(const struct core_config *cfg, uint64_t mono_ms,
 	    int64_t gap_ms);
 
+/*
+ * The daemon restarts (as restart(), a second later) and every node of
+ * n[0..k) but n[away] resumes its generation: n[away] is away without a
+ * reconnect grace (its lease is lease_ttl), so a failure reported now is
+ * held for it (SPEC §4 rules 5, 11 and 14). n[] is found again.
+ */
+bool	restart_away(struct core_node **n, int k, int away);
+
 struct test {
 	const char	*name;
 	void		(*fn)(void);

@@ -283,7 +283,9 @@ test_held_failure_then_leave(void)
 
 	setup(NULL);
 	j = nodes("held", 0, 3, 3, n, 3);
-	disconnect(n[2]);
+	if (!restart_away(n, 3, 2))
+		return;
+	j = n[0]->job;
 	CHECK_RC(report(n[0], j->generation, CORE_OUTCOME_FAILED), 0);
 	CHECK(j->held_failure);
 	leave(n[1], "sigterm");

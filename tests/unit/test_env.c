@@ -292,6 +292,40 @@ test_ifname(void)
 	free(envp);
 }
 
+/*
+ * In-process restart (docs/RECOVERY.md): the worker learns the restart
+ * socket, and a broken NCCL communicator is cleaned up without ending the
+ * process (2) unless the user chose otherwise. Without it, neither.
+ */
+static void
+test_restart_socket(void)
+{
+	char *none[] = { "PATH=/bin", NULL };
+	char *user[] = { "TORCH_NCCL_ASYNC_ERROR_HANDLING=0", NULL };
+	struct assignment asg;
+	struct env_vars e;
+	struct env_worker w = { .local_rank = 1, .run_id = JOB_ID,
+	    .role = ROLE, .error_file = "/logs/e.json", .visible = "",
+	    .restart = "/logs/restart.sock" };
+	char **envp;
+
+	assignment(&asg, 0, 0, 2);
+	env_vars(&e, &asg, &w, none);
+	envp = env_merge(&e, none);
+	check_var(envp, "RDZV_RESTART_SOCKET", "/logs/restart.sock");
+	check_var(envp, "NCCL_ASYNC_ERROR_HANDLING", NULL);
+	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "2");
+	check_var(envp, "RANK", "1");
+	free(envp);
+	env_vars(&e, &asg, &w, user);
+	envp = env_merge(&e, user);
+	check_var(envp, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "0");
+	free(envp);
+	envp = worker_env(&asg, 0, "", none);
+	check_var(envp, "RDZV_RESTART_SOCKET", NULL);
+	free(envp);
+}
+
 /* Values at their bounds: a generation beyond 32 bits, long strings. */
 static void
 test_bounds(void)
@@ -361,6 +395,7 @@ main(void)
 	test_inherited_replaced();
 	test_nccl();
 	test_ifname();
+	test_restart_socket();
 	test_bounds();
 	test_error_file();
 	return check_done("test_env");

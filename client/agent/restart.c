@@ -1,0 +1,152 @@
+/*
+ * The hub's part of in-process restart (SPEC §4 rule 15,
+ * docs/RECOVERY.md), beside agent.c: when a newer assignment may be handed
+ * to the running workers instead of stopping them, what a kept worker's
+ * failure means, and what happens to a set that does not take its
+ * assignment in time. The restart socket itself is inproc.c's.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "log.h"
+
+/* Whether this node restarts its workers in-process: its flag, or the
+ * job's setting (rdzvd's Accepted says). */
+bool
+restart_inproc_on(const struct agent *a)
+{
+	return a->opts->restart_inproc || a->session.job_restart_inproc;
+}
+
+/* Said once per run: this node's workers restart as processes. */
+static void
+unkept(struct agent *a, const char *why)
+{
+	if (a->inproc_warned)
+		return;
+	a->inproc_warned = true;
+	log_warnx("in-process restart: %s; restarting the workers as new "
+	    "processes, as without --restart in-process", why);
+}
+
+#define NO_API	"not every worker takes assignments through rdzv.elastic " \
+		"(docs/RECOVERY.md)"
+
+/* A set ended under in-process restart: if its workers never spoke to
+ * the restart socket, say so (once). */
+void
+restart_ended(struct agent *a)
+{
+	if (restart_inproc_on(a) && a->ws.end == WS_END_FAILED &&
+	    a->inproc.hellos < a->ws.n)
+		unkept(a, NO_API);
+}
+
+/*
+ * The running set is to give way to a->want. Under in-process restart,
+ * when every worker said hello on the restart socket and the node runs as
+ * many workers as before, each is handed its new assignment and kept:
+ * true. Else false, and the set is stopped and started again as without
+ * the flag; a set whose workers do not use rdzv.elastic is told once.
+ */
+bool
+restart_keep(struct agent *a)
+{
+	struct workers *ws = &a->ws;
+	struct env_worker ew = { .run_id = a->opts->id, .role = a->opts->role,
+	    .visible = "", .progress = a->progress.env,
+	    .restart = a->inproc.env };
+
+	if (!restart_inproc_on(a) || ws->state != WS_RUNNING || a->quitting ||
+	    !a->have_want || a->want.generation <= ws->generation ||
+	    a->hang.active)
+		return false;
+	if (a->want.local_world_size != (uint32_t)ws->n) {
+		unkept(a, "the number of workers changes");
+		return false;
+	}
+	if (!inproc_ready(&a->inproc)) {
+		unkept(a, NO_API);
+		return false;
+	}
+	if (inproc_hand(&a->inproc, &a->want, ew, a->opts->stop_timeout_ms) !=
+	    0) {
+		log_warnx("generation %llu: cannot hand the assignment to "
+		    "every worker; restarting them as new processes",
+		    (unsigned long long)a->want.generation);
+		return false;
+	}
+	log_info("generation %llu: handed to the %d running worker%s "
+	    "(ranks %u to %u of %u); they have %.1f s to take it",
+	    (unsigned long long)a->want.generation, ws->n,
+	    ws->n == 1 ? "" : "s", a->want.base_rank,
+	    a->want.base_rank + a->want.local_world_size - 1,
+	    a->want.world_size, a->opts->stop_timeout_ms / 1000.0);
+	a->kept_from = a->offer.started_gen;
+	a->offer.started_gen = a->want.generation;
+	a->cur = a->want;
+	ws->generation = a->want.generation;
+	ws->base_rank = a->want.base_rank;
+	ws->arrived_us = a->want.arrived_us;
+	if (progress_start(&a->progress, a->cur.generation,
+	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0)
+		log_warnx("generation %llu: cannot watch progress",
+		    (unsigned long long)a->cur.generation);
+	/* The next round gets a new master port, as after a start. */
+	if (a->opts->master_port == 0) {
+		a->offer.master_port =
+		    agent_free_port((uint16_t)a->cur.master_port);
+		report_update(&a->report, false, true, false);
+	}
+	return true;
+}
+
+/* A kept worker's train function failed: its generation failed, once. */
+static void
+on_failed(void *arg, uint64_t gen, int local_rank, const char *msg)
+{
+	struct agent *a = arg;
+	struct workers *ws = &a->ws;
+	char m[AGENT_MESSAGE_MAX + 1];
+
+	if (a->quitting || ws->state != WS_RUNNING || gen != ws->generation ||
+	    a->inproc_failed == gen)
+		return;
+	a->inproc_failed = gen;
+	snprintf(m, sizeof(m), "rank %u (local rank %d, kept): %s",
+	    ws->base_rank + (uint32_t)local_rank, local_rank,
+	    msg[0] != '\0' ? msg : "its train function failed");
+	log_info("generation %llu failed: %s; reported to rdzvd, the "
+	    "workers wait for the next round", (unsigned long long)gen, m);
+	report_outcome(&a->report, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED,
+	    NULL, 0, m);
+}
+
+/*
+ * The set did not take generation |gen| within the stop timeout (a worker
+ * stuck in a collective): it is stopped and started again as new
+ * processes, as without in-process restart.
+ */
+static void
+on_late(void *arg, uint64_t gen)
+{
+	struct agent *a = arg;
+	struct workers *ws = &a->ws;
+
+	if (ws->state != WS_RUNNING || ws->generation != gen)
+		return;
+	log_warnx("generation %llu: a worker did not take its assignment "
+	    "within %.1f s; restarting the workers as new processes",
+	    (unsigned long long)gen, a->opts->stop_timeout_ms / 1000.0);
+	/* Not the wanted generation any more: once stopped, it starts. */
+	a->offer.started_gen = a->kept_from;
+	ws->generation = a->kept_from;
+	workers_stop(ws, WS_END_STOPPED, "it did not take the new round");
+	agent_step(a);
+}
+
+const struct inproc_events restart_events = {
+	.failed = on_failed,
+	.late = on_late,
+};

@@ -1,0 +1,280 @@
+"""In-process restart for rdzv-agent (docs/RECOVERY.md).
+
+Wrap the training function, in every worker::
+
+    import rdzv.elastic
+
+    def train(state):
+        model = state.setdefault("model", make_model())   # kept across rounds
+        for step in range(state.get("step", 0), steps):
+            rdzv.elastic.check()        # leave for a new round (optional)
+            ...                          # a step with collectives
+            state["step"] = step + 1
+
+    rdzv.elastic.run(train, {}, backend="gloo")
+
+``run`` initialises the default process group from the environment, calls
+the function, and returns what it returns (after destroying the group).
+Under ``rdzv-agent join --restart in-process`` (``RDZV_RESTART_SOCKET`` is
+set) a function that raises does not end the process: the failure goes to
+the agent, the process group is torn down (destroyed on gloo, aborted on
+NCCL, whose destroy is collective and hangs with a dead peer), the worker
+waits for its next assignment (rank, world size, master address and port,
+restart count, generation: SPEC §5), sets the environment, initialises a
+new process group and calls the function again. The function resumes from
+its own state: what it keeps in the mutable arguments, an in-memory
+snapshot, or its checkpoint. It must be restartable: no once-per-process
+calls inside it.
+
+A new round may also come while training goes well (a node taken in, or
+lost with no collective of ours broken yet): ``check()`` raises
+``Restart`` once an assignment is waiting, so the loop can leave between
+steps; on NCCL the waiting collective is aborted. A worker that does not
+take its assignment within the agent's ``--stop-timeout`` is killed and
+started again as a new process, as without in-process restart.
+
+Without ``RDZV_RESTART_SOCKET`` (plain torchrun, or rdzv-agent without
+the flag) ``run`` calls the function once and lets exceptions through.
+Only torch.distributed and the standard library are used; torch 1.13 (gloo)
+and torch 2.x (gloo, NCCL) are supported.
+"""
+
+import datetime
+import os
+import socket
+import sys
+import threading
+import time
+
+__all__ = ["run", "check", "restart_pending", "Restart", "generation"]
+
+
+class Restart(Exception):
+    """Raised by ``check()``: a new round is waiting for this worker."""
+
+
+class _Link:
+    """The worker's end of the agent's restart socket."""
+
+    def __init__(self, where, local_rank, gen):
+        addr = "\0" + where[1:] if where.startswith("@") else where
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(addr)
+        self.cond = threading.Condition()
+        self.pending = None        # (generation, {name: value})
+        self.closed = False
+        self.on_assign = None      # called from the reader thread
+        self.send("hello 1 %d %d" % (local_rank, gen))
+        t = threading.Thread(target=self._read, name="rdzv-elastic",
+                             daemon=True)
+        t.start()
+
+    def send(self, line):
+        line = line.replace("\n", " ")[:900]
+        try:
+            self.sock.sendall(line.encode("utf-8", "replace") + b"\n")
+        except OSError:
+            pass  # the agent is gone: it takes its workers with it
+
+    def _read(self):
+        f = self.sock.makefile("r", encoding="utf-8", errors="replace")
+        try:
+            while True:
+                head = f.readline()
+                if not head:
+                    break
+                parts = head.split()
+                if len(parts) != 3 or parts[0] != "assign":
+                    continue
+                gen, n = int(parts[1]), int(parts[2])
+                env = {}
+                for _ in range(n):
+                    name, _, value = f.readline().rstrip("\n").partition("=")
+                    env[name] = value
+                if f.readline().strip() != "end":
+                    break
+                with self.cond:
+                    self.pending = (gen, env)
+                    self.cond.notify_all()
+                hook = self.on_assign
+                if hook is not None:
+                    hook()
+        except (OSError, ValueError):
+            pass
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def take(self, newer_than):
+        """The next assignment of a generation above |newer_than|, waiting
+        for it; None when the agent went away."""
+        with self.cond:
+            while not self.closed and (self.pending is None or
+                                       self.pending[0] <= newer_than):
+                self.cond.wait()
+            if self.pending is None or self.pending[0] <= newer_than:
+                return None
+            return self.pending
+
+
+_link = None
+_gen = 0
+_training = False
+
+
+def generation():
+    """The generation (round) this worker runs, from RDZV_GENERATION."""
+    return _gen or int(os.environ.get("RDZV_GENERATION", "0") or 0)
+
+
+def restart_pending():
+    """True when the agent handed a newer assignment than the one run."""
+    link = _link
+    if link is None:
+        return False
+    with link.cond:
+        return link.pending is not None and link.pending[0] > _gen
+
+
+def check():
+    """Raises ``Restart`` when a new round waits for this worker: call it
+    between training steps."""
+    if restart_pending():
+        raise Restart("generation %d replaces %d" % (_link.pending[0], _gen))
+
+
+def _wait_master(deadline):
+    """Waits until the new master's store accepts connections, leaving
+    for a newer round (Restart). A TCPStore client that finds nothing
+    listening sleeps a whole second before it tries again (torch 1.13),
+    and kept workers all re-initialise at the same moment, as do new
+    processes: rank 0 starts the store, the others come a few
+    milliseconds later instead of a second."""
+    if os.environ.get("RANK", "0") == "0" or \
+            not os.environ.get("MASTER_PORT"):
+        return      # rank 0 starts the store; no master: init's error
+    addr = (os.environ.get("MASTER_ADDR", ""),
+            int(os.environ.get("MASTER_PORT", "0") or 0))
+    while time.monotonic() < deadline:
+        if restart_pending():
+            raise Restart("a newer round came before the master's store")
+        try:
+            with socket.create_connection(addr, timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.005)
+
+
+def _init(dist, backend, init_kwargs):
+    """init_process_group for the round in the environment, through a
+    store made here, once every rank of the round arrived at it. Until
+    then a newer assignment (a member of this round died before it
+    started) raises Restart: a kept worker never blocks in a rendezvous
+    that cannot complete."""
+    from torch.distributed import TCPStore
+    timeout = init_kwargs.get("timeout", datetime.timedelta(minutes=30))
+    deadline = time.monotonic() + timeout.total_seconds()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    _wait_master(deadline)
+    store = TCPStore(os.environ["MASTER_ADDR"],
+                     int(os.environ["MASTER_PORT"]), None, rank == 0,
+                     timeout, wait_for_workers=False)
+    store.add("rdzv.elastic/arrived", 1)
+    while store.add("rdzv.elastic/arrived", 0) < world:
+        if restart_pending():
+            raise Restart("a newer round came before this one started")
+        if time.monotonic() > deadline:
+            raise RuntimeError("rdzv.elastic: %d s waiting for the %d ranks "
+                               "of generation %d" % (timeout.total_seconds(),
+                                                      world, _gen))
+        time.sleep(0.005)
+    kw = {k: v for k, v in init_kwargs.items() if k != "init_method"}
+    dist.init_process_group(backend, store=store, rank=rank,
+                            world_size=world, **kw)
+
+
+def _abort(dist):
+    """Tears the default process group down without waiting for peers."""
+    if not dist.is_initialized():
+        return
+    backend = str(dist.get_backend())
+    if backend == "nccl":
+        # NCCL's destroy is collective: abort, which is not (torch >= 2.5:
+        # _abort_process_group; older: the backend's own abort()).
+        abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+        try:
+            if abort is not None:
+                abort()
+            else:
+                import torch
+                pg = dist.distributed_c10d._get_default_group()
+                pg._get_backend(torch.device("cuda")).abort()
+        except Exception as e:  # noqa: BLE001 - tear down whatever is left
+            print("rdzv.elastic: abort: %s" % e, file=sys.stderr)
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001
+        print("rdzv.elastic: destroy_process_group: %s" % e, file=sys.stderr)
+
+
+def _abort_from_reader(dist):
+    """A new round while training: break a waiting NCCL collective. (A gloo
+    collective cannot be aborted; check() or a peer's exit ends it.)"""
+    if _training and dist.is_initialized() and \
+            str(dist.get_backend()) == "nccl":
+        _abort(dist)
+
+
+def run(fn, *args, backend=None, init_kwargs=None, **kwargs):
+    """Runs ``fn(*args, **kwargs)`` with the default process group set up,
+    again in this process after every new round (see the module's
+    documentation); returns what its last call returned."""
+    global _link, _gen, _training
+    import torch.distributed as dist
+
+    if backend is None:
+        import torch
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    init_kwargs = dict(init_kwargs or {})
+    _gen = int(os.environ.get("RDZV_GENERATION", "0") or 0)
+    where = os.environ.get("RDZV_RESTART_SOCKET", "")
+    if not where:
+        _wait_master(time.monotonic() + 60)
+        dist.init_process_group(backend, **init_kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    _link = _Link(where, int(os.environ.get("LOCAL_RANK", "0")), _gen)
+    _link.on_assign = lambda: _abort_from_reader(dist)
+    while True:
+        failure = None
+        try:
+            _init(dist, backend, init_kwargs)
+            _training = True
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                _training = False
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            return result
+        except Restart:
+            pass
+        except Exception as e:  # noqa: BLE001 - any failure may be a peer's
+            if not restart_pending():
+                failure = "%s: %s" % (type(e).__name__, e)
+        _training = False
+        if failure is not None:
+            print("rdzv.elastic: generation %d failed (%s); waiting for the "
+                  "next round" % (_gen, failure), file=sys.stderr, flush=True)
+            _link.send("failed %d %s" % (_gen, failure))
+        _abort(dist)
+        got = _link.take(_gen)
+        if got is None:
+            raise SystemExit("rdzv.elastic: the agent went away")
+        _gen, env = got
+        os.environ.update(env)
+        _link.send("took %d" % _gen)
