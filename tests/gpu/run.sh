@@ -17,7 +17,7 @@
 #      2.x's TORCH_NCCL_ASYNC_ERROR_HANDLING and no deprecation warning;
 #   5. torchrun with the rdzv backend found through its entry point
 #      (rdzv-VERSION.dist-info on PYTHONPATH): two torchruns on gloo;
-#   6. bench/recovery.py with NCCL, when the tree has it;
+#   6. bench/recovery.py: gloo on this torch, NCCL with a GPU per node;
 #   7. the benches against torch, short: compare.sh at 8 nodes, one run;
 #      torchrun_bench.py at 8 nodes;
 #   8. the ptxas test when the CUDA toolkit is there.
@@ -188,13 +188,23 @@ grep -q '"allreduce_ok": true' "$logs/nccl-job.log" ||
 
 part torchrun-entry-point 120 "$self" --sub torchruns
 
-if [ -f "$root/bench/recovery.py" ]; then
-	part recovery-nccl 120 env RDZV_BUILD_ROOT="$build" \
+# Recovery from kill -9 of a node (docs/RECOVERY.md) on this machine's
+# torch: on gloo always (the torch 2.x side of in-process restart), and on
+# NCCL where there is a GPU per node (NCCL refuses two ranks of one
+# communicator on one GPU).
+gpus=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)
+part recovery-gloo 240 env RDZV_BUILD_ROOT="$build" PYTHONPATH="$pylib" \
+    RDZV_AGENT="$agent" "$PY" "$root/bench/recovery.py" --nodes 4 \
+    --modes agent-inproc,agent,torchrun-rdzv --runs 2 --python "$PY"
+if [ "${gpus:-0}" -ge 2 ]; then
+	n=$(( gpus < 4 ? gpus : 4 ))
+	part recovery-nccl 240 env RDZV_BUILD_ROOT="$build" \
 	    PYTHONPATH="$pylib" RDZV_AGENT="$agent" "$PY" \
-	    "$root/bench/recovery.py" --nodes 2 --modes agent-inproc,agent \
-	    --runs 2 --backend nccl
+	    "$root/bench/recovery.py" --nodes "$n" --gpus "$n" \
+	    --modes agent-inproc,agent --runs 2 --backend nccl --python "$PY"
 else
-	echo "recovery-nccl          skipped (no bench/recovery.py)" >>"$summary"
+	echo "recovery-nccl          skipped (${gpus:-0} GPU: NCCL needs one per node)" \
+	    >>"$summary"
 fi
 
 part compare 120 "$root/bench/compare.sh" "$build" --nodes 8 --runs 1 \
