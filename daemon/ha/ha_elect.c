@@ -45,7 +45,7 @@
 
 #include "etcd.h"
 #include "ha_elect.h"
-#include "ha_etcd.h"
+#include "config_store.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -70,7 +70,7 @@ static struct {
 	char			 prefix[512];	/* PREFIX/leader/ */
 	char			 key[600];	/* ours; "" before the put */
 	int64_t			 rev;		/* its create_revision */
-	char			 endpoints[HA_MAX_ENDPOINTS][300];
+	char			 endpoints[CONFIG_MAX_ETCD_ENDPOINTS][300];
 	size_t			 n_endpoints;
 	char			 last_err[256];	/* not logged twice running */
 	char			 successor[300];	/* leading: the address of
@@ -574,7 +574,7 @@ ha_elect_start(const struct ha_elect_events *ev)
 
 	el.ev = ev;
 	instance_init();
-	if (ha_etcd_conf(&o, el.prefix, sizeof(el.prefix), err,
+	if (config_etcd_opts(&o, el.prefix, sizeof(el.prefix), err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);
 	if (etcd_new(rdzvd.base, &o, &el.ec, err, sizeof(err)) != 0)
@@ -613,6 +613,27 @@ ha_elect_again(void)
 	retry_later(el.retry_ev, 0);
 }
 
+/* Revokes lease |id| and waits for the answer (a second at most). */
+static void
+etcd_revoke(int64_t id)
+{
+	Etcdserverpb__LeaseRevokeRequest req =
+	    ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+	struct etcd_opts o;
+	struct etcd *ec;
+	char prefix[STORE_PREFIX_MAX + 16], err[512];
+
+	if (config_etcd_opts(&o, prefix, sizeof(prefix), err, sizeof(err)) != 0 ||
+	    etcd_new(NULL, &o, &ec, err, sizeof(err)) != 0)
+		return;
+	req.id = id;
+	/* Whatever the answer, the lease ends at its TTL at the latest. */
+	etcd_call_sync(ec, ETCD_PATH_LEASE_REVOKE, &req.base,
+	    &etcdserverpb__lease_revoke_response__descriptor, 1000, NULL,
+	    NULL);
+	etcd_free(ec);
+}
+
 /*
  * At shutdown: our lease is revoked now, with a call of its own that we
  * wait for (a second at most), so that a standby leads at once rather than
@@ -628,7 +649,7 @@ ha_elect_stop(void)
 	el.stopped = 1;
 	evtimer_del(el.retry_ev);
 	if (id != 0)
-		ha_etcd_revoke(id);
+		etcd_revoke(id);
 	reset();
 }
 

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "hash.h"
-#include "hosts.h"
+#include "core_hostrules.h"
 #include "rdzv_id.h"
 #include "xmalloc.h"
 

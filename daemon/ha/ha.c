@@ -18,7 +18,7 @@
 
 #include "ha.h"
 #include "ha_elect.h"
-#include "ha_etcd.h"
+#include "config_store.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -58,7 +58,7 @@ ha_lead(char *err, size_t errlen)
 	health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);
-	log_info("%s %s: %u jobs", ha_store_is_etcd() ? "store" : "database",
+	log_info("%s %s: %u jobs", config_store_is_etcd() ? "store" : "database",
 	    store_path(rdzvd.store), c->n_jobs);
 	return 0;
 }
@@ -91,7 +91,7 @@ ha_step_down(const char *why)
 void
 ha_commit_failed(const char *err)
 {
-	if (!ha_store_is_etcd())
+	if (!config_store_is_etcd())
 		fatalx("database %s: commit failed, exiting so that memory "
 		    "and disk cannot disagree: %s", store_path(rdzvd.store),
 		    err);
@@ -112,7 +112,7 @@ ha_start(void (*changed)(int leading))
 	role_changed = changed;
 	rdzvd.standby = 1;
 	rdzvd.core = empty_core();
-	if (ha_store_is_etcd()) {
+	if (config_store_is_etcd()) {
 		ha_elect_start(&elect_events);
 		return;
 	}
@@ -125,7 +125,7 @@ ha_wait_settled(void)
 {
 	uint64_t deadline = mono_ms() + rdzvd.cfg.leader_lease_ms + 2000;
 
-	if (!ha_store_is_etcd())
+	if (!config_store_is_etcd())
 		return;
 	/* Bounded: the stall heartbeat wakes the loop every 100 ms. */
 	while (!ha_elect_settled() && !shutting_down && mono_ms() < deadline)

@@ -32,7 +32,7 @@
 #include "hash.h"
 #include "rdzv/store/v1/store.pb-c.h"
 #include "store.h"
-#include "store_plan.h"
+#include "store_etcd_plan.h"
 
 #define STORE_ETCD_FORMAT	1
 #define STORE_ETCD_BUCKET	128		/* node ids per bucket */

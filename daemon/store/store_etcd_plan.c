@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "store_plan.h"
+#include "store_etcd_plan.h"
 
 struct packer {
 	struct plan_txn		*txns;

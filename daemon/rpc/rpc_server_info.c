@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "ha_etcd.h"
+#include "config_store.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzvd.h"
 #include "store.h"
@@ -20,7 +20,7 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 {
 	Rdzv__V1__ServerInfoResponse resp = RDZV__V1__SERVER_INFO_RESPONSE__INIT;
 	char *listeners[RDZVD_MAX_LISTEN];
-	char *etcd[HA_MAX_ENDPOINTS];
+	char *etcd[CONFIG_MAX_ETCD_ENDPOINTS];
 	char store[1200];
 
 	resp.version = (char *)RDZV_VERSION;
@@ -48,12 +48,12 @@ rpc_server_info(struct grpc_call *call, const ProtobufCMessage *msg,
 	resp.role = (char *)role_name();
 	resp.leader = rdzvd.leader;
 	resp.advertise = rdzvd.advertise;
-	ha_store_text(store, sizeof(store));
+	config_store_text(store, sizeof(store));
 	resp.store = store;
-	while (resp.n_etcd_endpoints < HA_MAX_ENDPOINTS &&
-	    *ha_etcd_endpoint(resp.n_etcd_endpoints) != '\0') {
+	while (resp.n_etcd_endpoints < CONFIG_MAX_ETCD_ENDPOINTS &&
+	    *config_etcd_endpoint(resp.n_etcd_endpoints) != '\0') {
 		etcd[resp.n_etcd_endpoints] =
-		    (char *)ha_etcd_endpoint(resp.n_etcd_endpoints);
+		    (char *)config_etcd_endpoint(resp.n_etcd_endpoints);
 		resp.n_etcd_endpoints++;
 	}
 	resp.etcd_endpoints = etcd;

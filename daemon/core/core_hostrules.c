@@ -11,7 +11,7 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "grpc.h"
-#include "hosts.h"
+#include "core_hostrules.h"
 #include "text.h"
 #include "xmalloc.h"
 

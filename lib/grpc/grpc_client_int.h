@@ -26,7 +26,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "grpc.h"
-#include "wire.h"
+#include "grpc_wire.h"
 
 enum cconn_state {
 	CCONN_CONNECTING,	/* resolving, TCP connect */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "grpc_wire.h"
 
 void
 grpc_reader_init(struct grpc_reader *r, size_t max)

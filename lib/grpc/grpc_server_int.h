@@ -34,7 +34,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "grpc.h"
-#include "wire.h"
+#include "grpc_wire.h"
 
 /* nghttp2's send callback stops at this much unsent output. */
 #define GRPC_SERVER_WBUF_MAX	(64 * 1024)
