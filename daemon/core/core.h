@@ -150,17 +150,6 @@ struct core_event {
 	struct core_job	*job;		/* in core->new_events only */
 };
 
-/* One GPU's health check result, as the agent reported it (SPEC §7). */
-struct core_gpu {
-	uint32_t	device;
-	bool		ok;
-	char		name[96];
-	char		uuid[48];
-	char		failed_step[24];	/* empty when ok */
-	char		error[64];
-	uint64_t	total_mem;
-};
-
 /* A member of a round as it was formed: what its assignment said. */
 struct core_member {
 	uint64_t	 node_id;

@@ -177,7 +177,7 @@ crash_prune(const struct host_policy *p, struct host *r, int64_t now_ms)
 }
 
 static bool
-gpu_same(const struct host_gpu *a, const struct core_gpu *b)
+gpu_same(const struct core_gpu *a, const struct core_gpu *b)
 {
 	return a->device == b->device && a->ok == b->ok &&
 	    strcmp(a->uuid, b->uuid) == 0 &&
@@ -186,7 +186,7 @@ gpu_same(const struct host_gpu *a, const struct core_gpu *b)
 }
 
 /* The stored result of |dev| on |r|, or NULL. */
-static struct host_gpu *
+static struct core_gpu *
 gpu_find(const struct host *r, uint32_t dev)
 {
 	for (uint32_t j = 0; j < r->n_gpus; j++)
@@ -201,7 +201,7 @@ hosts_gpus(struct hosts *h, int64_t now_ms, const char *name,
 {
 	const struct core_gpu	*bad = NULL;
 	struct host		*r = hosts_find(h, name);
-	struct host_gpu		*g;
+	struct core_gpu		*g;
 	uint32_t		 i, failed = 0;
 	bool			 changed = false;
 	char			 why[HOST_REASON_MAX];

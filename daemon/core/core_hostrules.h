@@ -53,13 +53,16 @@ struct host_policy {
 	uint64_t		crash_window_ms;	/* 1 h */
 };
 
-/* One GPU's latest check on a host. */
-struct host_gpu {
+/* One GPU's health check result, as the agent reported it (SPEC §7):
+ * a node's latest, and a host's latest per device. */
+struct core_gpu {
 	uint32_t	device;
 	bool		ok;
+	char		name[96];
 	char		uuid[48];
-	char		failed_step[24];
+	char		failed_step[24];	/* empty when ok */
 	char		error[64];
+	uint64_t	total_mem;
 };
 
 struct host {
@@ -72,7 +75,7 @@ struct host {
 	uint32_t		 gpu_failures;	/* failed results ever */
 	int64_t			 crash_ms[HOST_CRASHES_KEPT]; /* oldest first */
 	uint32_t		 n_crash;
-	struct host_gpu		*gpus;		/* by device, latest result */
+	struct core_gpu		*gpus;		/* by device, latest result */
 	uint32_t		 n_gpus;
 
 	/* Private below. */

@@ -306,17 +306,7 @@ host_to_pb(struct arena *a, const struct host *h, struct core_now now,
 		if (now.wall_ms - h->crash_ms[i] < (int64_t)window_ms)
 			m->recent_crashes++;
 	m->gpus = arena_alloc(a, (h->n_gpus + 1) * sizeof(*m->gpus));
-	for (uint32_t i = 0; i < h->n_gpus; i++) {
-		const struct host_gpu *g = &h->gpus[i];
-		Rdzv__V1__GpuResult *r = arena_alloc(a, sizeof(*r));
-
-		rdzv__v1__gpu_result__init(r);
-		r->device = g->device;
-		r->ok = g->ok;
-		r->uuid = (char *)g->uuid;
-		r->failed_step = (char *)g->failed_step;
-		r->error = (char *)g->error;
-		m->gpus[m->n_gpus++] = r;
-	}
+	for (uint32_t i = 0; i < h->n_gpus; i++)
+		m->gpus[m->n_gpus++] = gpu_to_pb(a, &h->gpus[i]);
 	return m;
 }

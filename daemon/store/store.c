@@ -81,7 +81,7 @@ store_load(struct store *s, struct core *c, struct core_now now, char *err,
 }
 
 static bool
-turn_empty(const struct store *s, const struct core *c)
+commit_empty(const struct store *s, const struct core *c)
 {
 	return TAILQ_EMPTY(&c->removed_jobs) &&
 	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
@@ -97,7 +97,7 @@ store_commit(struct store *s, struct core *c, char *err, size_t errlen)
 		return errf(-1, err, errlen, "an earlier commit failed; %s "
 		    "holds the state before it and must be loaded again "
 		    "(restart rdzvd)", s->desc);
-	if (turn_empty(s, c))
+	if (commit_empty(s, c))
 		return 0;
 	if (s->read_only)
 		return errf(-1, err, errlen, "%s was opened to be read only",

@@ -114,6 +114,10 @@ int		 dec_job(struct core *, const Rdzv__Store__V1__Job *, char *err,
 int		 dec_node(struct core *, struct core_job *,
 		    const Rdzv__Store__V1__Node *, char *err, size_t errlen);
 void		 dec_event(const Rdzv__Store__V1__Event *, struct core_event *);
+/* A GPU's result (a node's or a host's) into a message whose strings
+ * point into |g|, and back. */
+void		 enc_gpu(const struct core_gpu *g, Rdzv__Store__V1__Gpu *);
+void		 dec_gpu(const Rdzv__Store__V1__Gpu *, struct core_gpu *g);
 
 /* store_etcd_hosts.c */
 /* The Host record of |h|: a malloc'd buffer, or NULL. */

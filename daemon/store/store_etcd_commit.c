@@ -86,7 +86,7 @@ nomem:
 }
 
 static void
-turn_free(struct turn *t)
+etcd_turn_free(struct turn *t)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		free(t->w[i].key);
@@ -641,12 +641,12 @@ estore_commit(void *v, struct core *c, bool write_meta, char *err,
 	s->next_node_id = c->next_node_id;
 	free(meta);
 	free(pt);
-	turn_free(&t);
+	etcd_turn_free(&t);
 	return 0;
 
 bad:
 	free(meta);
 	free(pt);
-	turn_free(&t);
+	etcd_turn_free(&t);
 	return -1;
 }

@@ -10,6 +10,7 @@
 
 #include "errf.h"
 #include "store_etcd.h"
+#include "text.h"
 
 /* protobuf-c wants char * for the strings it will not write to. */
 #define S(x)	((char *)(x))
@@ -92,6 +93,33 @@ enc_job(const struct core_job *j, const struct ejob *ej, size_t *len)
 	return buf;
 }
 
+/* A GPU's result, a node's or a host's: one message, one way each way. */
+void
+enc_gpu(const struct core_gpu *g, Rdzv__Store__V1__Gpu *m)
+{
+	rdzv__store__v1__gpu__init(m);
+	m->device = g->device;
+	m->ok = g->ok;
+	m->name = S(g->name);
+	m->uuid = S(g->uuid);
+	m->failed_step = S(g->failed_step);
+	m->error = S(g->error);
+	m->total_mem = g->total_mem;
+}
+
+void
+dec_gpu(const Rdzv__Store__V1__Gpu *m, struct core_gpu *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->device = m->device;
+	g->ok = m->ok;
+	textcpy(g->name, sizeof(g->name), m->name);
+	textcpy(g->uuid, sizeof(g->uuid), m->uuid);
+	textcpy(g->failed_step, sizeof(g->failed_step), m->failed_step);
+	textcpy(g->error, sizeof(g->error), m->error);
+	g->total_mem = m->total_mem;
+}
+
 static void
 node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__Gpu **gp,
     const struct core_node *n)
@@ -120,16 +148,7 @@ node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__G
 	m->reason = S(n->reason != NULL ? n->reason : "");
 	m->port_offer = n->port_offer;
 	for (i = 0; i < n->n_gpus; i++) {
-		const struct core_gpu *g = &n->gpus[i];
-
-		rdzv__store__v1__gpu__init(&gm[i]);
-		gm[i].device = g->device;
-		gm[i].ok = g->ok;
-		gm[i].name = S(g->name);
-		gm[i].uuid = S(g->uuid);
-		gm[i].failed_step = S(g->failed_step);
-		gm[i].error = S(g->error);
-		gm[i].total_mem = g->total_mem;
+		enc_gpu(&n->gpus[i], &gm[i]);
 		gp[i] = &gm[i];
 	}
 	m->n_gpus = n->n_gpus;
@@ -410,18 +429,8 @@ dec_node(struct core *c, struct core_job *j, const Rdzv__Store__V1__Node *m,
 		return 0;
 	if ((g = calloc(m->n_gpus, sizeof(*g))) == NULL)
 		return errf(-1, err, errlen, "out of memory");
-	for (size_t i = 0; i < m->n_gpus; i++) {
-		const Rdzv__Store__V1__Gpu *gm = m->gpus[i];
-
-		g[i].device = gm->device;
-		g[i].ok = gm->ok;
-		snprintf(g[i].name, sizeof(g[i].name), "%s", gm->name);
-		snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", gm->uuid);
-		snprintf(g[i].failed_step, sizeof(g[i].failed_step), "%s",
-		    gm->failed_step);
-		snprintf(g[i].error, sizeof(g[i].error), "%s", gm->error);
-		g[i].total_mem = gm->total_mem;
-	}
+	for (size_t i = 0; i < m->n_gpus; i++)
+		dec_gpu(m->gpus[i], &g[i]);
 	core_node_set_gpus(n, g, (uint32_t)m->n_gpus);
 	free(g);
 	return 0;

@@ -8,6 +8,7 @@
 
 #include "errf.h"
 #include "store_etcd.h"
+#include "text.h"
 
 #define S(x)	((char *)(x))
 #define SCAN_PAGE_HOSTS	1000
@@ -32,14 +33,7 @@ enc_host(const struct host *h, size_t *len)
 	m.crash_ms = crash;
 	m.n_gpus = h->n_gpus < HOST_GPUS_MAX ? h->n_gpus : HOST_GPUS_MAX;
 	for (size_t i = 0; i < m.n_gpus; i++) {
-		const struct host_gpu *g = &h->gpus[i];
-
-		rdzv__store__v1__gpu__init(&gm[i]);
-		gm[i].device = g->device;
-		gm[i].ok = g->ok;
-		gm[i].uuid = S(g->uuid);
-		gm[i].failed_step = S(g->failed_step);
-		gm[i].error = S(g->error);
+		enc_gpu(&h->gpus[i], &gm[i]);
 		gp[i] = &gm[i];
 	}
 	m.gpus = gp;
@@ -50,23 +44,12 @@ enc_host(const struct host *h, size_t *len)
 	return buf;
 }
 
-static void
-copy(char *dst, size_t len, const char *src)
-{
-	size_t	n = src != NULL ? strlen(src) : 0;
-
-	if (n >= len)
-		n = len - 1;
-	memcpy(dst, src != NULL ? src : "", n);
-	dst[n] = '\0';
-}
-
 static int
 each_host(const Mvccpb__KeyValue *kv, void *arg, char *err, size_t errlen)
 {
 	struct core		*c = arg;
 	Rdzv__Store__V1__Host	*m;
-	struct host_gpu		 gpus[HOST_GPUS_MAX];
+	struct core_gpu		 gpus[HOST_GPUS_MAX];
 	struct host		 h;
 
 	m = rdzv__store__v1__host__unpack(NULL, kv->value.len, kv->value.data);
@@ -80,7 +63,7 @@ each_host(const Mvccpb__KeyValue *kv, void *arg, char *err, size_t errlen)
 	memset(&h, 0, sizeof(h));
 	h.name = m->name;
 	h.state = (enum host_state)m->state;
-	copy(h.reason, sizeof(h.reason), m->reason);
+	textcpy(h.reason, sizeof(h.reason), m->reason);
 	h.since_ms = m->since_ms;
 	h.updated_ms = m->updated_ms;
 	h.crashes = m->crashes;
@@ -92,15 +75,8 @@ each_host(const Mvccpb__KeyValue *kv, void *arg, char *err, size_t errlen)
 		    sizeof(h.crash_ms[0]));
 	h.n_gpus = m->n_gpus < HOST_GPUS_MAX ? (uint32_t)m->n_gpus :
 	    HOST_GPUS_MAX;
-	for (uint32_t i = 0; i < h.n_gpus; i++) {
-		memset(&gpus[i], 0, sizeof(gpus[i]));
-		gpus[i].device = m->gpus[i]->device;
-		gpus[i].ok = m->gpus[i]->ok;
-		copy(gpus[i].uuid, sizeof(gpus[i].uuid), m->gpus[i]->uuid);
-		copy(gpus[i].failed_step, sizeof(gpus[i].failed_step),
-		    m->gpus[i]->failed_step);
-		copy(gpus[i].error, sizeof(gpus[i].error), m->gpus[i]->error);
-	}
+	for (uint32_t i = 0; i < h.n_gpus; i++)
+		dec_gpu(m->gpus[i], &gpus[i]);
 	h.gpus = gpus;
 	hosts_restore(c->hosts, &h);
 	rdzv__store__v1__host__free_unpacked(m, NULL);

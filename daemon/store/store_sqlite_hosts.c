@@ -76,7 +76,7 @@ put_host(struct sqlstore *s, sqlite3_stmt **st, const struct host *h,
 	    SQLITE_OK || step(s, st[1], what, err, errlen) != 0)
 		return -1;
 	for (uint32_t i = 0; i < h->n_gpus; i++) {
-		const struct host_gpu *g = &h->gpus[i];
+		const struct core_gpu *g = &h->gpus[i];
 
 		ok = sqlite3_bind_text(st[2], 1, h->name, -1, SQLITE_STATIC);
 		ok |= sqlite3_bind_int64(st[2], 2, g->device);
@@ -144,7 +144,7 @@ crash_parse(struct host *h, const char *s)
 /* The host_gpus rows of |h->name| into h->gpus (at most HOST_GPUS_MAX). */
 static int
 load_gpus(struct sqlstore *s, sqlite3_stmt *st, struct host *h,
-    struct host_gpu *gpus, char *err, size_t errlen)
+    struct core_gpu *gpus, char *err, size_t errlen)
 {
 	int	rc;
 
@@ -153,7 +153,7 @@ load_gpus(struct sqlstore *s, sqlite3_stmt *st, struct host *h,
 	if (sqlite3_bind_text(st, 1, h->name, -1, SQLITE_STATIC) != SQLITE_OK)
 		return sqlstore_fail(s, err, errlen, "reading hosts");
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct host_gpu *g;
+		struct core_gpu *g;
 
 		if (h->n_gpus == HOST_GPUS_MAX)
 			continue;
@@ -176,7 +176,7 @@ int
 sqlstore_load_hosts(struct sqlstore *s, struct core *c, char *err,
     size_t errlen)
 {
-	struct host_gpu		 gpus[HOST_GPUS_MAX];
+	struct core_gpu		 gpus[HOST_GPUS_MAX];
 	sqlite3_stmt		*st = NULL, *gst = NULL;
 	struct host		 h;
 	int			 rc;
