@@ -2,6 +2,11 @@
  * Between auth.c (the event loop's side of MUNGE authentication: the hook,
  * the queue, the threads, the deadline) and auth_munge.c (what a thread
  * does for one call: munge_decode and the identity, all of it blocking).
+ *
+ * Module daemon/auth/: owns who a caller is under auth = munge (credentials
+ * decoded off the loop, Slurm job owners). It calls libmunge and lib/grpc/'s
+ * server hook; the frame (main.c) starts it and the RPC handlers read the
+ * identity it set.
  */
 #ifndef RDZVD_AUTH_H
 #define RDZVD_AUTH_H

@@ -24,6 +24,12 @@
  * core_restore_job()/core_restore_node() and core_restore_finish().
  * docs/RENDEZVOUS.md describes the rules as implemented. Memory exhaustion
  * aborts: the core's state cannot be half-updated.
+ *
+ * Module daemon/core/ (librdzvcore): owns every job, node, round and event
+ * in memory and the rules that change them. It calls only lib/'s base
+ * (hash, text, rdzv_id, xmalloc); the store, the RPC handlers, the HTTP
+ * listener and the frame call it, never the reverse. Its outcomes are its
+ * own (enum core_result); the RPC edge maps them to gRPC statuses.
  */
 #ifndef RDZV_CORE_H
 #define RDZV_CORE_H

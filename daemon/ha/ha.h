@@ -2,6 +2,10 @@
  * High availability (SPEC §14): the replica's role and the paths between
  * leader and standby (ha.c). The election on etcd (ha_elect.h) tells it
  * when to take either.
+ *
+ * Module daemon/ha/: owns the election and the replica's role changes. It
+ * calls lib/etcd/, the store (to load and drop state) and the frame (role.c,
+ * the store's settings in config_store.c); main.c starts it.
  */
 #ifndef RDZVD_HA_H
 #define RDZVD_HA_H

@@ -12,6 +12,10 @@
  * daemon exits (SQLite) or steps down (etcd) and recovers from what was
  * committed. docs/STORE.md describes both layouts and the durability
  * choices.
+ *
+ * Module daemon/store/ (librdzvstore): owns the durable copy and both
+ * backends. It calls the core (to load it and to read a turn's changes),
+ * lib/etcd/ and lib/'s base; the frame (main.c, turn.c) calls it.
  */
 #ifndef RDZV_STORE_H
 #define RDZV_STORE_H

@@ -48,6 +48,9 @@
  * or watch) but not the client; the client may be freed outside callbacks
  * only. Freeing the client cancels what is in flight: pending calls complete
  * with CANCELLED, leases and watches are dropped without their callbacks.
+ *
+ * Module lib/etcd/: owns the connections to etcd members. It calls
+ * lib/grpc/'s client; rdzvd's store and election call it.
  */
 #ifndef RDZV_ETCD_H
 #define RDZV_ETCD_H

@@ -7,6 +7,10 @@
  * called it must not fork children that use CUDA; the agent therefore only
  * calls it in child processes (a worker between fork and exec, or a probe
  * child). Nothing here logs or exits.
+ *
+ * Module lib/gpucheck/: owns the check's steps and its embedded kernel. It
+ * calls libcuda (by dlopen) and lib/'s base; rdzv-agent calls it, in child
+ * processes only.
  */
 #ifndef RDZV_GPUCHECK_H
 #define RDZV_GPUCHECK_H

@@ -17,6 +17,10 @@
  * Programs using this must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)): libevent
  * and OpenSSL write to sockets a peer may have closed, and lib/ does not
  * change a program's signal dispositions.
+ *
+ * Module lib/grpc/: owns the HTTP/2 connections, calls and the message
+ * framing (grpc_wire.h). It calls lib/'s base and the libraries; every
+ * program and lib/etcd/ call it.
  */
 #ifndef RDZV_GRPC_H
 #define RDZV_GRPC_H
