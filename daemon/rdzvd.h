@@ -1,5 +1,35 @@
 /*
- * rdzvd's internal interfaces, grouped by the file that defines them.
+ * rdzvd's frame and its map. The daemon is one event loop (libevent) and
+ * these modules, each in its folder with a header saying what it owns:
+ *
+ *   lib/grpc/      HTTP/2 connections and gRPC calls (nghttp2, OpenSSL)
+ *   auth/          who a caller is (MUNGE, Slurm job owners), off the loop
+ *   rpc/           one file per RPC; the Join streams; core <-> protobuf
+ *   core/          the rendezvous rules (SPEC §4): no I/O, no clock
+ *   store/         the durable copy: SQLite or etcd
+ *   ha/            the election and the replica's role (etcd)
+ *   http/          /metrics, probes, the status page (evhttp)
+ *   here           main, config, the turn, the stall clock, the role,
+ *                  metrics, the journal, the host hook, followers
+ *
+ * The path of a Join. lib/grpc/ reads the HEADERS and DATA of a stream,
+ * decodes the request with the method table's descriptor
+ * (rpc/rpc_services.c: rdzvd_methods) and, under auth = munge, first
+ * waits for auth/ to decode the credential off the loop. rpc/rpc_join.c
+ * checks what the core cannot (strings, the session id), calls
+ * core_join() or core_resume() with turn_now(), attaches the call to the
+ * node's stream (rpc/rpc_streams.c) and calls turn_schedule(). Nothing is
+ * sent yet: the core has only recorded its changes and queued messages in
+ * the node's outbox. At the end of the loop turn turn.c's flush event
+ * (lowest priority, so after every other event of the turn) commits all
+ * the turn's changes in one transaction (store_commit()), then hands
+ * out the outbox (turn_out.send: the streams write each assignment),
+ * tells the followers (follow.c: Control.Watch, the page) and answers the
+ * unary calls held by turn_answer(). A failed commit sends nothing
+ * (turn_out.commit_failed: SQLite exits, etcd steps down).
+ *
+ * Below, the frame's interfaces and those of the modules without a header
+ * of their own, grouped by the file that defines them.
  */
 #ifndef RDZVD_H
 #define RDZVD_H

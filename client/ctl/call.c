@@ -318,3 +318,34 @@ ctl_job_copy(const Rdzv__V1__Job *j)
 	free(buf);
 	return copy;
 }
+
+struct grpc_ccall *
+ctl_watch_start(struct grpc_client *cli, const char *rdzv_id, bool all,
+    grpc_msg_fn on_msg, grpc_done_fn on_done, void *arg)
+{
+	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
+	struct grpc_ccall	*cc;
+
+	req.rdzv_id = (char *)(rdzv_id != NULL ? rdzv_id : "");
+	req.all = all;
+	cc = grpc_client_call(cli, "/rdzv.v1.Control/Watch", &req.base,
+	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, arg);
+	if (cc == NULL)
+		fatal("cannot start rdzv.v1.Control/Watch");
+	return cc;
+}
+
+void
+ctl_watch_end(struct grpc_ccall **ccp, struct event_base *base)
+{
+	struct grpc_ccall	*cc = *ccp;
+
+	/* Cleared first: the done callback that cancelling runs sees that
+	 * its call was ended on purpose. */
+	if (cc != NULL) {
+		*ccp = NULL;
+		grpc_ccall_cancel(cc);
+	}
+	if (base != NULL)
+		event_base_loopbreak(base);
+}

@@ -117,6 +117,15 @@ int	ctl_fail(struct ctl *, int grpc_status, const char *message);
 int	ctl_client_opts(struct ctl *, struct grpc_client_opts *,
 	    struct tls_ctx **);
 /*
+ * The two followers of rdzv.v1.Control/Watch (status --watch, wait) start
+ * and end their streams here. ctl_watch_start: a Watch of |rdzv_id| (NULL:
+ * every job, ended ones too with |all|) on |cli|. ctl_watch_end: cancels
+ * *ccp if it is set, clearing it first, and breaks |base|'s loop if given.
+ */
+struct grpc_ccall *ctl_watch_start(struct grpc_client *, const char *rdzv_id,
+	    bool all, grpc_msg_fn, grpc_done_fn, void *arg);
+void	ctl_watch_end(struct grpc_ccall **, struct event_base *);
+/*
  * What rdzvctl does to every message it receives, before any formatting:
  * for text output, every string is escaped for a terminal (JSON escapes
  * its own); with RDZVCTL_TEST_NOW_MS set (tests only), every instant and

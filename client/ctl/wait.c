@@ -138,14 +138,8 @@ job_keep(struct waiter *w, Rdzv__V1__Job *job)
 static void
 finish(struct waiter *w, enum watch_end end)
 {
-	struct grpc_ccall	*cc = w->cc;
-
 	w->end = end;
-	if (cc != NULL) {
-		w->cc = NULL;
-		grpc_ccall_cancel(cc);
-	}
-	event_base_loopbreak(w->base);
+	ctl_watch_end(&w->cc, w->base);
 }
 
 static void
@@ -205,7 +199,6 @@ on_timeout(evutil_socket_t fd, short what, void *arg)
 static enum watch_end
 watch_once(struct waiter *w, uint64_t left_ms)
 {
-	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
 	struct grpc_client_opts	 o;
 	struct tls_ctx		*tls = NULL;
 	struct grpc_client	*cli;
@@ -225,19 +218,11 @@ watch_once(struct waiter *w, uint64_t left_ms)
 		    evtimer_add(timer, &tv) != 0)
 			fatalx("wait: cannot set the timeout");
 	}
-	req.rdzv_id = (char *)w->rdzv_id;
 	w->status = GRPC_OK;
 	w->end = END_LOST;
-	w->cc = grpc_client_call(cli, "/rdzv.v1.Control/Watch", &req.base,
-	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, w);
-	if (w->cc == NULL)
-		fatal("wait: cannot start the call");
+	w->cc = ctl_watch_start(cli, w->rdzv_id, false, on_msg, on_done, w);
 	event_base_dispatch(w->base);
-	if (w->cc != NULL) {
-		struct grpc_ccall *cc = w->cc;
-		w->cc = NULL;
-		grpc_ccall_cancel(cc);
-	}
+	ctl_watch_end(&w->cc, NULL);
 	grpc_client_free(cli);
 	tls_free(tls);
 	if (timer != NULL)

@@ -233,12 +233,7 @@ stop(struct watch *w, int rc)
 		return;
 	w->stopping = true;
 	w->rc = rc;
-	if (w->cc != NULL) {
-		struct grpc_ccall *cc = w->cc;
-		w->cc = NULL;
-		grpc_ccall_cancel(cc);
-	}
-	event_base_loopbreak(w->base);
+	ctl_watch_end(&w->cc, w->base);
 }
 
 static void
@@ -289,15 +284,9 @@ static void	on_done(struct grpc_ccall *, int, const char *, void *);
 static void
 start_watch(struct watch *w)
 {
-	Rdzv__V1__WatchRequest	 req = RDZV__V1__WATCH_REQUEST__INIT;
-
-	req.rdzv_id = (char *)(w->rdzv_id != NULL ? w->rdzv_id : "");
-	req.all = w->ctl->all;
 	w->live = false;
-	w->cc = grpc_client_call(w->cli, "/rdzv.v1.Control/Watch", &req.base,
-	    &rdzv__v1__watch_event__descriptor, 0, on_msg, on_done, w);
-	if (w->cc == NULL)
-		fatal("watch: cannot start the call");
+	w->cc = ctl_watch_start(w->cli, w->rdzv_id, w->ctl->all, on_msg,
+	    on_done, w);
 }
 
 /* The Watch again, on the server the list now names. */

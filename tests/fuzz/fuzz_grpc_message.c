@@ -24,7 +24,7 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/rendezvous.pb-c.h"
-#include "wire.h"
+#include "grpc_wire.h"
 
 #define FUZZ_MAX_MESSAGE (64 * 1024)
 

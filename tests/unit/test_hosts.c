@@ -423,7 +423,7 @@ static void
 test_restore(void)
 {
 	struct host		 h;
-	struct host_gpu		 g = { .device = 3, .ok = false,
+	struct core_gpu		 g = { .device = 3, .ok = false,
 				    .uuid = "GPU-3", .failed_step = "kernel",
 				    .error = "CUDA_ERROR_LAUNCH_FAILED" };
 	const struct host	*got;

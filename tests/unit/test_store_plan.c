@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "rng.h"
-#include "store_plan.h"
+#include "store_etcd_plan.h"
 
 #define MIB		(1024 * 1024)
 #define MAX_OPS		128

@@ -15,7 +15,7 @@
 #include "check.h"
 #include "rdzv/v1/types.pb-c.h"
 #include "rng.h"
-#include "wire.h"
+#include "grpc_wire.h"
 
 /* ------------------------------------------------------------ helpers */
 

@@ -14,7 +14,7 @@
 #include "check.h"
 #include "rng.h"
 #include "grpc.h"
-#include "wire.h"
+#include "grpc_wire.h"
 
 /* ----------------------------------------------------------- timeouts */
 

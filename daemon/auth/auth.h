@@ -1,0 +1,79 @@
+/*
+ * Between auth.c (the event loop's side of MUNGE authentication: the hook,
+ * the queue, the threads, the deadline) and auth_munge.c (what a thread
+ * does for one call: munge_decode and the identity, all of it blocking).
+ *
+ * Module daemon/auth/: owns who a caller is under auth = munge (credentials
+ * decoded off the loop, Slurm job owners). It calls libmunge and lib/grpc/'s
+ * server hook; the frame (main.c) starts it and the RPC handlers read the
+ * identity it set.
+ */
+#ifndef RDZVD_AUTH_H
+#define RDZVD_AUTH_H
+
+#include <stddef.h>
+#include <time.h>
+
+/* What decoding one call's credential came to. */
+struct auth_result {
+	int		 status;	/* GRPC_OK, or what the call ends with */
+	char		 msg[512];	/* why not, for the client */
+	char		 identity[256];	/* the user's name, or "uid:N" */
+	unsigned int	 flags;		/* AUTH_FLAG_ADMIN */
+	int		 munged_down;	/* munged did not answer: log it */
+	int		 replay_forgot;	/* the replay record was full */
+};
+
+/* What squeue said of a Slurm job (auth_slurm.c). */
+struct slurm_owner {
+	char		 job[24];
+	int		 found;		/* 0: Slurm has no such job */
+	char		 uid[24];
+	char		 user[256];
+};
+
+/* auth_munge.c */
+/* 1 when this rdzvd has libmunge. */
+int	auth_munge_built(void);
+/*
+ * Decodes |cred| with the munged of |socket| (NULL: the default) for a
+ * call of |path|, whose payload must be |want| (lib/credbind.h: the path
+ * and a digest of the request) and which rdzvd must not have accepted
+ * before (auth_replay.c); the identity is the uid's name, an admin flag
+ * for a member of |admin_group| (may be NULL). Blocking: runs on a worker
+ * thread. Thread-safe.
+ */
+void	auth_munge_decode(const char *socket, const char *admin_group,
+	    const char *cred, const char *path, const char *want,
+	    struct auth_result *r);
+/* A round trip to munged at start (encode, decode): 0, or -1 with why. */
+int	auth_munge_probe(const char *socket, char *err, size_t errlen);
+/* Frees the cached admin group. */
+void	auth_munge_free(void);
+
+/* auth_replay.c */
+/*
+ * Records |cred|, good until |expires| (wall time): 0, or 1 when it is on
+ * the record already (a replay), -1 out of memory. Sets *forgot when the
+ * record was full and its oldest was dropped. Thread-safe.
+ */
+int	auth_replay_seen(const char *cred, time_t expires, int *forgot);
+void	auth_replay_free(void);
+
+/* auth_slurm.c */
+/* 1 when |rdzv_id| is a Slurm job id (a number). */
+int	auth_slurm_id(const char *rdzv_id);
+/* 1 with |o| filled when squeue's answer for |job| is cached. Thread-safe. */
+int	auth_slurm_cached(const char *job, struct slurm_owner *o);
+/*
+ * Runs squeue for |job| (bounded by its own deadline) and caches the
+ * answer: 0 with |o| filled, or -1 with why in |err|. Blocking: runs on
+ * the owner threads (auth.c). Thread-safe.
+ */
+int	auth_slurm_ask(const char *job, struct slurm_owner *o, char *err,
+	    size_t errlen);
+/* slurm-job-owner = check: whether the caller r->identity owns the job of
+ * |o|; if not, r->status and r->msg say so (PERMISSION_DENIED). */
+void	auth_slurm_judge(const struct slurm_owner *o, struct auth_result *r);
+
+#endif
