@@ -620,7 +620,8 @@ bool		 core_job_progress(const struct core_job *, struct core_now,
 void		 core_node_progress(const struct core_node *, uint64_t lead_step,
 		    struct core_now, struct core_node_progress *);
 
-/* core_ops.c: operator actions (SPEC §4 rule 9) and the clock. */
+/* core_operator.c: operator actions (SPEC §4 rule 9); core_hosts.c: on a
+ * host. */
 int		 core_close(struct core *, struct core_now, const char *identity,
 		    bool is_admin, const char *rdzv_id, char *err,
 		    size_t errlen);
@@ -640,6 +641,7 @@ int		 core_host_set(struct core *, struct core_now,
 		    const char *identity, bool is_admin, const char *host,
 		    enum host_state, const char *reason, char *err,
 		    size_t errlen);
+/* core_timer.c, core_objects.c: the passing of time. */
 /* Fires every deadline due at now. */
 void		 core_advance(struct core *, struct core_now);
 /* The earliest monotonic deadline, or UINT64_MAX. */
@@ -652,7 +654,8 @@ int64_t		 core_job_last_call_in(const struct core_job *,
 int64_t		 core_job_join_timeout_in(const struct core_job *,
 		    struct core_now);
 
-/* Outputs (core_util.c, core_round.c, core.c). */
+/* Outputs (core_outbox.c, core_event.c, core_objects.c, core_round.c,
+ * core.c). */
 /* Pops the next queued message of any node; false when none is left. */
 bool		 core_outbox_pop(struct core *, struct core_node **nodep,
 		    struct core_msg *msg);
@@ -711,38 +714,44 @@ enum {
 	CORE_TIMER_PROGRESS,
 };
 
-/* core_util.c */
+/* core_timer.c */
 void		 core_timer_init(struct core_timer *, int, void *);
 void		 core_timer_set(struct core *, struct core_timer *, uint64_t);
 void		 core_timer_clear(struct core *, struct core_timer *);
 bool		 core_timer_armed(const struct core_timer *);
 struct core_timer *core_timer_top(const struct core *);
+
+/* core_objects.c */
 void		 core_job_dirty(struct core_job *);
 void		 core_job_changed(struct core_job *);
 void		 core_node_dirty(struct core_node *);
 void		 core_node_set_state(struct core_node *, enum core_node_state);
-void		 core_event_add(struct core_job *, const char *kind,
-		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* A cleared message of that kind, to fill and queue. */
-void		 core_msg_init(struct core_msg *, enum core_msg_kind);
-/* Queues a copy of the message for a connected node (else drops it). */
-void		 core_msg_queue(struct core_node *, const struct core_msg *);
-void		 core_msg_waiting(struct core_node *, const char *reason);
-void		 core_msg_drop(struct core *, struct core_node *);
 void		 core_settle_later(struct core_job *);
 void		 core_settle_due(struct core *);
-void		 core_fmt_secs(char *, size_t, uint64_t ms);
-void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
 void		 core_node_free(struct core_node *);
 void		 core_job_free(struct core_job *);
-/* Why a node that has no assignment waits, in words. */
-void		 core_waiting_reason(const struct core_node *, char *, size_t);
 /* Removal: out of the core's indexes and lists, to be freed after the
  * commit (core_changes_clear). */
 void		 core_node_forget_token(struct core_node *);
 void		 core_node_unlink(struct core_node *);
 void		 core_owner_job_unended(struct core_job *);
 void		 core_job_remove(struct core_job *);
+
+/* core_event.c */
+void		 core_event_add(struct core_job *, const char *kind,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void		 core_fmt_secs(char *, size_t, uint64_t ms);
+void		 core_fmt_wall(char *, size_t, int64_t wall_ms);
+/* Why a node that has no assignment waits, in words. */
+void		 core_waiting_reason(const struct core_node *, char *, size_t);
+
+/* core_outbox.c */
+/* A cleared message of that kind, to fill and queue. */
+void		 core_msg_init(struct core_msg *, enum core_msg_kind);
+/* Queues a copy of the message for a connected node (else drops it). */
+void		 core_msg_queue(struct core_node *, const struct core_msg *);
+void		 core_msg_waiting(struct core_node *, const char *reason);
+void		 core_msg_drop(struct core *, struct core_node *);
 
 /* core_round.c */
 void		 core_settle(struct core_job *);

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the core's message queue: a queued message keeps only the
- * bytes its kind uses (core_util.c), and what comes out of the outbox is
+ * bytes its kind uses (core_outbox.c), and what comes out of the outbox is
  * what went in, at the longest strings a message can hold.
  */
 /* core_msg_init, core_msg_queue and core_msg_drop are the core's own. */

@@ -1,6 +1,6 @@
 /*
- * Operator actions (SPEC §4 rule 9, §11), the passing of time, and the end
- * of a loop turn's changes.
+ * Operator actions (SPEC §4 rule 9, §11): close, abort, evict, each
+ * checked against the caller's identity.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,63 +142,3 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 	core_settle(j);
 	return 0;
 }
-
-/*
- * Pops every due deadline, then settles each touched job once: leases that
- * end together make one failure and one new round.
- */
-void
-core_advance(struct core *c, struct core_now now)
-{
-	struct core_timer	*t;
-	struct core_job		*j;
-
-	core_set_now(c, now);
-	while ((t = core_timer_top(c)) != NULL && t->at <= c->now.mono_ms) {
-		core_timer_clear(c, t);
-		switch (t->kind) {
-		case CORE_TIMER_LAST_CALL:
-			j = t->owner;
-			j->fired_last_call = true;
-			core_settle_later(j);
-			break;
-		case CORE_TIMER_JOIN:
-			j = t->owner;
-			j->fired_join = true;
-			core_settle_later(j);
-			break;
-		case CORE_TIMER_RETENTION:
-			core_job_remove(t->owner);
-			break;
-		case CORE_TIMER_LEASE:
-			core_lease_expired(t->owner);
-			break;
-		case CORE_TIMER_PROGRESS:
-			core_progress_tell(t->owner);
-			break;
-		}
-	}
-	core_settle_due(c);
-}
-
-uint64_t
-core_next_deadline(const struct core *c)
-{
-	struct core_timer	*t = core_timer_top(c);
-
-	return t == NULL ? UINT64_MAX : t->at;
-}
-
-void
-core_checkpoint(struct core *c, struct core_now now)
-{
-	struct core_job	*j;
-
-	core_set_now(c, now);
-	TAILQ_FOREACH(j, &c->jobs, entry) {
-		if (core_timer_armed(&j->last_call) ||
-		    core_timer_armed(&j->join_deadline))
-			core_job_dirty(j);
-	}
-}
-
