@@ -425,6 +425,9 @@ void		 answer_job(struct grpc_call *, void *rdzv_id);
 /* 1 if the caller is one of the configured admins, or a member of
  * admin-group (SPEC §11). */
 int		 caller_is_admin(struct grpc_call *);
+/* The gRPC status of a core result (enum core_result): the one place the
+ * core's outcomes become the protocol's. */
+int		 rpc_status(int result);
 
 /* services.c */
 extern const struct grpc_method rdzvd_methods[];

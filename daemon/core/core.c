@@ -84,7 +84,6 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "text.h"
-#include "grpc.h"
 
 static int
 match_job(const void *item, const void *key)
@@ -259,7 +258,7 @@ core_owner_check(const struct core_job *j, const char *identity, const char *wha
 		return 0;
 	textf(err, errlen, "job %s belongs to %s; %s may not %s it",
 	    j->rdzv_id, j->owner, identity, what);
-	return GRPC_PERMISSION_DENIED;
+	return CORE_DENIED;
 }
 
 struct core_job *

@@ -64,6 +64,22 @@
 #define CORE_LEAD_KEPT		64	/* leading steps kept per job */
 #define CORE_PROGRESS_TELL_MS	1000	/* watchers hear of steps this often */
 
+/*
+ * What a core call says of a request: CORE_OK when it was taken, else why
+ * not, with a message for the caller. The core speaks no protocol: the RPC
+ * edge maps each outcome to its gRPC status once (rpc_status(),
+ * rpc/rpc_access.c).
+ */
+enum core_result {
+	CORE_OK = 0,
+	CORE_INVALID,		/* malformed or out of range */
+	CORE_NOT_FOUND,		/* no such job, node or session */
+	CORE_DENIED,		/* the caller may not act on it */
+	CORE_REFUSED,		/* not in the job's state or generation */
+	CORE_LIMIT,		/* over a configured limit */
+	CORE_ERROR,		/* the daemon could not do it */
+};
+
 /* The time of an input: monotonic for deadlines, wall for display. */
 struct core_now {
 	uint64_t	mono_ms;
@@ -509,7 +525,7 @@ struct core_join {
 };
 
 /*
- * Every input returns 0 or a gRPC status (enum grpc_status of lib/grpc.h)
+ * Every input returns CORE_OK or another enum core_result
  * with a message for the user in err. On 0, *nodep (where asked) is the
  * node, and its first queued message is ACCEPTED followed by what it must
  * be told now; the node counts as connected.
@@ -672,6 +688,7 @@ bool		 core_job_ended(const struct core_job *);
 const char	*core_job_state_name(enum core_job_state);
 const char	*core_node_state_name(enum core_node_state);
 const char	*core_msg_kind_name(enum core_msg_kind);
+const char	*core_result_name(int);
 
 /*
  * core_restore.c: rebuilding the core from the store (SPEC §4 rule 11).

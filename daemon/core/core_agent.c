@@ -11,7 +11,6 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "text.h"
-#include "grpc.h"
 
 #define ANON	"anonymous"
 
@@ -26,7 +25,7 @@ session_node(struct core *c, const char *identity,
 		textf(err, errlen, "no node has this session (the daemon "
 		    "forgot it, or the job was reopened or deleted); join "
 		    "again");
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	*np = n;
 	return core_owner_check(n->job, identity != NULL ? identity : ANON, what,
@@ -60,7 +59,7 @@ resume_refuse_unknown(struct core_node *n, uint64_t generation, char *err,
 	 * 13's rejoin_timeout (0 in a fixed allocation) should fail on. */
 	j->pend_gone[0] = '\0';
 	core_settle(j);
-	return GRPC_FAILED_PRECONDITION;
+	return CORE_REFUSED;
 }
 
 int
@@ -82,7 +81,7 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 	    strcmp(rdzv_id, j->rdzv_id) != 0) {
 		textf(err, errlen, "job %s has no node with this session; "
 		    "join again", rdzv_id);
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	if (!core_job_ended(j) && (n->state == CORE_NODE_LEFT ||
 	    n->state == CORE_NODE_LOST)) {
@@ -91,7 +90,7 @@ core_resume(struct core *c, struct core_now now, const char *identity,
 		    (unsigned long long)n->node_id,
 		    n->state == CORE_NODE_LOST ? "was lost" : "left",
 		    n->reason != NULL ? n->reason : "no reason");
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	/*
 	 * An older generation is what a node that missed rounds while away
@@ -153,14 +152,14 @@ report_fence(const struct core_node *n, const struct core_report *r,
 	if (core_job_ended(j)) {
 		textf(err, errlen, "job %s has %s: %s", j->rdzv_id,
 		    core_job_state_name(j->state), j->reason);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (r->generation > j->generation) {
 		textf(err, errlen, "job %s: generation %llu has not been "
 		    "formed; the current generation is %llu", j->rdzv_id,
 		    (unsigned long long)r->generation,
 		    (unsigned long long)j->generation);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (r->generation != j->generation || j->state == CORE_JOB_WAITING) {
 		textf(err, errlen, "job %s: generation %llu is stale; the "
@@ -169,7 +168,7 @@ report_fence(const struct core_node *n, const struct core_report *r,
 		    (unsigned long long)j->generation,
 		    j->state == CORE_JOB_WAITING ? " and a new round is "
 		    "forming" : "");
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (n->state != CORE_NODE_PARTICIPANT || n->generation != r->generation) {
 		textf(err, errlen, "job %s: node %llu is %s, not a "
@@ -177,7 +176,7 @@ report_fence(const struct core_node *n, const struct core_report *r,
 		    (unsigned long long)n->node_id,
 		    core_node_state_name(n->state),
 		    (unsigned long long)r->generation);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	return 0;
 }
@@ -278,17 +277,17 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	    r->outcome != CORE_OUTCOME_UPDATE) {
 		textf(err, errlen, "job %s: unknown outcome %d", j->rdzv_id,
 		    (int)r->outcome);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (r->outcome == CORE_OUTCOME_UPDATE && r->master_port > 65535) {
 		textf(err, errlen, "job %s: master_port %u is not a TCP port "
 		    "(1 to 65535)", j->rdzv_id, r->master_port);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (r->outcome == CORE_OUTCOME_UPDATE && r->nproc > CORE_NPROC_MAX) {
 		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u",
 		    j->rdzv_id, CORE_NPROC_MAX, r->nproc);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (r->has_gpus)
 		gpus_update(n, r);

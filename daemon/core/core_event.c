@@ -193,3 +193,17 @@ core_msg_kind_name(enum core_msg_kind k)
 		return "unknown";
 	return names[k];
 }
+
+const char *
+core_result_name(int r)
+{
+	static const char *const names[] = {
+		[CORE_OK] = "OK", [CORE_INVALID] = "INVALID",
+		[CORE_NOT_FOUND] = "NOT_FOUND", [CORE_DENIED] = "DENIED",
+		[CORE_REFUSED] = "REFUSED", [CORE_LIMIT] = "LIMIT",
+		[CORE_ERROR] = "ERROR",
+	};
+
+	return r >= 0 && (size_t)r < sizeof(names) / sizeof(names[0]) ?
+	    names[r] : "?";
+}

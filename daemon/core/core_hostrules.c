@@ -10,7 +10,6 @@
 
 #define CORE_INTERNAL
 #include "core.h"
-#include "grpc.h"
 #include "core_hostrules.h"
 #include "text.h"
 #include "xmalloc.h"
@@ -158,7 +157,7 @@ hosts_refusal(const struct hosts *h, const char *name, char *err,
 	textf(err, errlen, "host %s is quarantined since %s: %s (an admin "
 	    "clears it with `rdzvctl host clear %s`)", r->name, when,
 	    r->reason, r->name);
-	return GRPC_FAILED_PRECONDITION;
+	return CORE_REFUSED;
 }
 
 /* Drops crashes older than the window; true if any went. */

@@ -116,7 +116,7 @@ void		 hosts_free(struct hosts *);
 struct host	*hosts_find(const struct hosts *, const char *name);
 
 /*
- * Whether |name| may join a job: 0, or GRPC_FAILED_PRECONDITION with a
+ * Whether |name| may join a job: 0, or CORE_REFUSED with a
  * message naming the host, its reason and how to clear it.
  */
 int		 hosts_refusal(const struct hosts *, const char *name,

@@ -11,7 +11,6 @@
 
 #define CORE_INTERNAL
 #include "core.h"
-#include "grpc.h"
 #include "text.h"
 
 /* Every live node on |host|, in every job, is evicted. */
@@ -134,17 +133,17 @@ core_host_set(struct core *c, struct core_now now, const char *identity,
 	if (!is_admin) {
 		textf(err, errlen, "%s may not %s host %s (only an admin may)",
 		    identity, verb, host);
-		return GRPC_PERMISSION_DENIED;
+		return CORE_DENIED;
 	}
 	if (host == NULL || *host == '\0' || strlen(host) > HOST_NAME_MAX_LEN) {
 		textf(err, errlen, "a host name is 1 to %d bytes",
 		    HOST_NAME_MAX_LEN);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (to != HOST_OK && to != HOST_QUARANTINED) {
 		textf(err, errlen, "a host can be cleared or quarantined, not "
 		    "set %s", host_state_name(to));
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	textf(why, sizeof(why), "%s by %s: %s", to == HOST_OK ? "cleared" :
 	    "quarantined", identity, reason != NULL && *reason != '\0' ?
@@ -160,7 +159,7 @@ core_host_set(struct core *c, struct core_now now, const char *identity,
 	from = c->hosts->n_changes;
 	if (hosts_set(c->hosts, now.wall_ms, host, to, why, brief) != 0) {
 		textf(err, errlen, "rdzvd has no record of host %s", host);
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	core_host_changed(c, from, NULL);
 	return 0;

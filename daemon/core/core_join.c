@@ -11,7 +11,6 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "text.h"
-#include "grpc.h"
 
 #define ANON	"anonymous"
 
@@ -185,26 +184,26 @@ join_validate(const struct core *c, const struct core_join *req,
     struct core_settings *s, char *err, size_t errlen)
 {
 	if (rdzv_id_check(req->rdzv_id, err, errlen) != 0)
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	if (req->nproc < 1 || req->nproc > CORE_NPROC_MAX) {
 		textf(err, errlen, "job %s: nproc must be 1 to %d, not %u "
 		    "(--nproc-per-node)", req->rdzv_id, CORE_NPROC_MAX,
 		    req->nproc);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if ((req->hostname != NULL && strlen(req->hostname) > CORE_STR_MAX) ||
 	    (req->advertise_addr != NULL &&
 	    strlen(req->advertise_addr) > CORE_STR_MAX)) {
 		textf(err, errlen, "job %s: hostname and advertise address "
 		    "must be at most %d bytes", req->rdzv_id, CORE_STR_MAX);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	/* Workers get it as MASTER_PORT: a port no socket can have is
 	 * refused here rather than handed to every node of the round. */
 	if (req->master_port > 65535) {
 		textf(err, errlen, "job %s: master_port %u is not a TCP port "
 		    "(1 to 65535)", req->rdzv_id, req->master_port);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	*s = req->settings;
 	if (s->min_nodes == 0)
@@ -215,13 +214,13 @@ join_validate(const struct core *c, const struct core_join *req,
 		textf(err, errlen, "job %s: min_nodes %u is more than "
 		    "max_nodes %u (--nnodes %u:%u)", req->rdzv_id,
 		    s->min_nodes, s->max_nodes, s->min_nodes, s->max_nodes);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (s->max_nodes > c->cfg.max_nodes_per_job) {
 		textf(err, errlen, "job %s: max_nodes %u is over the limit "
 		    "of %u nodes per job", req->rdzv_id, s->max_nodes,
 		    c->cfg.max_nodes_per_job);
-		return GRPC_RESOURCE_EXHAUSTED;
+		return CORE_LIMIT;
 	}
 	/* A join timeout keeps a job that may never form: it is bounded, or
 	 * one client could hold jobs for weeks; so are the other two. */
@@ -231,7 +230,7 @@ join_validate(const struct core *c, const struct core_join *req,
 	    "--rejoin-timeout", s->rejoin_timeout_ms, err, errlen)) ||
 	    over_limit(c, req, "hang timeout", "--hang-timeout",
 	    s->hang_timeout_ms, err, errlen))
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	if (s->rank_policy > CORE_RANK_STABLE || s->restart >
 	    CORE_RESTART_IN_PROCESS) {
 		textf(err, errlen, "job %s: unknown %s %u (--rank-policy "
@@ -239,7 +238,7 @@ join_validate(const struct core *c, const struct core_join *req,
 		    req->rdzv_id, s->rank_policy > CORE_RANK_STABLE ?
 		    "rank_policy" : "restart", s->rank_policy > CORE_RANK_STABLE ?
 		    s->rank_policy : s->restart);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	return 0;
 }
@@ -260,7 +259,7 @@ owner_has_room(const struct core *c, const char *identity, char *err,
 	textf(err, errlen, "%s has %u jobs that have not ended, the limit "
 	    "per identity (max-jobs-per-identity); close some (rdzvctl "
 	    "close) or let them end", identity, n);
-	return GRPC_RESOURCE_EXHAUSTED;
+	return CORE_LIMIT;
 }
 
 /* A join of a later run of the job than the one that ended or is ending:
@@ -289,33 +288,33 @@ join_existing(const struct core *c, const struct core_job *j,
 		core_fmt_wall(t, sizeof(t), j->ended_ms);
 		textf(err, errlen, "job %s closed at %s; use a new --id",
 		    j->rdzv_id, t);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (j->state == CORE_JOB_CLOSING && !requeued(j, attempt)) {
 		textf(err, errlen, "job %s is closing (%s) and takes no "
 		    "new nodes; use a new --id", j->rdzv_id, j->reason);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (s->min_nodes != 0 && s->min_nodes != j->settings.min_nodes) {
 		textf(err, errlen, "job %s: min_nodes is %u but this node "
 		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
 		    j->settings.min_nodes, s->min_nodes, s->min_nodes,
 		    s->max_nodes);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	if (s->max_nodes != 0 && s->max_nodes != j->settings.max_nodes) {
 		textf(err, errlen, "job %s: max_nodes is %u but this node "
 		    "asked for %u (--nnodes %u:%u)", j->rdzv_id,
 		    j->settings.max_nodes, s->max_nodes, s->min_nodes,
 		    s->max_nodes);
-		return GRPC_INVALID_ARGUMENT;
+		return CORE_INVALID;
 	}
 	live = j->n_state[CORE_NODE_PARTICIPANT] +
 	    j->n_state[CORE_NODE_WAITING] + j->n_state[CORE_NODE_SPARE];
 	if (j->state != CORE_JOB_FAILED && live >= c->cfg.max_nodes_per_job) {
 		textf(err, errlen, "job %s has %u nodes, the limit per job",
 		    j->rdzv_id, live);
-		return GRPC_RESOURCE_EXHAUSTED;
+		return CORE_LIMIT;
 	}
 	return 0;
 }
@@ -359,7 +358,7 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	if (core_node_by_session(c, req->session_id) != NULL) {
 		textf(err, errlen, "job %s: session id collision; retry",
 		    req->rdzv_id);
-		return GRPC_INTERNAL;
+		return CORE_ERROR;
 	}
 
 	if (j == NULL) {

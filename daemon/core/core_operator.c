@@ -9,7 +9,6 @@
 #define CORE_INTERNAL
 #include "core.h"
 #include "text.h"
-#include "grpc.h"
 
 /* The owner of a job, or an admin, may act on it (SPEC §11). */
 static int
@@ -24,13 +23,13 @@ operator_job(struct core *c, const char *identity, bool is_admin,
 	if ((j = core_job_find(c, rdzv_id)) == NULL) {
 		textf(err, errlen, "job %s not found", rdzv_id != NULL ?
 		    rdzv_id : "");
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	if (!is_admin && strcmp(j->owner, identity) != 0) {
 		textf(err, errlen, "job %s belongs to %s; %s may not %s it "
 		    "(only its owner or an admin may)", j->rdzv_id, j->owner,
 		    identity, verb);
-		return GRPC_PERMISSION_DENIED;
+		return CORE_DENIED;
 	}
 	*jp = j;
 	return 0;
@@ -58,7 +57,7 @@ core_close(struct core *c, struct core_now now, const char *identity,
 	case CORE_JOB_FAILED:
 		textf(err, errlen, "job %s already failed: %s", j->rdzv_id,
 		    j->reason);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	case CORE_JOB_WAITING:
 		/* No workers run while a round is open: close at once. */
 		textf(why, sizeof(why), "closed by %s before round %llu "
@@ -94,7 +93,7 @@ core_abort(struct core *c, struct core_now now, const char *identity,
 	if (core_job_ended(j)) {
 		textf(err, errlen, "job %s already %s: %s", j->rdzv_id,
 		    core_job_state_name(j->state), j->reason);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	textf(why, sizeof(why), "aborted by %s: %s",
 	    identity != NULL ? identity : "anonymous",
@@ -121,14 +120,14 @@ core_evict(struct core *c, struct core_now now, const char *identity,
 	if ((n = core_node_find(c, node_id)) == NULL || n->job != j) {
 		textf(err, errlen, "job %s has no node %llu", j->rdzv_id,
 		    (unsigned long long)node_id);
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	if (core_job_ended(j) || !core_node_live(n)) {
 		textf(err, errlen, "job %s: node %llu is already %s",
 		    j->rdzv_id, (unsigned long long)node_id,
 		    core_job_ended(j) ? core_job_state_name(j->state) :
 		    core_node_state_name(n->state));
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	textf(why, sizeof(why), "evicted by %s: %s",
 	    identity != NULL ? identity : "anonymous",

@@ -15,7 +15,6 @@
 
 #define CORE_INTERNAL
 #include "core.h"
-#include "grpc.h"
 #include "text.h"
 
 #define ANON	"anonymous"
@@ -96,7 +95,7 @@ core_progress(struct core *c, struct core_now now, const char *identity,
 		textf(err, errlen, "no node has this session (the daemon "
 		    "forgot it, or the job was reopened or deleted); join "
 		    "again");
-		return GRPC_NOT_FOUND;
+		return CORE_NOT_FOUND;
 	}
 	j = n->job;
 	if ((rc = core_owner_check(j, identity != NULL ? identity : ANON,
@@ -111,7 +110,7 @@ core_progress(struct core *c, struct core_now now, const char *identity,
 		    (unsigned long long)n->node_id,
 		    core_job_state_name(j->state),
 		    (unsigned long long)j->generation);
-		return GRPC_FAILED_PRECONDITION;
+		return CORE_REFUSED;
 	}
 	if (j->progress_gen != generation)
 		lead_reset(j, generation);

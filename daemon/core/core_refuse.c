@@ -19,7 +19,6 @@
 
 #define CORE_INTERNAL
 #include "core.h"
-#include "grpc.h"
 #include "text.h"
 #include "xmalloc.h"
 
@@ -152,5 +151,5 @@ core_refused_late(const struct core_job *j, const struct core_join *req,
 	if (req->attempt == 0 && c->now.wall_ms - j->ended_ms >= (int64_t)keep)
 		return 0;
 	textf(err, errlen, "job %s failed: %s", j->rdzv_id, j->reason);
-	return GRPC_FAILED_PRECONDITION;
+	return CORE_REFUSED;
 }

@@ -52,3 +52,25 @@ answer_job(struct grpc_call *call, void *rdzv_id)
 	    streams_last_seen_ms, 10)->base);
 	arena_free(&a);
 }
+
+int
+rpc_status(int result)
+{
+	switch ((enum core_result)result) {
+	case CORE_OK:
+		return GRPC_OK;
+	case CORE_INVALID:
+		return GRPC_INVALID_ARGUMENT;
+	case CORE_NOT_FOUND:
+		return GRPC_NOT_FOUND;
+	case CORE_DENIED:
+		return GRPC_PERMISSION_DENIED;
+	case CORE_REFUSED:
+		return GRPC_FAILED_PRECONDITION;
+	case CORE_LIMIT:
+		return GRPC_RESOURCE_EXHAUSTED;
+	case CORE_ERROR:
+		break;
+	}
+	return GRPC_INTERNAL;
+}

@@ -15,8 +15,8 @@ rpc_close_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 
 	int rc = core_close(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    caller_is_admin(call), req->rdzv_id, err, sizeof(err));
-	if (rc != GRPC_OK) {
-		grpc_call_finish(call, rc, "%s", err);
+	if (rc != CORE_OK) {
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	turn_answer(call, answer_job, xstrdup(req->rdzv_id));

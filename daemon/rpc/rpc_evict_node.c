@@ -18,8 +18,8 @@ rpc_evict_node(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	    caller_is_admin(call), req->rdzv_id, req->node_id,
 	    req->reason[0] != '\0' ? req->reason : "evicted by an operator",
 	    err, sizeof(err));
-	if (rc != GRPC_OK) {
-		grpc_call_finish(call, rc, "%s", err);
+	if (rc != CORE_OK) {
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	turn_answer(call, answer_job, xstrdup(req->rdzv_id));

@@ -102,7 +102,8 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		free(gpus);
 		return GRPC_INTERNAL;
 	}
-	rc = core_join(rdzvd.core, turn_now(), &j, node, err, errlen);
+	rc = rpc_status(core_join(rdzvd.core, turn_now(), &j, node, err,
+	    errlen));
 	free(gpus);
 	return rc;
 }
@@ -122,10 +123,10 @@ rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	    NULL) {
 		return;
 	} else {
-		rc = core_resume(rdzvd.core, turn_now(),
+		rc = rpc_status(core_resume(rdzvd.core, turn_now(),
 		    grpc_call_identity(call),
 		    req->rdzv_id[0] != '\0' ? req->rdzv_id : NULL,
-		    session, req->generation, &node, err, sizeof(err));
+		    session, req->generation, &node, err, sizeof(err)));
 	}
 	/* A refusal may still change state (a stale resume leaves). */
 	turn_schedule();

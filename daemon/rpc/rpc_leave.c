@@ -23,8 +23,8 @@ rpc_leave(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	int rc = core_leave(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    session, req->reason[0] != '\0' ? req->reason :
 	    "the agent was told to stop", err, sizeof(err));
-	if (rc != GRPC_OK) {
-		grpc_call_finish(call, rc, "%s", err);
+	if (rc != CORE_OK) {
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	turn_answer(call, answer, NULL);

@@ -20,8 +20,8 @@ rpc_progress(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	int rc = core_progress(rdzvd.core, turn_now(),
 	    grpc_call_identity(call), session, req->generation, req->step,
 	    err, sizeof(err));
-	if (rc != GRPC_OK) {
-		grpc_call_finish(call, rc, "%s", err);
+	if (rc != CORE_OK) {
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	grpc_call_reply(call, &resp.base);

@@ -73,9 +73,9 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	    &r, restarts, err, sizeof(err));
 	free(gpus);
 	free(exits);
-	if (rc != GRPC_OK) {
+	if (rc != CORE_OK) {
 		free(restarts);
-		grpc_call_finish(call, rc, "%s", err);
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	turn_answer(call, answer, restarts);

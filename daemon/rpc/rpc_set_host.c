@@ -125,8 +125,8 @@ rpc_set_host(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	rc = core_host_set(rdzvd.core, turn_now(), grpc_call_identity(call),
 	    caller_is_admin(call), req->host, (enum host_state)req->state,
 	    req->reason, err, sizeof(err));
-	if (rc != GRPC_OK) {
-		grpc_call_finish(call, rc, "%s", err);
+	if (rc != CORE_OK) {
+		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
 	name = xstrdup(req->host);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core_random.h"
-#include "grpc.h"
 
 void
 do_join(void)
@@ -69,24 +68,24 @@ do_join(void)
 	j = core_job_find(C, r.rdzv_id);
 	if (j != NULL) {
 		if (strcmp(j->owner, r.identity) != 0)
-			want = GRPC_PERMISSION_DENIED;
+			want = CORE_DENIED;
 		else if (j->state == CORE_JOB_CLOSED ||
 		    j->state == CORE_JOB_CLOSING)
-			want = GRPC_FAILED_PRECONDITION;
+			want = CORE_REFUSED;
 		else if (r.settings.max_nodes != j->settings.max_nodes)
-			want = GRPC_INVALID_ARGUMENT;
+			want = CORE_INVALID;
 		else if (j->state != CORE_JOB_FAILED &&
 		    j->n_state[CORE_NODE_PARTICIPANT] +
 		    j->n_state[CORE_NODE_WAITING] +
 		    j->n_state[CORE_NODE_SPARE] >= CFG.max_nodes_per_job)
-			want = GRPC_RESOURCE_EXHAUSTED;
+			want = CORE_LIMIT;
 	} else if (r.settings.max_nodes != jobs[ji].s.max_nodes)
 		want = -1;	/* creates the job with other settings */
 	stats[S_JOIN]++;
 	rc = core_join(C, NOW, &r, &n, err, sizeof(err));
 	if (want >= 0 && rc != want)
 		die("join %s: status %s, want %s (%s)", r.rdzv_id,
-		    grpc_status_name(rc), grpc_status_name(want), err);
+		    core_result_name(rc), core_result_name(want), err);
 	if (rc == 0) {
 		check_told(n, "join");
 		stats[S_JOIN_OK]++;
@@ -139,7 +138,7 @@ do_join_retry(void)
 	rc = core_join(C, NOW, &r, &got, err, sizeof(err));
 	if (rc != 0 || got != n || n->job->n_nodes != before)
 		die("retried join of node %llu: %s, node %llu (%s)",
-		    (unsigned long long)n->node_id, grpc_status_name(rc),
+		    (unsigned long long)n->node_id, core_result_name(rc),
 		    got != NULL ? (unsigned long long)got->node_id : 0ULL,
 		    err);
 	check_told(n, "retried join");
@@ -173,12 +172,12 @@ do_resume(void)
 		stats[S_RESUME_OK]++;
 		a->attached = true;
 		a->expect_accepted = true;
-	} else if (rc == GRPC_NOT_FOUND || rc == GRPC_FAILED_PRECONDITION) {
-		stats[rc == GRPC_NOT_FOUND ? S_RESUME_NF : S_RESUME_FP]++;
+	} else if (rc == CORE_NOT_FOUND || rc == CORE_REFUSED) {
+		stats[rc == CORE_NOT_FOUND ? S_RESUME_NF : S_RESUME_FP]++;
 		/* Refused: the agent stops its workers and goes. */
 		a->used = false;
 	} else
-		die("resume: %s (%s)", grpc_status_name(rc), err);
+		die("resume: %s (%s)", core_result_name(rc), err);
 }
 
 void
@@ -212,8 +211,8 @@ do_report(void)
 	    sizeof(err));
 	if (rc == 0)
 		stats[S_REPORT_OK]++;
-	else if (rc != GRPC_FAILED_PRECONDITION && rc != GRPC_NOT_FOUND)
-		die("report: %s (%s)", grpc_status_name(rc), err);
+	else if (rc != CORE_REFUSED && rc != CORE_NOT_FOUND)
+		die("report: %s (%s)", core_result_name(rc), err);
 	if (rc == 0 && r.outcome == CORE_OUTCOME_SUCCEEDED)
 		agent_exit(a);		/* exits 0 */
 }
@@ -242,8 +241,8 @@ do_progress(void)
 	    rndn(1000), err, sizeof(err));
 	if (rc == 0)
 		stats[S_PROGRESS_OK]++;
-	else if (rc != GRPC_FAILED_PRECONDITION && rc != GRPC_NOT_FOUND)
-		die("progress: %s (%s)", grpc_status_name(rc), err);
+	else if (rc != CORE_REFUSED && rc != CORE_NOT_FOUND)
+		die("progress: %s (%s)", core_result_name(rc), err);
 	if (!TAILQ_EMPTY(&C->dirty_jobs) || !TAILQ_EMPTY(&C->dirty_nodes) ||
 	    C->n_new_events > 0 || C->n_new_rounds > 0)
 		die("progress made a change to commit");
@@ -280,8 +279,8 @@ do_leave(void)
 	stats[S_LEAVE]++;
 	rc = core_leave(C, NOW, jobs[a->job].owner, a->session, "SIGTERM",
 	    err, sizeof(err));
-	if (rc != 0 && rc != GRPC_NOT_FOUND)
-		die("leave: %s (%s)", grpc_status_name(rc), err);
+	if (rc != 0 && rc != CORE_NOT_FOUND)
+		die("leave: %s (%s)", core_result_name(rc), err);
 	agent_exit(a);
 }
 
@@ -335,12 +334,12 @@ do_operator(void)
 		    sizeof(err));
 	}
 	if (!admin && strcmp(who, j->owner) != 0 &&
-	    rc != GRPC_PERMISSION_DENIED)
+	    rc != CORE_DENIED)
 		die("operator action by a stranger: %s",
-		    grpc_status_name(rc));
-	if (rc != 0 && rc != GRPC_PERMISSION_DENIED &&
-	    rc != GRPC_FAILED_PRECONDITION)
-		die("operator: %s (%s)", grpc_status_name(rc), err);
+		    core_result_name(rc));
+	if (rc != 0 && rc != CORE_DENIED &&
+	    rc != CORE_REFUSED)
+		die("operator: %s (%s)", core_result_name(rc), err);
 }
 
 void

@@ -16,48 +16,48 @@ test_validation(void)
 	cfg.max_nodes_per_job = 3;
 	setup(&cfg);
 	r = req("bad id", "h", 1, 1, 1);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "character 4");
 	r = req("none", "h", 1, 1, 1);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	r = req("", "h", 1, 1, 1);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	memset(long_id, 'a', 129);
 	long_id[129] = '\0';
 	r = req(long_id, "h", 1, 1, 1);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	long_id[128] = '\0';
 	r = req(long_id, "h", 1, 1, 1);
 	join_req(&r, 0);
 	r = req("A-z0.9_:@+-", "h", 1, 1, 1);
 	join_req(&r, 0);
 	r = req("j", "h", 0, 1, 1);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "nproc");
 	r = req("j", "h", 1, 1, 1);
 	r.master_port = 70000;
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_STR(err, "job j: master_port 70000 is not a TCP port (1 to "
 	    "65535)");
 	r.master_port = 29500;
 	memset(long_addr, 'a', 256);
 	long_addr[256] = '\0';
 	r.advertise_addr = long_addr;
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "advertise address must be at most 255 bytes");
 	r = req("j", "h", 1, 3, 2);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_STR(err, "job j: min_nodes 3 is more than max_nodes 2 "
 	    "(--nnodes 3:2)");
 	r = req("j", "h", 1, 1, 4);
-	join_req(&r, GRPC_RESOURCE_EXHAUSTED);
+	join_req(&r, CORE_LIMIT);
 	CHECK(core_job_find(C, "j") == NULL);
 	/* The node limit per job. */
 	join("lim", "a", 1, 3, 3);
 	join("lim", "b", 1, 3, 3);
 	join("lim", "c", 1, 3, 3);
 	r = req("lim", "d", 1, 3, 3);
-	join_req(&r, GRPC_RESOURCE_EXHAUSTED);
+	join_req(&r, CORE_LIMIT);
 	CHECK_HAS(err, "limit");
 	teardown();
 }
@@ -75,7 +75,7 @@ test_limits_per_client(void)
 	setup(&cfg);
 	r = req("long", "h", 1, 2, 2);
 	r.settings.join_timeout_ms = 49ULL * 86400 * 1000;
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "join timeout 4233600 s is over this rdzvd's limit of 3600 s "
 	    "(max-join-timeout)");
 	CHECK(core_job_find(C, "long") == NULL);
@@ -83,7 +83,7 @@ test_limits_per_client(void)
 	join("j1", "a", 1, 2, 2);
 	join("j2", "a", 1, 2, 2);
 	r = req("j3", "a", 1, 2, 2);
-	join_req(&r, GRPC_RESOURCE_EXHAUSTED);
+	join_req(&r, CORE_LIMIT);
 	CHECK_HAS(err, "alice has 2 jobs that have not ended, the limit per "
 	    "identity (max-jobs-per-identity)");
 	CHECK(core_job_find(C, "j3") == NULL);
@@ -624,14 +624,14 @@ test_join_checks(void)
 	a = join_req(&r, 0);
 	r = req("own", "b", 1, 2, 4);
 	r.identity = "bob";
-	join_req(&r, GRPC_PERMISSION_DENIED);
+	join_req(&r, CORE_DENIED);
 	CHECK_STR(err, "job own belongs to alice; bob may not join it");
 	r = req("own", "b", 1, 3, 4);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_STR(err, "job own: min_nodes is 2 but this node asked for 3 "
 	    "(--nnodes 3:4)");
 	r = req("own", "b", 1, 2, 8);
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_STR(err, "job own: max_nodes is 4 but this node asked for 8 "
 	    "(--nnodes 2:8)");
 	/* Other settings of later joiners are ignored; they are told. */

@@ -352,7 +352,7 @@ test_not_departures(void)
 	leave(n[0], "sigterm");
 	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
 	CHECK(n[2]->group_rank >= 0);
-	CHECK_RC(resume(n[2], j->generation + 1), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(resume(n[2], j->generation + 1), CORE_REFUSED);
 	CHECK(j->state == CORE_JOB_WAITING);
 	CHECK(j->rejoin_lost[0] == '\0');
 	CHECK_INT(core_job_join_timeout_in(j, NOW), 600000);

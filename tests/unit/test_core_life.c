@@ -24,11 +24,11 @@ test_rule6_worker_failure(void)
 	CHECK(last_msg(a)->u.assignment.generation == 2);
 	CHECK(last_msg(b)->u.assignment.restart_count == 1);
 	/* b's report of the same generation is stale and ignored. */
-	CHECK_RC(report(b, 1, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(report(b, 1, CORE_OUTCOME_FAILED), CORE_REFUSED);
 	CHECK_HAS(err, "generation 1 is stale; the current generation is 2");
 	CHECK(j->restart_count == 1 && j->generation == 2);
 	/* A report for a generation not formed yet is not called stale. */
-	CHECK_RC(report(b, 7, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(report(b, 7, CORE_OUTCOME_FAILED), CORE_REFUSED);
 	CHECK_HAS(err, "generation 7 has not been formed; the current "
 	    "generation is 2");
 	CHECK(j->restart_count == 1 && j->generation == 2);
@@ -60,7 +60,7 @@ test_rule7_closing_and_closed(void)
 	CHECK(j->state == CORE_JOB_CLOSING && a->state == CORE_NODE_SUCCEEDED);
 	CHECK_RC(report(a, 1, CORE_OUTCOME_SUCCEEDED), 0);	/* a retry */
 	r = req("r7", "late", 1, 2, 2);
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_HAS(err, "closing");
 	tick(1000);
 	CHECK_RC(report(b, 1, CORE_OUTCOME_SUCCEEDED), 0);
@@ -69,7 +69,7 @@ test_rule7_closing_and_closed(void)
 	CHECK(last_is(s, CORE_MSG_CLOSED) && s->state == CORE_NODE_LEFT);
 	CHECK(last_is(b, CORE_MSG_CLOSED));
 	r = req("r7", "later", 1, 2, 2);
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_STR(err, "job r7 closed at 2023-11-14T22:13:21Z; use a new --id");
 	teardown();
 
@@ -123,7 +123,7 @@ test_rule8_leave(void)
 	/* A second leave is fine; a report after leaving is refused. */
 	CHECK_RC(core_leave(C, NOW, "alice", b->session_id, NULL, err,
 	    sizeof(err)), 0);
-	CHECK_RC(report(b, 2, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(report(b, 2, CORE_OUTCOME_FAILED), CORE_REFUSED);
 	/* The last one leaving too ends the job at once (rule 13), and its
 	 * reason no longer speaks of an open round. */
 	CHECK_RC(core_leave(C, NOW, "alice", a->session_id, NULL, err,
@@ -175,10 +175,10 @@ test_rule9_operator(void)
 	c = join("op", "c", 1, 2, 3);
 	j = a->job;
 	CHECK_RC(core_evict(C, NOW, "mallory", false, "op", b->node_id, "x",
-	    err, sizeof(err)), GRPC_PERMISSION_DENIED);
+	    err, sizeof(err)), CORE_DENIED);
 	CHECK_HAS(err, "job op belongs to alice; mallory may not");
 	CHECK_RC(core_evict(C, NOW, "root", true, "op", 999, "x", err,
-	    sizeof(err)), GRPC_NOT_FOUND);
+	    sizeof(err)), CORE_NOT_FOUND);
 	CHECK_RC(core_evict(C, NOW, "root", true, "op", b->node_id,
 	    "bad GPU", err, sizeof(err)), 0);
 	turn();
@@ -188,9 +188,9 @@ test_rule9_operator(void)
 	CHECK_RC(resume(b, 0), 0);
 	CHECK(last_is(b, CORE_MSG_EVICTED));
 	CHECK_RC(core_evict(C, NOW, "alice", false, "op", b->node_id, "x",
-	    err, sizeof(err)), GRPC_FAILED_PRECONDITION);
+	    err, sizeof(err)), CORE_REFUSED);
 	CHECK_RC(core_abort(C, NOW, "mallory", false, "op", "why", err,
-	    sizeof(err)), GRPC_PERMISSION_DENIED);
+	    sizeof(err)), CORE_DENIED);
 	CHECK_RC(core_abort(C, NOW, "alice", false, "op", "bad data", err,
 	    sizeof(err)), 0);
 	turn();
@@ -198,9 +198,9 @@ test_rule9_operator(void)
 	CHECK_STR(j->reason, "aborted by alice: bad data");
 	CHECK(last_is(a, CORE_MSG_FAILED) && last_is(c, CORE_MSG_FAILED));
 	CHECK_RC(core_abort(C, NOW, "alice", false, "op", "", err,
-	    sizeof(err)), GRPC_FAILED_PRECONDITION);
+	    sizeof(err)), CORE_REFUSED);
 	CHECK_RC(core_close(C, NOW, "alice", false, "nope", err, sizeof(err)),
-	    GRPC_NOT_FOUND);
+	    CORE_NOT_FOUND);
 	teardown();
 
 	/* Close: running workers finish, then the job is closed. */
@@ -208,7 +208,7 @@ test_rule9_operator(void)
 	a = join("cl", "a", 1, 1, 2);
 	tick(30000);
 	CHECK_RC(core_close(C, NOW, "mallory", false, "cl", err, sizeof(err)),
-	    GRPC_PERMISSION_DENIED);
+	    CORE_DENIED);
 	CHECK_RC(core_close(C, NOW, "ops", true, "cl", err, sizeof(err)), 0);
 	turn();
 	CHECK(a->job->state == CORE_JOB_CLOSING);
@@ -266,14 +266,14 @@ test_rule10_fencing(void)
 	r.generation = 1;
 	r.outcome = CORE_OUTCOME_FAILED;
 	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
-	    GRPC_NOT_FOUND);
+	    CORE_NOT_FOUND);
 	CHECK_RC(core_resume(C, NOW, "alice", "f", unknown, 1, NULL, err,
-	    sizeof(err)), GRPC_NOT_FOUND);
+	    sizeof(err)), CORE_NOT_FOUND);
 	r.session_id = a->session_id;
 	CHECK_RC(core_report(C, NOW, "bob", &r, NULL, err, sizeof(err)),
-	    GRPC_PERMISSION_DENIED);
-	CHECK_RC(report(a, 0, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
-	CHECK_RC(report(a, 7, CORE_OUTCOME_FAILED), GRPC_FAILED_PRECONDITION);
+	    CORE_DENIED);
+	CHECK_RC(report(a, 0, CORE_OUTCOME_FAILED), CORE_REFUSED);
+	CHECK_RC(report(a, 7, CORE_OUTCOME_FAILED), CORE_REFUSED);
 	CHECK(j->restart_count == 0 && j->generation == 1);
 	/* c misses generation 2 while away, then resumes with 1. */
 	disconnect(c);
@@ -290,12 +290,12 @@ test_rule10_fencing(void)
 	    j->restart_count == 0 && j->state == CORE_JOB_RUNNING);
 	/* A generation never formed is refused, and the node leaves. */
 	disconnect(c);
-	CHECK_RC(resume(c, 3), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(resume(c, 3), CORE_REFUSED);
 	CHECK_STR(err, "job f: generation 3 is unknown; the current "
 	    "generation is 2");
 	CHECK(c->state == CORE_NODE_LEFT && j->restart_count == 0);
 	CHECK(j->state == CORE_JOB_WAITING);
-	CHECK_RC(resume(c, 2), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(resume(c, 2), CORE_REFUSED);
 	teardown();
 }
 
@@ -640,7 +640,7 @@ test_ten_thousand(void)
 	CHECK(n->job->world_size == 80000);
 	CHECK(n->group_rank == 0 && n->job->round[9999]->base_rank == 79992);
 	r = req("big", "one-too-many", 8, 10000, 10000);
-	join_req(&r, GRPC_RESOURCE_EXHAUSTED);
+	join_req(&r, CORE_LIMIT);
 	teardown();
 }
 
@@ -722,12 +722,12 @@ test_update_offer(void)
 	r.nproc = 0;
 	r.master_port = 70000;			/* not a TCP port */
 	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
-	    GRPC_INVALID_ARGUMENT);
+	    CORE_INVALID);
 	CHECK_HAS(err, "master_port 70000 is not a TCP port");
 	r.master_port = 0;
 	r.nproc = 70000;			/* over CORE_NPROC_MAX */
 	CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err, sizeof(err)),
-	    GRPC_INVALID_ARGUMENT);
+	    CORE_INVALID);
 	CHECK_HAS(err, "nproc");
 	turn();
 	teardown();

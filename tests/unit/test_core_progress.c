@@ -148,19 +148,19 @@ test_fenced_by_generation(void)
 
 	setup(NULL);
 	j = three("fence", n);
-	CHECK_RC(step(n[0], 2, 1), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(step(n[0], 2, 1), CORE_REFUSED);
 	CHECK_HAS(err, "generation 2 does not run on node");
 	CHECK_RC(core_progress(C, NOW, "alice", nobody, 1, 1, err,
-	    sizeof(err)), GRPC_NOT_FOUND);
+	    sizeof(err)), CORE_NOT_FOUND);
 	CHECK_RC(core_progress(C, NOW, "mallory", n[0]->session_id, 1, 1, err,
-	    sizeof(err)), GRPC_PERMISSION_DENIED);
+	    sizeof(err)), CORE_DENIED);
 	CHECK_RC(step(n[0], 1, 7), 0);
 	turn();
 	CHECK_RC(report(n[1], 1, CORE_OUTCOME_FAILED), 0);
 	CHECK_INT(j->generation, 2);
 	CHECK(!core_job_progress(j, NOW, &lead, &k));
 	CHECK(!where(n[0]).has_step);
-	CHECK_RC(step(n[0], 1, 8), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(step(n[0], 1, 8), CORE_REFUSED);
 	CHECK_RC(step(n[0], 2, 3), 0);
 	CHECK(core_job_progress(j, NOW, &lead, &k) && lead == 3);
 	teardown();
@@ -259,7 +259,7 @@ test_hang_timeout_setting(void)
 	CHECK_INT(join("off", "a", 1, 1, 1)->job->settings.hang_timeout_ms, 0);
 	r = req("big", "a", 1, 1, 1);
 	r.settings.hang_timeout_ms = 25U * 3600 * 1000;
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "--hang-timeout");
 	CHECK(restart(NULL, 5000000, 1000));
 	CHECK_INT(core_job_find(C, "ht")->settings.hang_timeout_ms, 10000);

@@ -18,7 +18,6 @@
 #include <time.h>
 
 #include "core_random.h"
-#include "grpc.h"
 
 const char *const job_ids[NJOBIDS] = {
 	"1001", "1002", "1003", "1004", "job.5", "job:6", "7@a", "8+b",

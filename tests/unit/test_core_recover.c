@@ -38,7 +38,7 @@ test_closed_and_peer_failure(void)
 	CHECK_INT(last_msg(n[1])->u.assignment.restart_count, 1);
 	/* The second survivor's report of the same failure is stale. */
 	CHECK_RC(report(n[1], 1, CORE_OUTCOME_FAILED),
-	    GRPC_FAILED_PRECONDITION);
+	    CORE_REFUSED);
 	CHECK_INT(j->restart_count, 1);
 	CHECK_HAS(j->events[(j->events_start + j->events_n - 1) %
 	    j->events_cap].message, "generation 2");
@@ -87,7 +87,7 @@ test_blip_resumes_after_shortcut(void)
 	disconnect(n[1]);
 	CHECK_RC(report(n[2], 1, CORE_OUTCOME_FAILED), 0);
 	CHECK(n[1]->state == CORE_NODE_LOST && j->generation == 2);
-	CHECK_RC(resume(n[1], 1), GRPC_FAILED_PRECONDITION);
+	CHECK_RC(resume(n[1], 1), CORE_REFUSED);
 	CHECK_HAS(err, "was lost");
 	CHECK_HAS(err, "join again as a new node");
 	CHECK(j->generation == 2 && j->round_n == 2);

@@ -66,7 +66,7 @@ test_refused_in_the_middle_fails_fixed_job(void)
 	quarantine("n2");
 	a = slurm_join("42", "n1", 3, 3, 0);
 	j = a->job;
-	slurm_join("42", "n2", 3, 3, GRPC_FAILED_PRECONDITION);
+	slurm_join("42", "n2", 3, 3, CORE_REFUSED);
 	CHECK_HAS(err, "host n2 is quarantined");
 	CHECK_INT(j->state, CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "a join from host n2 was refused: host n2 is "
@@ -80,13 +80,13 @@ test_refused_in_the_middle_fails_fixed_job(void)
 	CHECK_INT(j->restart_count, 0);
 
 	/* n3, of the same allocation, comes last. */
-	slurm_join("42", "n3", 3, 3, GRPC_FAILED_PRECONDITION);
+	slurm_join("42", "n3", 3, 3, CORE_REFUSED);
 	CHECK_HAS(err, "job 42 failed: a join from host n2 was refused");
 	CHECK_INT(j->state, CORE_JOB_FAILED);
 	CHECK_INT(j->attempt, 1);
 
 	/* n2 again, late: kept, but for this run only. */
-	slurm_join("42", "n2", 3, 3, GRPC_FAILED_PRECONDITION);
+	slurm_join("42", "n2", 3, 3, CORE_REFUSED);
 	CHECK_INT(C->n_refusals, 1);
 
 	/* A requeue (attempt 2) reopens it as usual. */
@@ -108,7 +108,7 @@ test_refused_first_is_kept_for_the_job(void)
 
 	setup(NULL);
 	quarantine("n1");
-	slurm_join("43", "n1", 3, 3, GRPC_FAILED_PRECONDITION);
+	slurm_join("43", "n1", 3, 3, CORE_REFUSED);
 	CHECK(core_job_find(C, "43") == NULL);
 	CHECK_INT(C->n_refusals, 1);
 	tick(100);
@@ -119,7 +119,7 @@ test_refused_first_is_kept_for_the_job(void)
 	CHECK(has_event(j, "refused", "host n1"));
 	CHECK(last_is(a, CORE_MSG_FAILED));
 	CHECK_INT(C->n_refusals, 0);
-	slurm_join("43", "n3", 3, 3, GRPC_FAILED_PRECONDITION);
+	slurm_join("43", "n3", 3, 3, CORE_REFUSED);
 	CHECK_HAS(err, "job 43 failed");
 	teardown();
 }
@@ -135,14 +135,14 @@ test_kept_refusal_owner_and_expiry(void)
 	quarantine("n1");
 	r = slurm_req("44", "n1", 3, 3);
 	r.identity = "mallory";
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	a = slurm_join("44", "n2", 3, 3, 0);
 	CHECK_INT(a->job->state, CORE_JOB_WAITING);
 	CHECK(!has_event(a->job, "refused", "n1"));
 
 	r = slurm_req("45", "n1", 3, 3);
 	r.settings.join_timeout_ms = 1000;
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	tick(1000);
 	a = slurm_join("45", "n2", 3, 3, 0);
 	CHECK_INT(a->job->state, CORE_JOB_WAITING);
@@ -164,10 +164,10 @@ test_spare_fills_in(void)
 	quarantine("n3");
 	a = slurm_join("46", "n1", 3, 4, 0);
 	j = a->job;
-	slurm_join("46", "n2", 3, 4, GRPC_FAILED_PRECONDITION);
+	slurm_join("46", "n2", 3, 4, CORE_REFUSED);
 	CHECK_INT(j->state, CORE_JOB_WAITING);
 	CHECK(has_event(j, "refused", "host n2"));
-	slurm_join("46", "n3", 3, 4, GRPC_FAILED_PRECONDITION);
+	slurm_join("46", "n3", 3, 4, CORE_REFUSED);
 	CHECK_INT(j->state, CORE_JOB_FAILED);
 	CHECK_HAS(j->reason, "2 of the allocation's 4 nodes can join");
 	teardown();
@@ -186,7 +186,7 @@ test_refusal_only_told(void)
 	setup(NULL);
 	quarantine("q");
 	a = slurm_join("47", "n1", 3, 0, 0);
-	slurm_join("47", "q", 3, 0, GRPC_FAILED_PRECONDITION);
+	slurm_join("47", "q", 3, 0, CORE_REFUSED);
 	CHECK_INT(a->job->state, CORE_JOB_WAITING);
 	CHECK(has_event(a->job, "refused", "host q"));
 
@@ -195,19 +195,19 @@ test_refusal_only_told(void)
 	a = join_req(&r, 0);
 	r = slurm_req("48", "q", 3, 3);
 	r.settings.rejoin_timeout_ms = 60000;
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_INT(a->job->state, CORE_JOB_WAITING);
 
 	j = nodes("49", 0, 2, 2, n, 2);
 	CHECK_INT(j->state, CORE_JOB_RUNNING);
-	slurm_join("49", "q", 2, 2, GRPC_FAILED_PRECONDITION);
+	slurm_join("49", "q", 2, 2, CORE_REFUSED);
 	CHECK_INT(j->state, CORE_JOB_RUNNING);
 	CHECK(has_event(j, "refused", "host q"));
 
 	a = slurm_join("50", "n1", 3, 3, 0);
 	r = slurm_req("50", "q", 3, 3);
 	r.identity = "mallory";
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_INT(a->job->state, CORE_JOB_WAITING);
 	CHECK(!has_event(a->job, "refused", "host q"));
 	teardown();

@@ -46,7 +46,7 @@ test_bounded(void)
 	r = req("big", "a", 1, 1, 1);
 	r.settings.has_rejoin_timeout = true;
 	r.settings.rejoin_timeout_ms = 25U * 3600 * 1000;
-	join_req(&r, GRPC_INVALID_ARGUMENT);
+	join_req(&r, CORE_INVALID);
 	CHECK_HAS(err, "rejoin timeout 90000 s is over this rdzvd's limit");
 	CHECK_HAS(err, "--rejoin-timeout");
 	teardown();

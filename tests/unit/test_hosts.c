@@ -108,7 +108,7 @@ test_gpu_failure_quarantines(void)
 	r.gpus_healthy = 1;
 	r.gpus_total = 2;
 	CHECK_INT(core_join(C, NOW, &r, NULL, err, sizeof(err)),
-	    GRPC_FAILED_PRECONDITION);
+	    CORE_REFUSED);
 	CHECK_HAS(err, "host n2 is quarantined");
 	CHECK_HAS(err, "GPU check failed on device 1 (alloc: "
 	    "CUDA_ERROR_ECC_UNCORRECTABLE) in job j1");
@@ -135,7 +135,7 @@ test_gpu_failure_quarantines(void)
 
 	/* Another job, without GPU results: refused all the same. */
 	r = req("j2", "n2", 1, 1, 1);
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_HAS(err, "host n2 is quarantined");
 	CHECK(core_job_find(C, "j2") == NULL);
 	/* Other hosts join. */
@@ -151,7 +151,7 @@ test_gpu_failure_quarantines(void)
 	r = req("j3", "n2", 1, 1, 2);
 	r.gpus = g;
 	r.n_gpus = 2;
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_HAS(err, "in job j3");
 	CHECK_INT(hosts_find(C->hosts, "n2")->gpu_failures, 2);
 	teardown();
@@ -306,7 +306,7 @@ test_crash_window(void)
 	CHECK_INT(hosts_find(C->hosts, "h")->crashes, 6);
 	{
 		struct core_join r = req("j8", "h", 1, 1, 1);
-		join_req(&r, GRPC_FAILED_PRECONDITION);
+		join_req(&r, CORE_REFUSED);
 		CHECK_HAS(err, "3 worker crashes within 3600 s");
 	}
 	teardown();
@@ -371,13 +371,13 @@ test_admin_actions(void)
 
 	setup(NULL);
 	CHECK_INT(core_host_set(C, NOW, "alice", false, "x", HOST_QUARANTINED,
-	    "flaky", err, sizeof(err)), GRPC_PERMISSION_DENIED);
+	    "flaky", err, sizeof(err)), CORE_DENIED);
 	CHECK_HAS(err, "alice may not quarantine host x (only an admin may)");
 	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_OK, "ok",
-	    err, sizeof(err)), GRPC_NOT_FOUND);
+	    err, sizeof(err)), CORE_NOT_FOUND);
 	CHECK_HAS(err, "no record of host x");
 	CHECK_INT(core_host_set(C, NOW, "root", true, "", HOST_OK, "ok",
-	    err, sizeof(err)), GRPC_INVALID_ARGUMENT);
+	    err, sizeof(err)), CORE_INVALID);
 
 	n = join("j", "x", 1, 1, 1);
 	CHECK_INT(core_host_set(C, NOW, "root", true, "x", HOST_QUARANTINED,
@@ -400,7 +400,7 @@ test_admin_actions(void)
 	CHECK_HAS(hosts_find(C->hosts, "x")->reason,
 	    "quarantined by root: bad DIMM");
 	r = req("k", "x", 1, 1, 1);
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_HAS(err, "quarantined by root: bad DIMM");
 
 	/* A host never seen may be quarantined ahead. */
@@ -450,7 +450,7 @@ test_restore(void)
 	CHECK_INT(C->hosts->n_state[HOST_QUARANTINED], 1);
 	CHECK_INT(C->hosts->n_state[HOST_OK], 0);
 	r = req("j", "r1", 1, 1, 1);
-	join_req(&r, GRPC_FAILED_PRECONDITION);
+	join_req(&r, CORE_REFUSED);
 	CHECK_HAS(err, "from the store");
 	teardown();
 }

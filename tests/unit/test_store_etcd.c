@@ -31,7 +31,7 @@ count(const char *sub)
 	r.range_end.data = end;
 	r.range_end.len = etcd_prefix_end(key, strlen(key), end);
 	r.count_only = 1;
-	if (etcd_range_sync(E, &r, 5000, &resp, NULL) == GRPC_OK)
+	if (etcd_range_sync(E, &r, 5000, &resp, NULL) == CORE_OK)
 		n = (long)resp->count;
 	if (resp != NULL)
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
@@ -65,7 +65,7 @@ put_rev(const char *key)
 	int64_t				 rev = 0;
 
 	etcd_put_init(&p, key, "me", 2, 0);
-	if (etcd_put_sync(E, &p, 5000, &resp, NULL) == GRPC_OK &&
+	if (etcd_put_sync(E, &p, 5000, &resp, NULL) == CORE_OK &&
 	    resp->header != NULL)
 		rev = resp->header->revision;
 	if (resp != NULL)
@@ -123,7 +123,7 @@ test_fence(void)
 	CHECK_INT(count("job/f1"), 1);
 
 	/* The key is gone: nothing of the turn is written. */
-	CHECK_INT(del(leader), GRPC_OK);
+	CHECK_INT(del(leader), CORE_OK);
 	r = req("f2", "h2", 1, 1, 1);
 	join_only(&r);
 	CHECK_INT(store_commit(S, C, err, sizeof(err)), -1);
@@ -135,7 +135,7 @@ test_fence(void)
 	CHECK_CONTAINS(err, "an earlier commit failed");
 
 	/* A key created again is another leader's: "changed". */
-	CHECK_INT(del(leader), GRPC_OK);
+	CHECK_INT(del(leader), CORE_OK);
 	CHECK((rev2 = put_rev(leader)) > rev);
 	core_free(C);
 	C = core_new(NULL);
@@ -159,7 +159,7 @@ test_fence(void)
 	CHECK_INT(count("job/f3"), 1);
 	/* Unfenced, it writes whatever the key. */
 	CHECK_INT(store_fence(S, NULL, 0), 0);
-	CHECK_INT(del(leader), GRPC_OK);
+	CHECK_INT(del(leader), CORE_OK);
 	r = req("f4", "h4", 1, 1, 1);
 	join_only(&r);
 	CHECK_INT(store_commit(S, C, err, sizeof(err)), 0);
@@ -235,14 +235,14 @@ test_leftovers(void)
 	wver = ej != NULL ? ej->wver : 0;
 	snprintf(key, sizeof(key), "%s/node/lo/%016llx/%08x", prefix,
 	    (unsigned long long)wver + 1, 0);
-	CHECK_INT(put(key, "\x0a\x00", 2), GRPC_OK);
+	CHECK_INT(put(key, "\x0a\x00", 2), CORE_OK);
 	snprintf(key, sizeof(key), "%s/log/lo/%016llx/0000", prefix,
 	    (unsigned long long)wver + 1);
-	CHECK_INT(put(key, "junk", 4), GRPC_OK);
+	CHECK_INT(put(key, "junk", 4), CORE_OK);
 	/* And a stray bucket version no record names. */
 	snprintf(key, sizeof(key), "%s/node/lo/%016llx/%08x", prefix,
 	    (unsigned long long)wver - 0, 7);
-	CHECK_INT(put(key, "", 0), GRPC_OK);
+	CHECK_INT(put(key, "", 0), CORE_OK);
 	CHECK_INT(count("node/lo/"), 3);
 	CHECK_INT(count("log/lo/"), (long)wver + 1);
 	/* A reader (--migrate-store's FROM) leaves them to the writer. */
@@ -403,11 +403,11 @@ test_refused(void)
 	etcd_setup("refused");
 	teardown();
 	snprintf(key, sizeof(key), "%s/meta", prefix);
-	CHECK_INT(put(key, newer, sizeof(newer)), GRPC_OK);
+	CHECK_INT(put(key, newer, sizeof(newer)), CORE_OK);
 	CHECK_INT(store_open(spec, &s, err, sizeof(err)), -1);
 	CHECK_CONTAINS(err, "format 9, newer than format 1");
 	CHECK_CONTAINS(err, spec);
-	CHECK_INT(put(key, "hello", 5), GRPC_OK);
+	CHECK_INT(put(key, "hello", 5), CORE_OK);
 	CHECK_INT(store_open(spec, &s, err, sizeof(err)), -1);
 	CHECK_CONTAINS(err, "not an rdzv store");
 	CHECK(s == NULL);

@@ -95,7 +95,7 @@ test_hosts_survive_a_reload(void)
 	 * within the hour counts with the one before the reload. */
 	r = req("j3", "drained", 1, 1, 1);
 	CHECK_INT(core_join(C, NOW, &r, NULL, err, sizeof(err)),
-	    GRPC_FAILED_PRECONDITION);
+	    CORE_REFUSED);
 	CHECK(strstr(err, "quarantined by root: bad fan") != NULL);
 	tick(60 * 1000);
 	n = join("j4", "crashy", 1, 1, 1);
