@@ -177,7 +177,7 @@ void		 role_set_leader(const char *addr);
 /*
  * turn.c: one event-loop turn's changes become one transaction, then the
  * turn's output goes out (SPEC §9: nothing is acknowledged before it is
- * durable) to the consumers services.c registers at start: the Join streams
+ * durable) to the consumers rpc_services.c registers at start: the Join streams
  * and the followers of job changes (follow.c). They call turn.c to feed
  * the core; turn.c calls none of them by name.
  */

@@ -3,7 +3,7 @@
  * the method's path and a SHA-256 digest of the request message's bytes,
  * so that a credential taken from one call can only repeat that exact
  * call. The client makes it (client/common/munge.c), rdzvd compares it
- * (daemon/auth_munge.c); one function keeps the two the same.
+ * (daemon/auth/auth_munge.c); one function keeps the two the same.
  */
 #ifndef RDZV_CREDBIND_H
 #define RDZV_CREDBIND_H

@@ -3,7 +3,7 @@
  * its policies, its options, a result described or put in a message. The
  * agent process never loads libcuda: every check runs in a child process,
  * either one started for it before the join or the worker itself between
- * fork and exec. The check itself is lib/gpucheck.c's.
+ * fork and exec. The check itself is lib/gpucheck/gpucheck.c's.
  */
 #ifndef RDZV_AGENT_GPUCHECK_RUN_H
 #define RDZV_AGENT_GPUCHECK_RUN_H

@@ -85,7 +85,7 @@ main(int argc, char **argv)
 	const struct cmd_entry *cmd;
 
 	log_init("rdzv-agent", LOG_LEVEL_INFO);
-	/* lib/grpc.h: writes to a closed peer must not kill us. */
+	/* lib/grpc/grpc.h: writes to a closed peer must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 
 	if (argc < 2) {

@@ -457,7 +457,7 @@ struct core {
 	uint32_t		 n_jobs;
 	uint64_t		 next_node_id;	/* persist to keep ids unique */
 	uint64_t		 next_arrival;
-	/* What rdzvd remembers of each host across jobs (hosts.h): the
+	/* What rdzvd remembers of each host across jobs (core_hostrules.h): the
 	 * store writes its dirty records in the same commit as the jobs. */
 	struct hosts		*hosts;
 

@@ -1,5 +1,5 @@
 /*
- * Host memory and the quarantine policy (hosts.h, docs/HEALTH.md). Pure:
+ * Host memory and the quarantine policy (core_hostrules.h, docs/HEALTH.md). Pure:
  * no I/O, no clock; the caller passes the wall time, which is what a crash
  * window spanning daemon restarts must be measured in.
  */

@@ -1,5 +1,5 @@
 /*
- * Where the rendezvous meets host memory (hosts.h, docs/HEALTH.md): a
+ * Where the rendezvous meets host memory (core_hostrules.h, docs/HEALTH.md): a
  * quarantined host's join is refused for every job, GPU results and
  * crashed workers are held against their host, and a host that becomes
  * quarantined loses its live nodes in every job, as an eviction (rule 9),

@@ -24,7 +24,7 @@
 #include "rdzvd.h"
 #include "tls.h"
 
-/* Generated from daemon/page/index.html at build time. */
+/* Generated from daemon/http/page/index.html at build time. */
 extern const char http_page_index[];
 
 /* Headers and request lines beyond this are refused by evhttp. */

@@ -11,7 +11,7 @@
 #ifndef RDZVD_RPC_H
 #define RDZVD_RPC_H
 
-/* streams.c: the Join stream of each node, and leases of silent ones. */
+/* rpc_streams.c: the Join stream of each node, and leases of silent ones. */
 void		 streams_init(void);
 void		 streams_free(void);
 /* Ties |call| to |node|; an older stream of the node is ended. */
@@ -34,7 +34,7 @@ void		 streams_shutdown(const char *why);
 /* Ends every Watch with UNAVAILABLE, |why| and the leader hint. */
 void		 watch_end_all(const char *why);
 
-/* convert.c: core state to protobuf messages and back; no clock, no
+/* rpc_convert.c: core state to protobuf messages and back; no clock, no
  * connection. An arena owns every allocation a conversion makes; arena_free
  * releases them together. */
 struct arena {
@@ -64,7 +64,7 @@ int		 gpus_from_pb(Rdzv__V1__GpuResult **, size_t,
 		    struct core_gpu **out, uint32_t *healthy,
 		    uint32_t *total, char *err, size_t errlen);
 
-/* access.c: what a call may reach. */
+/* rpc_access.c: what a call may reach. */
 /* The job named by the request, or NULL after finishing the call with
  * NOT_FOUND or INVALID_ARGUMENT. */
 struct core_job	*job_or_finish(struct grpc_call *, const char *rdzv_id);
@@ -81,7 +81,7 @@ int		 caller_is_admin(struct grpc_call *);
  * core's outcomes become the protocol's. */
 int		 rpc_status(int result);
 
-/* services.c */
+/* rpc_services.c */
 extern const struct grpc_method rdzvd_methods[];
 extern const size_t rdzvd_n_methods;
 /* The core's settings from rdzvd's, and the transport's (limits and

@@ -1,6 +1,6 @@
 /*
  * Rendezvous.Join: a new node, or a node resuming with its session_id. The
- * call stays open as the node's stream (streams.c); the core's messages for
+ * call stays open as the node's stream (rpc_streams.c); the core's messages for
  * it go out after this turn's commit.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * The Txn planner of the etcd store (store_plan.h). Next-fit packing: a
+ * The Txn planner of the etcd store (store_etcd_plan.h). Next-fit packing: a
  * turn's jobs come in the core's order and each Txn is filled before the
  * next is opened, which is linear and wastes at most one Txn's room per
  * phase compared with a best fit; what matters is that no Txn is ever over

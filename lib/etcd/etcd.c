@@ -1,6 +1,6 @@
 /*
  * The etcd client: its members, unary calls with failover between them,
- * and the sync form on a private event loop (lib/etcd.h). The lease and
+ * and the sync form on a private event loop (lib/etcd/etcd.h). The lease and
  * watch helpers are etcd_lease.c and etcd_watch.c; the Txn builder
  * etcd_txn.c.
  */

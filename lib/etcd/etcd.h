@@ -1,5 +1,5 @@
 /*
- * An etcd v3 client over rdzv's own gRPC client (lib/grpc.h): KV Range, Put,
+ * An etcd v3 client over rdzv's own gRPC client (lib/grpc/grpc.h): KV Range, Put,
  * DeleteRange and Txn, leases kept alive over a Lease.KeepAlive stream, and
  * watches over a Watch stream (NOTES.md, etcd v3).
  *

@@ -1,5 +1,5 @@
 /*
- * Leases kept alive over a Lease.KeepAlive stream (lib/etcd.h): granted
+ * Leases kept alive over a Lease.KeepAlive stream (lib/etcd/etcd.h): granted
  * with a unary LeaseGrant, renewed every TTL/3 on a bidi stream that moves
  * to the next member when its member fails, lost when etcd says so or when
  * no renewal has been answered for a TTL.

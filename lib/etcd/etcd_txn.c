@@ -1,7 +1,7 @@
 /*
  * Building etcd requests: the end of a prefix's range, single-key requests
  * over caller-owned structs, and a Txn builder that owns what it holds
- * (lib/etcd.h).
+ * (lib/etcd/etcd.h).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * Watches of a key or a prefix, each on a Watch stream of its own
- * (lib/etcd.h). When the stream's member fails the watch is created again
+ * (lib/etcd/etcd.h). When the stream's member fails the watch is created again
  * on the next member from the revision after the last event delivered.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * A stand-in libcuda for the test suite (SPEC §7): the driver API entry
- * points that lib/gpucheck.c resolves, under the same exported names
+ * points that lib/gpucheck/gpucheck.c resolves, under the same exported names
  * (cuMemAlloc_v2 and so on; the unsuffixed old-ABI names of versioned
  * functions are deliberately absent, so resolving one fails the tests),
  * with devices and faults set by environment variables (README.md).

@@ -47,7 +47,7 @@ static const struct {
 	{ 999, "CUDA_ERROR_UNKNOWN" },
 };
 
-/* The step names of lib/gpucheck.c a fault may name. */
+/* The step names of lib/gpucheck/gpucheck.c a fault may name. */
 static const char *steps[] = {
 	"cuInit", "driver_version", "device_count", "device_get", "name",
 	"uuid", "total_mem", "sm_count", "primary_ctx", "free_mem", "alloc",

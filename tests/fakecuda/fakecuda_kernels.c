@@ -7,7 +7,7 @@
 #include "fakecuda.h"
 
 /*
- * The kernels of lib/gpucheck_kernel.ptx, in C, on allocations of the
+ * The kernels of lib/gpucheck/gpucheck_kernel.ptx, in C, on allocations of the
  * current context: rdzv_fill(buf, n, seed, res, res_words),
  * rdzv_check(buf, n, seed, res) and rdzv_verify(buf, n, seed, res) (the
  * patterns: the PTX's top comment). The stand-in's SMs 0..FAKECUDA_SMS-1

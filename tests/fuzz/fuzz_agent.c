@@ -25,7 +25,7 @@
  *   then records, each a tag byte and what it says:
  *     tag & 3 == 0   a JoinEvent: a 2-byte big-endian length, the bytes
  *                    (one that does not decode or is not UTF-8 is
- *                    skipped: the client refuses it, lib/grpc_client.c)
+ *                    skipped: the client refuses it, lib/grpc/grpc_client.c)
  *     tag & 3 == 1   the set ends: (tag >> 2) & 3 is how (0: every worker
  *                    exits 0; 1: local rank (tag >> 4) exits 1; 2: it is
  *                    killed by SIGKILL; 3: it cannot exec); a set being

@@ -20,7 +20,7 @@
  *
  * A message that does not decode, or whose strings are not UTF-8, is
  * skipped: the client refuses it before rdzvctl sees it
- * (lib/grpc_client.c). Each message is handled twice, as text and as JSON.
+ * (lib/grpc/grpc_client.c). Each message is handled twice, as text and as JSON.
  *
  * Invariants checked (a violation aborts): after ctl_received() no string
  * of a message holds a control character (C0, DEL, C1) or invalid UTF-8;

@@ -41,7 +41,7 @@ done | sort -u | while read -r lib; do
 done
 
 for f in tests/gpu/run.sh tests/gpu/nccl_worker.py \
-    tests/integration/gpu/test_ptxas.sh lib/gpucheck_kernel.ptx; do
+    tests/integration/gpu/test_ptxas.sh lib/gpucheck/gpucheck_kernel.ptx; do
 	mkdir -p "$dest/$(dirname "$f")"
 	cp "$root/$f" "$dest/$f"
 done

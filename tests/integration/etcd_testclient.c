@@ -1,5 +1,5 @@
 /*
- * etcd-testclient: drives lib/etcd.h against a real etcd, for
+ * etcd-testclient: drives lib/etcd/etcd.h against a real etcd, for
  * test_etcd_client.py. It reads commands on stdin, one a line, and answers
  * each on stdout; one client of each kind lives for the whole run, so a
  * test can kill a member between commands and see the next one fail over.
@@ -480,7 +480,7 @@ main(int argc, char **argv)
 	evbuffer_free(in);
 	etcd_free(async_ec);
 	etcd_free(sync_ec);
-	/* What the async client closed goes away from the loop (lib/etcd.h). */
+	/* What the async client closed goes away from the loop (lib/etcd/etcd.h). */
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	event_base_free(base);
 	return 0;

@@ -1,4 +1,4 @@
-"""The etcd client of lib/ (lib/etcd.h) against a real etcd, through
+"""The etcd client of lib/ (lib/etcd/etcd.h) against a real etcd, through
 etcd-testclient (tests/integration/etcd_testclient.c): KV calls, Txn
 compares, etcd's errors as gRPC statuses, leases kept alive and lost,
 watches, failover in a three-member cluster, TLS with client certificates.

@@ -1,6 +1,6 @@
 /*
  * Unit tests of a join refused because its host is quarantined
- * (daemon/core_refuse.c): the refusal is an event of its job, and a job of
+ * (daemon/core/core_refuse.c): the refusal is an event of its job, and a job of
  * a fixed allocation (rejoin_timeout 0) that can no longer make min_nodes
  * fails at once naming the host, whether the refused node came first, in
  * the middle or last; the allocation's late nodes are refused rather than

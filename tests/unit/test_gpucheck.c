@@ -1,5 +1,5 @@
 /*
- * Unit tests for the GPU check (lib/gpucheck.c) and the agent's running
+ * Unit tests for the GPU check (lib/gpucheck/gpucheck.c) and the agent's running
  * of it (client/agent/gpucheck_run.c), on the stand-in libcuda of
  * tests/fakecuda ($RDZV_LIBCUDA names it; meson sets it). Every case that
  * loads libcuda runs in a child process with its own FAKECUDA_* settings,

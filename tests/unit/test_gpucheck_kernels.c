@@ -1,6 +1,6 @@
 /*
- * Unit tests of the GPU check's device side (lib/gpucheck.c with the
- * kernels of lib/gpucheck_kernel.ptx), on the stand-in libcuda of
+ * Unit tests of the GPU check's device side (lib/gpucheck/gpucheck.c with the
+ * kernels of lib/gpucheck/gpucheck_kernel.ptx), on the stand-in libcuda of
  * tests/fakecuda, which runs the kernels in C: a wrong element anywhere
  * in the buffer (first, middle, last), an SM that runs no block, a copy
  * that fails either way, and a check that keeps its context for the

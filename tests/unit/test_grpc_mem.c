@@ -1,5 +1,5 @@
 /*
- * The gRPC server's connection slabs (lib/grpc_server_mem.c): blocks and
+ * The gRPC server's connection slabs (lib/grpc/grpc_server_mem.c): blocks and
  * their alignment, reuse of a slab after its connection, nghttp2's session
  * with its frame buffer inside the slab and nothing after it, events in a
  * slab, and chunks mapped and unmapped as connections come and go.

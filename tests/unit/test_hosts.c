@@ -1,6 +1,6 @@
 /*
- * Unit tests of host memory and the quarantine policy (daemon/hosts.c,
- * daemon/core_hosts.c, docs/HEALTH.md), with the core's fake clock: which
+ * Unit tests of host memory and the quarantine policy (daemon/core/core_hostrules.c,
+ * daemon/core/core_hosts.c, docs/HEALTH.md), with the core's fake clock: which
  * results make a host suspect or quarantined, the crash window, a
  * quarantined host's joins refused for every job, its live nodes evicted
  * so that a spare takes over, and an admin's clear and quarantine.

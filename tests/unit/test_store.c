@@ -477,7 +477,7 @@ test_bench_10k(void)
 		CHECK_INT(store_commit(S2, C, err, sizeof(err)), 0);
 	turn_send(true);
 	/* etcd: more than 1.5 MiB, so the job's buckets and log go first in
-	 * Txns of their own and its record last (store_plan.h). */
+	 * Txns of their own and its record last (store_etcd_plan.h). */
 	if (ON_ETCD)
 		CHECK(store_transactions(S) >= 2 && store_transactions(S) <= 4);
 	else

@@ -1,5 +1,5 @@
 /*
- * The etcd store's Txn planner (daemon/store_plan.c) at etcd's default
+ * The etcd store's Txn planner (daemon/store/store_etcd_plan.c) at etcd's default
  * limits, on the shapes SPEC §14 names (a 10,000-node job, 1,000 jobs of 8
  * nodes joining in one turn) with the sizes the store really writes, and on
  * random turns. Every plan is checked for what the store relies on: no Txn

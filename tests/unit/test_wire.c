@@ -1,5 +1,5 @@
 /*
- * Unit tests for lib/wire.c's framing: message reassembly from DATA chunks
+ * Unit tests for lib/grpc/grpc_wire.c's framing: message reassembly from DATA chunks
  * cut at every possible place, the size limit decided from the prefix
  * before anything is buffered, compressed messages, callbacks that stop the
  * feed, and framing of protobuf-c messages (grpc/grpc

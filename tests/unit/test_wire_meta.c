@@ -1,8 +1,8 @@
 /*
- * Unit tests for lib/wire.c's header values: grpc-timeout parsing and
+ * Unit tests for lib/grpc/grpc_wire.c's header values: grpc-timeout parsing and
  * formatting (at most eight digits and a unit; a deadline never shrinks)
  * and grpc-message percent coding (grpc/grpc doc/PROTOCOL-HTTP2.md,
- * NOTES.md); status names and classes (lib/status.c). Message framing is
+ * NOTES.md); status names and classes (lib/grpc/grpc_status.c). Message framing is
  * tested in test_wire.c.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
- * Prints the PTX embedded in rdzv's library (lib/gpucheck_kernel.c, made
- * from lib/gpucheck_kernel.ptx at build time), so test_ptxas.sh assembles
+ * Prints the PTX embedded in rdzv's library (gpucheck_kernel.c in the build folder, made
+ * from lib/gpucheck/gpucheck_kernel.ptx at build time), so test_ptxas.sh assembles
  * exactly what the check hands to the driver.
  */
 #include <stdio.h>

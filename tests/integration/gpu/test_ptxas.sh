@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU check's kernel (lib/gpucheck_kernel.ptx), as embedded in the
+# The GPU check's kernel (lib/gpucheck/gpucheck_kernel.ptx), as embedded in the
 # binaries, must assemble with the CUDA toolkit's ptxas for every GPU
 # architecture that ptxas supports, sm_70 (Volta) and sm_90 (Hopper) named
 # explicitly. The driver JIT-compiles the same text on a GPU node; ptxas is
