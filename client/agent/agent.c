@@ -61,7 +61,7 @@ agent_free_port(uint16_t avoid)
 /* ------------------------------------------------------------ decisions */
 
 static void
-step_cb(evutil_socket_t fd, short what, void *arg)
+on_step(void *arg)
 {
 	struct agent *a = arg;
 	struct workers *ws = &a->ws;
@@ -74,7 +74,7 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	    a->want.generation != ws->generation)) {
 		if (restart_keep(a))
 			return;		/* kept: in-process restart */
-		if (a->quitting)
+		if (a->node.quitting)
 			snprintf(why, sizeof(why), "the agent is stopping");
 		else if (a->have_want)
 			snprintf(why, sizeof(why), "generation %llu replaces "
@@ -85,12 +85,12 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (ws->state != WS_IDLE)
 		return;		/* on_workers_ended() steps again */
-	if (a->quitting) {
-		if (!report_busy(&a->report))
-			event_base_loopbreak(a->base);
+	if (a->node.quitting) {
+		if (!report_busy(&a->node.report))
+			event_base_loopbreak(a->node.base);
 		return;
 	}
-	if (!a->have_want || a->want.generation <= a->offer.started_gen)
+	if (!a->have_want || a->want.generation <= a->node.offer.started_gen)
 		return;
 
 	/* rdzvd may not have seen our new nproc yet (a GPU left out):
@@ -101,18 +101,19 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 		    "offers %u: waiting for a round that knows it",
 		    (unsigned long long)a->want.generation,
 		    a->want.local_world_size, plural(a->want.local_world_size),
-		    a->offer.nproc);
+		    a->node.offer.nproc);
 		a->have_want = false;
-		report_update(&a->report, true, false, true);
+		report_update(&a->node.report, true, false, true);
 		return;
 	}
-	a->offer.started_gen = a->want.generation;
+	a->node.offer.started_gen = a->want.generation;
 	a->cur = a->want;
 	inproc_reset(&a->inproc);
 	ws->restart_env = restart_inproc_on(a) ? a->inproc.env : NULL;
 	/* Watching first: what the new workers report is theirs. */
 	if (progress_start(&a->progress, a->cur.generation,
-	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0 ||
+	    (int)a->cur.local_world_size,
+	    a->node.session.hang_timeout_ms) != 0 ||
 	    workers_start(ws, &a->cur, &a->gpucheck) != 0) {
 		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
@@ -121,9 +122,9 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* The next round gets a new master port, as torchrun's does. */
 	if (a->opts->master_port == 0) {
-		a->offer.master_port =
+		a->node.offer.master_port =
 		    agent_free_port((uint16_t)a->cur.master_port);
-		report_update(&a->report, false, true, false);
+		report_update(&a->node.report, false, true, false);
 	}
 }
 
@@ -132,21 +133,25 @@ step_cb(evutil_socket_t fd, short what, void *arg)
 void
 agent_step(struct agent *a)
 {
-	if (a->step_ev != NULL)
-		event_active(a->step_ev, EV_TIMEOUT, 0);
+	node_step(&a->node);
 }
 
 /* The last resort of an exit that takes too long: whatever still runs
  * is killed, whatever is in flight is dropped. */
 static void
-quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
+on_deadline(void *arg)
 {
 	struct agent *a = arg;
 
-	log_warnx("still not done %.0f s after deciding to exit: exiting now",
-	    ((double)a->opts->stop_timeout_ms + QUIT_SLACK_MS) / 1000.0);
 	workers_kill(&a->ws);
-	event_base_loopbreak(a->base);
+}
+
+static void
+on_quitting(void *arg)
+{
+	struct agent *a = arg;
+
+	a->have_want = false;
 }
 
 /* The agent exits with |status| once its workers have stopped; |leave|:
@@ -154,32 +159,13 @@ quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
 static void
 agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
 {
-	uint64_t ms;
-	struct timeval tv;
 	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (!quit_first(a->quitting, status, msg))
-		return;
-	a->quitting = true;
-	a->exit_status = status;
-	a->have_want = false;
-	session_quit(&a->session);
-	report_quit(&a->report);
-	ms = (uint64_t)a->opts->stop_timeout_ms + QUIT_SLACK_MS;
-	tv.tv_sec = (time_t)(ms / 1000);
-	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-	if (a->quit_ev != NULL)
-		evtimer_add(a->quit_ev, &tv);
-	/* Leave at once rather than after the workers stopped: the others'
-	 * workers, which lose their peers now, are then already in a round
-	 * without us, and their failures are not counted as restarts. */
-	if (leave)
-		report_leave(&a->report, msg);
-	agent_step(a);
+	node_quit(&a->node, status, leave, msg);
 }
 
 /* ------------------------------------------------------ session events */
@@ -193,9 +179,9 @@ on_joined(void *arg)
 	/* rdzvd keeps steps in memory only: after a resume (perhaps on a
 	 * restarted or another rdzvd) it hears the latest again. */
 	if (a->progress.has_step)
-		report_progress(&a->report, a->progress.generation,
+		report_progress(&a->node.report, a->progress.generation,
 		    a->progress.step);
-	report_flush(&a->report);
+	report_flush(&a->node.report);
 }
 
 /* What MASTER_ADDR can hold (struct assignment, env.h). */
@@ -307,16 +293,16 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	uint64_t now = mono_us();
 	char why[256];
 
-	if (a->quitting)
+	if (a->node.quitting)
 		return;
 	if (assignment_check(a->opts->id, a->nproc_joined, a->gen_seen, pb,
 	    why, sizeof(why)) != 0) {
 		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&a->session), why);
+		    "%s: %s", session_server(&a->node.session), why);
 		return;
 	}
 	a->gen_seen = pb->generation;
-	if (pb->generation <= a->offer.started_gen || (a->have_want &&
+	if (pb->generation <= a->node.offer.started_gen || (a->have_want &&
 	    pb->generation <= w->generation)) {
 		log_debug("generation %llu: already have it",
 		    (unsigned long long)pb->generation);
@@ -377,7 +363,7 @@ on_resume_refused(void *arg, uint64_t node_id, const char *why)
 	log_warnx("resume of node id %llu refused (%s): stopping the workers "
 	    "and joining again", (unsigned long long)node_id,
 	    why != NULL ? why : "no reason given");
-	report_forget(&a->report);
+	report_forget(&a->node.report);
 	a->have_want = false;
 	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "this node "
 	    "joins again");
@@ -448,7 +434,7 @@ tell_outcome(struct agent *a, Rdzv__V1__Outcome outcome, const char *msg)
 	status = xcalloc((size_t)ws->n + 1, sizeof(*status));
 	for (int i = 0; i < ws->n; i++)
 		status[i] = ws->w[i].status;
-	report_outcome(&a->report, ws->generation, outcome, status, ws->n,
+	report_outcome(&a->node.report, ws->generation, outcome, status, ws->n,
 	    msg);
 	free(status);
 }
@@ -470,11 +456,11 @@ on_worker_checked(void *arg, const struct worker *w,
 	case GPUCHECK_DO_NOTHING:
 		break;
 	case GPUCHECK_DO_REPORT:
-		report_update(&a->report, false, false, true);
+		report_update(&a->node.report, false, false, true);
 		break;
 	case GPUCHECK_DO_LEAVE:
 		/* rdzvd shows the failure, though the node leaves. */
-		report_update(&a->report, false, false, true);
+		report_update(&a->node.report, false, false, true);
 		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
 		    "(--health-check strict: leaving the job)", desc);
 		break;
@@ -510,10 +496,10 @@ offer_fewer_gpus(struct agent *a)
 		    "passes the check any more: leaving the job");
 		return;
 	}
-	a->offer.nproc = (uint32_t)left;
+	a->node.offer.nproc = (uint32_t)left;
 	log_info("offering %d worker%s from now on (CUDA_VISIBLE_DEVICES=%s)",
 	    left, plural(left), a->gpucheck.visible);
-	report_update(&a->report, true, false, true);
+	report_update(&a->node.report, true, false, true);
 }
 
 /* The set of workers ended: report what that means. */
@@ -529,7 +515,7 @@ on_workers_ended(void *arg)
 	progress_stop(&a->progress);
 	offer_fewer_gpus(a);
 	restart_ended(a);
-	if (a->quitting || !current) {
+	if (a->node.quitting || !current) {
 		agent_step(a);
 		return;
 	}
@@ -580,14 +566,14 @@ on_progress_moved(void *arg, uint64_t gen, uint64_t step)
 
 	log_debug("generation %llu: step %llu", (unsigned long long)gen,
 	    (unsigned long long)step);
-	report_progress(&a->report, gen, step);
+	report_progress(&a->node.report, gen, step);
 }
 
 /*
  * No worker made progress for the job's hang timeout (docs/HEALTH.md).
  * The failure is reported at once, so that rdzvd restarts the job without
  * waiting; this node's workers first give their stacks (hang.c), then
- * stop. step_cb() waits for the dump, even for a new generation.
+ * stop. on_step() waits for the dump, even for a new generation.
  */
 static void
 on_progress_hung(void *arg)
@@ -596,7 +582,7 @@ on_progress_hung(void *arg)
 	const struct progress_watch *p = &a->progress;
 	char msg[AGENT_MESSAGE_MAX + 1];
 
-	if (a->ws.state != WS_RUNNING || a->quitting)
+	if (a->ws.state != WS_RUNNING || a->node.quitting)
 		return;
 	snprintf(msg, sizeof(msg), "no worker made progress for %.1f s "
 	    "since step %llu (hang timeout %.1f s)",
@@ -606,7 +592,7 @@ on_progress_hung(void *arg)
 	    "the workers' stacks, then stopping them",
 	    (unsigned long long)a->ws.generation, msg);
 	a->hung_gen = a->ws.generation;
-	report_hang(&a->report, a->ws.generation, msg);
+	report_hang(&a->node.report, a->ws.generation, msg);
 	hang_dump(&a->hang, &a->ws);
 }
 
@@ -631,44 +617,31 @@ static const struct workers_events workers_events = {
 	.ended = on_workers_ended,
 };
 
-/* ------------------------------------------------------- report events */
-
-/* A report's call ended: an exiting agent may have waited for it. */
-static void
-on_report_done(void *arg)
-{
-	agent_step(arg);
-}
-
-static const struct report_events report_events = {
-	.done = on_report_done,
-};
-
 /* The next generation's log files, made while nothing waits for them. */
 static void
 prepare_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 
-	if (!a->quitting)
-		logs_prepare(&a->logs, (int)a->offer.nproc);
+	if (!a->node.quitting)
+		logs_prepare(&a->logs, (int)a->node.offer.nproc);
 }
 
 /* ------------------------------------------------------------- signals */
 
 static void
-signal_cb(evutil_socket_t sig, short what, void *arg)
+on_signal(void *arg, int sig)
 {
 	struct agent *a = arg;
 
 	if (a->signals++ > 0) {
 		log_warnx("%s again: killing the workers now",
-		    strsignal((int)sig));
+		    strsignal(sig));
 		workers_kill(&a->ws);
 		return;
 	}
-	agent_quit(a, 128 + (int)sig, true, "%s: stopping the workers and "
-	    "leaving job %s", strsignal((int)sig), a->opts->id);
+	agent_quit(a, 128 + sig, true, "%s: stopping the workers and "
+	    "leaving job %s", strsignal(sig), a->opts->id);
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -676,51 +649,39 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 static int
 setup(struct agent *a, char *err, size_t len)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	const struct node_hooks hooks = { .step = on_step, .quitting =
+	    on_quitting, .deadline = on_deadline, .signal = on_signal,
+	    .arg = a };
 	struct session_events sev = session_events;
 	struct workers_events wev = workers_events;
-	struct report_events rev = report_events;
 	struct progress_events pev = progress_events;
 	struct inproc_events iev = restart_events;
 
-	if ((a->base = event_base_new()) == NULL ||
-	    (a->step_ev = event_new(a->base, -1, 0, step_cb, a)) == NULL ||
-	    (a->prepare_ev = event_new(a->base, -1, 0, prepare_cb, a)) ==
-	    NULL || (a->quit_ev = evtimer_new(a->base, quit_deadline_cb, a)) ==
+	sev.arg = wev.arg = pev.arg = iev.arg = a;
+	if (node_setup(&a->node, a->opts, &hooks, &sev,
+	    a->opts->stop_timeout_ms + QUIT_SLACK_MS, err, len) != 0)
+		return -1;
+	if ((a->prepare_ev = event_new(a->node.base, -1, 0, prepare_cb, a)) ==
 	    NULL) {
 		snprintf(err, len, "cannot create the event loop");
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		a->sig_ev[i] = evsignal_new(a->base, sigs[i], signal_cb, a);
-		if (a->sig_ev[i] == NULL ||
-		    event_add(a->sig_ev[i], NULL) != 0) {
-			snprintf(err, len, "cannot handle signals");
-			return -1;
-		}
-	}
-	sev.arg = wev.arg = rev.arg = pev.arg = iev.arg = a;
-	if (workers_init(&a->ws, a->base, a->opts, &a->logs, &wev) != 0 ||
-	    report_init(&a->report, a->base, &a->session, &a->offer,
-	    a->opts->id, &rev) != 0 ||
-	    hang_init(&a->hang, a->base, on_hang_dumped, a) != 0 ||
+	if (workers_init(&a->ws, a->node.base, a->opts, &a->logs, &wev) != 0 ||
+	    hang_init(&a->hang, a->node.base, on_hang_dumped, a) != 0 ||
 	    fence_init(a) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
-	if (session_init(&a->session, a->base, a->opts, &a->offer, &sev, err,
-	    len) != 0)
-		return -1;
 	if (logs_init(&a->logs, a->opts->log_dir, a->opts->id, err, len) != 0)
 		return -1;
 	/* The workers' progress socket lives with their logs. */
-	if (progress_init(&a->progress, a->base, a->logs.dir, &pev, err,
+	if (progress_init(&a->progress, a->node.base, a->logs.dir, &pev, err,
 	    len) != 0)
 		return -1;
 	a->ws.progress_env = a->progress.env;
 	a->ws.ifname = a->ifname;
 	/* So is the socket of in-process restart (restart.c). */
-	return inproc_init(&a->inproc, a->base, a->logs.dir, &a->ws, &iev,
+	return inproc_init(&a->inproc, a->node.base, a->logs.dir, &a->ws, &iev,
 	    err, len) != 0 ? -1 : 0;
 }
 
@@ -728,30 +689,17 @@ setup(struct agent *a, char *err, size_t len)
 void
 agent_free(struct agent *a)
 {
-	a->quitting = true;
-	report_quit(&a->report);
-	/* Cancels the calls in flight: their callbacks see the session
-	 * ended and the reports quitting. */
-	session_free(&a->session);
-	report_free(&a->report);
+	node_close(&a->node);
 	workers_free(&a->ws);
 	hang_free(&a->hang);
 	fence_free(a);
 	progress_free(&a->progress);
 	inproc_free(&a->inproc);
-	for (size_t i = 0; i < sizeof(a->sig_ev) / sizeof(a->sig_ev[0]); i++)
-		if (a->sig_ev[i] != NULL)
-			event_free(a->sig_ev[i]);
-	if (a->step_ev != NULL)
-		event_free(a->step_ev);
 	if (a->prepare_ev != NULL)
 		event_free(a->prepare_ev);
-	if (a->quit_ev != NULL)
-		event_free(a->quit_ev);
 	gpucheck_node_free(&a->gpucheck);
 	logs_free(&a->logs);
-	if (a->base != NULL)
-		event_base_free(a->base);
+	node_free(&a->node);
 }
 
 /*
@@ -769,26 +717,22 @@ agent_init(struct agent *a, struct agent_opts *o)
 	memset(a, 0, sizeof(*a));
 	a->progress.fd = a->hang.pipe_fd = a->inproc.fd = -1;
 	a->opts = o;
-	if (gethostname(a->offer.machine, sizeof(a->offer.machine)) != 0)
-		snprintf(a->offer.machine, sizeof(a->offer.machine),
-		    "localhost");
-	a->offer.machine[sizeof(a->offer.machine) - 1] = '\0';
-	snprintf(a->offer.hostname, sizeof(a->offer.hostname), "%s",
-	    o->host != NULL ? o->host : a->offer.machine);
-	a->offer.gpus = &a->gpucheck;
+	node_names(&a->node, o->host);
+	a->node.offer.gpus = &a->gpucheck;
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */
-	if ((rc = gpucheck_node_plan(o, &a->gpucheck, &a->offer.nproc)) != 0) {
+	rc = gpucheck_node_plan(o, &a->gpucheck, &a->node.offer.nproc);
+	if (rc != 0) {
 		gpucheck_node_free(&a->gpucheck);
 		return rc;
 	}
-	a->nproc_joined = a->offer.nproc;
+	a->nproc_joined = a->node.offer.nproc;
 	if (setup(a, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent: %s\n", err);
 		agent_free(a);
 		return AGENT_EXIT_USAGE;
 	}
-	a->offer.master_port = o->master_port != 0 ? o->master_port :
+	a->node.offer.master_port = o->master_port != 0 ? o->master_port :
 	    agent_free_port(0);
 	return 0;
 }
@@ -802,13 +746,11 @@ agent_run(struct agent_opts *o)
 	if ((rc = agent_init(&a, o)) != 0)
 		return rc;
 	log_info("job %s: joining through %s as %s with %u worker%s: %s%s",
-	    o->id, o->client.server, a.offer.hostname, a.offer.nproc,
-	    plural(a.offer.nproc), o->argv[0],
+	    o->id, o->client.server, a.node.offer.hostname, a.node.offer.nproc,
+	    plural(a.node.offer.nproc), o->argv[0],
 	    o->argc > 1 ? " ..." : "");
-	session_start(&a.session);
 	event_active(a.prepare_ev, EV_TIMEOUT, 0);
-	event_base_dispatch(a.base);
-	rc = a.exit_status;
+	rc = node_run(&a.node);
 	agent_free(&a);
 	return rc;
 }

@@ -470,15 +470,43 @@ struct fence {
 	bool			 stepping_said;
 };
 
-struct agent {
+/*
+ * A node's life in a job (node.c), shared by join and coproc: the loop,
+ * the session and its reports, the step, the signals, the exit.
+ */
+struct node_hooks {
+	/* Decide again (the step event, on its own loop turn). */
+	void	(*step)(void *arg);
+	/* The exit was just decided: take no more work. NULL: nothing. */
+	void	(*quitting)(void *arg);
+	/* The exit's deadline passed: drop what still runs. NULL: nothing. */
+	void	(*deadline)(void *arg);
+	/* SIGINT, SIGTERM or SIGHUP arrived. */
+	void	(*signal)(void *arg, int sig);
+	void	*arg;
+};
+
+struct node {
 	struct agent_opts	*opts;
 	struct event_base	*base;
 	struct offer		 offer;
+	struct session		 session;
+	struct report		 report;
+	struct node_hooks	 hooks;
+	struct event		*step_ev;
+	struct event		*quit_ev;	/* the exit's deadline */
+	uint32_t		 quit_ms;
+	struct event		*sig_ev[3];
+	bool			 quitting;
+	int			 exit_status;
+};
+
+struct agent {
+	struct node		 node;		/* first: the loop, the session */
+	struct agent_opts	*opts;
 	struct gpucheck_node	 gpucheck;
 	struct logs		 logs;
 	struct event		*prepare_ev;
-	struct session		 session;
-	struct report		 report;
 	struct progress_watch		 progress;
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
@@ -487,7 +515,6 @@ struct agent {
 	bool			 ifname_chosen;
 
 	/* What should run, and what runs (agent_step). */
-	struct event		*step_ev;
 	bool			 have_want;
 	struct assignment	 want;
 	char			 unwant_reason[160];	/* why !have_want */
@@ -504,12 +531,7 @@ struct agent {
 	uint64_t		 inproc_failed;
 	bool			 inproc_warned;
 
-	/* The end. */
-	bool			 quitting;
-	struct event		*quit_ev;	/* its deadline */
-	int			 exit_status;
 	int			 signals;	/* termination signals seen */
-	struct event		*sig_ev[3];
 };
 
 /* agent.c */
@@ -533,8 +555,6 @@ void	netif_choose(struct agent *);
 /* fence.c */
 int	fence_init(struct agent *);
 void	fence_free(struct agent *);
-/* Decides again on the next loop turn. */
-void	agent_step(struct agent *);
 
 /* restart.c: the hub's part of in-process restart. */
 bool	restart_inproc_on(const struct agent *);
@@ -551,6 +571,28 @@ int	inproc_hand(struct inproc *, const struct assignment *,
 	    struct env_worker, uint32_t stop_timeout_ms);
 void	inproc_reset(struct inproc *);
 void	inproc_free(struct inproc *);
+
+/* node.c */
+/* The loop, the signals, the reports and the session of |n|, for job
+ * o->id; |quit_ms| bounds an exit. 0, or -1 with a message. */
+int	node_setup(struct node *n, struct agent_opts *o,
+	    const struct node_hooks *, const struct session_events *,
+	    uint32_t quit_ms, char *err, size_t len);
+/* The offer's machine (gethostname) and its name for rdzvd: |host|
+ * (--host), else the machine's. */
+void	node_names(struct node *, const char *host);
+/* Joins and runs the loop until the exit; the exit status. */
+int	node_run(struct node *);
+/* Decides again on the next loop turn: no decision runs inside another. */
+void	node_step(struct node *);
+/* The exit with |status| (|leave|: leave the job first). The first
+ * decision to exit is the one; |msg| is logged as its status wants. */
+void	node_quit(struct node *, int status, bool leave, const char *msg);
+/* Ends the session and the reports (their calls cancelled), then frees
+ * the loop: the owner frees its own parts between the two. Both accept a
+ * half-built node. */
+void	node_close(struct node *);
+void	node_free(struct node *);
 
 /* coproc.c */
 int	cmd_coproc(int argc, char **argv);

@@ -60,21 +60,13 @@ coproc_usage(FILE *f)
 }
 
 struct coproc {
+	struct node		 node;		/* the loop, the session */
 	struct agent_opts	*opts;
-	struct event_base	*base;
-	struct offer		 offer;
 	struct gpucheck_node	 gpucheck;	/* none: an empty GPU list */
-	struct session		 session;
-	struct report		 report;
 	struct event		*in_ev;		/* stdin */
 	struct evbuffer		*in;
 	uint64_t		 gen;		/* the newest assignment */
 	struct grpc_ccall	*close_cc;
-	bool			 quitting;
-	int			 exit_status;
-	struct event		*step_ev;
-	struct event		*quit_ev;
-	struct event		*sig_ev[3];
 };
 
 static void	coproc_quit(struct coproc *, int status, bool leave,
@@ -94,7 +86,7 @@ emit(struct coproc *c, json_t *o)
 	if (s == NULL)
 		fatalx("out of memory");
 	if (printf("%s\n", s) < 0 || fflush(stdout) != 0) {
-		if (!c->quitting)
+		if (!c->node.quitting)
 			coproc_quit(c, AGENT_EXIT_FAILED, false, "cannot write "
 			    "to the launcher: %s", strerror(errno));
 	}
@@ -103,54 +95,42 @@ emit(struct coproc *c, json_t *o)
 
 /* Exits once nothing is in flight any more (each call has a deadline). */
 static void
-step_cb(evutil_socket_t fd, short what, void *arg)
+on_step(void *arg)
 {
 	struct coproc *c = arg;
 
-	if (c->quitting && !report_busy(&c->report) && c->close_cc == NULL)
-		event_base_loopbreak(c->base);
+	if (c->node.quitting && !report_busy(&c->node.report) &&
+	    c->close_cc == NULL)
+		event_base_loopbreak(c->node.base);
 }
 
 static void
 step(struct coproc *c)
 {
-	event_active(c->step_ev, EV_TIMEOUT, 0);
+	node_step(&c->node);
 }
 
+/* The launcher is not heard any more once the exit is decided. */
 static void
-quit_deadline_cb(evutil_socket_t fd, short what, void *arg)
+on_quitting(void *arg)
 {
 	struct coproc *c = arg;
 
-	log_warnx("calls still in flight %d s after deciding to exit: exiting "
-	    "now", COPROC_QUIT_MS / 1000);
-	event_base_loopbreak(c->base);
+	if (c->in_ev != NULL)
+		event_del(c->in_ev);
 }
 
 /* The first decision to exit is the one; |leave|: a planned departure. */
 static void
 coproc_quit(struct coproc *c, int status, bool leave, const char *fmt, ...)
 {
-	struct timeval tv = { COPROC_QUIT_MS / 1000,
-	    (COPROC_QUIT_MS % 1000) * 1000 };
 	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (!quit_first(c->quitting, status, msg))
-		return;
-	c->quitting = true;
-	c->exit_status = status;
-	session_quit(&c->session);
-	report_quit(&c->report);
-	if (c->in_ev != NULL)
-		event_del(c->in_ev);
-	evtimer_add(c->quit_ev, &tv);
-	if (leave)
-		report_leave(&c->report, msg);
-	step(c);
+	node_quit(&c->node, status, leave, msg);
 }
 
 /* ------------------------------------------------------ session events */
@@ -160,10 +140,10 @@ on_joined(void *arg)
 {
 	struct coproc *c = arg;
 
-	report_flush(&c->report);
+	report_flush(&c->node.report);
 	emit(c, json_pack("{s:s, s:I, s:s}", "event", "joined", "node_id",
-	    (json_int_t)c->session.node_id, "server",
-	    session_server(&c->session)));
+	    (json_int_t)c->node.session.node_id, "server",
+	    session_server(&c->node.session)));
 }
 
 static void
@@ -172,18 +152,18 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	struct coproc *c = arg;
 	char why[256];
 
-	if (c->quitting)
+	if (c->node.quitting)
 		return;
-	if (assignment_check(c->opts->id, c->offer.nproc, c->gen, pb, why,
+	if (assignment_check(c->opts->id, c->node.offer.nproc, c->gen, pb, why,
 	    sizeof(why)) != 0) {
 		coproc_quit(c, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&c->session), why);
+		    "%s: %s", session_server(&c->node.session), why);
 		return;
 	}
 	if (pb->generation <= c->gen)
 		return;		/* a resume repeats it */
 	c->gen = pb->generation;
-	c->offer.started_gen = pb->generation;
+	c->node.offer.started_gen = pb->generation;
 	assignment_log(pb);
 	emit(c, json_pack("{s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:s, s:i, "
 	    "s:i, s:i}", "event", "assignment",
@@ -200,9 +180,9 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	/* The next round's store gets a new port, as torch's own rounds do
 	 * (pytorch#135712: a reused store hands out stale values). */
 	if (c->opts->master_port == 0) {
-		c->offer.master_port = agent_free_port(
+		c->node.offer.master_port = agent_free_port(
 		    (uint16_t)pb->master_port);
-		report_update(&c->report, false, true, false);
+		report_update(&c->node.report, false, true, false);
 	}
 }
 
@@ -230,7 +210,7 @@ on_resume_refused(void *arg, uint64_t node_id, const char *why)
 
 	log_warnx("resume of node id %llu refused (%s): joining again",
 	    (unsigned long long)node_id, why != NULL ? why : "no reason given");
-	report_forget(&c->report);
+	report_forget(&c->node.report);
 	emit(c, json_pack("{s:s, s:I, s:s}", "event", "rejoin", "node_id",
 	    (json_int_t)node_id, "reason", why != NULL ? why : ""));
 }
@@ -254,11 +234,6 @@ static const struct session_events session_events = {
 	.resume_generation = on_resume_generation,
 };
 
-static void
-on_report_done(void *arg)
-{
-	step(arg);
-}
 
 /* --------------------------------------------------------- commands */
 
@@ -283,12 +258,12 @@ close_job(struct coproc *c)
 {
 	Rdzv__V1__CloseJobRequest req = RDZV__V1__CLOSE_JOB_REQUEST__INIT;
 
-	if (!session_connected(&c->session))
+	if (!session_connected(&c->node.session))
 		return "not connected to rdzvd; try again";
 	if (c->close_cc != NULL)
 		return NULL;
 	req.rdzv_id = (char *)c->opts->id;
-	c->close_cc = grpc_client_call(c->session.cli,
+	c->close_cc = grpc_client_call(c->node.session.cli,
 	    "/rdzv.v1.Control/CloseJob", &req.base, &rdzv__v1__job__descriptor,
 	    COPROC_CLOSE_TIMEOUT_MS, NULL, close_done, c);
 	return c->close_cc == NULL ? "cannot start the call" : NULL;
@@ -315,7 +290,7 @@ do_report(struct coproc *c, json_t *cmd)
 		return "generation is not one this node was assigned";
 	log_info("generation %lld: the launcher reports %s%s%s", (long long)gen,
 	    outcome, *message ? ": " : "", message);
-	report_outcome(&c->report, (uint64_t)gen, oc, NULL, 0, message);
+	report_outcome(&c->node.report, (uint64_t)gen, oc, NULL, 0, message);
 	return NULL;
 }
 
@@ -363,29 +338,29 @@ stdin_cb(evutil_socket_t fd, short what, void *arg)
 	rc = evbuffer_read(c->in, fd, COPROC_LINE_MAX);
 	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	while (!c->quitting && (line = evbuffer_readln(c->in, &n,
+	while (!c->node.quitting && (line = evbuffer_readln(c->in, &n,
 	    EVBUFFER_EOL_LF)) != NULL) {
 		command(c, line);
 		free(line);
 	}
-	if (!c->quitting && evbuffer_get_length(c->in) > COPROC_LINE_MAX) {
+	if (!c->node.quitting && evbuffer_get_length(c->in) > COPROC_LINE_MAX) {
 		coproc_quit(c, AGENT_EXIT_USAGE, true, "a command line of more "
 		    "than %d bytes from the launcher", COPROC_LINE_MAX);
 		return;
 	}
-	if (rc <= 0 && !c->quitting)
+	if (rc <= 0 && !c->node.quitting)
 		coproc_quit(c, AGENT_EXIT_FAILED, false, "the launcher is gone "
 		    "(%s): ending without a Leave", rc == 0 ? "end of stdin" :
 		    strerror(errno));
 }
 
 static void
-signal_cb(evutil_socket_t sig, short what, void *arg)
+on_signal(void *arg, int sig)
 {
 	struct coproc *c = arg;
 
-	coproc_quit(c, 128 + (int)sig, true, "%s: leaving job %s",
-	    strsignal((int)sig), c->opts->id);
+	coproc_quit(c, 128 + sig, true, "%s: leaving job %s", strsignal(sig),
+	    c->opts->id);
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -393,64 +368,40 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 static void
 coproc_free(struct coproc *c)
 {
-	c->quitting = true;
-	report_quit(&c->report);
-	session_free(&c->session);
-	report_free(&c->report);
-	for (size_t i = 0; i < sizeof(c->sig_ev) / sizeof(c->sig_ev[0]); i++)
-		if (c->sig_ev[i] != NULL)
-			event_free(c->sig_ev[i]);
+	node_close(&c->node);
 	if (c->in_ev != NULL)
 		event_free(c->in_ev);
 	if (c->in != NULL)
 		evbuffer_free(c->in);
-	if (c->step_ev != NULL)
-		event_free(c->step_ev);
-	if (c->quit_ev != NULL)
-		event_free(c->quit_ev);
-	if (c->base != NULL)
-		event_base_free(c->base);
+	node_free(&c->node);
 }
 
 static int
 coproc_setup(struct coproc *c, char *err, size_t len)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	const struct node_hooks hooks = { .step = on_step, .quitting =
+	    on_quitting, .signal = on_signal, .arg = c };
 	struct session_events sev = session_events;
-	struct report_events rev = { .done = on_report_done };
 
-	if ((c->base = event_base_new()) == NULL ||
-	    (c->step_ev = event_new(c->base, -1, 0, step_cb, c)) == NULL ||
-	    (c->quit_ev = evtimer_new(c->base, quit_deadline_cb, c)) == NULL ||
-	    (c->in = evbuffer_new()) == NULL) {
-		snprintf(err, len, "cannot create the event loop");
+	sev.arg = c;
+	if (node_setup(&c->node, c->opts, &hooks, &sev, COPROC_QUIT_MS, err,
+	    len) != 0)
 		return -1;
-	}
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		c->sig_ev[i] = evsignal_new(c->base, sigs[i], signal_cb, c);
-		if (c->sig_ev[i] == NULL ||
-		    event_add(c->sig_ev[i], NULL) != 0) {
-			snprintf(err, len, "cannot handle signals");
-			return -1;
-		}
+	if ((c->in = evbuffer_new()) == NULL) {
+		snprintf(err, len, "out of memory");
+		return -1;
 	}
 	/* stdin must be something the loop can wait on: a pipe or a
 	 * socket, as a launcher gives it. */
 	if (evutil_make_socket_nonblocking(STDIN_FILENO) != 0 ||
-	    (c->in_ev = event_new(c->base, STDIN_FILENO, EV_READ | EV_PERSIST,
-	    stdin_cb, c)) == NULL || event_add(c->in_ev, NULL) != 0) {
+	    (c->in_ev = event_new(c->node.base, STDIN_FILENO, EV_READ |
+	    EV_PERSIST, stdin_cb, c)) == NULL || event_add(c->in_ev, NULL) !=
+	    0) {
 		snprintf(err, len, "stdin must be a pipe or a socket from the "
 		    "launcher");
 		return -1;
 	}
-	sev.arg = rev.arg = c;
-	if (report_init(&c->report, c->base, &c->session, &c->offer,
-	    c->opts->id, &rev) != 0) {
-		snprintf(err, len, "out of memory");
-		return -1;
-	}
-	return session_init(&c->session, c->base, c->opts, &c->offer, &sev,
-	    err, len);
+	return 0;
 }
 
 static int
@@ -462,14 +413,11 @@ coproc_run(struct agent_opts *o)
 
 	memset(&c, 0, sizeof(c));
 	c.opts = o;
-	if (gethostname(c.offer.hostname, sizeof(c.offer.hostname)) != 0)
-		snprintf(c.offer.hostname, sizeof(c.offer.hostname),
-		    "localhost");
-	c.offer.hostname[sizeof(c.offer.hostname) - 1] = '\0';
+	node_names(&c.node, NULL);
 	c.gpucheck.policy = GPUCHECK_OFF;
-	c.offer.gpus = &c.gpucheck;
-	c.offer.nproc = o->nproc;
-	c.offer.master_port = o->master_port != 0 ? o->master_port :
+	c.node.offer.gpus = &c.gpucheck;
+	c.node.offer.nproc = o->nproc;
+	c.node.offer.master_port = o->master_port != 0 ? o->master_port :
 	    agent_free_port(0);
 	if (coproc_setup(&c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent coproc: %s\n", err);
@@ -477,11 +425,9 @@ coproc_run(struct agent_opts *o)
 		return AGENT_EXIT_USAGE;
 	}
 	log_info("job %s: joining through %s as %s for a launcher with %u "
-	    "worker%s", o->id, o->client.server, c.offer.hostname,
-	    c.offer.nproc, plural(c.offer.nproc));
-	session_start(&c.session);
-	event_base_dispatch(c.base);
-	rc = c.exit_status;
+	    "worker%s", o->id, o->client.server, c.node.offer.hostname,
+	    c.node.offer.nproc, plural(c.node.offer.nproc));
+	rc = node_run(&c.node);
 	coproc_free(&c);
 	return rc;
 }

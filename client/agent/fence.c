@@ -36,24 +36,24 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 	struct fence *f = &a->fence;
-	uint64_t now = mono_ms(), ttl = a->session.lease_ttl_ms, heard;
+	uint64_t now = mono_ms(), ttl = a->node.session.lease_ttl_ms, heard;
 	uint64_t moved = a->progress.moved_us / 1000;
 
-	heard = grpc_client_last_seen_ms(a->session.cli);
+	heard = grpc_client_last_seen_ms(a->node.session.cli);
 	if (heard > f->heard_ms)
 		f->heard_ms = heard;
 	/* rdzvd's host took our bytes (it reads them when it runs: a stalled
 	 * rdzvd counts no silence), or refused us (no rdzvd runs there to
 	 * judge us): either way it cannot have given our ranks away. */
-	heard = grpc_client_acked_ms(a->session.cli);
-	if (!grpc_client_connected(a->session.cli) &&
-	    a->session.close_err == -ECONNREFUSED)
+	heard = grpc_client_acked_ms(a->node.session.cli);
+	if (!grpc_client_connected(a->node.session.cli) &&
+	    a->node.session.close_err == -ECONNREFUSED)
 		heard = now;
 	if (heard > f->heard_ms)
 		f->heard_ms = heard;
 	if (f->heard_ms != 0 && now - f->heard_ms < ttl)
 		f->stepping_said = false;
-	if (a->ws.state != WS_RUNNING || a->quitting || !a->have_want ||
+	if (a->ws.state != WS_RUNNING || a->node.quitting || !a->have_want ||
 	    a->want.generation != a->ws.generation || ttl == 0 ||
 	    f->heard_ms == 0 || now - f->heard_ms < ttl)
 		return;
@@ -77,7 +77,7 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 	/* Their generation lost its workers here: if rdzvd still holds it
 	 * when it hears us again, that is a failure of it (a new round),
 	 * not a node that waits idle in it; if not, the report is stale. */
-	report_outcome(&a->report, a->ws.generation,
+	report_outcome(&a->node.report, a->ws.generation,
 	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
 	a->have_want = false;
 	agent_step(a);
@@ -88,7 +88,7 @@ fence_init(struct agent *a)
 {
 	struct timeval tv = { 0, FENCE_TICK_MS * 1000 };
 
-	a->fence.ev = event_new(a->base, -1, EV_PERSIST, fence_cb, a);
+	a->fence.ev = event_new(a->node.base, -1, EV_PERSIST, fence_cb, a);
 	if (a->fence.ev == NULL || event_add(a->fence.ev, &tv) != 0)
 		return -1;
 	return 0;

@@ -95,7 +95,7 @@ interface_of(const char *addr, char *ifname, size_t len)
 void
 netif_choose(struct agent *a)
 {
-	const char *local = grpc_client_local_addr(a->session.cli);
+	const char *local = grpc_client_local_addr(a->node.session.cli);
 	char host[256];
 
 	if (a->ifname_chosen || local == NULL)

@@ -33,7 +33,7 @@
 
 /* The node's step: the slowest reporting worker's. */
 static uint64_t
-node_step(const struct progress_watch *p)
+slowest_step(const struct progress_watch *p)
 {
 	uint64_t min = UINT64_MAX;
 
@@ -60,7 +60,7 @@ take(struct progress_watch *p, uint32_t rank, uint64_t step)
 	p->moved_us = mono_us();
 	if (p->hang_ms > 0)
 		evtimer_add(p->hang_timer, &tv);
-	node = node_step(p);
+	node = slowest_step(p);
 	if (p->has_step && node == p->step)
 		return;
 	p->has_step = true;

@@ -16,7 +16,7 @@
 bool
 restart_inproc_on(const struct agent *a)
 {
-	return a->opts->restart_inproc || a->session.job_restart_inproc;
+	return a->opts->restart_inproc || a->node.session.job_restart_inproc;
 }
 
 /* Said once per run: this node's workers restart as processes. */
@@ -58,9 +58,9 @@ restart_keep(struct agent *a)
 	    .visible = "", .progress = a->progress.env,
 	    .restart = a->inproc.env };
 
-	if (!restart_inproc_on(a) || ws->state != WS_RUNNING || a->quitting ||
-	    !a->have_want || a->want.generation <= ws->generation ||
-	    a->hang.active)
+	if (!restart_inproc_on(a) || ws->state != WS_RUNNING ||
+	    a->node.quitting || !a->have_want ||
+	    a->want.generation <= ws->generation || a->hang.active)
 		return false;
 	if (a->want.local_world_size != (uint32_t)ws->n) {
 		unkept(a, "the number of workers changes");
@@ -83,21 +83,21 @@ restart_keep(struct agent *a)
 	    ws->n == 1 ? "" : "s", a->want.base_rank,
 	    a->want.base_rank + a->want.local_world_size - 1,
 	    a->want.world_size, a->opts->stop_timeout_ms / 1000.0);
-	a->kept_from = a->offer.started_gen;
-	a->offer.started_gen = a->want.generation;
+	a->kept_from = a->node.offer.started_gen;
+	a->node.offer.started_gen = a->want.generation;
 	a->cur = a->want;
 	ws->generation = a->want.generation;
 	ws->base_rank = a->want.base_rank;
 	ws->arrived_us = a->want.arrived_us;
 	if (progress_start(&a->progress, a->cur.generation,
-	    (int)a->cur.local_world_size, a->session.hang_timeout_ms) != 0)
+	    (int)a->cur.local_world_size, a->node.session.hang_timeout_ms) != 0)
 		log_warnx("generation %llu: cannot watch progress",
 		    (unsigned long long)a->cur.generation);
 	/* The next round gets a new master port, as after a start. */
 	if (a->opts->master_port == 0) {
-		a->offer.master_port =
+		a->node.offer.master_port =
 		    agent_free_port((uint16_t)a->cur.master_port);
-		report_update(&a->report, false, true, false);
+		report_update(&a->node.report, false, true, false);
 	}
 	return true;
 }
@@ -110,8 +110,8 @@ on_failed(void *arg, uint64_t gen, int local_rank, const char *msg)
 	struct workers *ws = &a->ws;
 	char m[AGENT_MESSAGE_MAX + 1];
 
-	if (a->quitting || ws->state != WS_RUNNING || gen != ws->generation ||
-	    a->inproc_failed == gen)
+	if (a->node.quitting || ws->state != WS_RUNNING ||
+	    gen != ws->generation || a->inproc_failed == gen)
 		return;
 	a->inproc_failed = gen;
 	snprintf(m, sizeof(m), "rank %u (local rank %d, kept): %s",
@@ -119,7 +119,7 @@ on_failed(void *arg, uint64_t gen, int local_rank, const char *msg)
 	    msg[0] != '\0' ? msg : "its train function failed");
 	log_info("generation %llu failed: %s; reported to rdzvd, the "
 	    "workers wait for the next round", (unsigned long long)gen, m);
-	report_outcome(&a->report, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED,
+	report_outcome(&a->node.report, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED,
 	    NULL, 0, m);
 }
 
@@ -140,7 +140,7 @@ on_late(void *arg, uint64_t gen)
 	    "within %.1f s; restarting the workers as new processes",
 	    (unsigned long long)gen, a->opts->stop_timeout_ms / 1000.0);
 	/* Not the wanted generation any more: once stopped, it starts. */
-	a->offer.started_gen = a->kept_from;
+	a->node.offer.started_gen = a->kept_from;
 	ws->generation = a->kept_from;
 	workers_stop(ws, WS_END_STOPPED, "it did not take the new round");
 	agent_step(a);

@@ -266,10 +266,10 @@ turn(struct agent *a)
 	int quiet = 0;
 
 	for (int t = 0; t < MAX_TURNS && quiet < QUIET_TURNS; t++) {
-		event_base_loop(a->base, EVLOOP_NONBLOCK);
-		if (event_base_got_break(a->base))
+		event_base_loop(a->node.base, EVLOOP_NONBLOCK);
+		if (event_base_got_break(a->node.base))
 			return 1;
-		if (event_base_get_num_events(a->base,
+		if (event_base_get_num_events(a->node.base,
 		    EVENT_BASE_COUNT_ACTIVE) > 0)
 			quiet = 0;
 		else
@@ -281,7 +281,7 @@ turn(struct agent *a)
 static void
 check(const struct agent *a)
 {
-	const struct outcome_report *r = &a->report.outcome;
+	const struct outcome_report *r = &a->node.report.outcome;
 
 	if (r->pending)
 		FUZZ_ASSERT(utf8_valid(r->message, strlen(r->message)));
@@ -312,7 +312,7 @@ join_event(struct agent *a, const uint8_t *p, size_t len)
 	if ((ev = rdzv__v1__join_event__unpack(NULL, len, p)) == NULL)
 		return;
 	if (pb_utf8_check(&ev->base, path, sizeof(path)) == 0)
-		session_event(&a->session, ev);
+		session_event(&a->node.session, ev);
 	rdzv__v1__join_event__free_unpacked(ev, NULL);
 }
 
@@ -389,7 +389,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run.start_fails = (data[0] & 16) != 0;
 
 	FUZZ_ASSERT(agent_init(&a, &o) == 0);
-	FUZZ_ASSERT(a.offer.nproc == o.nproc);
+	FUZZ_ASSERT(a.node.offer.nproc == o.nproc);
 	ended = records(&a, data + 1, size - 1);
 
 	/* The operator stops the agent; its workers stop; it exits. */
@@ -404,7 +404,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(ended);
 	if (debug)
 		fprintf(stderr, "fuzz: the agent exits with %d\n",
-		    a.exit_status);
+		    a.node.exit_status);
 	agent_free(&a);
 	return 0;
 }
