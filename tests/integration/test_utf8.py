@@ -66,7 +66,7 @@ def test_multibyte_texts_decode_everywhere(tmp_path):
         ctl = Control(d.addr)
         a, b = Node(d.addr, name=LONG_NAME), Node(d.addr, name="б" + LONG_NAME)
         a.join("mb", min_nodes=2, max_nodes=2, max_restarts=5, lease_ttl_ms=1000,
-               reconnect_grace_ms=100)
+               reconnect_grace_ms=5000)
         b.join("mb")
         gen = a.wait_assignment().generation
         b.wait_assignment(gen)
@@ -78,7 +78,10 @@ def test_multibyte_texts_decode_everywhere(tmp_path):
         a.wait_event("stop", lambda e: e.generation == gen2, timeout=10)
 
         job = ctl.get_job("mb", events=1000)            # decodes, or raises
-        assert job.restart_count == 2, job
+        # b's connection closed within the reconnect grace of a's failure
+        # report: lost at once, and part of that failure (rule 14), not a
+        # second restart.
+        assert job.restart_count == 1, job
         texts = [job.reason] + [e.message for e in job.events] + \
             [n.hostname for n in job.nodes]
         assert any("ж" in t for t in texts)
