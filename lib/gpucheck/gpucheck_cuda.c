@@ -4,13 +4,19 @@
  * unloaded: libcuda keeps threads and state that do not survive dlclose().
  */
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpucheck_cuda.h"
 
 #define LIBCUDA_DEFAULT	"libcuda.so.1"
+/* The driver's PTX compiler, which libcuda loads from its own folder at
+ * the first PTX it is given (module_load). */
+#define PTXJIT_LIB	"libnvidia-ptxjitcompiler.so.1"
 
 /*
  * Each entry point with the symbol to resolve and, where older drivers
@@ -54,6 +60,38 @@ static const struct {
 static struct cuda_api	 cuda;
 static int		 cuda_loaded;
 
+/*
+ * On a machine that has not run CUDA since it started, the first
+ * module_load reads the PTX compiler from disk (tens of MB) while cuInit
+ * and the context take hundreds of milliseconds on the CPU: ask the
+ * kernel to read it ahead now, so that it is in the page cache by then.
+ * Advice only: nothing waits, and any failure is ignored.
+ * RDZV_GPUCHECK_PREFETCH=0 turns it off (to measure it).
+ */
+static void
+prefetch_ptxjit(void *sym)
+{
+	const char	*off = getenv("RDZV_GPUCHECK_PREFETCH");
+	char		 path[PATH_MAX];
+	const char	*slash;
+	Dl_info		 info;
+	int		 fd;
+
+	if (off != NULL && strcmp(off, "0") == 0)
+		return;
+	if (dladdr(sym, &info) == 0 || info.dli_fname == NULL ||
+	    (slash = strrchr(info.dli_fname, '/')) == NULL)
+		return;
+	if (snprintf(path, sizeof path, "%.*s/%s",
+	    (int)(slash - info.dli_fname), info.dli_fname, PTXJIT_LIB) >=
+	    (int)sizeof path)
+		return;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	close(fd);
+}
+
 const struct cuda_api *
 gpucheck_cuda_load(char *err, size_t errlen)
 {
@@ -89,6 +127,7 @@ gpucheck_cuda_load(char *err, size_t errlen)
 		memcpy((char *)&cuda + cuda_syms[i].off, &f, sizeof f);
 	}
 	cuda_loaded = 1;
+	prefetch_ptxjit((void *)cuda.Init);
 	return (&cuda);
 }
 
