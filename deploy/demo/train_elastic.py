@@ -30,9 +30,11 @@ What makes it restartable in-process:
 Every rank prints its final loss. With TRAIN_OUT set, each call of train
 leaves start-gG-rR.json and the end final-gG-rR.json there (generation,
 rank, world size, pid, step, loss), and every fifth step
-progress-gG-rR.json, for the tests.
+progress-gG-rR.json, for the tests. TRAIN_COLLECTIVE_TIMEOUT (seconds)
+bounds a collective whose peer vanished in silence.
 """
 
+import datetime
 import json
 import os
 import sys
@@ -122,7 +124,14 @@ def train(state):
 
 
 def main():
-    loss = rdzv.elastic.run(train, {}, backend="gloo")
+    # A collective whose peer vanished without a word (its host or link
+    # gone: no connection closes) fails after this timeout, and the round
+    # rdzvd forms meanwhile takes over; torch's default is 30 minutes.
+    kw = {}
+    if os.environ.get("TRAIN_COLLECTIVE_TIMEOUT"):
+        kw["timeout"] = datetime.timedelta(
+            seconds=float(os.environ["TRAIN_COLLECTIVE_TIMEOUT"]))
+    loss = rdzv.elastic.run(train, {}, backend="gloo", init_kwargs=kw)
     print("rank %s: final loss %.12f" % (os.environ.get("RANK"), loss),
           flush=True)
     return 0

@@ -30,6 +30,8 @@ import rdzvtest as rt  # noqa: E402
 
 PB = rdzvnode.pb
 TRAIN = os.path.join(HERE, "..", "integration", "torch", "train_ddp.py")
+TRAIN_ELASTIC = os.path.join(HERE, "..", "..", "deploy", "demo",
+                             "train_elastic.py")
 LEASE_S = 3.0
 # New workers import torch and join gloo: 1-3 s alone, 6 s seen on two
 # cores that four other tests share.
@@ -259,6 +261,47 @@ def test_link_down(cluster):
     print("link down: the survivors' round %.2f s, stepping %.2f s after "
           "(lease %g s); back in a round of 3 %.2f s after the link came "
           "back" % (formed, took, LEASE_S, back))
+
+
+def test_link_down_in_process(cluster):
+    """n2's link goes down (no FIN) under --restart in-process, with a
+    collective timeout shorter than the lease: the survivors step at world
+    2 within the lease + 2 s of the link going down, in the processes they
+    had, from the step they reached."""
+    c = cluster(["n0", "n1", "n2"])
+    c.worker = TRAIN_ELASTIC
+    env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
+           "TRAIN_COLLECTIVE_TIMEOUT": "2",
+           "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
+    for i, t in enumerate(["n0", "n1", "n2"]):
+        c.agent(t, "2:3", max_restarts=3, env=env,
+                args=["--node-rank", i, "--restart", "in-process"])
+
+    def world_stepping(world, after=0):
+        """The first generation above |after| whose ranks 0..world-1 each
+        left a progress file: (generation, {rank: its start file})."""
+        for g in sorted({g for g, _ in c.files("progress")}):
+            if g > after and sorted(c.by_rank("progress", g)) == \
+                    list(range(world)):
+                return g, c.by_rank("start", g)
+        return None
+    (g1, start1), _ = c.wait(lambda: world_stepping(3), 90, "training at 3")
+    t0 = time.monotonic()
+    c.net.link_down("n2")
+    (g2, start2), took = c.times({"stepping": lambda: world_stepping(2, g1)},
+                                 t0, LEASE_S + 15)["stepping"]
+    assert took <= LEASE_S + 2, "the survivors stepping at world 2 %.2f s " \
+        "after the link went down (lease %g s)\n%s" % (took, LEASE_S,
+                                                        c.events())
+    before = {d["tag"]: d["pid"] for d in start1.values()}
+    after = {d["tag"]: d["pid"] for d in start2.values()}
+    assert sorted(after) == ["n0", "n1"], after
+    assert all(after[t] == before[t] for t in after), (before, after)
+    reached = max(d["step"] for d in c.by_rank("progress", g1).values())
+    assert min(d["step"] for d in start2.values()) >= reached - 1, \
+        (reached, start2)
+    print("link down, in-process: the survivors stepping at world 2 %.2f s "
+          "after (lease %g s), in their own processes" % (took, LEASE_S))
 
 
 def test_two_lost_at_once(cluster):
