@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 /*
  * An event goes to the job's ring of the latest CORE_EVENTS_KEPT and to the

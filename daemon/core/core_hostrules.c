@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "core_hostrules.h"
 #include "text.h"
 #include "xmalloc.h"

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 
 /* Every live node on |host|, in every job, is evicted. */

@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 /*
  * Dirty objects are rows the store must write this turn; changed jobs are

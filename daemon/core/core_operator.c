@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 
 /* The owner of a job, or an admin, may act on it (SPEC §11). */

@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 /*
  * Messages are queued only for connected nodes: a node that is away is told

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 
 static int
 match_owner(const void *item, const void *key)

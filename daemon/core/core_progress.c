@@ -13,8 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 
 #define ANON	"anonymous"

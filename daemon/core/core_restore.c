@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 #include "errf.h"
 

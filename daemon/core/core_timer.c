@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define CORE_INTERNAL
-#include "core.h"
+#include "core_int.h"
 #include "text.h"
 /*
  * One binary min-heap holds every armed deadline (last calls, join

@@ -4,8 +4,8 @@
  * what went in, at the longest strings a message can hold.
  */
 /* core_msg_init, core_msg_queue and core_msg_drop are the core's own. */
-#define CORE_INTERNAL
 #include "core_harness.h"
+#include "core_int.h"
 
 static void
 fill(char *buf, size_t len, char c)
