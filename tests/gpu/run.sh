@@ -214,7 +214,7 @@ part torchrun-bench 180 "$PY" "$root/bench/torchrun_bench.py" \
 
 part ptxas 60 sh -c 'sh "$1/tests/integration/gpu/test_ptxas.sh" \
     "$2/tests/integration/gpu/gpucheck_dump_ptx" \
-    "$1/lib/gpucheck_kernel.ptx"; rc=$?; [ $rc -eq 77 ] && exit 0; exit $rc' \
+    "$1/lib/gpucheck/gpucheck_kernel.ptx"; rc=$?; [ $rc -eq 77 ] && exit 0; exit $rc' \
     sh "$root" "$build"
 
 echo

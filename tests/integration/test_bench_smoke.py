@@ -293,7 +293,7 @@ def test_rdzv_bench_sh_both_stores():
     m = re.search(r"^rdzvd: store \S+rdzv\.db: \d+ transactions?, (\d+) bytes? "
                   r"written$", p.stdout, re.M)
     assert m and int(m.group(1)) > 0, p.stdout
-    m = re.search(r"^rdzvd: store etcd://\S+/bench: (\d+) transactions, (\d+) bytes "
+    m = re.search(r"^rdzvd: store etcd://\S+/bench: (\d+) transactions?, (\d+) bytes? "
                   r"written$", p.stdout, re.M)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, p.stdout
 
