@@ -188,32 +188,6 @@ on_joined(void *arg)
 #define ADDR_CAP	sizeof(((struct assignment *)0)->master_addr)
 
 /*
- * An assignment must fit what this node offered and describe a world at
- * all; a server that says otherwise is broken or lying, and its numbers
- * would fork workers or hand out ranks (issue 12). |gen_seen| is the
- * newest generation seen so far, |nproc| the workers offered at the join.
- * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
- * too.
- */
-/*
- * The first decision to exit is the one: false (and a debug line) when an
- * earlier one stands, else true, |msg| logged as its exit status wants.
- */
-bool
-quit_first(bool quitting, int status, const char *msg)
-{
-	if (quitting) {
-		log_debug("also: %s", msg);
-		return false;
-	}
-	if (status == AGENT_EXIT_OK || status >= 128)
-		log_info("%s", msg);
-	else
-		log_error("%s", msg);
-	return true;
-}
-
-/*
  * "node rank" (the group rank) beside the session's "node id" (rdzvd's
  * counter across jobs): two numbers a reader must not mix up.
  */
@@ -229,6 +203,14 @@ assignment_log(const Rdzv__V1__Assignment *pb)
 	    pb->max_restarts);
 }
 
+/*
+ * An assignment must fit what this node offered and describe a world at
+ * all; a server that says otherwise is broken or lying, and its numbers
+ * would fork workers or hand out ranks (issue 12). |gen_seen| is the
+ * newest generation seen so far, |nproc| the workers offered at the join.
+ * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
+ * too.
+ */
 int
 assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
     const Rdzv__V1__Assignment *pb, char *why, size_t len)

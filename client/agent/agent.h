@@ -544,8 +544,6 @@ uint16_t agent_free_port(uint16_t avoid);
 int	assignment_check(const char *job_id, uint32_t nproc,
 	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
 	    size_t len);
-/* The agent's and coproc's exit: true for the first decision, logged. */
-bool	quit_first(bool quitting, int status, const char *msg);
 /* Logs an assignment in the words of docs/AGENT.md. */
 void	assignment_log(const Rdzv__V1__Assignment *);
 

@@ -118,8 +118,15 @@ node_quit(struct node *n, int status, bool leave, const char *msg)
 	struct timeval tv = { (time_t)(n->quit_ms / 1000),
 	    (suseconds_t)(n->quit_ms % 1000) * 1000 };
 
-	if (!quit_first(n->quitting, status, msg))
+	/* The first decision to exit is the one. */
+	if (n->quitting) {
+		log_debug("also: %s", msg);
 		return;
+	}
+	if (status == AGENT_EXIT_OK || status >= 128)
+		log_info("%s", msg);
+	else
+		log_error("%s", msg);
 	n->quitting = true;
 	n->exit_status = status;
 	if (n->hooks.quitting != NULL)
