@@ -47,3 +47,25 @@ node_state_name(int state)
 		return "unknown";
 	}
 }
+
+const char *
+hook_state_name(int s)
+{
+	switch (s) {
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_QUEUED:
+		return "queued";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_RUNNING:
+		return "running";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_EXITED:
+		return "exited";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_SIGNALED:
+		return "signaled";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_KILLED:
+		return "killed";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_NOT_STARTED:
+		return "not_started";
+	case RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_DROPPED:
+		return "dropped";
+	}
+	return "unknown";
+}

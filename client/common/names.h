@@ -1,6 +1,6 @@
 /*
- * The names rdzv-agent and rdzvctl print for the protocol's job and node
- * states: lower case, as in SPEC §4 and the documentation.
+ * The names rdzv-agent and rdzvctl print for the protocol's job, node and
+ * hook-run states: lower case, as in SPEC §4 and the documentation.
  */
 #ifndef RDZV_NAMES_H
 #define RDZV_NAMES_H
@@ -9,5 +9,7 @@
 const char	*job_state_name(int state);
 /* An rdzv.v1.NodeState; "unknown" likewise. */
 const char	*node_state_name(int state);
+/* An rdzv.v1.HookRunState ("queued", "running", "exited", ...). */
+const char	*hook_state_name(int state);
 
 #endif

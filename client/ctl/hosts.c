@@ -29,28 +29,6 @@ state_word(int s)
 
 #define HOOK(s)	RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_##s
 
-const char *
-hook_state_word(int s)
-{
-	switch (s) {
-	case HOOK(QUEUED):
-		return "queued";
-	case HOOK(RUNNING):
-		return "running";
-	case HOOK(EXITED):
-		return "exited";
-	case HOOK(SIGNALED):
-		return "signaled";
-	case HOOK(KILLED):
-		return "killed";
-	case HOOK(NOT_STARTED):
-		return "not_started";
-	case HOOK(DROPPED):
-		return "dropped";
-	}
-	return "unknown";
-}
-
 /* "exited 0", "running", "killed", ...; "-" when none ran. */
 static const char *
 hook_cell(char *buf, size_t len, const Rdzv__V1__HookRun *r)
@@ -64,7 +42,7 @@ hook_cell(char *buf, size_t len, const Rdzv__V1__HookRun *r)
 	else if (r->state == HOOK(NOT_STARTED))
 		snprintf(buf, len, "not started");
 	else
-		snprintf(buf, len, "%s", hook_state_word(r->state));
+		snprintf(buf, len, "%s", hook_state_name(r->state));
 	return buf;
 }
 

@@ -277,7 +277,7 @@ hook_run(const Rdzv__V1__HookRun *r)
 	if (r == NULL)
 		return json_null();
 	o = json_object();
-	set(o, "state", json_string(hook_state_word(r->state)));
+	set(o, "state", json_string(hook_state_name(r->state)));
 	set(o, "command", text(r->command));
 	set(o, "pid", r->pid != 0 ? integer(r->pid) : json_null());
 	set(o, "exit_code", r->state ==

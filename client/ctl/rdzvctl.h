@@ -174,8 +174,6 @@ json_t	*json_node(const Rdzv__V1__Node *);
 json_t	*json_event(const Rdzv__V1__Event *);
 json_t	*json_server(const Rdzv__V1__ServerInfoResponse *);
 json_t	*json_host(const Rdzv__V1__Host *);
-/* hosts.c: "queued", "running", "exited", ... of a HookRunState. */
-const char *hook_state_word(int);
 /* Prints |j| indented (or compact, one line) and frees it. 0 or exit. */
 int	 json_emit(json_t *j, bool compact);
 
