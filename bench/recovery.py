@@ -27,46 +27,20 @@ import argparse
 import glob
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from benchlib import free_port, start_rdzvd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "recovery_worker.py")
 MODES = ("agent", "agent-inproc", "torchrun-rdzv", "torchrun-c10d")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_rdzvd(build, tmp):
-    p = subprocess.Popen([os.path.join(build, "daemon", "rdzvd"), "--db",
-                          os.path.join(tmp, "rdzv.db"), "--listen",
-                          "127.0.0.1:0", "--http-listen", "none"],
-                         stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    deadline = time.monotonic() + 30
-    for line in p.stderr:
-        m = re.search(r"listening on (\S+)", line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in p.stderr],
-                             daemon=True).start()
-            return p, m.group(1)
-        if time.monotonic() > deadline:
-            break
-    p.kill()
-    raise RuntimeError("rdzvd did not start")
 
 
 def tree(pid):
@@ -151,7 +125,7 @@ def run_once(mode, args, k):
     daemon, procs, logs = None, [], []
     try:
         if mode in ("agent", "agent-inproc", "torchrun-rdzv"):
-            daemon, endpoint = start_rdzvd(args.build, tmp)
+            daemon, endpoint = start_rdzvd(args.build, tmp, new_session=True)
         else:
             endpoint = "127.0.0.1:%d" % free_port()
         job = "recovery-%s-%d-%d" % (mode, n, k)

@@ -32,44 +32,18 @@ import argparse
 import glob
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchlib import free_port, start_rdzvd
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_rdzvd(build, tmp):
-    p = subprocess.Popen([os.path.join(build, "daemon", "rdzvd"), "--db",
-                          os.path.join(tmp, "rdzv.db"), "--listen",
-                          "127.0.0.1:0", "--http-listen", "none"],
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    for line in p.stderr:
-        m = re.search(r"listening on (\S+)", line)
-        if m:
-            # Keep reading, so that rdzvd never blocks on a full pipe.
-            import threading
-            threading.Thread(target=lambda: [None for _ in p.stderr],
-                             daemon=True).start()
-            return p, m.group(1)
-        if time.monotonic() > deadline:
-            break
-    p.kill()
-    raise RuntimeError("rdzvd did not start")
 
 
 def run_once(backend, n, build, timeout, python):

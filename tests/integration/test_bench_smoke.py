@@ -323,7 +323,9 @@ def test_floor_runs_and_reports_both_processes():
     assert re.search(r"^nodes:\s+50 \(2 jobs of 25\)$", p.stdout, re.M)
     last_join = figure(p.stdout, "last join to last assignment")
     whole = figure(p.stdout, "first connect to last assignment")
-    assert 0 < last_join <= whole
+    # The floor's last join can answer within 0.05 ms of the last
+    # assignment at 50 nodes: printed to 0.1 ms, that is 0.0.
+    assert 0 <= last_join <= whole and whole > 0
     assert figure(p.stdout, "connect all") <= whole
     assert re.search(r"^daemon cpu:\s+[0-9.]+ ms \(connect [0-9.]+, join "
                      r"and after [0-9.]+\)$", p.stdout, re.M)
