@@ -24,6 +24,7 @@
 #include "check.h"
 #include "clock.h"
 #include "gpucheck.h"
+#include "gpucheck_harness.h"
 #include "gpucheck_run.h"
 
 #define SMALL	(1u << 20)	/* the buffer of most cases */
@@ -42,66 +43,6 @@ static const char *all_steps[] = {
 #define N_STEPS_KEPT	(N_STEPS - 3)
 
 static char	tmpdir[] = "/tmp/test_gpucheck.XXXXXX";
-
-/*
- * Runs fn() in a child with the environment changed by |env| ("NAME=value"
- * sets, "NAME" unsets; NULL-terminated); the child's failed checks make it
- * exit 1, which counts as one failure here.
- */
-static void
-in_child(const char *what, void (*fn)(void), ...)
-{
-	va_list		 ap;
-	const char	*e;
-	char		 name[128];
-	pid_t		 pid;
-	int		 status;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid == -1) {
-		perror("fork");
-		check_failures++;
-		return;
-	}
-	if (pid == 0) {
-		check_failures = 0;
-		unsetenv("FAKECUDA_DEVICES");
-		unsetenv("FAKECUDA_FAIL");
-		unsetenv("FAKECUDA_MISMATCH");
-		unsetenv("FAKECUDA_HANG");
-		unsetenv("FAKECUDA_CRASH");
-		unsetenv("FAKECUDA_STATE");
-		unsetenv("FAKECUDA_LOG");
-		unsetenv("CUDA_VISIBLE_DEVICES");
-		unsetenv("RDZV_GPUCHECK_BYTES");
-		unsetenv("RDZV_HEALTH_BYTES");
-		va_start(ap, fn);
-		while ((e = va_arg(ap, const char *)) != NULL) {
-			const char *eq = strchr(e, '=');
-
-			if (eq == NULL) {
-				unsetenv(e);
-				continue;
-			}
-			snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
-			setenv(name, eq + 1, 1);
-		}
-		va_end(ap);
-		fn();
-		fflush(NULL);
-		/* exit(), not _exit(): LeakSanitizer checks the child. */
-		exit(check_failures != 0 ? 1 : 0);
-	}
-	check_count++;
-	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "case '%s' failed (status 0x%x)\n", what,
-		    status);
-		check_failures++;
-	}
-}
 
 /* A passing result: every step present, in order (up to "verify" for a
  * check that kept its context), with sane values. */
@@ -129,19 +70,6 @@ check_passed(const struct gpucheck_result *r, int device, int phys)
 	CHECK_INT(r->driver_version, 12080);
 	CHECK_INT(r->total_mem, 80ull << 30);
 	CHECK_INT(r->free_mem, 80ull << 30);
-}
-
-/* A failed result: |step| is the last step recorded and names |error|. */
-static void
-check_failed(const struct gpucheck_result *r, const char *step,
-    const char *error)
-{
-	CHECK(!r->ok);
-	CHECK_STR(r->failed_step, step);
-	CHECK_STR(r->error, error);
-	CHECK(r->n_steps > 0);
-	if (r->n_steps > 0)
-		CHECK_STR(r->steps[r->n_steps - 1].name, step);
 }
 
 static void

@@ -20,50 +20,12 @@
 
 #include "check.h"
 #include "gpucheck.h"
+#include "gpucheck_harness.h"
 
 #define SMALL	(1u << 20)
 
 static char	tmpdir[] = "/tmp/test_gpucheck_kernels.XXXXXX";
 static char	logpath[sizeof tmpdir + 16];
-
-/* Runs fn() in a child with the "NAME=value" settings given. */
-static void
-in_child(const char *what, void (*fn)(void), ...)
-{
-	va_list		 ap;
-	const char	*e, *eq;
-	char		 name[64];
-	pid_t		 pid;
-	int		 status;
-
-	fflush(NULL);
-	if ((pid = fork()) == -1) {
-		perror("fork");
-		check_failures++;
-		return;
-	}
-	if (pid == 0) {
-		check_failures = 0;
-		va_start(ap, fn);
-		while ((e = va_arg(ap, const char *)) != NULL) {
-			eq = strchr(e, '=');
-			snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
-			setenv(name, eq + 1, 1);
-		}
-		va_end(ap);
-		fn();
-		fflush(NULL);
-		exit(check_failures != 0 ? 1 : 0);	/* LeakSanitizer */
-	}
-	check_count++;
-	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "case '%s' failed (status 0x%x)\n", what,
-		    status);
-		check_failures++;
-	}
-}
 
 /* How many lines of the stand-in's log name |fn| (this process's). */
 static int
@@ -80,18 +42,6 @@ logged(const char *fn)
 		n += strncmp(line, want, strlen(want)) == 0;
 	fclose(f);
 	return (n);
-}
-
-static void
-check_failed(const struct gpucheck_result *r, const char *step,
-    const char *error)
-{
-	CHECK(!r->ok);
-	CHECK_STR(r->failed_step, step);
-	CHECK_STR(r->error, error);
-	CHECK(r->n_steps > 0);
-	if (r->n_steps > 0)
-		CHECK_STR(r->steps[r->n_steps - 1].name, step);
 }
 
 /* A wrong element is found wherever it is, by its index. */
