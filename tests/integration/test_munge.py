@@ -171,22 +171,28 @@ class Capture(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(keep)
 
 
-def test_replayed_missing_and_misdirected_credentials(site):
-    d = site.rdzvd()
-    # The header rdzvctl sends, caught by a server of our own.
+def capture(site, user, *args):
+    """`rdzvctl ARGS` of |user| sent to a server of our own: (method,
+    rdzv-munge credential, request bytes) of its first call."""
     cap = Capture()
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=(cap,))
     port = srv.add_insecure_port("127.0.0.1:0")
     srv.start()
     try:
-        argv = mt.as_user(mt.USER_A, [CTL, "--server", "127.0.0.1:%d" % port, "--auth",
-                                      "munge", "--munge-socket", site.munged[0].socket,
-                                      "status"])
+        argv = mt.as_user(user, [CTL, "--server", "127.0.0.1:%d" % port, "--auth",
+                                 "munge", "--munge-socket", site.munged[0].socket]
+                          + list(args))
         subprocess.run(argv, capture_output=True, timeout=30, env=clean_env())
         assert cap.got.wait(10)
     finally:
         srv.stop(0)
-    method, cred, body = cap.creds[0]
+    return cap.creds[0]
+
+
+def test_replayed_missing_and_misdirected_credentials(site):
+    d = site.rdzvd()
+    # The header rdzvctl sends, caught by a server of our own.
+    method, cred, body = capture(site, mt.USER_A, "status")
     assert method == LIST and cred.startswith("MUNGE:")
 
     ch = grpc.insecure_channel(d.addr)

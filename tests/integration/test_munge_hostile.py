@@ -8,7 +8,6 @@ forgot it. Every wait is bounded."""
 
 import os
 import statistics
-import subprocess
 import threading
 import time
 from concurrent import futures
@@ -18,7 +17,7 @@ import pytest
 
 import mungetest as mt
 import rdzvtest as rt
-from test_munge import CTL, Capture, Site, clean_env, running
+from test_munge import Site, capture, running
 
 why = mt.missing()
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
@@ -91,7 +90,8 @@ def test_hung_squeue_holds_up_only_its_own_job(site):
                 refusals.append((e.code(), e.details()))
 
     pool = futures.ThreadPoolExecutor(max_workers=12)
-    fs = [pool.submit(storm, i) for i in range(12)]
+    for i in range(12):
+        pool.submit(storm, i)
     try:
         rt.wait_for(lambda: os.path.exists(log), 10, 0.05, "squeue's first run")
         # User B's calls go through as fast as before; so does B's own Slurm
@@ -134,20 +134,8 @@ def test_credential_bound_to_its_request_and_remembered(site):
     running(je, "jE")
 
     # rdzvctl's `abort jE`, captured by a server of our own.
-    rec = Capture()
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=(rec,))
-    port = srv.add_insecure_port("127.0.0.1:0")
-    srv.start()
-    try:
-        argv = mt.as_user(mt.USER_A, [CTL, "--server", "127.0.0.1:%d" % port,
-                                      "--auth", "munge", "--munge-socket",
-                                      site.munged[0].socket, "abort", "jE",
-                                      "--reason", "captured"])
-        subprocess.run(argv, capture_output=True, timeout=30, env=clean_env())
-        assert rec.got.wait(10)
-    finally:
-        srv.stop(0)
-    method, cred, body = rec.creds[0]
+    method, cred, body = capture(site, mt.USER_A, "abort", "jE", "--reason",
+                                 "captured")
     assert method == ABORT and cred.startswith("MUNGE:")
 
     ch = grpc.insecure_channel(d.addr)
