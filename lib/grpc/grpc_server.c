@@ -6,8 +6,9 @@
  * API in grpc_server_call.c.
  *
  * Writes never happen inside nghttp2's callbacks or the user's: API functions
- * schedule a flush (an active event of the connection) and the flush runs
- * from the event loop, where closing the connection is safe.
+ * schedule a flush (the connection joins the server's flush list, written
+ * by one active event) and the flush runs from the event loop, where
+ * closing the connection is safe.
  */
 #include <sys/socket.h>
 
@@ -35,6 +36,7 @@
 #define DRAIN_MS		1000
 
 static void	server_check_done(struct grpc_server *);
+static void	flush_cb(evutil_socket_t, short, void *);
 
 /* ------------------------------------------------------------ server */
 
@@ -80,9 +82,11 @@ grpc_server_new(struct event_base *base, const struct grpc_method *methods,
 	    srv->opts.unproven_idle_ms > srv->opts.idle_ms)
 		srv->opts.unproven_idle_ms = srv->opts.idle_ms;
 	TAILQ_INIT(&srv->conns);
+	TAILQ_INIT(&srv->flushq);
 	TAILQ_INIT(&srv->unproven);
 	srv->done_ev = event_new(base, -1, 0, done_cb, srv);
-	if (srv->done_ev == NULL) {
+	srv->flush_ev = event_new(base, -1, 0, flush_cb, srv);
+	if (srv->done_ev == NULL || srv->flush_ev == NULL) {
 		grpc_server_free(srv);
 		return NULL;
 	}
@@ -116,26 +120,50 @@ addr_text(const struct sockaddr *sa, char *buf, size_t len)
 		snprintf(buf, len, "unix");
 }
 
-static void
-keepalive_cb(evutil_socket_t fd, short what, void *arg)
+/*
+ * A connection's deadlines share one timer: keepalive (a PING once the
+ * client has been silent that long), the HTTP/2 preface and idleness.
+ * Each keeps its due time; the timer is armed for the earliest and, when
+ * it fires, handles those that are due and arms itself again. Moving a
+ * deadline later leaves the timer as it is: it finds that out when it
+ * fires.
+ */
+void
+gsrv_conn_timer_arm(struct grpc_conn *c)
 {
-	struct grpc_conn *c = arg;
-	uint64_t ka = c->srv->opts.keepalive_ms, now = mono_ms();
-	uint64_t idle = now - c->last_seen_ms;
+	uint64_t due = c->idle_due_ms, now;
 	struct timeval tv;
+
+	if (c->keepalive_due_ms != 0 && c->keepalive_due_ms < due)
+		due = c->keepalive_due_ms;
+	if (c->timer_due_ms != 0 && c->timer_due_ms <= due)
+		return;
+	now = mono_ms();
+	tv = ms_tv(due > now ? due - now : 0);
+	c->timer_due_ms = due;
+	evtimer_add(c->timer, &tv);
+}
+
+/* Keepalive's part of the timer. Returns -1 when it closed the
+ * connection. */
+static int
+keepalive_due(struct grpc_conn *c, uint64_t now)
+{
+	uint64_t ka = c->srv->opts.keepalive_ms;
+	uint64_t idle = now - c->last_seen_ms;
 
 	if (c->h2 == NULL && idle >= ka) {
 		gsrv_conn_tls_fail(c, "no TLS handshake within the keepalive "
 		    "interval");
-		return;
+		return -1;
 	}
 	if (idle >= ka) {
 		nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
 		gsrv_conn_schedule_flush(c);
-		tv = ms_tv(ka);
+		c->keepalive_due_ms = now + ka;
 	} else
-		tv = ms_tv(ka - idle);
-	evtimer_add(c->keepalive_ev, &tv);
+		c->keepalive_due_ms = now + ka - idle;
+	return 0;
 }
 
 /*
@@ -145,18 +173,16 @@ keepalive_cb(evutil_socket_t fd, short what, void *arg)
  * and max_conns slots for as long as their clients like. An idle
  * connection is told with GOAWAY, which gRPC clients take as a reason to
  * reconnect before their next call, and closed once that is written (or
- * DRAIN_MS later). The timer is not moved as streams come and go: when it
- * fires it looks at when the last stream closed and sets itself again.
+ * DRAIN_MS later). The deadline is not moved as streams come and go: when
+ * it comes it looks at when the last stream closed and is set again.
  */
 static void
-idle_cb(evutil_socket_t fd, short what, void *arg)
+idle_due(struct grpc_conn *c, uint64_t now)
 {
-	struct grpc_conn *c = arg;
 	const struct grpc_server_opts *o = &c->srv->opts;
-	uint64_t now = mono_ms(), due;
+	uint64_t due;
 	/* One that has made no authenticated call is kept for less. */
 	uint32_t idle = c->proven ? o->idle_ms : o->unproven_idle_ms;
-	struct timeval tv;
 
 	if (c->idle_goaway) {
 		gsrv_conn_close(c, c->close_reason);
@@ -173,30 +199,55 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	due = TAILQ_EMPTY(&c->calls) ? c->idle_since_ms + idle : now + idle;
 	if (now < due || c->goaway_sent) {
-		tv = ms_tv(now < due ? due - now : idle);
-		evtimer_add(c->idle_ev, &tv);
+		c->idle_due_ms = now < due ? due : now + idle;
+		gsrv_conn_timer_arm(c);
 		return;
 	}
 	/* The reason stays: the close that follows the GOAWAY gives it. */
-	snprintf(c->close_reason, sizeof(c->close_reason), "no stream for %u "
-	    "ms%s: sent GOAWAY", idle, c->proven ? "" : " and no "
-	    "authenticated call");
+	free(c->close_reason);
+	c->close_reason = NULL;
+	gsrv_conn_reason(c, "no stream for %u ms%s: sent GOAWAY", idle,
+	    c->proven ? "" : " and no authenticated call");
 	c->goaway_sent = 1;
 	c->idle_goaway = 1;
 	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
 	    nghttp2_session_get_last_proc_stream_id(c->h2), NGHTTP2_NO_ERROR,
 	    (const uint8_t *)"max_idle", 8);
-	tv = ms_tv(DRAIN_MS);
-	evtimer_add(c->idle_ev, &tv);
+	c->idle_due_ms = now + DRAIN_MS;
+	gsrv_conn_timer_arm(c);
 	/* Now, not on the next turn: a stream the client opens before the
 	 * GOAWAY is written would be one it believes we ignored. */
 	gsrv_conn_flush(c);
 }
 
 static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_conn *c = arg;
+	uint64_t now = mono_ms();
+
+	c->timer_due_ms = 0;
+	if (c->keepalive_due_ms != 0 && now >= c->keepalive_due_ms &&
+	    keepalive_due(c, now) != 0)
+		return;
+	if (now >= c->idle_due_ms)
+		idle_due(c, now);	/* arms the timer unless it closed */
+	else
+		gsrv_conn_timer_arm(c);
+}
+
+/* The turn's flush: every connection with output, in one event. */
+static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-	gsrv_conn_flush(arg);
+	struct grpc_server *srv = arg;
+	struct grpc_conn *c;
+
+	while ((c = TAILQ_FIRST(&srv->flushq)) != NULL) {
+		TAILQ_REMOVE(&srv->flushq, c, flush_entry);
+		c->flush_queued = 0;
+		gsrv_conn_flush(c);
+	}
 }
 
 /* Frees what gsrv_conn_close has not; accepts half-built connections. */
@@ -219,9 +270,10 @@ sconn_free(struct grpc_conn *c)
 		evbuffer_free(c->out);
 	if (c->bev == NULL && c->fd >= 0)
 		close(c->fd);
-	gsrv_slab_event_free(slab, c->flush_ev);
-	gsrv_slab_event_free(slab, c->keepalive_ev);
-	gsrv_slab_event_free(slab, c->idle_ev);
+	if (c->flush_queued)
+		TAILQ_REMOVE(&c->srv->flushq, c, flush_entry);
+	gsrv_slab_event_free(slab, c->timer);
+	free(c->close_reason);
 	gsrv_slab_release(slab, c->identity);
 	gsrv_slab_release(slab, c->local);
 	gsrv_slab_free(c->srv, slab);
@@ -255,10 +307,14 @@ gsrv_conn_close(struct grpc_conn *c, const char *reason)
 
 	if (c->closed)
 		return;
+	if (reason == NULL)	/* a reason kept when there was no memory */
+		reason = "the connection closed";
 	if (c->in_h2 > 0) {
-		if (!c->close_pending)
-			snprintf(c->close_reason, sizeof(c->close_reason),
-			    "%s", reason);
+		if (!c->close_pending && reason != c->close_reason) {
+			free(c->close_reason);
+			c->close_reason = NULL;
+			gsrv_conn_reason(c, "%s", reason);
+		}
 		c->close_pending = 1;
 		return;
 	}
@@ -292,6 +348,19 @@ gsrv_conn_tls_fail(struct grpc_conn *c, const char *reason)
 		srv->opts.tls_failed(peer, reason, srv->opts.cb_arg);
 	}
 	gsrv_conn_close(c, reason);
+}
+
+void
+gsrv_conn_reason(struct grpc_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->close_reason != NULL)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&c->close_reason, fmt, ap) < 0)
+		c->close_reason = NULL;
+	va_end(ap);
 }
 
 void
@@ -340,8 +409,11 @@ gsrv_conn_local(struct grpc_conn *c)
 void
 gsrv_conn_schedule_flush(struct grpc_conn *c)
 {
-	if (!c->closed)
-		event_active(c->flush_ev, EV_TIMEOUT, 0);
+	if (c->closed || c->flush_queued)
+		return;
+	TAILQ_INSERT_TAIL(&c->srv->flushq, c, flush_entry);
+	c->flush_queued = 1;
+	event_active(c->srv->flush_ev, EV_TIMEOUT, 0);
 }
 
 /* Tells calls waiting for room that there is some again. */
@@ -398,7 +470,6 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 	struct grpc_server *srv = l->srv;
 	struct gsrv_slab *slab = gsrv_slab_new(srv);
 	struct grpc_conn *c;
-	struct timeval tv;
 	char why[256], peer[80];
 
 	if (slab == NULL || (c = gsrv_slab_zalloc(slab, sizeof(*c))) == NULL) {
@@ -457,13 +528,8 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 			return;
 		}
 	}
-	c->flush_ev = gsrv_slab_event(slab, srv->base, -1, 0, flush_cb, c);
-	c->idle_ev = gsrv_slab_event(slab, srv->base, -1, 0, idle_cb, c);
-	if (srv->opts.keepalive_ms > 0)
-		c->keepalive_ev = gsrv_slab_event(slab, srv->base, -1, 0,
-		    keepalive_cb, c);
-	if (c->flush_ev == NULL || c->idle_ev == NULL ||
-	    (srv->opts.keepalive_ms > 0 && c->keepalive_ev == NULL) ||
+	c->timer = gsrv_slab_event(slab, srv->base, -1, 0, timer_cb, c);
+	if (c->timer == NULL ||
 	    (l->tls == NULL && gsrv_h2_session_new(c) != 0)) {
 		sconn_free(c);
 		return;
@@ -471,12 +537,10 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 	srv->n_conns++;
 	gsrv_limits_added(c);
-	if (c->keepalive_ev != NULL) {
-		tv = ms_tv(srv->opts.keepalive_ms);
-		evtimer_add(c->keepalive_ev, &tv);
-	}
-	tv = ms_tv(srv->opts.preface_ms);
-	evtimer_add(c->idle_ev, &tv);
+	if (srv->opts.keepalive_ms > 0)
+		c->keepalive_due_ms = c->last_seen_ms + srv->opts.keepalive_ms;
+	c->idle_due_ms = c->last_seen_ms + srv->opts.preface_ms;
+	gsrv_conn_timer_arm(c);
 	if (c->bev == NULL) {
 		/*
 		 * Our SETTINGS wait for the client's preface and go out with
@@ -610,6 +674,8 @@ grpc_server_free(struct grpc_server *srv)
 		event_free(srv->shutdown_ev);
 	if (srv->done_ev != NULL)
 		event_free(srv->done_ev);
+	if (srv->flush_ev != NULL)
+		event_free(srv->flush_ev);
 	gsrv_h2_free(srv);
 	gsrv_slabs_free(srv);
 	gsrv_limits_free(srv);

@@ -219,18 +219,18 @@ goaway_note(struct grpc_conn *c, const char *who, const nghttp2_goaway *g)
 	char data[81];
 	size_t n = 0;
 
-	if (c->close_pending || c->close_reason[0] != '\0')
+	if (c->close_pending || c->close_reason != NULL)
 		return;
 	for (; n < g->opaque_data_len && n < sizeof(data) - 1; n++)
 		data[n] = g->opaque_data[n] >= 0x20 && g->opaque_data[n] < 0x7f ?
 		    (char)g->opaque_data[n] : '?';
 	data[n] = '\0';
 	if (g->error_code == NGHTTP2_NO_ERROR && c->srv->shutting_down)
-		snprintf(c->close_reason, sizeof(c->close_reason),
-		    "%s GOAWAY: the server is shutting down", who);
+		gsrv_conn_reason(c, "%s GOAWAY: the server is shutting down",
+		    who);
 	else
-		snprintf(c->close_reason, sizeof(c->close_reason),
-		    "%s GOAWAY %s%s%s", who, code, n > 0 ? ": " : "", data);
+		gsrv_conn_reason(c, "%s GOAWAY %s%s%s", who, code,
+		    n > 0 ? ": " : "", data);
 }
 
 /*
@@ -256,10 +256,8 @@ reset_counted(struct grpc_conn *c)
 		c->reset_tokens -= 1000;
 		return;
 	}
-	if (c->close_reason[0] == '\0')
-		snprintf(c->close_reason, sizeof(c->close_reason), "the client "
-		    "reset more than %d streams at once (rapid reset): sent "
-		    "GOAWAY ENHANCE_YOUR_CALM", RESET_BURST);
+	gsrv_conn_reason(c, "the client reset more than %d streams at once "
+	    "(rapid reset): sent GOAWAY ENHANCE_YOUR_CALM", RESET_BURST);
 	/* Whatever else the client sent is ignored from here. */
 	nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
 }
@@ -277,16 +275,15 @@ frame_recv_cb(nghttp2_session *h2, const nghttp2_frame *frame, void *arg)
 	case NGHTTP2_SETTINGS:
 		/* The client's preface is complete: idle from now on. */
 		if (!c->preface_done && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-			struct timeval tv = ms_tv(c->proven ?
-			    c->srv->opts.idle_ms :
-			    c->srv->opts.unproven_idle_ms);
-
 			c->preface_done = 1;
 			c->idle_since_ms = mono_ms();
-			/* The timer held the preface deadline; from now on it
-			 * is the idle one, so an idle timeout shorter than the
+			/* The deadline was the preface's; from now on it is
+			 * the idle one, so an idle timeout shorter than the
 			 * preface's means what it says. */
-			evtimer_add(c->idle_ev, &tv);
+			c->idle_due_ms = c->idle_since_ms + (c->proven ?
+			    c->srv->opts.idle_ms :
+			    c->srv->opts.unproven_idle_ms);
+			gsrv_conn_timer_arm(c);
 		}
 		return 0;
 	case NGHTTP2_RST_STREAM:
@@ -599,7 +596,7 @@ gsrv_conn_flush(struct grpc_conn *c)
 	    !nghttp2_session_want_write(c->h2) &&
 	    (c->draining || !nghttp2_session_want_read(c->h2))) {
 		gsrv_conn_close(c,
-		    c->close_reason[0] != '\0' ? c->close_reason :
+		    c->close_reason != NULL ? c->close_reason :
 		    "the HTTP/2 session ended");
 		return;
 	}

@@ -137,18 +137,22 @@ struct grpc_conn {
 	struct evbuffer *out;		/* cleartext: output not yet written */
 	int send_blocked;		/* nghttp2 stopped at the output limit */
 	nghttp2_session *h2;
-	struct event *flush_ev;
-	struct event *keepalive_ev;
-	struct event *idle_ev;		/* the preface deadline, then the
+	TAILQ_ENTRY(grpc_conn) flush_entry;	/* on the server's flush list */
+	int flush_queued;
+	struct event *timer;		/* its deadlines' one timer */
+	uint64_t timer_due_ms;		/* when it fires; 0: not pending */
+	uint64_t idle_due_ms;		/* the preface deadline, then the
 					   idle one */
+	uint64_t keepalive_due_ms;	/* 0: no keepalive */
 	TAILQ_HEAD(, grpc_call) calls;
 
 	char *identity;		/* in the slab or malloc's */
 	char peer[48];		/* INET6_ADDRSTRLEN, or "unix" */
 	uint16_t peer_port;	/* TCP; 0 on a unix socket */
 	char *local;		/* NULL until asked for */
-	char close_reason[128];	/* why the session ended (a GOAWAY), or
-				   the first close asked for while in_h2 */
+	char *close_reason;	/* why the session ended (a GOAWAY), or
+				   the first close asked for while in_h2;
+				   malloc'd, NULL until then */
 	uint64_t last_seen_ms;
 	uint64_t idle_since_ms;		/* when its last stream closed */
 	uint64_t reset_tokens;		/* streams the client may still
@@ -193,6 +197,9 @@ struct grpc_server {
 	uint64_t full_refused;
 
 	TAILQ_HEAD(, grpc_conn) conns;
+	TAILQ_HEAD(, grpc_conn) flushq;	/* connections with output to
+					   write at the end of the turn */
+	struct event *flush_ev;		/* writes them */
 	size_t n_conns;
 	TAILQ_HEAD(, grpc_conn) unproven;	/* oldest first */
 	struct gsrv_addrs *addrs;	/* connections per peer address */
@@ -250,6 +257,12 @@ void	gsrv_conn_closef(struct grpc_conn *, const char *, ...)
 /* gsrv_conn_close of a TLS connection whose handshake failed: tls_failed
  * (grpc.h) hears of it first. */
 void	gsrv_conn_tls_fail(struct grpc_conn *, const char *reason);
+/* Keeps the first reason given (printf-style) for the close to come. */
+void	gsrv_conn_reason(struct grpc_conn *, const char *, ...)
+	    __attribute__((format(printf, 2, 3)));
+/* Arms the connection's timer for its earliest deadline (idle_due_ms,
+ * keepalive_due_ms), unless it is due sooner already. */
+void	gsrv_conn_timer_arm(struct grpc_conn *);
 void	gsrv_conn_flush(struct grpc_conn *);
 void	gsrv_conn_schedule_flush(struct grpc_conn *);
 size_t	gsrv_conn_queued(const struct grpc_conn *);

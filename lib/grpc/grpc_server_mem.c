@@ -2,7 +2,17 @@
  * A connection's memory: one slab per connection holds its struct, its
  * events and the blocks nghttp2 allocates for the session's whole life
  * (the session, the indexes of its two header tables, its stream map and
- * its outgoing frame buffer), packed in that order.
+ * its outgoing frame buffer).
+ *
+ * Where each goes is chosen so that a connection keeps two pages resident:
+ * the struct, its events, the session and the frame buffer are packed from
+ * the slab's start, in that order, so that the first page holds all of
+ * them but the frame buffer's untouched tail; the sparse tables (the header
+ * tables' rings, which rdzv's clients never fill since they do not index,
+ * and the stream map, a calloc'd hash of which a few buckets are used) go
+ * to the slab's end, the map on a page of its own. That is nghttp2 1.52's
+ * set of blocks; another version's only costs a page more, never
+ * correctness.
  *
  * Why: nghttp2's frame buffer is 16 KiB, and every frame is written at its
  * start. gRPC's frames here are a few hundred bytes, so most of the buffer
@@ -53,16 +63,20 @@
 #endif
 
 /*
- * A slab's size: the connection (about 1 KiB with its events), nghttp2's
+ * A slab's size: the connection (about 0.8 KiB with its events), nghttp2's
  * session-long blocks (about 9 KiB in 1.52) and its 16 KiB frame buffer
- * fit with room to spare; about 10.5 KiB before the frame buffer, so with
- * frames of a few hundred bytes three pages are resident. What does not
- * fit comes from malloc instead.
+ * fit with room to spare. What does not fit comes from malloc instead.
  */
 #define SLAB_SIZE	(32 * 1024)
 #define SLABS_PER_CHUNK	64
 #define CHUNK_SIZE	((size_t)SLAB_SIZE * SLABS_PER_CHUNK)
 #define ALIGN		16
+_Static_assert(SLAB_SIZE <= UINT16_MAX, "slab offsets are 16 bits");
+#define PAGE		4096
+/* A block of nghttp2's this large or larger is a table, not a struct. */
+#define TABLE_MIN	1024
+/* nghttp2 1.52 makes six when a session starts. */
+#define MAX_H2_BLOCKS	8
 
 struct slab_chunk {
 	TAILQ_ENTRY(slab_chunk) entry;
@@ -77,19 +91,23 @@ struct gsrv_slabs {
 	size_t n_chunks;
 };
 
-/* A slab starts with this; its blocks follow, each after its size. */
+/*
+ * A slab starts with this; its blocks follow, with nothing between them
+ * (a size before each would be written on pages nothing else touches).
+ * nghttp2's blocks are the only ones it may grow: blocks[] keeps their
+ * offsets and sizes.
+ */
 struct gsrv_slab {
 	struct slab_chunk *chunk;
-	size_t used;		/* bytes taken, this header included */
-	int h2_init;		/* nghttp2's session is being made */
-	int sealed;		/* it was: nothing more goes after its
+	uint16_t used;		/* bytes taken from the start, this header
+				   included */
+	uint16_t top;		/* where the blocks at the end begin */
+	uint16_t blocks[MAX_H2_BLOCKS][2];	/* nghttp2's: offset, size */
+	uint8_t n_blocks;
+	uint8_t h2_init;	/* nghttp2's session is being made */
+	uint8_t sealed;		/* it was: nothing more goes after its
 				   frame buffer */
-	int fresh;		/* never used: still the kernel's zeroes */
-};
-
-struct block_head {
-	size_t size;
-	size_t pad;
+	uint8_t fresh;		/* never used: still the kernel's zeroes */
 };
 
 static int
@@ -166,6 +184,8 @@ gsrv_slab_new(struct grpc_server *srv)
 	s->fresh = (ch->dirty & (uint64_t)1 << i) == 0;
 	ch->dirty |= (uint64_t)1 << i;
 	s->used = (sizeof(*s) + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	s->top = SLAB_SIZE;
+	s->n_blocks = 0;
 	s->h2_init = 0;
 	s->sealed = 0;
 	return s;
@@ -207,7 +227,7 @@ gsrv_slabs_mapped(const struct grpc_server *srv)
 size_t
 gsrv_slab_used(const struct gsrv_slab *s)
 {
-	return s->used;
+	return (size_t)s->used + (SLAB_SIZE - s->top);
 }
 
 void
@@ -230,19 +250,67 @@ void *
 gsrv_slab_alloc(struct gsrv_slab *s, size_t size)
 {
 	size_t need, at;
-	struct block_head *h;
 
 	if (s->sealed || size > SLAB_SIZE)
 		return NULL;
-	need = (sizeof(*h) + size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-	if (need > SLAB_SIZE - s->used)
+	need = (size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	if (need > (size_t)(s->top - s->used))
 		return NULL;
 	at = s->used;
-	s->used += need;
-	h = (struct block_head *)((char *)s + at);
-	UNPOISON(h, sizeof(*h) + size);
-	h->size = size;
-	return h + 1;
+	s->used = (uint16_t)(at + need);
+	UNPOISON((char *)s + at, size);
+	return (char *)s + at;
+}
+
+/*
+ * nghttp2's block of |size|: from the start, or at the slab's end (below
+ * the ones already there, on a page of its own when it is a page or more)
+ * when |top|. NULL when it does not fit.
+ */
+static void *
+h2_block(struct gsrv_slab *s, size_t size, int top, int zero)
+{
+	size_t at;
+	void *p;
+
+	if (!s->h2_init || s->n_blocks == MAX_H2_BLOCKS)
+		return NULL;
+	if (!top)
+		p = gsrv_slab_alloc(s, size);
+	else if (size > (size_t)(s->top - s->used))
+		p = NULL;
+	else if ((at = (s->top - size) &
+	    ~(size_t)(size >= PAGE ? PAGE - 1 : ALIGN - 1)) < s->used)
+		p = NULL;
+	else {
+		s->top = (uint16_t)at;
+		p = (char *)s + at;
+		UNPOISON(p, size);
+	}
+	if (p == NULL)
+		return NULL;
+	s->blocks[s->n_blocks][0] = (uint16_t)((char *)p - (char *)s);
+	s->blocks[s->n_blocks][1] = (uint16_t)size;
+	s->n_blocks++;
+	/* A new mapping's pages are zero: clearing them would only fault
+	 * them in sooner. */
+	if (zero && !s->fresh)
+		memset(p, 0, size);
+	else if (zero)
+		DEFINED(p, size);
+	return p;
+}
+
+/* The size of an nghttp2 block in the slab. */
+static size_t
+h2_block_size(const struct gsrv_slab *s, const void *p)
+{
+	size_t off = (size_t)((const char *)p - (const char *)s);
+
+	for (int i = 0; i < s->n_blocks; i++)
+		if (s->blocks[i][0] == off)
+			return s->blocks[i][1];
+	return 0;
 }
 
 void *
@@ -280,13 +348,14 @@ gsrv_slab_release(struct gsrv_slab *s, void *p)
 
 /* ---------------------------------------------- nghttp2's allocator */
 
+/* The header tables' rings (malloc'd, filled only by indexed headers). */
 static void *
 h2_malloc(size_t size, void *arg)
 {
 	struct gsrv_slab *s = arg;
 	void *p;
 
-	if (s->h2_init && (p = gsrv_slab_alloc(s, size)) != NULL)
+	if ((p = h2_block(s, size, size >= TABLE_MIN, 0)) != NULL)
 		return p;
 	return malloc(size);
 }
@@ -305,8 +374,9 @@ h2_calloc(size_t n, size_t size, void *arg)
 	struct gsrv_slab *s = arg;
 	void *p;
 
-	if (s->h2_init && size != 0 && n <= SIZE_MAX / size &&
-	    (p = gsrv_slab_zalloc(s, n * size)) != NULL)
+	/* The session is dense; the stream map, a page, is a sparse hash. */
+	if (size != 0 && n <= SIZE_MAX / size &&
+	    (p = h2_block(s, n * size, n * size >= PAGE, 1)) != NULL)
 		return p;
 	return calloc(n, size);
 }
@@ -314,19 +384,24 @@ h2_calloc(size_t n, size_t size, void *arg)
 static void *
 h2_realloc(void *ptr, size_t size, void *arg)
 {
-	struct block_head *h;
+	struct gsrv_slab *s = arg;
+	size_t had;
 	void *p;
 
-	/* nghttp2 makes its frame buffer with realloc(NULL, ...). */
-	if (ptr == NULL)
-		return h2_malloc(size, arg);
-	if (!in_slab(arg, ptr))
+	/* nghttp2 makes its frame buffer with realloc(NULL, ...): from the
+	 * start, where its first bytes share the session's page. */
+	if (ptr == NULL) {
+		if ((p = h2_block(s, size, 0, 0)) != NULL)
+			return p;
+		return malloc(size);
+	}
+	if (!in_slab(s, ptr))
 		return realloc(ptr, size);
-	h = (struct block_head *)ptr - 1;
-	if (size <= h->size)
+	had = h2_block_size(s, ptr);
+	if (size <= had)
 		return ptr;
 	if ((p = malloc(size)) != NULL)
-		memcpy(p, ptr, h->size);
+		memcpy(p, ptr, had);
 	return p;
 }
 

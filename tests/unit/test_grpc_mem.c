@@ -2,11 +2,16 @@
  * The gRPC server's connection slabs (lib/grpc/grpc_server_mem.c): blocks and
  * their alignment, reuse of a slab after its connection, nghttp2's session
  * with its frame buffer inside the slab and nothing after it, events in a
- * slab, and chunks mapped and unmapped as connections come and go.
+ * slab, the pages a connection's slab keeps resident, and chunks mapped
+ * and unmapped as connections come and go.
  */
+#include <sys/mman.h>
+
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -151,6 +156,101 @@ test_events(struct grpc_server *srv, struct event_base *base)
 	gsrv_slab_free(srv, s);
 }
 
+static ssize_t
+answer_read(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	size_t n = len < 250 ? len : 250;	/* an assignment's size */
+
+	memset(buf, 'a', n);
+	*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+/* Resident pages of a slab, a bit each. */
+static unsigned
+resident(const struct gsrv_slab *s)
+{
+	unsigned char v[SLAB / 4096];
+	unsigned bits = 0;
+
+	if (mincore((void *)s, SLAB, v) != 0)
+		return ~0u;
+	for (size_t i = 0; i < sizeof(v); i++)
+		bits |= (unsigned)(v[i] & 1) << i;
+	return bits;
+}
+
+/*
+ * A fresh slab, a connection's struct and events and a session that reads
+ * a client's preface and two requests and answers one: two pages are
+ * resident, the first (everything but the frame buffer's untouched tail)
+ * and the stream map's; the header tables' rings, never filled by a
+ * client that does not index, and the frame buffer's tail are not.
+ */
+static void
+test_pages(struct grpc_server *srv, struct event_base *base)
+{
+	struct gsrv_slab *dirty = gsrv_slab_new(srv), *s = gsrv_slab_new(srv);
+	nghttp2_session_callbacks *cbs;
+	nghttp2_session *h2 = NULL, *cli = NULL;
+	const uint8_t *out;
+	struct event *ev[3];
+	unsigned bits;
+	ssize_t n;
+
+	CHECK(dirty != NULL && s != NULL);
+	if (s == NULL || getpagesize() != 4096) {
+		gsrv_slab_free(srv, dirty);
+		gsrv_slab_free(srv, s);
+		return;
+	}
+	CHECK_INT(resident(s), 1);	/* its header */
+	CHECK(gsrv_slab_zalloc(s, 352) != NULL);	/* the connection */
+	for (int i = 0; i < 3; i++)
+		ev[i] = gsrv_slab_event(s, base, -1, 0, timer_cb, NULL);
+	CHECK(nghttp2_session_callbacks_new(&cbs) == 0);
+	CHECK_INT(gsrv_slab_h2_server_new(s, &h2, cbs, NULL, NULL), 0);
+	/* As rdzv's clients: no header indexed. */
+	nghttp2_option *opt;
+	CHECK_INT(nghttp2_option_new(&opt), 0);
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+	CHECK_INT(nghttp2_session_client_new2(&cli, cbs, NULL, opt), 0);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cbs);
+
+	nghttp2_nv nv[] = {
+		{ (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
+		{ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
+		{ (uint8_t *)":path", (uint8_t *)"/rdzv.v1.Rendezvous/Join", 5,
+		  24, 0 },
+		{ (uint8_t *)":authority", (uint8_t *)"h:1", 10, 3, 0 },
+	};
+	CHECK_INT(nghttp2_submit_settings(cli, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+	CHECK(nghttp2_submit_request(cli, NULL, nv, 4, NULL, NULL) == 1);
+	CHECK(nghttp2_submit_request(cli, NULL, nv, 4, NULL, NULL) == 3);
+	while ((n = nghttp2_session_mem_send(cli, &out)) > 0)
+		CHECK_INT(nghttp2_session_mem_recv(h2, out, (size_t)n), n);
+	nghttp2_data_provider dp = { .read_callback = answer_read };
+	nghttp2_nv status = { (uint8_t *)":status", (uint8_t *)"200", 7, 3, 0 };
+	CHECK_INT(nghttp2_submit_response(h2, 1, &status, 1, &dp), 0);
+	while ((n = nghttp2_session_mem_send(h2, &out)) > 0)
+		CHECK(inside(s, out, (size_t)n));
+	CHECK_INT(n, 0);
+
+	bits = resident(s);
+	if (__builtin_popcount(bits) != 2)
+		fprintf(stderr, "resident pages: %#x\n", bits);
+	CHECK(bits & 1);
+	CHECK_INT(__builtin_popcount(bits), 2);
+	nghttp2_session_del(cli);
+	nghttp2_session_del(h2);
+	for (int i = 0; i < 3; i++)
+		gsrv_slab_event_free(s, ev[i]);
+	gsrv_slab_free(srv, s);
+	gsrv_slab_free(srv, dirty);
+}
+
 static void
 test_chunks(struct grpc_server *srv)
 {
@@ -187,6 +287,7 @@ main(void)
 	test_blocks(srv);
 	test_h2_session(srv);
 	test_events(srv, base);
+	test_pages(srv, base);
 	test_chunks(srv);
 	grpc_server_free(srv);
 	event_base_free(base);
