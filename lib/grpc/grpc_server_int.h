@@ -271,6 +271,40 @@ const char *gsrv_conn_local(struct grpc_conn *);
 void	gsrv_conn_check_writable(struct grpc_conn *);
 
 /* grpc_server_mem.c */
+/*
+ * What is not handed out is off limits to ASan and to valgrind's memcheck,
+ * as malloc's free memory is: a connection used after its close, or a
+ * block read before it was written, is found in slabs too.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n)	ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define DEFINED(p, n)	((void)(p), (void)(n))
+#elif defined(__has_include) && __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define POISON(p, n)	((void)VALGRIND_MAKE_MEM_NOACCESS((p), (n)))
+#define UNPOISON(p, n)	((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (n)))
+#define DEFINED(p, n)	((void)VALGRIND_MAKE_MEM_DEFINED((p), (n)))
+#else
+#define POISON(p, n)	((void)(p), (void)(n))
+#define UNPOISON(p, n)	((void)(p), (void)(n))
+#define DEFINED(p, n)	((void)(p), (void)(n))
+#endif
+
+/*
+ * Small blocks of nghttp2's that come and go while a session runs, from
+ * the server's free lists (grpc_server_pool.c). _alloc and _calloc return
+ * NULL when out of memory; _release takes NULL.
+ */
+struct gsrv_pool;
+struct gsrv_pool *gsrv_pool_new(void);
+void	gsrv_pool_free(struct gsrv_pool *);
+void	*gsrv_pool_alloc(struct gsrv_pool *, size_t);
+void	*gsrv_pool_calloc(struct gsrv_pool *, size_t);
+void	*gsrv_pool_realloc(struct gsrv_pool *, void *, size_t);
+void	gsrv_pool_release(struct gsrv_pool *, void *);
+
 /* A connection's slab (NULL when out of memory); gsrv_slab_free gives it
  * back with every block in it. */
 struct gsrv_slab *gsrv_slab_new(struct grpc_server *);

@@ -41,26 +41,6 @@
 
 #include "grpc_server_int.h"
 
-/*
- * What is not handed out is off limits to ASan and to valgrind's memcheck,
- * as malloc's free memory is: a connection used after its close, or a
- * block read before it was written, is found in slabs too.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n)	ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#define DEFINED(p, n)	((void)(p), (void)(n))
-#elif defined(__has_include) && __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define POISON(p, n)	((void)VALGRIND_MAKE_MEM_NOACCESS((p), (n)))
-#define UNPOISON(p, n)	((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (n)))
-#define DEFINED(p, n)	((void)VALGRIND_MAKE_MEM_DEFINED((p), (n)))
-#else
-#define POISON(p, n)	((void)(p), (void)(n))
-#define UNPOISON(p, n)	((void)(p), (void)(n))
-#define DEFINED(p, n)	((void)(p), (void)(n))
-#endif
 
 /*
  * A slab's size: the connection (about 0.8 KiB with its events), nghttp2's
@@ -80,6 +60,7 @@ _Static_assert(SLAB_SIZE <= UINT16_MAX, "slab offsets are 16 bits");
 
 struct slab_chunk {
 	TAILQ_ENTRY(slab_chunk) entry;
+	struct gsrv_slabs *owner;
 	char *base;
 	uint64_t used;		/* a bit per slab */
 	uint64_t dirty;		/* ... that has been used */
@@ -87,6 +68,7 @@ struct slab_chunk {
 
 struct gsrv_slabs {
 	TAILQ_HEAD(, slab_chunk) room;	/* chunks with a free slab */
+	struct gsrv_pool *pool;		/* nghttp2's other blocks */
 	size_t n_room;
 	size_t n_chunks;
 };
@@ -121,10 +103,18 @@ in_slab(const struct gsrv_slab *s, const void *p)
 static struct gsrv_slabs *
 slabs_of(struct grpc_server *srv)
 {
-	if (srv->slabs == NULL && (srv->slabs = calloc(1,
-	    sizeof(*srv->slabs))) != NULL)
-		TAILQ_INIT(&srv->slabs->room);
-	return srv->slabs;
+	struct gsrv_slabs *pool;
+
+	if (srv->slabs != NULL)
+		return srv->slabs;
+	if ((pool = calloc(1, sizeof(*pool))) == NULL)
+		return NULL;
+	if ((pool->pool = gsrv_pool_new()) == NULL) {
+		free(pool);
+		return NULL;
+	}
+	TAILQ_INIT(&pool->room);
+	return srv->slabs = pool;
 }
 
 static struct slab_chunk *
@@ -168,6 +158,7 @@ gsrv_slab_new(struct grpc_server *srv)
 	if ((ch = TAILQ_FIRST(&pool->room)) == NULL) {
 		if ((ch = chunk_new()) == NULL)
 			return NULL;
+		ch->owner = pool;
 		TAILQ_INSERT_HEAD(&pool->room, ch, entry);
 		pool->n_room++;
 		pool->n_chunks++;
@@ -242,6 +233,7 @@ gsrv_slabs_free(struct grpc_server *srv)
 		TAILQ_REMOVE(&srv->slabs->room, ch, entry);
 		chunk_free(ch);
 	}
+	gsrv_pool_free(srv->slabs->pool);
 	free(srv->slabs);
 	srv->slabs = NULL;
 }
@@ -348,7 +340,13 @@ gsrv_slab_release(struct gsrv_slab *s, void *p)
 
 /* ---------------------------------------------- nghttp2's allocator */
 
-/* The header tables' rings (malloc'd, filled only by indexed headers). */
+#define POOL(s)	((s)->chunk->owner->pool)
+
+/*
+ * While the session is made: the header tables' rings (malloc'd, filled
+ * only by indexed headers) at the slab's end, the rest from its start.
+ * Afterwards: the server's pool.
+ */
 static void *
 h2_malloc(size_t size, void *arg)
 {
@@ -357,15 +355,17 @@ h2_malloc(size_t size, void *arg)
 
 	if ((p = h2_block(s, size, size >= TABLE_MIN, 0)) != NULL)
 		return p;
-	return malloc(size);
+	return gsrv_pool_alloc(POOL(s), size);
 }
 
 /* A slab's blocks live as long as the connection. */
 static void
 h2_free(void *ptr, void *arg)
 {
-	if (!in_slab(arg, ptr))
-		free(ptr);
+	struct gsrv_slab *s = arg;
+
+	if (!in_slab(s, ptr))
+		gsrv_pool_release(POOL(s), ptr);
 }
 
 static void *
@@ -374,11 +374,12 @@ h2_calloc(size_t n, size_t size, void *arg)
 	struct gsrv_slab *s = arg;
 	void *p;
 
+	if (size == 0 || n > SIZE_MAX / size)
+		return NULL;
 	/* The session is dense; the stream map, a page, is a sparse hash. */
-	if (size != 0 && n <= SIZE_MAX / size &&
-	    (p = h2_block(s, n * size, n * size >= PAGE, 1)) != NULL)
+	if ((p = h2_block(s, n * size, n * size >= PAGE, 1)) != NULL)
 		return p;
-	return calloc(n, size);
+	return gsrv_pool_calloc(POOL(s), n * size);
 }
 
 static void *
@@ -393,14 +394,14 @@ h2_realloc(void *ptr, size_t size, void *arg)
 	if (ptr == NULL) {
 		if ((p = h2_block(s, size, 0, 0)) != NULL)
 			return p;
-		return malloc(size);
+		return gsrv_pool_alloc(POOL(s), size);
 	}
 	if (!in_slab(s, ptr))
-		return realloc(ptr, size);
+		return gsrv_pool_realloc(POOL(s), ptr, size);
 	had = h2_block_size(s, ptr);
 	if (size <= had)
 		return ptr;
-	if ((p = malloc(size)) != NULL)
+	if ((p = gsrv_pool_alloc(POOL(s), size)) != NULL)
 		memcpy(p, ptr, had);
 	return p;
 }

@@ -107,7 +107,7 @@ test_h2_session(struct grpc_server *srv)
 	gsrv_slab_release(s, str);
 
 	/* The session works: its SETTINGS come out of the frame buffer,
-	 * then a PING and its queue (malloc's blocks) come and go. */
+	 * then a PING and its queue (the pool's blocks) come and go. */
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 7 },
 	};
@@ -251,6 +251,64 @@ test_pages(struct grpc_server *srv, struct event_base *base)
 	gsrv_slab_free(srv, dirty);
 }
 
+/* The pool of nghttp2's passing blocks: classes, reuse, large blocks,
+ * realloc keeping the bytes. */
+static void
+test_pool(void)
+{
+	struct gsrv_pool *p = gsrv_pool_new();
+	uint8_t *a, *b, *c, *big, *z;
+	size_t i;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	a = gsrv_pool_alloc(p, 40);
+	b = gsrv_pool_alloc(p, 48);
+	c = gsrv_pool_alloc(p, 49);
+	CHECK(a != NULL && b != NULL && c != NULL);
+	CHECK((uintptr_t)a % 16 == 0 && (uintptr_t)c % 16 == 0);
+	CHECK(b >= a + 40 || a >= b + 48);
+	memset(a, 1, 40);
+	memset(b, 2, 48);
+	memset(c, 3, 49);
+	/* Freed, the next block of its class is the same memory; another
+	 * class does not get it. */
+	gsrv_pool_release(p, a);
+	CHECK(gsrv_pool_alloc(p, 64) != a);
+	CHECK(gsrv_pool_alloc(p, 33) == a);
+	for (i = 0; i < 48 && b[i] == 2; i++)
+		;
+	CHECK_INT(i, 48);
+	/* Zeroed when asked, whatever the block held. */
+	gsrv_pool_release(p, c);
+	z = gsrv_pool_calloc(p, 50);
+	CHECK(z == c);
+	for (i = 0; i < 50 && z[i] == 0; i++)
+		;
+	CHECK_INT(i, 50);
+	/* Past the classes: malloc's, released as such. */
+	big = gsrv_pool_alloc(p, 100000);
+	CHECK(big != NULL);
+	memset(big, 4, 100000);
+	/* realloc keeps the bytes, within a class and across. */
+	CHECK(gsrv_pool_realloc(p, b, 40) == b);
+	b = gsrv_pool_realloc(p, b, 300);
+	CHECK(b != NULL);
+	for (i = 0; i < 48 && b[i] == 2; i++)
+		;
+	CHECK_INT(i, 48);
+	big = gsrv_pool_realloc(p, big, 200000);
+	CHECK(big != NULL && big[99999] == 4);
+	gsrv_pool_release(p, big);
+	gsrv_pool_release(p, b);
+	gsrv_pool_release(p, NULL);
+	/* More than a piece's worth. */
+	for (i = 0; i < 2000; i++)
+		CHECK(gsrv_pool_alloc(p, 100) != NULL);
+	gsrv_pool_free(p);
+}
+
 static void
 test_chunks(struct grpc_server *srv)
 {
@@ -288,6 +346,7 @@ main(void)
 	test_h2_session(srv);
 	test_events(srv, base);
 	test_pages(srv, base);
+	test_pool();
 	test_chunks(srv);
 	grpc_server_free(srv);
 	event_base_free(base);
