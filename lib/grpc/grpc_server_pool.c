@@ -116,12 +116,13 @@ gsrv_pool_calloc(struct gsrv_pool *p, size_t size)
 void
 gsrv_pool_release(struct gsrv_pool *p, void *v)
 {
-	struct block *b = (struct block *)v - 1;
 	struct free_block *f = v;
+	struct block *b;
 	uint32_t cls;
 
 	if (v == NULL)
 		return;
+	b = (struct block *)v - 1;
 	cls = b->cls;
 	if (cls == LARGE) {
 		free(b);
@@ -136,12 +137,13 @@ gsrv_pool_release(struct gsrv_pool *p, void *v)
 void *
 gsrv_pool_realloc(struct gsrv_pool *p, void *v, size_t size)
 {
-	struct block *b = (struct block *)v - 1;
+	struct block *b;
 	size_t had;
 	void *n;
 
 	if (v == NULL)
 		return gsrv_pool_alloc(p, size);
+	b = (struct block *)v - 1;
 	had = b->cls == LARGE ? b->size : (b->cls + 1) * CLASS_STEP;
 	if (size <= had && b->cls != LARGE)
 		return v;
