@@ -285,11 +285,16 @@ h2_block(struct gsrv_slab *s, size_t size, int top, int zero)
 	s->blocks[s->n_blocks][1] = (uint16_t)size;
 	s->n_blocks++;
 	/* A new mapping's pages are zero: clearing them would only fault
-	 * them in sooner. */
+	 * them in sooner. But a table nghttp2 reads before it writes (the
+	 * stream map's lookups) would fault twice, the kernel's zero page
+	 * first: one write now makes that one fault. */
 	if (zero && !s->fresh)
 		memset(p, 0, size);
-	else if (zero)
+	else if (zero) {
 		DEFINED(p, size);
+		if (top)
+			*(volatile char *)p = 0;
+	}
 	return p;
 }
 
