@@ -20,7 +20,8 @@
 # Beside each time and CPU figure it prints the floor: the median of
 # rdzv-floor's same figure, the same connections exchanging the same bytes
 # with no protocol behind them, run right after rdzv's runs (what the
-# kernel alone costs on this machine).
+# kernel alone costs on this machine), and rdzv's median divided by it
+# (issue 35's goal: 1.5x at most).
 #
 # BUILD_DIR defaults to build, RUNS to 3. Figures, not a test: it exits 0
 # once every run completed, and says "missed" where a median is past its
@@ -52,8 +53,18 @@ median() {
 		  else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# ratio RDZV FLOOR: "2.6x the floor" (1.5x is issue 35's goal), or "no
+# ratio" when either is missing or the floor is 0.
+ratio() {
+	awk -v m="$1" -v f="$2" 'BEGIN {
+		if (m == "?" || f == "?" || f + 0 <= 0) print "no ratio"
+		else printf "%.1fx the floor%s\n", m / f,
+		    m / f <= 1.5 ? "" : " (goal 1.5x)" }'
+}
+
 # row LABEL FILE-OF-VALUES OP LIMIT UNIT [FLOOR-FILE]: one line of the
-# summary; with a floor, rdzv-floor's median of the same figure after it.
+# summary; with a floor, rdzv-floor's median of the same figure after it
+# and rdzv's ratio to it.
 row() {
 	m=$(median <"$2")
 	all=$(tr '\n' ' ' <"$2" | sed 's/ $//; s/ / \/ /g')
@@ -62,7 +73,10 @@ row() {
 		ok = op == "<=" ? m + 0 <= lim + 0 : m + 0 >= lim + 0
 		print ok ? "met" : "missed" }')
 	floor=
-	[ -n "${6:-}" ] && floor="; floor $(median <"$6") $5"
+	if [ -n "${6:-}" ]; then
+		f=$(median <"$6")
+		floor="; floor $f $5, $(ratio "$m" "$f")"
+	fi
 	printf '%-46s %9s %-4s %-7s (target %s %s; runs: %s%s)\n' "$1" "$m" \
 	    "$5" "$verdict" "$3" "$4" "$all" "$floor"
 }
