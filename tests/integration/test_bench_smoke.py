@@ -220,6 +220,46 @@ def test_rdzv_bench_wire_refusals(tmp_path):
         in p.stderr, p.stderr
 
 
+def test_rdzv_bench_wire_goaway():
+    # A server that sends its SETTINGS, then GOAWAY: the run fails naming
+    # the node, the server, the error code and the server's reason.
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    addr = "127.0.0.1:%d" % lsock.getsockname()[1]
+    why = b"rdzvd: too many connections"
+    goaway = (len(why) + 8).to_bytes(3, "big") + b"\x07\x00" + bytes(4) + \
+        bytes(4) + (11).to_bytes(4, "big") + why
+
+    conns = []
+
+    def serve():
+        # Every connection (rdzv-bench's ServerInfo too) gets the same;
+        # each stays open until the test ends.
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            conns.append(c)
+            c.sendall(bytes(3) + b"\x04\x00" + bytes(4) + goaway)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    p = subprocess.run([RDZV_BENCH, "--server", addr, "--client", "wire",
+                        "--nodes", "1", "--id", "calm", "--timeout", "10"],
+                       capture_output=True, text=True, timeout=30)
+    lsock.shutdown(socket.SHUT_RDWR)
+    lsock.close()
+    t.join(10)
+    for c in conns:
+        c.close()
+    assert p.returncode == 1, p.stderr
+    assert "calm node 0 (%s): GOAWAY ENHANCE_YOUR_CALM, last stream 0: " \
+        "rdzvd: too many connections" % addr in p.stderr, p.stderr
+
+
 def test_rdzv_bench_server_list(tmp_path):
     # The replicas of an HA rdzvd: the nodes go to the one that serves,
     # past a dead first entry; nothing serving is an error naming the
