@@ -3,7 +3,9 @@
  * many jobs on one event loop; the figures of those rendezvous are printed.
  * rdzv_bench.c parses the options and prints the report, rdzv_bench_run.c
  * drives the nodes, and a mode (rdzv_bench_failover.c's --failover) takes
- * over after the first round through struct bench_mode's hooks.
+ * over after the first round through struct bench_mode's hooks. Each node
+ * runs lib/grpc's client, or with --client wire rdzv_bench_wire.c's
+ * (lib/grpc's bytes, pre-encoded by wire_enc.c, and a small reader).
  */
 #ifndef RDZV_BENCH_H
 #define RDZV_BENCH_H
@@ -29,6 +31,8 @@ enum phase {
 
 struct bench;
 struct job;
+struct wire_conn;
+struct wire_server;
 
 /* One simulated node: its own connection and Join stream. */
 struct agent {
@@ -36,6 +40,7 @@ struct agent {
 	int			 idx;		/* within its job */
 	struct grpc_client	*cli;
 	struct grpc_ccall	*join;
+	struct wire_conn	*wc;		/* --client wire: instead of cli */
 	char			 hostname[32];
 	int			 connected;
 	int			 killed;	/* its connection was closed */
@@ -90,6 +95,7 @@ struct bench {
 	pid_t			 daemon_pid;
 	double			 timeout_s;
 	int			 phase_times;	/* print the phases' clock */
+	int			 wire;		/* --client wire */
 
 	struct job		*jobv;
 	enum phase		 phase;
@@ -110,6 +116,10 @@ struct bench {
 	struct event		*deadline_ev, *kill_ev;
 	int			 timed_out;
 	int			 closing;
+
+	/* --client wire: the servers' pre-encoded bytes. */
+	struct wire_server	*wire_servers;
+	struct wire_conn	*wire_conns;	/* total of them */
 
 	/* The mode after the first round (NULL: none, or --kill). */
 	const struct bench_mode	*mode;
@@ -135,6 +145,26 @@ void	bench_fail(struct bench *b, const char *fmt, ...)
 /* The Join stream's callbacks (grpc_client_call's on_msg and done). */
 void	bench_join_msg(struct grpc_ccall *, const ProtobufCMessage *, void *);
 void	bench_join_done(struct grpc_ccall *, int, const char *, void *);
+/* What both clients report, grpc's callbacks and the wire's reader: a
+ * node's Health/Check answered OK, an event of its Join stream, the end
+ * of its Join stream (a gRPC status, its message or NULL). */
+void	bench_connected(struct agent *);
+void	bench_join_event(struct agent *, const Rdzv__V1__JoinEvent *);
+void	bench_join_ended(struct agent *, int status, const char *message);
+
+/*
+ * rdzv_bench_wire.c: --client wire, nodes that write the bytes lib/grpc's
+ * client writes (encoded once, by nghttp2, as lib/grpc configures it) and
+ * read the server's frames with a small parser; no nghttp2 session per
+ * node. wire_setup makes the servers' bytes (0 or -errno), wire_start
+ * connects every node, wire_join writes a node's SETTINGS ACK and Join
+ * (0, or -1 after bench_fail), wire_close closes its connection (--kill).
+ */
+int	wire_setup(struct bench *);
+void	wire_start(struct bench *);
+int	wire_join(struct agent *, const Rdzv__V1__JoinRequest *);
+void	wire_close(struct agent *);
+void	wire_teardown(struct bench *);
 
 /*
  * What a mode does at rdzv_bench_run.c's moments: run.c calls these and

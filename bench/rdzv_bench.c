@@ -21,6 +21,13 @@
  * §14): the nodes then all go to the one that leads, found before the run
  * as rdzv-agent finds it (a standby's leader hint, else the next).
  *
+ * --client wire makes each node write the bytes lib/grpc's client would
+ * write (encoded once by nghttp2, rdzv_bench_wire.c) and parse what it
+ * reads with no nghttp2 session of its own: rdzvd gets the same bytes, the
+ * nodes (standing for other machines) cost this one about what
+ * rdzv-floor's client costs. --client grpc, the default, runs lib/grpc's
+ * client per node.
+ *
  * These are figures, not a timed test: they vary with the machine and its
  * load. The nodes run in rdzv_bench_run.c.
  */
@@ -56,7 +63,7 @@ usage(void)
 	    "                  [--id PREFIX] [--daemon-pid PID] "
 	    "[--timeout SECONDS]\n"
 	    "                  [--phase-times] [--failover "
-	    "[--max-backoff DURATION]]\n");
+	    "[--max-backoff DURATION]] [--client grpc|wire]\n");
 	exit(2);
 }
 
@@ -230,6 +237,7 @@ print_report(const struct bench *b, int ok, const struct figures *f)
 			printf(" (leader of %s)", b->servers[i]);
 	}
 	printf("\n");
+	printf("client:                %s\n", b->wire ? "wire" : "grpc");
 	printf("jobs:                  %d\n", b->jobs);
 	printf("nodes per job:         %d\n", b->nodes);
 	printf("nproc:                 %d\n", b->nproc);
@@ -320,6 +328,7 @@ main(int argc, char **argv)
 		{ "phase-times", no_argument, NULL, 'T' },
 		{ "failover", no_argument, NULL, 'F' },
 		{ "max-backoff", required_argument, NULL, 'B' },
+		{ "client", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -390,6 +399,15 @@ main(int argc, char **argv)
 			}
 			b.max_backoff_ms = (uint32_t)backoff;
 			break;
+		case 'C':
+			if (strcmp(optarg, "wire") != 0 &&
+			    strcmp(optarg, "grpc") != 0) {
+				fprintf(stderr, "rdzv-bench: --client %s: grpc "
+				    "or wire\n", optarg);
+				return 2;
+			}
+			b.wire = strcmp(optarg, "wire") == 0;
+			break;
 		case 'i':
 			b.id_prefix = optarg;
 			break;
@@ -419,6 +437,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "rdzv-bench: --min-nodes %d: must be at most "
 		    "the nodes (%d) less --kill (%d), so the survivors form a "
 		    "round\n", b.min_nodes, b.nodes, b.kill);
+		return 2;
+	}
+	if (b.failover && b.wire) {
+		fprintf(stderr, "rdzv-bench: --failover runs with --client "
+		    "grpc only (the wire client does not reconnect)\n");
 		return 2;
 	}
 	for (int i = 0; i < b.n_servers; i++) {

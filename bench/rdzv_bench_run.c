@@ -85,6 +85,8 @@ kill_cb(evutil_socket_t fd, short what, void *arg)
 				continue;
 			a->killed = 1;
 			b->n_killed++;
+			if (b->wire)
+				wire_close(a);
 			grpc_client_free(a->cli);
 			a->cli = NULL;
 		}
@@ -186,9 +188,13 @@ later_round(struct agent *a, const Rdzv__V1__Assignment *as)
 void
 bench_join_msg(struct grpc_ccall *cc, const ProtobufCMessage *msg, void *arg)
 {
-	struct agent *a = arg;
+	bench_join_event(arg, (const Rdzv__V1__JoinEvent *)msg);
+}
+
+void
+bench_join_event(struct agent *a, const Rdzv__V1__JoinEvent *ev)
+{
 	struct bench *b = a->job->b;
-	const Rdzv__V1__JoinEvent *ev = (const Rdzv__V1__JoinEvent *)msg;
 	const char *why = NULL;
 
 	if (b->closing || a->killed || b->phase == PHASE_DONE)
@@ -249,6 +255,16 @@ bench_join_done(struct grpc_ccall *cc, int status, const char *message,
 		    SERVER_LEADER_TRAILER));
 		return;
 	}
+	bench_join_ended(a, status, message);
+}
+
+void
+bench_join_ended(struct agent *a, int status, const char *message)
+{
+	struct bench *b = a->job->b;
+
+	if (b->closing || a->killed || b->phase == PHASE_DONE)
+		return;
 	bench_fail(b, "%s node %d: Join ended: %s%s%s", a->job->rdzv_id,
 	    a->idx, grpc_status_name(status), message != NULL ? ": " : "",
 	    message != NULL ? message : "");
@@ -281,6 +297,11 @@ send_joins(struct bench *b)
 			req.hostname = a->hostname;
 			req.rank_hint = (uint32_t)i;
 			a->t_join_sent = mono_us();
+			if (b->wire) {
+				if (wire_join(a, &req) != 0)
+					return;
+				continue;
+			}
 			a->join = grpc_client_call(a->cli, JOIN_PATH,
 			    &req.base, &rdzv__v1__join_event__descriptor, 0,
 			    bench_join_msg, bench_join_done, a);
@@ -309,6 +330,16 @@ on_check_done(struct grpc_ccall *cc, int status, const char *message,
 		    message != NULL ? ": " : "", message != NULL ? message : "");
 		return;
 	}
+	bench_connected(a);
+}
+
+void
+bench_connected(struct agent *a)
+{
+	struct bench *b = a->job->b;
+
+	if (b->closing || b->phase == PHASE_DONE)
+		return;
 	a->connected = 1;
 	a->t_connected = mono_us();
 	if (++b->n_connected == b->total) {
@@ -358,16 +389,18 @@ bench_setup(struct bench *b)
 			a->idx = i;
 			snprintf(a->hostname, sizeof(a->hostname),
 			    "bench-%05d", i);
-			/* Spread the connections over the servers given. */
-			a->cli = grpc_client_new(b->base,
-			    &b->opts[k++ % b->n_servers], NULL, NULL);
-			if (a->cli == NULL)
+			/* Spread the connections over the servers given
+			 * (the wire client spreads them alike). */
+			if (!b->wire && (a->cli = grpc_client_new(b->base,
+			    &b->opts[k++ % b->n_servers], NULL, NULL)) == NULL)
 				return -errno;
 			if (!is_victim(b, i))
 				job->n_survivors++;
 		}
 		b->n_survivors += job->n_survivors;
 	}
+	if (b->wire)
+		return wire_setup(b);
 	if (b->mode != NULL && b->mode->setup != NULL)
 		return b->mode->setup(b);
 	return 0;
@@ -389,7 +422,10 @@ bench_run(struct bench *b)
 
 	check.service = "";
 	b->t_first_connect = mono_us();
-	for (int j = 0; j < b->jobs && b->phase == PHASE_CONNECT; j++) {
+	if (b->wire)
+		wire_start(b);
+	for (int j = 0; j < b->jobs && !b->wire && b->phase == PHASE_CONNECT;
+	    j++) {
 		for (int i = 0; i < b->nodes && b->phase == PHASE_CONNECT;
 		    i++) {
 			struct agent *a = &b->jobv[j].agents[i];
@@ -413,6 +449,8 @@ bench_teardown(struct bench *b)
 	b->closing = 1;
 	if (b->mode != NULL && b->mode->teardown != NULL)
 		b->mode->teardown(b);
+	if (b->wire)
+		wire_teardown(b);
 	for (int j = 0; b->jobv != NULL && j < b->jobs; j++) {
 		struct job *job = &b->jobv[j];
 

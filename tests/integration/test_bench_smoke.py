@@ -1,6 +1,7 @@
 """The benchmarks run at all: grpc-bench, rdzv-bench (one job, many jobs,
-closed connections) against a private rdzvd, and compare.sh at two nodes when
-torch is importable. Their numbers are not checked against targets (they are
+closed connections; with lib/grpc's client per node and with --client
+wire, whose bytes rdzv-wire-check proves to be lib/grpc's) against a
+private rdzvd, and compare.sh at two nodes when torch is importable. Their numbers are not checked against targets (they are
 figures, not a timed test); that they complete, stay consistent with each
 other and say what they measured is."""
 
@@ -141,6 +142,122 @@ def test_rdzv_bench_closed_connections(tmp_path):
         lat = spread(out, "close to new assignment")
         assert 200 <= lat[0] <= lat[3]
         assert d.stop() == 0
+
+
+def test_rdzv_bench_wire_client(tmp_path):
+    # --client wire: 50 nodes in one job, then 2 jobs of 10, every node
+    # assigned and the same figures printed as with the grpc client.
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_rdzv_bench(d, "--client", "wire", "--nodes", 50,
+                                      "--nproc", 2, "--id", "smoke-wire")
+        assert rc == 0, err + out
+        assert re.search(r"^client:\s+wire$", out, re.M), out
+        assert figure(out, "assigned") == 50
+        assert figure(out, "world size") == 100
+        assert figure(out, "generation") >= 1
+        assert figure(out, "connect all") > 0
+        lat = spread(out, "join to assignment")
+        assert 0 <= lat[0] <= lat[1] <= lat[2] <= lat[3]
+        assert figure(out, "first connect to last assignment") >= \
+            figure(out, "last join to last assignment") >= 0
+        assert re.search(r"^bench cpu:\s+[0-9.]+ ms \(connect [0-9.]+, join "
+                         r"and after [0-9.]+\)$", out, re.M), out
+        assert figure(out, "daemon cpu") >= 0
+        assert figure(out, "daemon peak rss per node") > 0
+        rc, out, err = run_rdzv_bench(d, "--client", "wire", "--nodes", 10,
+                                      "--jobs", 2, "--id", "smoke-wire-jobs")
+        assert rc == 0, err + out
+        assert figure(out, "connections") == 20
+        assert figure(out, "assigned") == 20
+        assert figure(out, "world size") == 10
+        assert d.stop() == 0
+
+
+def test_rdzv_bench_wire_kill(tmp_path):
+    # --client wire --kill: closing a node's socket is the kill; the
+    # survivors keep reading their Join stream into the next round.
+    with rt.Daemon(tmp_path) as d:
+        rc, out, err = run_rdzv_bench(d, "--client", "wire", "--nodes", 10,
+                                      "--kill", 2, "--grace", "100ms",
+                                      "--id", "smoke-wire-kill")
+        assert rc == 0, err + out
+        assert figure(out, "closed connections") == 2
+        assert figure(out, "survivors reassigned") == 8
+        assert figure(out, "final generation") > figure(out, "generation")
+        assert d.stop() == 0
+
+
+def test_rdzv_bench_wire_bytes_are_lib_grpcs():
+    # rdzv-wire-check: lib/grpc's client, recorded through a local
+    # socket, writes exactly the wire client's bytes (hello, SETTINGS ACK
+    # and Join HEADERS, Join DATA) for two servers' SETTINGS and two nodes.
+    p = subprocess.run([rt.build_path("bench", "rdzv-wire-check")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert p.stdout.count(": equal, ") == 3, p.stdout
+    assert "two nodes of one server: the same Join HEADERS" in p.stdout
+    assert p.stdout.strip().endswith("wire bytes equal lib/grpc's"), p.stdout
+
+
+def test_rdzv_bench_wire_refusals(tmp_path):
+    # What the wire client does not do is refused, clearly; a refused
+    # connection names the node and the server.
+    p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1,127.0.0.1:2",
+                        "--client", "wire", "--failover"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "--client grpc only" in p.stderr, p.stderr
+    p = subprocess.run([RDZV_BENCH, "--server", "127.0.0.1:1", "--client",
+                        "h3"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "--client h3: grpc or wire" in p.stderr
+    with rt.Daemon(tmp_path) as d:
+        addr = d.addr
+        assert d.stop() == 0
+    p = subprocess.run([RDZV_BENCH, "--server", addr, "--client", "wire",
+                        "--nodes", "2", "--id", "gone", "--timeout", "10"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1, p.stderr
+    assert "gone node 0 (%s): connect: Connection refused" % addr \
+        in p.stderr, p.stderr
+
+
+def test_rdzv_bench_wire_goaway():
+    # A server that sends its SETTINGS, then GOAWAY: the run fails naming
+    # the node, the server, the error code and the server's reason.
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    addr = "127.0.0.1:%d" % lsock.getsockname()[1]
+    why = b"rdzvd: too many connections"
+    goaway = (len(why) + 8).to_bytes(3, "big") + b"\x07\x00" + bytes(4) + \
+        bytes(4) + (11).to_bytes(4, "big") + why
+
+    conns = []
+
+    def serve():
+        # Every connection (rdzv-bench's ServerInfo too) gets the same;
+        # each stays open until the test ends.
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            conns.append(c)
+            c.sendall(bytes(3) + b"\x04\x00" + bytes(4) + goaway)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    p = subprocess.run([RDZV_BENCH, "--server", addr, "--client", "wire",
+                        "--nodes", "1", "--id", "calm", "--timeout", "10"],
+                       capture_output=True, text=True, timeout=30)
+    lsock.shutdown(socket.SHUT_RDWR)
+    lsock.close()
+    t.join(10)
+    for c in conns:
+        c.close()
+    assert p.returncode == 1, p.stderr
+    assert "calm node 0 (%s): GOAWAY ENHANCE_YOUR_CALM, last stream 0: " \
+        "rdzvd: too many connections" % addr in p.stderr, p.stderr
 
 
 def test_rdzv_bench_server_list(tmp_path):
