@@ -382,9 +382,17 @@ gsrv_conn_output(const struct grpc_conn *c)
 }
 
 size_t
+gsrv_conn_unwritten(const struct grpc_conn *c)
+{
+	struct evbuffer *out = gsrv_conn_output(c);
+
+	return out != NULL ? evbuffer_get_length(out) : 0;
+}
+
+size_t
 gsrv_conn_queued(const struct grpc_conn *c)
 {
-	return c->queued + evbuffer_get_length(gsrv_conn_output(c));
+	return c->queued + gsrv_conn_unwritten(c);
 }
 
 /* The address of our side, looked up the first time someone asks. */
@@ -520,10 +528,11 @@ gsrv_conn_new(struct grpc_listener *l, evutil_socket_t fd, struct sockaddr *sa)
 		c->fd = fd;
 		c->rev = gsrv_slab_event(slab, srv->base, fd,
 		    EV_READ | EV_PERSIST, gsrv_conn_raw_read_cb, c);
-		c->wev = gsrv_slab_event(slab, srv->base, fd, EV_WRITE,
-		    gsrv_conn_raw_write_cb, c);
-		c->out = evbuffer_new();
-		if (c->rev == NULL || c->wev == NULL || c->out == NULL) {
+		/* The write event (c->wev) and the connection's own
+		 * output (c->out) are made when a write first leaves
+		 * output behind: most connections never need them, and
+		 * the slab's first page keeps its room for frames. */
+		if (c->rev == NULL) {
 			sconn_free(c);
 			return;
 		}
@@ -676,6 +685,7 @@ grpc_server_free(struct grpc_server *srv)
 		event_free(srv->done_ev);
 	if (srv->flush_ev != NULL)
 		event_free(srv->flush_ev);
+	free(srv->stage);
 	gsrv_h2_free(srv);
 	gsrv_slabs_free(srv);
 	gsrv_limits_free(srv);

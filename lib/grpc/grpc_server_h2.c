@@ -47,20 +47,44 @@
 #define RESET_BURST		200
 #define RESET_PER_S		33
 
+/*
+ * Cleartext frames go to the server's staging buffer (every connection's,
+ * in turn: it is written out, or what the socket did not take moved to the
+ * connection's own output, before the flush returns), or after the
+ * connection's own output while that still holds bytes; TLS ones to the
+ * bufferevent's.
+ */
 static ssize_t
 send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
 	struct grpc_conn *c = arg;
-	struct evbuffer *out = gsrv_conn_output(c);
+	struct grpc_server *srv = c->srv;
 
 	/* Backpressure: nghttp2 keeps the frame until the write callback. */
-	if (evbuffer_get_length(out) >= GRPC_SERVER_WBUF_MAX) {
+	if (gsrv_conn_unwritten(c) + srv->stage_len >= GRPC_SERVER_WBUF_MAX) {
 		c->send_blocked = 1;
 		return NGHTTP2_ERR_WOULDBLOCK;
 	}
-	if (evbuffer_add(out, data, len) != 0)
-		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	if (c->bev != NULL || (c->out != NULL &&
+	    evbuffer_get_length(c->out) > 0)) {
+		if (evbuffer_add(gsrv_conn_output(c), data, len) != 0)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		return (ssize_t)len;
+	}
+	/* Below the limit it takes one more frame, whatever its size. */
+	if (srv->stage_len + len > srv->stage_cap) {
+		size_t cap = srv->stage_len + len < GRPC_SERVER_WBUF_MAX ?
+		    GRPC_SERVER_WBUF_MAX : srv->stage_len + len;
+		uint8_t *p = realloc(srv->stage, cap);
+
+		if (p == NULL)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		srv->stage = p;
+		srv->stage_cap = cap;
+	}
+	memcpy(srv->stage + srv->stage_len, data, len);
+	srv->stage_len += len;
 	return (ssize_t)len;
 }
 
@@ -525,27 +549,74 @@ gsrv_h2_goaway(struct grpc_conn *c, int final)
 
 /* ------------------------------------------- bytes in, frames out */
 
+/* Waits for the socket to take more. */
+static int
+sconn_wait_writable(struct grpc_conn *c)
+{
+	if (c->wev == NULL && (c->wev = event_new(c->srv->base, c->fd,
+	    EV_WRITE, gsrv_conn_raw_write_cb, c)) == NULL) {
+		gsrv_conn_closef(c, "out of memory");
+		return -1;
+	}
+	if (!event_pending(c->wev, EV_WRITE, NULL))
+		event_add(c->wev, NULL);
+	return 0;
+}
+
 /*
- * Cleartext: writes the output now and waits for writability only when the
- * socket did not take all of it. Returns -1 when that closed the
- * connection.
+ * Cleartext: writes the output now (the connection's own, or the staging
+ * buffer's, which is empty when this returns) and waits for writability
+ * only when the socket did not take all of it. Returns -1 when that
+ * closed the connection.
  */
 static int
 sconn_write(struct grpc_conn *c)
 {
-	while (evbuffer_get_length(c->out) > 0) {
-		int n = evbuffer_write(c->out, c->fd);
-		if (n > 0)
+	struct grpc_server *srv = c->srv;
+	size_t done = 0;
+	ssize_t n;
+
+	while (c->out != NULL && evbuffer_get_length(c->out) > 0) {
+		if ((n = evbuffer_write(c->out, c->fd)) > 0)
 			continue;
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (!event_pending(c->wev, EV_WRITE, NULL))
-				event_add(c->wev, NULL);
-			return 0;
-		}
+		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK)
+			return sconn_wait_writable(c);
 		gsrv_conn_closef(c, "write: %s", strerror(errno));
 		return -1;
+	}
+	while (done < srv->stage_len) {
+		n = send(c->fd, srv->stage + done, srv->stage_len - done,
+		    MSG_NOSIGNAL);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			srv->stage_len = 0;
+			gsrv_conn_closef(c, "write: %s", strerror(errno));
+			return -1;
+		}
+		/* The rest waits in the connection's own output. */
+		if ((c->out == NULL && (c->out = evbuffer_new()) == NULL) ||
+		    evbuffer_add(c->out, srv->stage + done,
+		    srv->stage_len - done) != 0) {
+			srv->stage_len = 0;
+			gsrv_conn_closef(c, "out of memory");
+			return -1;
+		}
+		srv->stage_len = 0;
+		return sconn_wait_writable(c);
+	}
+	srv->stage_len = 0;
+	/* A frame far larger than the limit made it grow: not kept. */
+	if (srv->stage_cap > 4 * GRPC_SERVER_WBUF_MAX) {
+		free(srv->stage);
+		srv->stage = NULL;
+		srv->stage_cap = 0;
 	}
 	return 0;
 }
@@ -564,6 +635,8 @@ gsrv_conn_flush(struct grpc_conn *c)
 		c->in_h2++;
 		int rv = nghttp2_session_send(c->h2);
 		c->in_h2--;
+		if (rv != 0 || c->close_pending)
+			c->srv->stage_len = 0;	/* not for a closing one */
 		if (rv != 0) {
 			gsrv_conn_closef(c, "HTTP/2: %s", nghttp2_strerror(rv));
 			return;
@@ -581,7 +654,7 @@ gsrv_conn_flush(struct grpc_conn *c)
 		 * output limit: go on, a bounded number of times per turn so
 		 * that one large stream does not hold up every connection.
 		 */
-		if (!c->send_blocked || evbuffer_get_length(c->out) > 0)
+		if (!c->send_blocked || gsrv_conn_unwritten(c) > 0)
 			break;
 		if (round == FLUSH_ROUNDS) {
 			gsrv_conn_schedule_flush(c);
@@ -592,7 +665,7 @@ gsrv_conn_flush(struct grpc_conn *c)
 	 * Whatever nghttp2 could not hand over (the output is full) goes out
 	 * from the write callback once the output drains.
 	 */
-	if (evbuffer_get_length(gsrv_conn_output(c)) == 0 &&
+	if (gsrv_conn_unwritten(c) == 0 &&
 	    !nghttp2_session_want_write(c->h2) &&
 	    (c->draining || !nghttp2_session_want_read(c->h2))) {
 		gsrv_conn_close(c,

@@ -132,9 +132,10 @@ struct grpc_conn {
 	struct bufferevent *bev;	/* TLS only */
 	int fd;				/* cleartext: the socket, else -1 */
 	struct event *rev;		/* cleartext: readable (persistent) */
-	struct event *wev;		/* cleartext: writable, when a write
-					   left output behind */
-	struct evbuffer *out;		/* cleartext: output not yet written */
+	struct event *wev;		/* cleartext: writable, made when a
+					   write first left output behind */
+	struct evbuffer *out;		/* cleartext: output the socket did
+					   not take yet; NULL until then */
 	int send_blocked;		/* nghttp2 stopped at the output limit */
 	nghttp2_session *h2;
 	TAILQ_ENTRY(grpc_conn) flush_entry;	/* on the server's flush list */
@@ -200,6 +201,11 @@ struct grpc_server {
 	TAILQ_HEAD(, grpc_conn) flushq;	/* connections with output to
 					   write at the end of the turn */
 	struct event *flush_ev;		/* writes them */
+	uint8_t *stage;			/* cleartext frames on their way to
+					   one connection's socket
+					   (GRPC_SERVER_WBUF_MAX bytes and
+					   a frame) */
+	size_t stage_len, stage_cap;
 	size_t n_conns;
 	TAILQ_HEAD(, grpc_conn) unproven;	/* oldest first */
 	struct gsrv_addrs *addrs;	/* connections per peer address */
@@ -266,6 +272,8 @@ void	gsrv_conn_timer_arm(struct grpc_conn *);
 void	gsrv_conn_flush(struct grpc_conn *);
 void	gsrv_conn_schedule_flush(struct grpc_conn *);
 size_t	gsrv_conn_queued(const struct grpc_conn *);
+/* Bytes of the connection's own output not written yet. */
+size_t	gsrv_conn_unwritten(const struct grpc_conn *);
 struct evbuffer *gsrv_conn_output(const struct grpc_conn *);
 const char *gsrv_conn_local(struct grpc_conn *);
 void	gsrv_conn_check_writable(struct grpc_conn *);
