@@ -2,8 +2,8 @@
  * The gRPC server: connections and their one teardown path, their
  * deadlines (keepalive, the HTTP/2 preface, idleness), backpressure and
  * graceful shutdown. Listeners and accepting live in grpc_server_listen.c,
- * the HTTP/2 side and the connections' I/O in grpc_server_h2.c, the call
- * API in grpc_server_call.c.
+ * the HTTP/2 side in grpc_server_h2.c, the connections' I/O in
+ * grpc_server_io.c, the call API in grpc_server_call.c.
  *
  * Writes never happen inside nghttp2's callbacks or the user's: API functions
  * schedule a flush (the connection joins the server's flush list, written

@@ -3,8 +3,10 @@
  * grpc_server_listen.c (listeners and accepting), grpc_server_limits.c
  * (who may hold a connection: per address, unproven ones), grpc_server.c
  * (connections, their deadlines, shutdown), grpc_server_h2.c (the nghttp2
- * session and the connections' I/O: requests in, frames out) and
- * grpc_server_call.c (the call API: replies, streams, trailers).
+ * session: requests in), grpc_server_io.c (the connections' bytes in and
+ * frames out), grpc_server_mem.c and grpc_server_pool.c (a connection's
+ * memory) and grpc_server_call.c (the call API: replies, streams,
+ * trailers).
  *
  * Ownership: the server owns its listeners and connections; a connection
  * lives in its slab (grpc_server_mem.c), with its events and nghttp2's
@@ -269,7 +271,6 @@ void	gsrv_conn_reason(struct grpc_conn *, const char *, ...)
 /* Arms the connection's timer for its earliest deadline (idle_due_ms,
  * keepalive_due_ms), unless it is due sooner already. */
 void	gsrv_conn_timer_arm(struct grpc_conn *);
-void	gsrv_conn_flush(struct grpc_conn *);
 void	gsrv_conn_schedule_flush(struct grpc_conn *);
 size_t	gsrv_conn_queued(const struct grpc_conn *);
 /* Bytes of the connection's own output not written yet. */
@@ -345,6 +346,12 @@ int	gsrv_h2_session_new(struct grpc_conn *);
 /* Frees what gsrv_h2_session_new made once for every session. */
 void	gsrv_h2_free(struct grpc_server *);
 void	gsrv_h2_goaway(struct grpc_conn *, int);
+
+/* grpc_server_io.c */
+/* Hands nghttp2's frames to the socket; may close the connection. */
+void	gsrv_conn_flush(struct grpc_conn *);
+/* nghttp2's send callback. */
+ssize_t	gsrv_send_cb(nghttp2_session *, const uint8_t *, size_t, int, void *);
 void	gsrv_conn_read_cb(struct bufferevent *, void *);
 void	gsrv_conn_write_cb(struct bufferevent *, void *);
 void	gsrv_conn_event_cb(struct bufferevent *, short, void *);
