@@ -68,7 +68,7 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 	return (ssize_t)n;
 }
 
-/* gcli_conn_submit's headers, in its order, for a cleartext client
+/* gcli_conn_submit's headers (grpc_request_nv) for a cleartext client
  * without a credential; |timeout_ms| 0 leaves grpc-timeout out. The
  * framed |msg| is the body. 0 or -1. */
 static int
@@ -76,29 +76,13 @@ submit(struct wire_enc *e, const char *path, uint32_t timeout_ms,
     const ProtobufCMessage *msg)
 {
 	char timeout[32];
-	nghttp2_nv nva[8];
-	size_t n = 0;
+	nghttp2_nv nva[GRPC_REQUEST_NV_MAX];
+	size_t n;
 
-#define NV(k, v) do {							\
-	nva[n].name = (uint8_t *)(k);					\
-	nva[n].namelen = strlen(k);					\
-	nva[n].value = (uint8_t *)(v);					\
-	nva[n].valuelen = strlen(v);					\
-	nva[n].flags = NGHTTP2_NV_FLAG_NONE;				\
-	n++;								\
-} while (0)
-	NV(":method", "POST");
-	NV(":scheme", "http");
-	NV(":path", path);
-	NV(":authority", e->authority);
-	NV("te", "trailers");
-	NV("content-type", "application/grpc");
-	NV("user-agent", "rdzv/" RDZV_VERSION);
-	if (timeout_ms != 0) {
+	if (timeout_ms != 0)
 		grpc_timeout_format(timeout_ms, timeout, sizeof(timeout));
-		NV("grpc-timeout", timeout);
-	}
-#undef NV
+	n = grpc_request_nv(nva, "http", path, e->authority, NULL, NULL,
+	    timeout_ms != 0 ? timeout : NULL);
 	free(e->body);
 	e->body = NULL;
 	e->body_off = 0;

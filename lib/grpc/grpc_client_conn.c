@@ -317,34 +317,18 @@ gcli_conn_submit(struct cconn *conn, struct grpc_ccall *cc)
 {
 	struct grpc_client *cli = conn->cli;
 	char timeout[32];
-	nghttp2_nv nva[9];
-	size_t n = 0;
+	nghttp2_nv nva[GRPC_REQUEST_NV_MAX];
+	size_t n;
 
-#define NV(k, v) do {							\
-	nva[n].name = (uint8_t *)(k);					\
-	nva[n].namelen = strlen(k);					\
-	nva[n].value = (uint8_t *)(v);					\
-	nva[n].valuelen = strlen(v);					\
-	nva[n].flags = NGHTTP2_NV_FLAG_NONE;				\
-	n++;								\
-} while (0)
-	NV(":method", "POST");
-	NV(":scheme", cli->opts.tls != NULL ? "https" : "http");
-	NV(":path", cc->path);
-	NV(":authority", cli->authority);
-	NV("te", "trailers");
-	NV("content-type", "application/grpc");
-	NV("user-agent", "rdzv/" RDZV_VERSION);
-	if (cc->cred != NULL && cli->opts.cred_key != NULL)
-		NV(cli->opts.cred_key, cc->cred);
 	if (cc->deadline_at != 0) {
 		uint64_t now = mono_ms();
 		uint64_t left = cc->deadline_at > now ?
 		    cc->deadline_at - now : 1;
 		grpc_timeout_format(left, timeout, sizeof(timeout));
-		NV("grpc-timeout", timeout);
 	}
-#undef NV
+	n = grpc_request_nv(nva, cli->opts.tls != NULL ? "https" : "http",
+	    cc->path, cli->authority, cli->opts.cred_key, cc->cred,
+	    cc->deadline_at != 0 ? timeout : NULL);
 
 	nghttp2_data_provider dp = { .read_callback = data_read_cb };
 	int32_t id = nghttp2_submit_request(conn->h2, NULL, nva, n, &dp, NULL);

@@ -222,3 +222,34 @@ grpc_message_decode(const char *s, size_t len)
 	*p = '\0';
 	return out;
 }
+
+static void
+nv(nghttp2_nv *v, const char *name, const char *value)
+{
+	v->name = (uint8_t *)name;
+	v->namelen = strlen(name);
+	v->value = (uint8_t *)value;
+	v->valuelen = strlen(value);
+	v->flags = NGHTTP2_NV_FLAG_NONE;
+}
+
+size_t
+grpc_request_nv(nghttp2_nv *nva, const char *scheme, const char *path,
+    const char *authority, const char *cred_key, const char *cred,
+    const char *timeout)
+{
+	size_t n = 0;
+
+	nv(&nva[n++], ":method", "POST");
+	nv(&nva[n++], ":scheme", scheme);
+	nv(&nva[n++], ":path", path);
+	nv(&nva[n++], ":authority", authority);
+	nv(&nva[n++], "te", "trailers");
+	nv(&nva[n++], "content-type", "application/grpc");
+	nv(&nva[n++], "user-agent", "rdzv/" RDZV_VERSION);
+	if (cred_key != NULL && cred != NULL)
+		nv(&nva[n++], cred_key, cred);
+	if (timeout != NULL)
+		nv(&nva[n++], "grpc-timeout", timeout);
+	return n;
+}

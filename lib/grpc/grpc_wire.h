@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <nghttp2/nghttp2.h>
 #include <protobuf-c/protobuf-c.h>
 
 #include "errf.h"
@@ -56,6 +57,18 @@ int grpc_timeout_parse(const char *s, size_t len, uint64_t *ms);
 
 /* Formats |ms| as a grpc-timeout value into |buf| (at least 16 bytes). */
 void grpc_timeout_format(uint64_t ms, char *buf, size_t len);
+
+/*
+ * The request headers of rdzv's client, in the order it sends them
+ * (:method, :scheme, :path, :authority, te, content-type, user-agent, then
+ * |cred_key| with |cred| and grpc-timeout with |timeout| where those are
+ * not NULL), none indexed. Fills |nva|, GRPC_REQUEST_NV_MAX entries, and
+ * returns how many. The strings are |nva|'s: they must outlive it.
+ */
+#define GRPC_REQUEST_NV_MAX	9
+size_t grpc_request_nv(nghttp2_nv *nva, const char *scheme, const char *path,
+    const char *authority, const char *cred_key, const char *cred,
+    const char *timeout);
 
 /* Percent-encodes a grpc-message: bytes 0x20-0x7E except '%' stay, others
  * become %XX. Returns a malloc'd string, NULL on ENOMEM. */

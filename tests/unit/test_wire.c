@@ -556,9 +556,48 @@ test_frame_pack(void)
 	CHECK_INT(grpc_frame_pack(&ev.base, 65536, &out, &outlen), -EMSGSIZE);
 }
 
+/* One header of grpc_request_nv's list. */
+static void
+check_nv(const nghttp2_nv *v, const char *name, const char *value)
+{
+	CHECK_INT(v->namelen, strlen(name));
+	CHECK_MEM(v->name, name, strlen(name));
+	CHECK_INT(v->valuelen, strlen(value));
+	CHECK_MEM(v->value, value, strlen(value));
+	CHECK_INT(v->flags, NGHTTP2_NV_FLAG_NONE);
+}
+
+/* The client's request headers, in its order, the optional ones last. */
+static void
+test_request_nv(void)
+{
+	nghttp2_nv nva[GRPC_REQUEST_NV_MAX];
+	size_t n;
+
+	n = grpc_request_nv(nva, "http", "/a.B/C", "h:1", NULL, NULL, NULL);
+	CHECK_INT(n, 7);
+	check_nv(&nva[0], ":method", "POST");
+	check_nv(&nva[1], ":scheme", "http");
+	check_nv(&nva[2], ":path", "/a.B/C");
+	check_nv(&nva[3], ":authority", "h:1");
+	check_nv(&nva[4], "te", "trailers");
+	check_nv(&nva[5], "content-type", "application/grpc");
+	check_nv(&nva[6], "user-agent", "rdzv/" RDZV_VERSION);
+	/* A key without a credential sends neither. */
+	CHECK_INT(grpc_request_nv(nva, "https", "/p", "h", "x-munge", NULL,
+	    NULL), 7);
+	n = grpc_request_nv(nva, "https", "/p", "h", "x-munge", "cred",
+	    "5S");
+	CHECK_INT(n, GRPC_REQUEST_NV_MAX);
+	check_nv(&nva[1], ":scheme", "https");
+	check_nv(&nva[7], "x-munge", "cred");
+	check_nv(&nva[8], "grpc-timeout", "5S");
+}
+
 int
 main(void)
 {
+	test_request_nv();
 	test_reader_whole();
 	test_reader_byte_at_a_time();
 	test_reader_every_split();
