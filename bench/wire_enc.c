@@ -100,7 +100,6 @@ wire_enc_new(const struct endpoint *ep, uint32_t check_timeout_ms)
 	Grpc__Health__V1__HealthCheckRequest check =
 	    GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
 	nghttp2_session_callbacks *cbs = NULL;
-	nghttp2_option *opt = NULL;
 	struct wire_enc *e;
 	int rv;
 
@@ -114,28 +113,13 @@ wire_enc_new(const struct endpoint *ep, uint32_t check_timeout_ms)
 		    strchr(ep->host, ':') != NULL ? "[%s]:%u" : "%s:%u",
 		    ep->host, (unsigned int)ep->port);
 
-	if (nghttp2_session_callbacks_new(&cbs) != 0 ||
-	    nghttp2_option_new(&opt) != 0)
+	if (nghttp2_session_callbacks_new(&cbs) != 0)
 		goto fail;
 	nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
-	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
-	rv = nghttp2_session_client_new2(&e->h2, cbs, e, opt);
-	nghttp2_option_del(opt);
+	rv = grpc_client_session_new(&e->h2, cbs, e);
 	nghttp2_session_callbacks_del(cbs);
-	opt = NULL;
 	cbs = NULL;
-	if (rv != 0) {
-		e->h2 = NULL;
-		goto fail;
-	}
-	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, WIRE_STREAM_WINDOW },
-	};
-	if (nghttp2_submit_settings(e->h2, NGHTTP2_FLAG_NONE, iv,
-	    sizeof(iv) / sizeof(iv[0])) != 0 ||
-	    nghttp2_session_set_local_window_size(e->h2, NGHTTP2_FLAG_NONE,
-	    0, WIRE_CONN_WINDOW) != 0)
+	if (rv != 0)
 		goto fail;
 	check.service = "";
 	if (submit(e, WIRE_CHECK_PATH, check_timeout_ms, &check.base) != 0)
@@ -148,7 +132,6 @@ wire_enc_new(const struct endpoint *ep, uint32_t check_timeout_ms)
 	e->len = 0;
 	return e;
 fail:
-	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cbs);
 	wire_enc_free(e);
 	errno = ENOMEM;

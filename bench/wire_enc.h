@@ -23,10 +23,11 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "endpoint.h"
+#include "grpc_wire.h"
 
-/* As lib/grpc/grpc_client_conn.c: the windows it grants the server. */
-#define WIRE_STREAM_WINDOW	(1 << 20)
-#define WIRE_CONN_WINDOW	(16 << 20)
+/* The windows lib/grpc's client grants the server (grpc_wire.h). */
+#define WIRE_STREAM_WINDOW	GRPC_CLIENT_STREAM_WINDOW
+#define WIRE_CONN_WINDOW	GRPC_CLIENT_CONN_WINDOW
 
 #define WIRE_CHECK_PATH		"/grpc.health.v1.Health/Check"
 #define WIRE_JOIN_PATH		"/rdzv.v1.Rendezvous/Join"

@@ -26,8 +26,6 @@
 
 /* Queued output past which nghttp2 is told to wait (backpressure). */
 #define OUTPUT_HIGH		(1u << 20)
-#define STREAM_WINDOW		(1 << 20)
-#define CONN_WINDOW		(16 << 20)
 /* Cleartext: output limits written per flush before the rest waits for the
  * socket to be writable. */
 #define FLUSH_ROUNDS		4
@@ -571,35 +569,17 @@ gcli_conn_ready(struct cconn *conn)
 	nghttp2_session_callbacks_set_on_frame_not_send_callback(cbs,
 	    not_send_cb);
 	/*
-	 * Requests' headers go without HPACK's dynamic table: the server
-	 * keeps a copy of every header a client indexes, for as long as the
-	 * connection lives (about 800 bytes per agent after a join, up to
-	 * 4 KiB of headers when timeouts vary), against some 100 bytes more
-	 * per request on the wire.
+	 * Requests' headers go without HPACK's dynamic table
+	 * (grpc_client_session_new): the server keeps a copy of every header
+	 * a client indexes, for as long as the connection lives (about 800
+	 * bytes per agent after a join, up to 4 KiB of headers when timeouts
+	 * vary), against some 100 bytes more per request on the wire.
 	 */
-	nghttp2_option *opt = NULL;
-	if (nghttp2_option_new(&opt) == 0)
-		nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
-	rv = nghttp2_session_client_new2(&conn->h2, cbs, conn, opt);
-	nghttp2_option_del(opt);
+	rv = grpc_client_session_new(&conn->h2, cbs, conn);
 	nghttp2_session_callbacks_del(cbs);
 	if (rv != 0) {
-		conn->h2 = NULL;
-		gcli_conn_close(conn, -ENOMEM, "%s: %s", cli->peer,
-		    nghttp2_strerror(rv));
-		return;
-	}
-
-	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW },
-	};
-	if (nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv,
-	    sizeof(iv) / sizeof(iv[0])) != 0 ||
-	    nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE,
-	    0, CONN_WINDOW) != 0) {
-		gcli_conn_close(conn, -ENOMEM, "%s: cannot start HTTP/2",
-		    cli->peer);
+		gcli_conn_close(conn, -ENOMEM, "%s: cannot start HTTP/2: %s",
+		    cli->peer, nghttp2_strerror(rv));
 		return;
 	}
 	conn->state = CCONN_READY;

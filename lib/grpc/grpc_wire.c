@@ -253,3 +253,35 @@ grpc_request_nv(nghttp2_nv *nva, const char *scheme, const char *path,
 		nv(&nva[n++], "grpc-timeout", timeout);
 	return n;
 }
+
+int
+grpc_client_session_new(nghttp2_session **h2,
+    const nghttp2_session_callbacks *cbs, void *arg)
+{
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+		  GRPC_CLIENT_STREAM_WINDOW },
+	};
+	nghttp2_option *opt;
+	int rv;
+
+	*h2 = NULL;
+	if ((rv = nghttp2_option_new(&opt)) != 0)
+		return rv;
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+	rv = nghttp2_session_client_new2(h2, cbs, arg, opt);
+	nghttp2_option_del(opt);
+	if (rv != 0) {
+		*h2 = NULL;
+		return rv;
+	}
+	if ((rv = nghttp2_submit_settings(*h2, NGHTTP2_FLAG_NONE, iv,
+	    sizeof(iv) / sizeof(iv[0]))) != 0 ||
+	    (rv = nghttp2_session_set_local_window_size(*h2, NGHTTP2_FLAG_NONE,
+	    0, GRPC_CLIENT_CONN_WINDOW)) != 0) {
+		nghttp2_session_del(*h2);
+		*h2 = NULL;
+	}
+	return rv;
+}

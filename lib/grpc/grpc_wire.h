@@ -58,6 +58,19 @@ int grpc_timeout_parse(const char *s, size_t len, uint64_t *ms);
 /* Formats |ms| as a grpc-timeout value into |buf| (at least 16 bytes). */
 void grpc_timeout_format(uint64_t ms, char *buf, size_t len);
 
+/* The flow-control windows rdzv's client grants a server. */
+#define GRPC_CLIENT_STREAM_WINDOW	(1 << 20)
+#define GRPC_CLIENT_CONN_WINDOW		(16 << 20)
+
+/*
+ * A client's HTTP/2 session as rdzv's client makes it: no header indexed,
+ * its SETTINGS (no push, GRPC_CLIENT_STREAM_WINDOW) and the connection's
+ * window (GRPC_CLIENT_CONN_WINDOW) queued. Returns 0 or an nghttp2 error
+ * (*h2 is then NULL).
+ */
+int grpc_client_session_new(nghttp2_session **h2,
+    const nghttp2_session_callbacks *cbs, void *arg);
+
 /*
  * The request headers of rdzv's client, in the order it sends them
  * (:method, :scheme, :path, :authority, te, content-type, user-agent, then
