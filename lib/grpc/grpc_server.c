@@ -272,6 +272,7 @@ sconn_free(struct grpc_conn *c)
 		close(c->fd);
 	if (c->flush_queued)
 		TAILQ_REMOVE(&c->srv->flushq, c, flush_entry);
+	gsrv_stage_drop(c);
 	gsrv_slab_event_free(slab, c->timer);
 	free(c->close_reason);
 	gsrv_slab_release(slab, c->identity);

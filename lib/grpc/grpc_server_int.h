@@ -208,6 +208,7 @@ struct grpc_server {
 					   (GRPC_SERVER_WBUF_MAX bytes and
 					   a frame) */
 	size_t stage_len, stage_cap;
+	struct grpc_conn *stage_owner;	/* whose they are */
 	size_t n_conns;
 	TAILQ_HEAD(, grpc_conn) unproven;	/* oldest first */
 	struct gsrv_addrs *addrs;	/* connections per peer address */
@@ -352,6 +353,8 @@ void	gsrv_h2_goaway(struct grpc_conn *, int);
 void	gsrv_conn_flush(struct grpc_conn *);
 /* nghttp2's send callback. */
 ssize_t	gsrv_send_cb(nghttp2_session *, const uint8_t *, size_t, int, void *);
+/* Forgets what the connection has in the server's staging buffer. */
+void	gsrv_stage_drop(struct grpc_conn *);
 void	gsrv_conn_read_cb(struct bufferevent *, void *);
 void	gsrv_conn_write_cb(struct bufferevent *, void *);
 void	gsrv_conn_event_cb(struct bufferevent *, short, void *);

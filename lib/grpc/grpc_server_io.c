@@ -49,12 +49,19 @@ gsrv_send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
 	struct grpc_server *srv = c->srv;
 
 	/* Backpressure: nghttp2 keeps the frame until the write callback. */
-	if (gsrv_conn_unwritten(c) + srv->stage_len >= GRPC_SERVER_WBUF_MAX) {
+	if (gsrv_conn_unwritten(c) + (srv->stage_owner == c ?
+	    srv->stage_len : 0) >= GRPC_SERVER_WBUF_MAX) {
 		c->send_blocked = 1;
 		return NGHTTP2_ERR_WOULDBLOCK;
 	}
+	/* The staging buffer is one connection's at a time: another's
+	 * frames (were a flush ever to run inside a flush) go to its own. */
 	if (c->bev != NULL || (c->out != NULL &&
-	    evbuffer_get_length(c->out) > 0)) {
+	    evbuffer_get_length(c->out) > 0) ||
+	    (srv->stage_len > 0 && srv->stage_owner != c)) {
+		if (c->bev == NULL && c->out == NULL &&
+		    (c->out = evbuffer_new()) == NULL)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		if (evbuffer_add(gsrv_conn_output(c), data, len) != 0)
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		return (ssize_t)len;
@@ -72,7 +79,20 @@ gsrv_send_cb(nghttp2_session *h2, const uint8_t *data, size_t len, int flags,
 	}
 	memcpy(srv->stage + srv->stage_len, data, len);
 	srv->stage_len += len;
+	srv->stage_owner = c;
 	return (ssize_t)len;
+}
+
+/* Forgets what the connection has in the staging buffer. */
+void
+gsrv_stage_drop(struct grpc_conn *c)
+{
+	struct grpc_server *srv = c->srv;
+
+	if (srv->stage_owner != c)
+		return;
+	srv->stage_len = 0;
+	srv->stage_owner = NULL;
 }
 
 /* ------------------------------------------- bytes in, frames out */
@@ -114,7 +134,7 @@ sconn_write(struct grpc_conn *c)
 		gsrv_conn_closef(c, "write: %s", strerror(errno));
 		return -1;
 	}
-	while (done < srv->stage_len) {
+	while (srv->stage_owner == c && done < srv->stage_len) {
 		n = send(c->fd, srv->stage + done, srv->stage_len - done,
 		    MSG_NOSIGNAL);
 		if (n > 0) {
@@ -124,7 +144,7 @@ sconn_write(struct grpc_conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-			srv->stage_len = 0;
+			gsrv_stage_drop(c);
 			gsrv_conn_closef(c, "write: %s", strerror(errno));
 			return -1;
 		}
@@ -132,14 +152,14 @@ sconn_write(struct grpc_conn *c)
 		if ((c->out == NULL && (c->out = evbuffer_new()) == NULL) ||
 		    evbuffer_add(c->out, srv->stage + done,
 		    srv->stage_len - done) != 0) {
-			srv->stage_len = 0;
+			gsrv_stage_drop(c);
 			gsrv_conn_closef(c, "out of memory");
 			return -1;
 		}
-		srv->stage_len = 0;
+		gsrv_stage_drop(c);
 		return sconn_wait_writable(c);
 	}
-	srv->stage_len = 0;
+	gsrv_stage_drop(c);
 	/* A frame far larger than the limit made it grow: not kept. */
 	if (srv->stage_cap > 4 * GRPC_SERVER_WBUF_MAX) {
 		free(srv->stage);
@@ -164,7 +184,7 @@ gsrv_conn_flush(struct grpc_conn *c)
 		int rv = nghttp2_session_send(c->h2);
 		c->in_h2--;
 		if (rv != 0 || c->close_pending)
-			c->srv->stage_len = 0;	/* not for a closing one */
+			gsrv_stage_drop(c);	/* not for a closing one */
 		if (rv != 0) {
 			gsrv_conn_closef(c, "HTTP/2: %s", nghttp2_strerror(rv));
 			return;
