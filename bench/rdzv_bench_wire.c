@@ -89,6 +89,9 @@ static void	conn_cb(evutil_socket_t, short, void *);
 
 /* The run fails with |fmt|, naming the node and its server, unless the
  * node was closed on purpose or the run is over. Returns -1. */
+static int	conn_fail(struct wire_conn *, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+
 static int
 conn_fail(struct wire_conn *wc, const char *fmt, ...)
 {
