@@ -328,6 +328,9 @@ struct core_job {
 	/* When (core ms) the current round was formed after a failure, 0 if
 	 * not: a node silent since before then is part of that failure. */
 	uint64_t		 failure_round_ms;
+	/* The generation that round formed (rule 17: a member that takes no
+	 * part in it is what that failure was, counted already); volatile. */
+	uint64_t		 failure_gen;
 	/* A reported failure waiting for an away member (see core_settle). */
 	bool			 held_failure;
 	char			 held_reason[CORE_REASON_MAX];
@@ -391,6 +394,10 @@ enum core_msg_kind {
 	CORE_MSG_FAILED,
 	CORE_MSG_EVICTED,
 	CORE_MSG_LEFT,		/* no event: the stream of a node that left ends */
+	/* No event: a connected node was lost (rule 17, its culprit); its
+	 * stream ends as for a refused resume, so its agent stops its
+	 * workers and joins again as a new node. */
+	CORE_MSG_LOST,
 };
 
 struct core_assignment {
@@ -554,6 +561,7 @@ int		 core_resume(struct core *, struct core_now,
 enum core_cause {
 	CORE_CAUSE_WORKER = 0,	/* a worker exited non-zero */
 	CORE_CAUSE_HANG,	/* "hang": no progress for hang_timeout */
+	CORE_CAUSE_STUCK,	/* "stuck": and the hang is this node's */
 };
 
 /* A worker's end as the agent reported it (rdzv.v1.WorkerExit). */
@@ -576,8 +584,14 @@ struct core_report {
 	uint32_t	 nproc;			/* fewer workers: re-round */
 	uint32_t	 master_port;		/* offered from now on */
 	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
-	 * for the hang timeout, else CORE_CAUSE_WORKER. */
+	 * for the hang timeout, CORE_CAUSE_STUCK when one of the node's own
+	 * workers is stopped as well (the node is the culprit, rule 17),
+	 * else CORE_CAUSE_WORKER. */
 	enum core_cause	 cause;
+	/* CORE_OUTCOME_FAILED: global ranks of the generation that never
+	 * arrived at its meeting; their nodes are its culprits (rule 17). */
+	const uint32_t	*absent_ranks;
+	uint32_t	 n_absent;
 	/* CORE_OUTCOME_FAILED: the workers' exits, held against the host
 	 * when they crashed (hosts_exit_is_crash). */
 	const struct core_exit *exits;

@@ -320,8 +320,10 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		}
 	} else {
 		/* Rule 6; or, while closing, rule 7's failure. A hang counts
-		 * as any failure; only its words and event kind differ. */
-		bool hang = r->cause == CORE_CAUSE_HANG;
+		 * as any failure; only its words and event kind differ. When
+		 * the report names the failure's culprits (rule 17), their
+		 * loss is the failure, not the report. */
+		bool hang = r->cause != CORE_CAUSE_WORKER;
 		char what[CORE_REASON_MAX];
 
 		textf(what, sizeof(what), "node %s (node %llu) %s in "
@@ -331,10 +333,13 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		    (unsigned long long)r->generation,
 		    r->message != NULL && *r->message != '\0' ?
 		    ": " : "", r->message != NULL ? r->message : "");
-		if (!j->pend_failure)
-			textcpy(j->pend_reason, sizeof(j->pend_reason), what);
-		j->pend_failure = true;
 		core_event_add(j, hang ? "hang" : "failure", "%s", what);
+		if (core_culprits(n, r) == 0) {
+			if (!j->pend_failure)
+				textcpy(j->pend_reason,
+				    sizeof(j->pend_reason), what);
+			j->pend_failure = true;
+		}
 	}
 	if (r->outcome == CORE_OUTCOME_FAILED) {
 		n->reported_gen = j->failed_gen = r->generation;

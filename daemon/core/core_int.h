@@ -122,4 +122,9 @@ void		 core_report_host(struct core_node *,
 /* core_agent.c */
 void		 core_lease_expired(struct core_node *);
 
+/* core_culprit.c: rule 17. The nodes a failure report of |by| names as
+ * the failure's culprits are lost; how many (0: none, a plain failure). */
+uint32_t	 core_culprits(struct core_node *by,
+		    const struct core_report *);
+
 #endif

@@ -669,6 +669,7 @@ core_settle(struct core_job *j)
 			} else {
 				reround(j, reason, gone, loss);
 				j->failure_round_ms = c->now.mono_ms;
+				j->failure_gen = j->generation;
 			}
 		} else if (change)
 			reround(j, reason, gone, false);

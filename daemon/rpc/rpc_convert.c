@@ -256,6 +256,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_LEFT:
+	case CORE_MSG_LOST:
 		break;		/* no event: rpc_streams.c ends the stream */
 	}
 }

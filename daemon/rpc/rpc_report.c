@@ -41,14 +41,26 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		    "unknown outcome %d", (int)req->outcome);
 		return;
 	}
-	if (req->cause[0] != '\0' && strcmp(req->cause, "hang") != 0) {
+	if (strcmp(req->cause, "hang") == 0)
+		r.cause = CORE_CAUSE_HANG;
+	else if (strcmp(req->cause, "stuck") == 0)
+		r.cause = CORE_CAUSE_STUCK;
+	else if (req->cause[0] != '\0') {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "unknown cause "
-		    "'%.*s': expected \"hang\" or none",
+		    "'%.*s': expected \"hang\", \"stuck\" or none",
 		    (int)utf8_prefix(req->cause, 64), req->cause);
 		return;
 	}
-	if (req->cause[0] != '\0')
-		r.cause = CORE_CAUSE_HANG;
+	/* Absent ranks name culprits (rule 17); a rank that is no member's
+	 * names nobody. The list is bounded like a node's workers. */
+	if (req->n_absent_ranks > CORE_NPROC_MAX) {
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "%zu absent "
+		    "ranks; at most %d may be named", req->n_absent_ranks,
+		    CORE_NPROC_MAX);
+		return;
+	}
+	r.absent_ranks = req->absent_ranks;
+	r.n_absent = (uint32_t)req->n_absent_ranks;
 	struct core_gpu *gpus;
 	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &r.gpus_healthy,
 	    &r.gpus_total, err, sizeof(err));

@@ -147,12 +147,19 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 	if (s->call == NULL) {
 		/* Silent: it is told its place afresh when it resumes. */
 		if (msg->kind == CORE_MSG_LEFT || msg->kind == CORE_MSG_CLOSED ||
-		    msg->kind == CORE_MSG_FAILED || msg->kind == CORE_MSG_EVICTED)
+		    msg->kind == CORE_MSG_FAILED ||
+		    msg->kind == CORE_MSG_EVICTED || msg->kind == CORE_MSG_LOST)
 			stream_end(s, 1, GRPC_OK, NULL);
 		return;
 	}
 	if (msg->kind == CORE_MSG_LEFT) {
 		stream_end(s, 1, GRPC_OK, NULL);
+		return;
+	}
+	if (msg->kind == CORE_MSG_LOST) {
+		/* As a refused resume: its agent stops its workers and joins
+		 * again as a new node (rule 17). */
+		stream_end(s, 1, GRPC_NOT_FOUND, "%s", msg->reason);
 		return;
 	}
 	msg_to_pb(&a, node, msg, &ev);

@@ -185,6 +185,7 @@ deliver(struct core_node *n, const struct core_msg *m)
 	case CORE_MSG_FAILED:
 	case CORE_MSG_EVICTED:
 	case CORE_MSG_LEFT:
+	case CORE_MSG_LOST:
 		agent_exit(a);
 		break;
 	}

@@ -1,0 +1,196 @@
+/*
+ * Unit tests of the rendezvous core, part six: the culprit pays (SPEC §4
+ * rule 17). A node that reports its own worker stuck, or members whose
+ * ranks never arrived at a round's meeting, leave the job as lost; the
+ * next round forms without them, one fault costs one restart (none more
+ * when the round was formed to recover from that fault), and a reporter
+ * cut off from most of its peers cannot take the healthy majority down.
+ */
+
+#include <string.h>
+
+#include "core_harness.h"
+
+/* A FAILED report of |gen| by |n| with |cause| and |n_absent| ranks. */
+static int
+blame(struct core_node *n, uint64_t gen, enum core_cause cause,
+    const uint32_t *absent, uint32_t n_absent)
+{
+	struct core_report	r;
+	int			rc;
+
+	memset(&r, 0, sizeof(r));
+	r.session_id = n->session_id;
+	r.generation = gen;
+	r.outcome = CORE_OUTCOME_FAILED;
+	r.cause = cause;
+	r.message = cause == CORE_CAUSE_WORKER ? "rdzv.elastic: 2 s waiting "
+	    "for the 3 ranks" : "no worker made progress for 3.0 s";
+	r.absent_ranks = absent;
+	r.n_absent = n_absent;
+	err[0] = '\0';
+	rc = core_report(C, NOW, "alice", &r, NULL, err, sizeof(err));
+	turn();
+	return rc;
+}
+
+/* A node whose worker is stopped is lost; the bystanders' reports of the
+ * same hang are stale; one restart. */
+static void
+test_stuck_node_is_lost(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("stuck", -1, 2, 3, n, 3);
+	CHECK_RC(blame(n[2], 1, CORE_CAUSE_STUCK, NULL, 0), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "hung in generation 1 with a worker stopped");
+	CHECK(last_is(n[2], CORE_MSG_LOST));
+	CHECK(j->state == CORE_JOB_RUNNING && j->generation == 2);
+	CHECK_INT(j->round_n, 2);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_INT(last_msg(n[0])->u.assignment.generation, 2);
+	CHECK_INT(last_msg(n[0])->u.assignment.world_size, 2);
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_HANG, NULL, 0), CORE_REFUSED);
+	CHECK_INT(j->restart_count, 1);
+	/* It joins again as a new node: taken in, no restart. */
+	CHECK(join("stuck", "c", 1, 2, 3)->state == CORE_NODE_PARTICIPANT);
+	CHECK(j->generation == 3 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/* A plain hang report (no evidence) is a failure of the job, as before:
+ * a new round with every member. */
+static void
+test_plain_hang_reruns_everyone(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+
+	setup(NULL);
+	j = nodes("hang", -1, 2, 3, n, 3);
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_HANG, NULL, 0), 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	teardown();
+}
+
+/*
+ * Defect 7 of issue 40: a silent node under in-process restart. Its
+ * peers' collectives time out first (a failure: restart 1, a round with
+ * every member, the silent one too); in that round its ranks never
+ * arrive, and the peers' barrier names them. It is lost, the round forms
+ * without it, and that is not a second restart.
+ */
+static void
+test_absent_in_failure_round_not_counted(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("silent", -1, 2, 3, n, 3);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+	tick(2000);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "took no part in generation 2");
+	CHECK_HAS(n[2]->reason, "not counted again");
+	CHECK(last_is(n[2], CORE_MSG_LOST));
+	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	/* The other bystander's report of generation 2 is stale. */
+	CHECK_RC(blame(n[1], 2, CORE_CAUSE_WORKER, &absent, 1), CORE_REFUSED);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/* In a round that no failure formed, a member that never arrives is a
+ * fault of its own: one restart. */
+static void
+test_absent_in_plain_round_counted(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("absent", -1, 2, 3, n, 3);
+	absent = n[1]->base_rank;
+	CHECK_RC(blame(n[2], 1, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[1]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[1]->reason, "took no part in generation 1");
+	CHECK(j->generation == 2 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/* A reporter that sees most of its peers absent is the one cut off: its
+ * report is a plain failure, and nobody is lost. A tie goes to it. */
+static void
+test_absent_majority_is_not_believed(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent[2];
+
+	setup(NULL);
+	j = nodes("alone", -1, 2, 3, n, 3);
+	absent[0] = n[1]->base_rank;
+	absent[1] = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+
+	j = nodes("pair", -1, 1, 2, n, 2);
+	absent[0] = n[1]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, absent, 1), 0);
+	CHECK(n[1]->state == CORE_NODE_LOST);
+	CHECK(j->generation == 2 && j->round_n == 1);
+	teardown();
+}
+
+/* Ranks that are no member's, or the reporter's own, name nobody. */
+static void
+test_absent_names_only_members(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent[2];
+
+	setup(NULL);
+	j = nodes("nobody", -1, 2, 3, n, 3);
+	absent[0] = 1000;
+	absent[1] = n[0]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+static const struct test tests[] = {
+	{ "stuck_node_is_lost", test_stuck_node_is_lost },
+	{ "plain_hang_reruns_everyone", test_plain_hang_reruns_everyone },
+	{ "absent_in_failure_round_not_counted",
+	    test_absent_in_failure_round_not_counted },
+	{ "absent_in_plain_round_counted", test_absent_in_plain_round_counted },
+	{ "absent_majority_is_not_believed",
+	    test_absent_majority_is_not_believed },
+	{ "absent_names_only_members", test_absent_names_only_members },
+};
+
+int
+main(int argc, char **argv)
+{
+	return run_tests(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+}
