@@ -26,4 +26,15 @@ mono_ms(void)
 	return mono_ns() / 1000000;
 }
 
+/*
+ * How long after |then| |now| is, 0 when |then| is later: a time read
+ * after |now| was (another module's clock read, a kernel's timestamp)
+ * must never make a duration of nearly 2^64.
+ */
+static inline uint64_t
+mono_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 #endif

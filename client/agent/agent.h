@@ -301,6 +301,10 @@ struct inproc_events {
 		    const char *msg);
 	/* The set did not take generation |gen| within the stop timeout. */
 	void	(*late)(void *arg, uint64_t gen);
+	/* A kept worker's meeting of generation |gen| timed out waiting for
+	 * the global ranks |ranks| (rule 17); its failure follows. */
+	void	(*absent)(void *arg, uint64_t gen, const uint32_t *ranks,
+		    size_t n);
 	void	*arg;
 };
 
@@ -410,7 +414,9 @@ struct outcome_report {
 	unsigned int		 seq, sent_seq;
 	uint64_t		 generation;
 	Rdzv__V1__Outcome	 outcome;
-	const char		*cause;		/* "hang", or NULL */
+	const char		*cause;		/* "hang", "stuck", or NULL */
+	uint32_t		*absent;	/* ranks that never arrived */
+	size_t			 n_absent;
 	Rdzv__V1__WorkerExit	*exits;
 	int			 n_exits;
 	char			 message[AGENT_MESSAGE_MAX + 1];
@@ -510,6 +516,10 @@ struct agent {
 	struct progress_watch		 progress;
 	struct hang		 hang;
 	uint64_t		 hung_gen;	/* reported as hung; 0 */
+	/* A hang found with no worker of ours stopped: the culprit's node
+	 * has this long to report first (rule 17), then we report too. */
+	struct event		*bystander_ev;
+	uint64_t		 bystander_gen;	/* waiting for it; 0 */
 	struct fence		 fence;
 	char			 ifname[16];	/* netif.c */
 	bool			 ifname_chosen;
@@ -529,6 +539,9 @@ struct agent {
 	struct inproc		 inproc;
 	uint64_t		 kept_from;
 	uint64_t		 inproc_failed;
+	uint64_t		 absent_gen;	/* of absent[]; 0: none */
+	uint32_t		*absent;
+	size_t			 n_absent;
 	bool			 inproc_warned;
 
 	int			 signals;	/* termination signals seen */
@@ -624,7 +637,10 @@ int	report_init(struct report *, struct event_base *,
 	    const struct report_events *);
 void	report_outcome(struct report *, uint64_t gen, Rdzv__V1__Outcome,
 	    const int *status, int n, const char *message);
-void	report_hang(struct report *, uint64_t gen, const char *message);
+void	report_hang(struct report *, uint64_t gen, const char *message,
+	    bool culprit);
+void	report_absent(struct report *, uint64_t gen, const char *message,
+	    const uint32_t *absent, size_t n_absent);
 void	report_progress(struct report *, uint64_t gen, uint64_t step);
 void	report_update(struct report *, bool nproc, bool master_port,
 	    bool gpucheck);
@@ -658,6 +674,7 @@ void	progress_free(struct progress_watch *);
 int	hang_init(struct hang *, struct event_base *, void (*done)(void *),
 	    void *arg);
 void	hang_dump(struct hang *, const struct workers *);
+int	hang_culprit(const struct workers *, char *state);
 void	hang_free(struct hang *);
 
 /* logs.c */

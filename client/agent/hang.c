@@ -168,6 +168,56 @@ pyspy(const char *prog, const struct worker *w, int keep)
 	return 0;
 }
 
+/* The state letter of process |pid| (/proc/PID/stat: R, S, D, T, ...),
+ * or 0 when it cannot be read. */
+static char
+proc_state(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "PID (COMM) S ...": the name may hold anything but ends at the
+	 * last parenthesis. */
+	if ((paren = strrchr(buf, ')')) == NULL || paren[1] != ' ')
+		return 0;
+	return paren[2];
+}
+
+/*
+ * Whether the hang is this node's own (SPEC §4 rule 17): a worker that is
+ * stopped (SIGSTOP, a debugger: state T or t) or in uninterruptible sleep
+ * (a stuck driver or file system: D) when no worker made progress for the
+ * hang timeout. The other nodes' workers wait for it inside a collective,
+ * sleeping (S): they are bystanders. Its local rank, or -1; *state gets
+ * the letter.
+ */
+int
+hang_culprit(const struct workers *ws, char *state)
+{
+	for (int i = 0; i < ws->n; i++) {
+		const struct worker *w = &ws->w[i];
+		char st;
+
+		if (w->pid <= 0 || w->exited)
+			continue;
+		st = proc_state(w->pid);
+		if (st == 'T' || st == 't' || st == 'D') {
+			*state = st;
+			return w->local_rank;
+		}
+	}
+	return -1;
+}
+
 /* SIGUSR1 to each worker that catches it. */
 static void
 signal_workers(const struct workers *ws)

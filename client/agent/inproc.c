@@ -9,6 +9,10 @@
  *
  *   worker -> agent   hello 1 LOCAL_RANK GENERATION
  *                     failed GENERATION MESSAGE   its train function broke
+ *                     absent GENERATION RANK...   its round's meeting timed
+ *                                                 out waiting for these
+ *                                                 global ranks (sent just
+ *                                                 before its failed line)
  *                     took GENERATION             it applied an assignment
  *   agent -> worker   assign GENERATION COUNT, COUNT lines NAME=VALUE (the
  *                     variables of SPEC §5), then end
@@ -77,6 +81,34 @@ took_all(struct inproc *ip)
 	ip->handing = 0;
 }
 
+/* "absent GEN R1 R2 ...": the ranks, each a number below 2^32, at most
+ * as many as a line holds; -1 when the line is not that. */
+static int
+absent_line(struct inproc *ip, uint64_t gen, const char *s)
+{
+	uint32_t ranks[INPROC_LINE_MAX / 2];
+	size_t n = 0;
+	char *end;
+
+	while (*s == ' ') {
+		unsigned long r;
+
+		s++;
+		errno = 0;
+		r = strtoul(s, &end, 10);
+		if (end == s || errno != 0 || r > UINT32_MAX ||
+		    (*end != ' ' && *end != '\0') ||
+		    n == sizeof(ranks) / sizeof(ranks[0]))
+			return -1;
+		ranks[n++] = (uint32_t)r;
+		s = end;
+	}
+	if (*s != '\0' || n == 0)
+		return -1;
+	ip->ev.absent(ip->ev.arg, gen, ranks, n);
+	return 0;
+}
+
 static void
 line(struct inproc *ip, struct inproc_peer *p, char *s)
 {
@@ -109,6 +141,9 @@ line(struct inproc *ip, struct inproc_peer *p, char *s)
 		ip->ev.failed(ip->ev.arg, gen, p->local_rank, s + n);
 		return;
 	}
+	if (sscanf(s, "absent %llu%n", &gen, &n) == 1 && n > 0 &&
+	    absent_line(ip, gen, s + n) == 0)
+		return;
 bad:
 	log_warnx("restart socket: ignoring \"%.60s\" from process %d", s,
 	    (int)p->pid);

@@ -102,10 +102,19 @@ outcome_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
  */
 static void
 outcome_queue(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
-    const int *status, int n, const char *message, const char *cause)
+    const int *status, int n, const char *message, const char *cause,
+    const uint32_t *absent, size_t n_absent)
 {
 	struct outcome_report *r = &rp->outcome;
 
+	free(r->absent);
+	r->absent = NULL;
+	r->n_absent = 0;
+	if (n_absent > 0) {
+		r->absent = xcalloc(n_absent, sizeof(*r->absent));
+		memcpy(r->absent, absent, n_absent * sizeof(*r->absent));
+		r->n_absent = n_absent;
+	}
 	free(r->exits);
 	r->exits = xcalloc((size_t)n, sizeof(*r->exits));
 	r->n_exits = n;
@@ -135,16 +144,29 @@ void
 report_outcome(struct report *rp, uint64_t gen, Rdzv__V1__Outcome outcome,
     const int *status, int n, const char *message)
 {
-	outcome_queue(rp, gen, outcome, status, n, message, NULL);
+	outcome_queue(rp, gen, outcome, status, n, message, NULL, NULL, 0);
+}
+
+/* A kept worker's failure of generation |gen|, naming the global ranks
+ * its meeting waited for in vain (none: n_absent 0). */
+void
+report_absent(struct report *rp, uint64_t gen, const char *message,
+    const uint32_t *absent, size_t n_absent)
+{
+	outcome_queue(rp, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0,
+	    message, NULL, absent, n_absent);
 }
 
 /* Generation |gen| hung (docs/HEALTH.md): a failure without exits, sent
- * while its workers are still being dumped and stopped. */
+ * while its workers are still being dumped and stopped. With |culprit|,
+ * one of this node's own workers is stopped: the hang is this node's
+ * (cause "stuck", rule 17). */
 void
-report_hang(struct report *rp, uint64_t gen, const char *message)
+report_hang(struct report *rp, uint64_t gen, const char *message,
+    bool culprit)
 {
 	outcome_queue(rp, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0,
-	    message, "hang");
+	    message, culprit ? "stuck" : "hang", NULL, 0);
 }
 
 static void
@@ -166,6 +188,8 @@ send_outcome(struct report *rp)
 	req.exits = ptrs;
 	req.message = r->message;
 	req.cause = (char *)(r->cause != NULL ? r->cause : "");
+	req.absent_ranks = r->absent;
+	req.n_absent_ranks = r->n_absent;
 	r->sent_seq = r->seq;
 	r->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Report",
 	    &req.base, &rdzv__v1__report_response__descriptor,
@@ -432,4 +456,7 @@ report_free(struct report *rp)
 	rp->progress.timer = NULL;
 	free(rp->outcome.exits);
 	rp->outcome.exits = NULL;
+	free(rp->outcome.absent);
+	rp->outcome.absent = NULL;
+	rp->outcome.n_absent = 0;
 }

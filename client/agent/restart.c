@@ -119,8 +119,30 @@ on_failed(void *arg, uint64_t gen, int local_rank, const char *msg)
 	    msg[0] != '\0' ? msg : "its train function failed");
 	log_info("generation %llu failed: %s; reported to rdzvd, the "
 	    "workers wait for the next round", (unsigned long long)gen, m);
-	report_outcome(&a->node.report, gen, RDZV__V1__OUTCOME__OUTCOME_FAILED,
-	    NULL, 0, m);
+	if (a->absent_gen == gen)
+		report_absent(&a->node.report, gen, m, a->absent,
+		    a->n_absent);
+	else
+		report_absent(&a->node.report, gen, m, NULL, 0);
+}
+
+/* A kept worker's meeting of |gen| waited in vain for |ranks|: kept for
+ * the failure report that follows (rule 17). */
+static void
+on_absent(void *arg, uint64_t gen, const uint32_t *ranks, size_t n)
+{
+	struct agent *a = arg;
+
+	if (gen != a->ws.generation || a->inproc_failed == gen)
+		return;
+	free(a->absent);
+	a->absent = xcalloc(n, sizeof(*a->absent));
+	memcpy(a->absent, ranks, n * sizeof(*a->absent));
+	a->n_absent = n;
+	a->absent_gen = gen;
+	log_info("generation %llu: the workers' meeting waited in vain for "
+	    "%zu rank%s (first %u): their nodes took no part in the round",
+	    (unsigned long long)gen, n, n == 1 ? "" : "s", ranks[0]);
 }
 
 /*
@@ -149,4 +171,5 @@ on_late(void *arg, uint64_t gen)
 const struct inproc_events restart_events = {
 	.failed = on_failed,
 	.late = on_late,
+	.absent = on_absent,
 };

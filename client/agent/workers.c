@@ -446,6 +446,9 @@ stop_set(struct workers *ws, const char *why)
 	    (unsigned long long)ws->generation, ws->alive,
 	    plural(ws->alive), why);
 	kill_groups(ws, SIGTERM);
+	/* A stopped worker (SIGSTOP, a debugger) takes its SIGTERM only
+	 * once it runs again, as systemd's stop does. */
+	kill_groups(ws, SIGCONT);
 	if (ms == 0)
 		workers_kill(ws);
 	else

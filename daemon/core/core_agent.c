@@ -385,32 +385,40 @@ core_leave(struct core *c, struct core_now now, const char *identity,
 /*
  * Rule 14 in the other order: a report of a failure of generation g came
  * first and formed g + 1 with every member, then a member's connection
- * closed: most likely the member whose death broke g's collectives, and
- * the round it holds will not start without it. Within reconnect_grace of
- * that report a member of g + 1 that did not report the failure itself is
- * lost at once. The failure counted already: this is a change (a round
- * without it), not a second restart.
+ * closed. The round it holds will not start without it (its peers wait
+ * for it at the round's meeting), so within reconnect_grace of that
+ * report it is lost at once. A member that did not report the failure
+ * itself is most likely the one whose death broke g's collectives: the
+ * failure counted already, and this is a change (a round without it), not
+ * a second restart. A member that did report it died after the first
+ * fault, during the recovery (SPEC §4 rule 15's second failure): a fault
+ * of its own, counted once more.
  */
 static void
 lose_after_failure(struct core_node *n)
 {
 	struct core_job	*j = n->job;
 	char		 why[CORE_REASON_MAX];
+	bool		 reporter = n->reported_gen == j->failed_gen;
 
 	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
 	    j->failed_gen == 0 || j->generation != j->failed_gen + 1 ||
-	    n->generation != j->generation || n->reported_gen == j->failed_gen ||
+	    n->generation != j->generation ||
 	    j->core->now.mono_ms > j->failed_mono_ms +
 	    j->settings.reconnect_grace_ms)
 		return;
 	core_timer_clear(j->core, &n->lease);
-	textf(why, sizeof(why), "its connection closed just after a failure "
-	    "of generation %llu was reported", (unsigned long long)j->failed_gen);
+	textf(why, sizeof(why), "its connection closed just after %s failure "
+	    "of generation %llu %s", reporter ? "its own report of a" : "a",
+	    (unsigned long long)j->failed_gen, reporter ? "(a second fault, "
+	    "during the recovery)" : "was reported");
 	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);
-	j->pend_failure = j->pend_loss = false;
-	j->pend_change = true;
+	if (!reporter) {
+		j->pend_failure = j->pend_loss = false;
+		j->pend_change = true;
+	}
 	core_settle(j);
 }
 

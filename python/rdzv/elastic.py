@@ -45,6 +45,7 @@ import socket
 import sys
 import threading
 import time
+import traceback
 
 __all__ = ["run", "check", "restart_pending", "Restart", "generation"]
 
@@ -165,32 +166,212 @@ def _wait_master(deadline):
             time.sleep(0.005)
 
 
+_POLL_S = 0.05       # how often a blocked store call looks for a new round
+
+
+def _timed_out(e):
+    """Whether a store error is a timeout (torch 1.13: "Socket Timeout";
+    2.x: DistStoreError "wait timeout after ...") rather than a broken
+    connection."""
+    return "timeout" in str(e).lower() or isinstance(e, TimeoutError)
+
+
+def _interruptible(dist, inner):
+    """|inner| as a store whose blocking calls give way to a newer round.
+
+    init_process_group meets the other ranks through the store (gloo
+    exchanges addresses, torch 1.13 adds a store-based barrier, NCCL its
+    unique id at the first collective): a rank that died after the
+    round's barrier would hold every other rank there until the timeout.
+    Each call here first looks for a newer assignment and raises Restart,
+    and waits only in slices of _POLL_S."""
+
+    class _Store(dist.Store):
+        abandoned = False
+
+        def _fresh(self):
+            if self.abandoned or restart_pending():
+                raise Restart("a newer round came while generation %d met"
+                              % _gen)
+
+        def _wait(self, keys, timeout):
+            limit = (timeout if timeout is not None
+                     else inner.timeout).total_seconds()
+            deadline = time.monotonic() + limit
+            while True:
+                self._fresh()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError("rdzv.elastic: %.0f s waiting for "
+                                       "the store keys %s" % (limit, keys))
+                try:
+                    inner.wait(keys, datetime.timedelta(
+                        seconds=min(_POLL_S, left)))
+                    return
+                except (RuntimeError, OSError) as e:
+                    if not _timed_out(e):
+                        raise
+
+        def set(self, key, value):
+            self._fresh()
+            return inner.set(key, value)
+
+        def get(self, key):
+            self._wait([key], None)
+            return inner.get(key)
+
+        def add(self, key, n):
+            self._fresh()
+            return inner.add(key, n)
+
+        def compare_set(self, key, expected, desired):
+            self._fresh()
+            return inner.compare_set(key, expected, desired)
+
+        def delete_key(self, key):
+            return inner.delete_key(key)
+
+        def num_keys(self):
+            return inner.num_keys()
+
+        def set_timeout(self, timeout):
+            return inner.set_timeout(timeout)
+
+        def wait(self, keys, timeout=None):
+            self._wait(keys, timeout)
+
+    return _Store()
+
+
+def _connect(TCPStore, rank, timeout, deadline):
+    """The round's TCPStore: rank 0 serves it, the others connect. A
+    client's connect is tried in slices of a second, so that a master
+    that died meanwhile (its port refuses, and torch retries for the
+    whole timeout) or a newer round does not hold this rank. None when
+    the master's store was not reached before |deadline|."""
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if rank == 0:
+        return TCPStore(addr, port, None, True, timeout,
+                        wait_for_workers=False)
+    while True:
+        _wait_master(deadline)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            store = TCPStore(addr, port, None, False, datetime.timedelta(
+                seconds=min(1.0, left)), wait_for_workers=False)
+            store.set_timeout(timeout)
+            return store
+        except (RuntimeError, OSError):
+            if restart_pending():
+                raise Restart("a newer round came before the master's "
+                              "store answered")
+
+
+def _absent(store, world):
+    """The ranks of the round that did not arrive at its barrier."""
+    return [r for r in range(world)
+            if store.add("rdzv.elastic/here/%d" % r, 0) == 0]
+
+
+def _late(world, absent, limit):
+    """The barrier waited |limit| s in vain: the agent hears which ranks
+    never came, so that rdzvd leaves their nodes out of the next round
+    (SPEC §4 rule 17), then the round fails."""
+    _link.send("absent %d %s" % (_gen, " ".join(str(r) for r in absent)))
+    return RuntimeError("rdzv.elastic: %.0f s waiting for the %d ranks of "
+                        "generation %d; %d never came (ranks %s)"
+                        % (limit, world, _gen, len(absent),
+                           ", ".join(str(r) for r in absent[:8]) +
+                           (", ..." if len(absent) > 8 else "")))
+
+
 def _init(dist, backend, init_kwargs):
     """init_process_group for the round in the environment, through a
-    store made here, once every rank of the round arrived at it. Until
-    then a newer assignment (a member of this round died before it
-    started) raises Restart: a kept worker never blocks in a rendezvous
-    that cannot complete."""
+    store made here, once every rank of the round arrived at it. A newer
+    assignment (a member of this round died before or while it started)
+    raises Restart at any point of the meeting, the process group's own
+    setup included: a kept worker never blocks in a round that cannot
+    complete (SPEC §4 rule 15). A barrier that times out names the ranks
+    that never came."""
     from torch.distributed import TCPStore
     timeout = init_kwargs.get("timeout", datetime.timedelta(minutes=30))
-    deadline = time.monotonic() + timeout.total_seconds()
+    limit = timeout.total_seconds()
+    deadline = time.monotonic() + limit
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    _wait_master(deadline)
-    store = TCPStore(os.environ["MASTER_ADDR"],
-                     int(os.environ["MASTER_PORT"]), None, rank == 0,
-                     timeout, wait_for_workers=False)
+    store = _connect(TCPStore, rank, timeout, deadline)
+    if store is None:
+        raise _late(world, [0], limit)      # the master's node never came
+    store.add("rdzv.elastic/here/%d" % rank, 1)
     store.add("rdzv.elastic/arrived", 1)
     while store.add("rdzv.elastic/arrived", 0) < world:
         if restart_pending():
             raise Restart("a newer round came before this one started")
         if time.monotonic() > deadline:
-            raise RuntimeError("rdzv.elastic: %d s waiting for the %d ranks "
-                               "of generation %d" % (timeout.total_seconds(),
-                                                      world, _gen))
+            raise _late(world, _absent(store, world), limit)
         time.sleep(0.005)
     kw = {k: v for k, v in init_kwargs.items() if k != "init_method"}
-    dist.init_process_group(backend, store=store, rank=rank,
-                            world_size=world, **kw)
+    _start_group(dist, backend, store, rank, world, kw)
+
+
+_LEAVE_S = 0.2       # an init that a newer round found still running
+
+
+def _fresh_group_names(dist):
+    """torch names each process group from a per-process counter (the
+    store prefix of its keys), which destroying the default group sets to
+    0 again. An init left behind was never destroyed: its counter would
+    name this round's group differently from a peer's, and both would
+    wait on each other's keys. Every rank starts a round's default group
+    from 0, as after a destroy (torch 1.13: _group_count; 2.x:
+    _world.group_count)."""
+    c10d = dist.distributed_c10d
+    world = getattr(c10d, "_world", None)
+    if world is not None and hasattr(world, "group_count"):
+        world.group_count = 0
+    elif hasattr(c10d, "_group_count"):
+        c10d._group_count = 0
+
+
+def _start_group(dist, backend, store, rank, world, kw):
+    """init_process_group for the round, in a thread of its own that this
+    one waits for while no newer round comes.
+
+    gloo connects every pair of ranks inside init_process_group, in C++,
+    and waits there, for the whole timeout, for a peer that died after
+    the round's barrier: no Python code runs meanwhile to notice a new
+    round, and a store that gives way cannot help once every address is
+    known. So the init runs beside: when a newer assignment is pending and
+    the init has not ended within _LEAVE_S, this worker leaves it behind (a
+    daemon thread whose store now refuses everything, blocked until its
+    timeout) and takes the new round. (Should such an init still
+    complete, it did so with every peer it waited for alive: the default
+    group it leaves fails its first collective, which is a failure of the
+    round, counted as any other.)"""
+    wrapped = _interruptible(dist, store)
+    box = {}
+    _fresh_group_names(dist)
+
+    def body():
+        try:
+            dist.init_process_group(backend, store=wrapped, rank=rank,
+                                    world_size=world, **kw)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=body, name="rdzv-elastic-init", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(_POLL_S)
+        if t.is_alive() and restart_pending():
+            t.join(_LEAVE_S)
+            if t.is_alive():
+                wrapped.abandoned = True
+                raise Restart("a member of generation %d died while its "
+                              "process group connected" % _gen)
+    if "error" in box:
+        raise box["error"]
 
 
 def _abort(dist):
@@ -266,6 +447,7 @@ def run(fn, *args, backend=None, init_kwargs=None, **kwargs):
         except Exception as e:  # noqa: BLE001 - any failure may be a peer's
             if not restart_pending():
                 failure = "%s: %s" % (type(e).__name__, e)
+                traceback.print_exc()
         _training = False
         if failure is not None:
             print("rdzv.elastic: generation %d failed (%s); waiting for the "
