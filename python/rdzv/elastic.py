@@ -360,6 +360,7 @@ def _start_group(dist, backend, store, rank, world, kw):
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box["error"] = e
 
+    before = _tcp_sockets()
     t = threading.Thread(target=body, name="rdzv-elastic-init", daemon=True)
     t.start()
     while t.is_alive():
@@ -368,10 +369,54 @@ def _start_group(dist, backend, store, rank, world, kw):
             t.join(_LEAVE_S)
             if t.is_alive():
                 wrapped.abandoned = True
+                _hang_up(before)
                 raise Restart("a member of generation %d died while its "
                               "process group connected" % _gen)
     if "error" in box:
         raise box["error"]
+    if restart_pending():
+        raise Restart("a newer round came while generation %d met" % _gen)
+
+
+def _tcp_sockets():
+    """This process's sockets: {fd: inode}, from /proc/self/fd."""
+    got = {}
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                link = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                got[int(fd)] = link
+    except OSError:
+        pass
+    return got
+
+
+def _hang_up(before):
+    """Shuts down the connected TCP sockets opened since |before|: those
+    of an init left behind. Its peers that finished their side of the
+    process group wait in their first collective for this rank, over a
+    connection that the init left behind keeps open; they see it close
+    and leave for the new round too. (shutdown, not close: the
+    descriptors stay the init's own, and none is reused under it.)"""
+    for fd, link in _tcp_sockets().items():
+        if before.get(fd) == link:
+            continue
+        try:
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if s.family in (socket.AF_INET, socket.AF_INET6) and \
+                    s.type == socket.SOCK_STREAM:
+                s.getpeername()         # connected ones only
+                s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            s.close()
 
 
 def _abort(dist):

@@ -132,6 +132,21 @@ test_report_then_closed(void)
 	CHECK_INT(j->restart_count, 1);
 	CHECK_INT(last_msg(n[1])->u.assignment.generation, 3);
 
+	/* The cause of generation 1's failure was found (n[2], closed, lost
+	 * with the report): another member closing during the recovery is a
+	 * second fault, lost at once and counted. */
+	j = nodes("r14s", -1, 1, 3, n, 3);
+	disconnect(n[2]);
+	CHECK_RC(report(n[0], 1, CORE_OUTCOME_FAILED), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST && j->generation == 2);
+	CHECK_INT(j->restart_count, 1);
+	tick(70);
+	disconnect(n[1]);
+	CHECK(n[1]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[1]->reason, "a second fault, during the recovery");
+	CHECK(j->generation == 3 && j->round_n == 1);
+	CHECK_INT(j->restart_count, 2);
+
 	/* The reporter itself dies during the recovery (issue 40's second
 	 * failure): lost at once too, a fault of its own. */
 	j = nodes("r14r", -1, 1, 3, n, 3);

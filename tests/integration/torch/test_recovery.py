@@ -34,8 +34,9 @@ class Job(rdzvagent.AgentJob):
     worker = os.path.join(HERE, "elastic_worker.py")
     env_kind = "start"
 
-    def agent(self, tag, args=(), env=None, stop_timeout="1s"):
-        argv = ["--nnodes", "2:3", "--nproc-per-node", "1",
+    def agent(self, tag, args=(), env=None, stop_timeout="1s",
+              nnodes="2:3"):
+        argv = ["--nnodes", nnodes, "--nproc-per-node", "1",
                 "--max-restarts", "2", "--last-call", "2s",
                 "--join-timeout", "60s", "--lease-ttl", "10s",
                 "--stop-timeout", stop_timeout,
@@ -71,7 +72,7 @@ def job(tmp_path, request):
     j.close()
 
 
-def reference_loss():
+def reference_loss(steps=STEPS):
     """The uninterrupted run's final loss: the demo's own steps, on one
     rank, in a process of its own (the demo imports this tree's rdzv)."""
     code = ("import train_elastic as d, torch\n"
@@ -79,7 +80,7 @@ def reference_loss():
             "w = torch.zeros(8, dtype=torch.float64)\n"
             "for _ in range(%d):\n"
             "    w -= d.LR * (2 * x.T @ (x @ w - y)) / d.SAMPLES\n"
-            "print(repr(d.loss_of(w, x, y)))\n" % STEPS)
+            "print(repr(d.loss_of(w, x, y)))\n" % steps)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([
         os.path.join(rt.SOURCE_ROOT, "python"),
         os.path.join(rt.SOURCE_ROOT, "deploy", "demo")]))
