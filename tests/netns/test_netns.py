@@ -304,6 +304,58 @@ def test_link_down_in_process(cluster):
           "after (lease %g s), in their own processes" % (took, LEASE_S))
 
 
+def test_silent_loss_in_process_default_lease(cluster):
+    """n2's link goes down (no FIN) under --restart in-process with the
+    default lease (15 s) and a 2 s collective timeout: the survivors'
+    collectives time out long before the lease ends, and the round formed
+    for that still holds n2, whose ranks never arrive at its meeting. The
+    survivors name them (SPEC §4 rule 17): n2 is lost then, and the job
+    goes on at world 2 in the survivors' own processes; exactly one
+    restart, not one per round until max_restarts runs out."""
+    c = cluster(["n0", "n1", "n2"])
+    c.worker = TRAIN_ELASTIC
+    env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
+           "TRAIN_COLLECTIVE_TIMEOUT": "2",
+           "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
+    for i, t in enumerate(["n0", "n1", "n2"]):
+        c.agent(t, "2:3", max_restarts=3, env=env,
+                args=["--node-rank", i, "--restart", "in-process",
+                      "--lease-ttl", "15s"])
+
+    def world_stepping(world, after=0, past=0):
+        """The first generation above |after| whose ranks 0..world-1 each
+        left a progress file past step |past|: (generation, {rank: its
+        start file})."""
+        for g in sorted({g for g, _ in c.files("progress")}):
+            got = c.by_rank("progress", g)
+            if g > after and sorted(got) == list(range(world)) and \
+                    min(d["step"] for d in got.values()) > past:
+                return g, c.by_rank("start", g)
+        return None
+    (g1, start1), _ = c.wait(lambda: world_stepping(3), 90, "training at 3")
+    t0 = time.monotonic()
+    c.net.link_down("n2")
+    (g2, start2), took = c.times({"stepping": lambda: world_stepping(2, g1)},
+                                 t0, 40)["stepping"]
+    before = {d["tag"]: d["pid"] for d in start1.values()}
+    after = {d["tag"]: d["pid"] for d in start2.values()}
+    assert sorted(after) == ["n0", "n1"], after
+    assert all(after[t] == before[t] for t in after), (before, after)
+    j = c.job()
+    assert j.restart_count == 1, c.events()
+    assert any(e.kind == "lost" and "took no part in generation" in
+               e.message for e in j.events), c.events()
+    # Well past the collective timeouts: still world 2, still one restart.
+    reached = max(d["step"] for d in c.by_rank("progress", g2).values())
+    c.wait(lambda: world_stepping(2, g1, reached + 60), 30,
+           "the survivors 60 steps further")
+    j = c.job()
+    assert j.generation == g2 and j.restart_count == 1, c.events()
+    print("silent loss, in-process, lease 15 s, collective timeout 2 s: the "
+          "survivors stepping at world 2 %.2f s after the link went down, "
+          "in their own processes; 1 restart" % took)
+
+
 def test_two_lost_at_once(cluster):
     """Two of three nodes' links go down together, --max-restarts 1: one
     restart, and the survivor trains on alone."""
