@@ -12,7 +12,9 @@
  *   gpucheck_node.c  the node's GPUs and what a failed check means under
  *                    the policy;
  *   progress.c       the workers' progress reports and the hang timer;
- *   hang.c           the stacks of hung workers (py-spy or SIGUSR1);
+ *   hang.c           the stacks of hung workers (py-spy or SIGUSR1) and
+ *                    their process state;
+ *   hung.c           whose hang it is, and what this node does (rule 17);
  *   logs.c, env.c    the workers' log files and environment.
  *
  * A module tells the hub what happened through the table of callbacks the
@@ -566,6 +568,12 @@ void	netif_choose(struct agent *);
 /* fence.c */
 int	fence_init(struct agent *);
 void	fence_free(struct agent *);
+
+/* hung.c: the hub's part of a hang. */
+int	hung_init(struct agent *);
+void	hung_free(struct agent *);
+/* No worker made progress for the hang timeout (progress_events.hung). */
+void	hung_found(void *arg);
 
 /* restart.c: the hub's part of in-process restart. */
 bool	restart_inproc_on(const struct agent *);
