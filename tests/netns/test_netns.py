@@ -199,6 +199,32 @@ class Cluster(rdzvagent.AgentJob):
         return j
 
 
+    def elastic_stepping(self, world, after=0, past=0):
+        """The first generation above |after| whose ranks 0..world-1 each
+        left a progress file (train_elastic.py's) past step |past|:
+        (generation, {rank: its start file}); None before."""
+        for g in sorted({g for g, _ in self.files("progress")}):
+            got = self.by_rank("progress", g)
+            if g > after and sorted(got) == list(range(world)) and \
+                    min(d["step"] for d in got.values()) > past:
+                return g, self.by_rank("start", g)
+        return None
+
+
+def elastic_three(c, args=()):
+    """n0, n1, n2 of a 2:3 job under --restart in-process, training
+    train_elastic.py with a 2 s collective timeout, shorter than the
+    lease (docs/RECOVERY.md)."""
+    c.worker = TRAIN_ELASTIC
+    env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
+           "TRAIN_COLLECTIVE_TIMEOUT": "2",
+           "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
+    for i, t in enumerate(["n0", "n1", "n2"]):
+        c.agent(t, "2:3", max_restarts=3, env=env,
+                args=["--node-rank", i, "--restart", "in-process"] +
+                list(args))
+
+
 @pytest.fixture
 def cluster(tmp_path, request, net):
     made = []
@@ -269,22 +295,8 @@ def test_link_down_in_process(cluster):
     2 within the lease + 2 s of the link going down, in the processes they
     had, from the step they reached."""
     c = cluster(["n0", "n1", "n2"])
-    c.worker = TRAIN_ELASTIC
-    env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
-           "TRAIN_COLLECTIVE_TIMEOUT": "2",
-           "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
-    for i, t in enumerate(["n0", "n1", "n2"]):
-        c.agent(t, "2:3", max_restarts=3, env=env,
-                args=["--node-rank", i, "--restart", "in-process"])
-
-    def world_stepping(world, after=0):
-        """The first generation above |after| whose ranks 0..world-1 each
-        left a progress file: (generation, {rank: its start file})."""
-        for g in sorted({g for g, _ in c.files("progress")}):
-            if g > after and sorted(c.by_rank("progress", g)) == \
-                    list(range(world)):
-                return g, c.by_rank("start", g)
-        return None
+    elastic_three(c)
+    world_stepping = c.elastic_stepping
     (g1, start1), _ = c.wait(lambda: world_stepping(3), 90, "training at 3")
     t0 = time.monotonic()
     c.net.link_down("n2")
@@ -313,25 +325,8 @@ def test_silent_loss_in_process_default_lease(cluster):
     goes on at world 2 in the survivors' own processes; exactly one
     restart, not one per round until max_restarts runs out."""
     c = cluster(["n0", "n1", "n2"])
-    c.worker = TRAIN_ELASTIC
-    env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
-           "TRAIN_COLLECTIVE_TIMEOUT": "2",
-           "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
-    for i, t in enumerate(["n0", "n1", "n2"]):
-        c.agent(t, "2:3", max_restarts=3, env=env,
-                args=["--node-rank", i, "--restart", "in-process",
-                      "--lease-ttl", "15s"])
-
-    def world_stepping(world, after=0, past=0):
-        """The first generation above |after| whose ranks 0..world-1 each
-        left a progress file past step |past|: (generation, {rank: its
-        start file})."""
-        for g in sorted({g for g, _ in c.files("progress")}):
-            got = c.by_rank("progress", g)
-            if g > after and sorted(got) == list(range(world)) and \
-                    min(d["step"] for d in got.values()) > past:
-                return g, c.by_rank("start", g)
-        return None
+    elastic_three(c, ["--lease-ttl", "15s"])
+    world_stepping = c.elastic_stepping
     (g1, start1), _ = c.wait(lambda: world_stepping(3), 90, "training at 3")
     t0 = time.monotonic()
     c.net.link_down("n2")
