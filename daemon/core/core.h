@@ -339,6 +339,10 @@ struct core_job {
 	 * (monotonic); volatile. */
 	uint64_t		 failed_gen;
 	uint64_t		 failed_mono_ms;
+	/* The failed generation whose cause was found lost with the report
+	 * (a member whose connection had closed): a member closing after it
+	 * is a second fault; volatile. */
+	uint64_t		 cause_gen;
 	char			 pend_reason[CORE_REASON_MAX];
 	/* The first participant that went in this input, and how ("node X
 	 * (node N) left (...)"): a departure for rule 13; empty: none. */

@@ -254,6 +254,7 @@ lose_closed_members(struct core_node *by, uint64_t generation)
 		core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
 		    m->hostname, (unsigned long long)m->node_id, why);
 		core_node_end(m, CORE_NODE_LOST, why);
+		j->cause_gen = generation;
 	}
 }
 
@@ -388,11 +389,12 @@ core_leave(struct core *c, struct core_now now, const char *identity,
  * closed. The round it holds will not start without it (its peers wait
  * for it at the round's meeting), so within reconnect_grace of that
  * report it is lost at once. A member that did not report the failure
- * itself is most likely the one whose death broke g's collectives: the
- * failure counted already, and this is a change (a round without it), not
- * a second restart. A member that did report it died after the first
- * fault, during the recovery (SPEC §4 rule 15's second failure): a fault
- * of its own, counted once more.
+ * itself, while no cause of it was found yet, is most likely the one whose
+ * death broke g's collectives: the failure counted already, and this is a
+ * change (a round without it), not a second restart. A member that did
+ * report it, or any member once the cause was found (lost with the
+ * report), died after the first fault, during the recovery (SPEC §4 rule
+ * 15's second failure): a fault of its own, counted once more.
  */
 static void
 lose_after_failure(struct core_node *n)
@@ -400,6 +402,7 @@ lose_after_failure(struct core_node *n)
 	struct core_job	*j = n->job;
 	char		 why[CORE_REASON_MAX];
 	bool		 reporter = n->reported_gen == j->failed_gen;
+	bool		 second = reporter || j->cause_gen == j->failed_gen;
 
 	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
 	    j->failed_gen == 0 || j->generation != j->failed_gen + 1 ||
@@ -410,12 +413,12 @@ lose_after_failure(struct core_node *n)
 	core_timer_clear(j->core, &n->lease);
 	textf(why, sizeof(why), "its connection closed just after %s failure "
 	    "of generation %llu %s", reporter ? "its own report of a" : "a",
-	    (unsigned long long)j->failed_gen, reporter ? "(a second fault, "
+	    (unsigned long long)j->failed_gen, second ? "(a second fault, "
 	    "during the recovery)" : "was reported");
 	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);
-	if (!reporter) {
+	if (!second) {
 		j->pend_failure = j->pend_loss = false;
 		j->pend_change = true;
 	}
