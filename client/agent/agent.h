@@ -438,6 +438,7 @@ struct update_report {
 	bool			 nproc;
 	bool			 master_port;
 	bool			 gpucheck;
+	uint64_t		 port_taken_gen;	/* see report_port_taken */
 };
 
 /* What the reports tell the hub. */
@@ -540,7 +541,11 @@ int	agent_init(struct agent *, struct agent_opts *);
 void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
-uint16_t agent_free_port(uint16_t avoid);
+
+/* port.c: the master port this node offers, held until it is used. */
+uint16_t agent_free_port(uint16_t in_use);
+bool	agent_port_usable(uint16_t port);
+bool	agent_master_port_taken(struct node *, const Rdzv__V1__Assignment *);
 int	assignment_check(const char *job_id, uint32_t nproc,
 	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
 	    size_t len);
@@ -628,6 +633,9 @@ void	report_hang(struct report *, uint64_t gen, const char *message);
 void	report_progress(struct report *, uint64_t gen, uint64_t step);
 void	report_update(struct report *, bool nproc, bool master_port,
 	    bool gpucheck);
+/* The master port of |generation| was taken: the update of the new port
+ * asks for a new round that counts no restart. */
+void	report_port_taken(struct report *, uint64_t generation);
 void	report_flush(struct report *);
 void	report_forget(struct report *);
 void	report_leave(struct report *, const char *reason);

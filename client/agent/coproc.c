@@ -162,6 +162,8 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	}
 	if (pb->generation <= c->gen)
 		return;		/* a resume repeats it */
+	if (agent_master_port_taken(&c->node, pb))
+		return;		/* a new round comes, with a new port */
 	c->gen = pb->generation;
 	c->node.offer.started_gen = pb->generation;
 	assignment_log(pb);

@@ -554,6 +554,10 @@ int		 core_resume(struct core *, struct core_now,
 enum core_cause {
 	CORE_CAUSE_WORKER = 0,	/* a worker exited non-zero */
 	CORE_CAUSE_HANG,	/* "hang": no progress for hang_timeout */
+	/* "master_port", UPDATE only: the node of group rank 0 found the
+	 * master port of |generation| taken on its host before its workers
+	 * started; |master_port| is its new offer. */
+	CORE_CAUSE_MASTER_PORT,
 };
 
 /* A worker's end as the agent reported it (rdzv.v1.WorkerExit). */
@@ -576,7 +580,8 @@ struct core_report {
 	uint32_t	 nproc;			/* fewer workers: re-round */
 	uint32_t	 master_port;		/* offered from now on */
 	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
-	 * for the hang timeout, else CORE_CAUSE_WORKER. */
+	 * for the hang timeout, else CORE_CAUSE_WORKER. CORE_OUTCOME_UPDATE:
+	 * CORE_CAUSE_MASTER_PORT or CORE_CAUSE_WORKER (none). */
 	enum core_cause	 cause;
 	/* CORE_OUTCOME_FAILED: the workers' exits, held against the host
 	 * when they crashed (hosts_exit_is_crash). */
