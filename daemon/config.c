@@ -519,7 +519,7 @@ config_load(struct config *cfg, int argc, char **argv)
 	const char *file = NULL;
 	int explicit_file = 0, opt;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
 		if (opt == 'c') {
 			file = optarg;
 			explicit_file = 1;
@@ -547,11 +547,20 @@ config_load(struct config *cfg, int argc, char **argv)
 	 * replaces the file's list. */
 	int listen_flag = 0, admin_flag = 0;
 	optind = 0;
-	opterr = 1;
 	set_level = 2;
-	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
+		/* One line, as rdzv-agent and rdzvctl say it: the help is
+		 * a flag away. */
 		if (opt == '?' || opt == ':') {
-			usage(stderr);
+			const char *bad = optind > 0 && optind <= argc ?
+			    argv[optind - 1] : "?";
+
+			if (opt == ':')
+				fprintf(stderr, "rdzvd: option '%s' needs a "
+				    "value; see 'rdzvd --help'\n", bad);
+			else
+				fprintf(stderr, "rdzvd: unknown option '%s'; "
+				    "see 'rdzvd --help'\n", bad);
 			exit(2);
 		}
 		if (opt == 'M') {
@@ -584,8 +593,8 @@ config_load(struct config *cfg, int argc, char **argv)
 		cfg->migrate_to = xstrdup(argv[optind++]);
 	}
 	if (optind < argc) {
-		fprintf(stderr, "rdzvd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "rdzvd: unexpected argument '%s'; see 'rdzvd "
+		    "--help'\n", argv[optind]);
 		exit(2);
 	}
 

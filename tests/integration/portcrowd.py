@@ -44,6 +44,12 @@ def evens(lo, hi):
     return sum(1 for p in range(lo, hi + 1) if p % 2 == lo % 2)
 
 
+def needed():
+    """The open files the crowd needs: one per even port, CHURN more."""
+    lo, hi = port_range()
+    return evens(lo, hi) + CHURN + 64
+
+
 def accept_forever(lsock):
     """The server ends: accepted, and closed when the client resets."""
     sel = selectors.DefaultSelector()
