@@ -360,6 +360,15 @@ struct session_events {
 	void	*arg;
 };
 
+/* The reminders while the node waits for the others (waiting.c). */
+struct waiting_log {
+	struct event		*ev;
+	uint32_t		 participants;
+	uint32_t		 min_nodes;
+	uint64_t		 fails_at_ms;	/* monotonic; 0 unknown */
+	uint32_t		 every_ms;
+};
+
 struct session {
 	const struct agent_opts	*opts;
 	const struct offer	*offer;
@@ -399,6 +408,7 @@ struct session {
 	bool			 spare_done;	/* a spare by node order has
 						   waited (session.c) */
 	struct event		*spare_ev;	/* ... at most this long */
+	struct waiting_log	 wait;
 };
 
 /* ------------------------------------------------------------- report.c */
@@ -542,6 +552,11 @@ void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 
+/* waiting.c */
+int	waiting_init(struct session *, struct event_base *);
+void	waiting_news(struct session *, const Rdzv__V1__Waiting *);
+void	waiting_over(struct session *);
+void	waiting_free(struct session *);
 /* port.c: the master port this node offers, held until it is used. */
 uint16_t agent_free_port(uint16_t in_use);
 bool	agent_port_usable(uint16_t port);

@@ -423,6 +423,9 @@ struct core_msg {
 			uint32_t		participants;
 			uint32_t		min_nodes;
 			uint32_t		max_nodes;
+			/* The join (or rejoin) timeout's time left,
+			 * when armed; 0 none. */
+			uint32_t		fails_in_ms;
 		} waiting;
 		struct core_assignment	 assignment;
 		struct {
