@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "buildconf.h"
+#include "exitcodes.h"
 #include "log.h"
 #include "parse.h"
 #include "rdzvd.h"
@@ -165,6 +166,7 @@ usage(FILE *f)
 	    "(also as `key = value` lines in the config file):\n");
 	for (size_t i = 0; i < N_SETTINGS; i++)
 		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
+	fputs(RDZV_EXIT_HELP, f);
 }
 
 /* Whether |v| (parsed from |val|) is outside the setting's bounds; if so

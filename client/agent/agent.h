@@ -35,6 +35,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "exitcodes.h"
 #include "grpc.h"
 #include "env.h"
 #include "gpucheck_run.h"
@@ -42,12 +43,15 @@
 #include "rdzv/v1/rendezvous.pb-c.h"
 
 /* Exit statuses (SPEC §6); 128+N for signal N. */
-#define AGENT_EXIT_OK		0
-#define AGENT_EXIT_FAILED	1	/* the job failed */
-#define AGENT_EXIT_USAGE	2	/* usage or configuration */
-#define AGENT_EXIT_UNREACHABLE	3	/* rdzvd could not be reached */
-#define AGENT_EXIT_REFUSED	4	/* permission, job closed, evicted */
-#define AGENT_EXIT_PROTOCOL	5	/* rdzvd sent something impossible */
+/* One table for the three programs (lib/exitcodes.h). */
+#define AGENT_EXIT_OK		RDZV_EXIT_OK
+#define AGENT_EXIT_FAILED	RDZV_EXIT_FAILED	/* the job failed */
+#define AGENT_EXIT_USAGE	RDZV_EXIT_USAGE
+#define AGENT_EXIT_UNREACHABLE	RDZV_EXIT_UNAVAILABLE	/* rdzvd not reached */
+#define AGENT_EXIT_REFUSED	RDZV_EXIT_REFUSED	/* permission, job
+							   closed, evicted */
+#define AGENT_EXIT_PROTOCOL	RDZV_EXIT_PROTOCOL	/* rdzvd sent something
+							   impossible */
 
 #define AGENT_STOP_TIMEOUT_MS	30000	/* torchrun's worker close timeout */
 #define AGENT_GPUCHECK_TIMEOUT_MS 60000

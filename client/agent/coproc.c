@@ -50,8 +50,9 @@
 "  --nproc-per-node N            the launcher's workers on this node: a\n" \
 "                                number (default 1)\n"			\
 "\n"									\
-"Exit status: as join's, the job's outcome once it ended; 1 when the\n" \
-"launcher went away.\n"
+"It exits with the job's outcome once the job ended, 1 when the launcher\n" \
+"went away.\n"								\
+RDZV_EXIT_HELP
 
 void
 coproc_usage(FILE *f)

@@ -77,10 +77,7 @@
 "  --log-level LEVEL             error, warn, info or debug (info)\n"	\
 "  -v, --verbose                 --log-level debug\n"			\
 CLIENT_OPTIONS_HELP							\
-"\n"									\
-"Exit status: 0 the job succeeded, 1 it failed, 2 usage or configuration,\n" \
-"3 rdzvd unreachable, 4 refused (permission, job closed, evicted), 128+N\n" \
-"stopped by signal N.\n"
+RDZV_EXIT_HELP
 
 void
 join_usage(FILE *f)

@@ -45,9 +45,7 @@ static const struct option shared_longopts[] = {
 	"  -h, --help                    this help\n"			\
 	"  -V, --version                 rdzvctl's version\n"
 
-#define EXIT_HELP							\
-	"Exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 permission\n" \
-	"denied, 5 rdzvd unavailable. docs/RDZVCTL.md has the details.\n"
+#define EXIT_HELP	RDZV_EXIT_HELP
 
 static void
 usage(FILE *f)
@@ -73,7 +71,7 @@ command_usage(const struct ctl_cmd *cmd, FILE *f)
 	    cmd->args, cmd->summary);
 	if (cmd->help != NULL && *cmd->help != '\0')
 		fprintf(f, "options:\n%s\n", cmd->help);
-	fprintf(f, "options of every command:\n" SHARED_HELP "\n" EXIT_HELP);
+	fprintf(f, "options of every command:\n" SHARED_HELP EXIT_HELP);
 }
 
 int
