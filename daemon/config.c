@@ -17,6 +17,7 @@
 
 #include "buildconf.h"
 #include "exitcodes.h"
+#include "helpfmt.h"
 #include "log.h"
 #include "parse.h"
 #include "rdzvd.h"
@@ -157,15 +158,20 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: rdzvd [--config FILE] [--listen ADDR:PORT | "
-	    "unix:PATH]... [--store SPEC | --db PATH]\n"
+	    "unix:PATH]...\n"
+	    "             [--store SPEC | --db PATH]\n"
 	    "             [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] "
 	    "[--insecure]\n"
 	    "             [--http-listen ADDR:PORT | none] [--log-level LEVEL]\n"
 	    "             [--check-config]\n"
 	    "       rdzvd --migrate-store FROM TO\n\nsettings "
 	    "(also as `key = value` lines in the config file):\n");
-	for (size_t i = 0; i < N_SETTINGS; i++)
-		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "--%s", settings[i].name);
+		help_item(f, opt, settings[i].help);
+	}
 	fputs(RDZV_EXIT_HELP, f);
 }
 

@@ -36,6 +36,7 @@
 #include "client.h"
 #include "clock.h"
 #include "exitcodes.h"
+#include "helpfmt.h"
 #include "grpc.h"
 #include "env.h"
 #include "gpucheck_run.h"

@@ -57,7 +57,7 @@ RDZV_EXIT_HELP
 void
 coproc_usage(FILE *f)
 {
-	fputs(COPROC_HELP, f);
+	help_text(f, COPROC_HELP);
 }
 
 struct coproc {

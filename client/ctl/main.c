@@ -57,9 +57,10 @@ usage(FILE *f)
 
 		snprintf(head, sizeof(head), "%s %s", commands[i]->name,
 		    commands[i]->args);
-		fprintf(f, "  %-20s %s\n", head, commands[i]->summary);
+		help_item(f, head, commands[i]->summary);
 	}
-	fprintf(f, "\noptions of every command:\n" SHARED_HELP "\n"
+	fprintf(f, "\noptions of every command:\n");
+	help_text(f, SHARED_HELP "\n"
 	    "'rdzvctl COMMAND --help' shows a command's own options.\n"
 	    EXIT_HELP);
 }
@@ -69,9 +70,13 @@ command_usage(const struct ctl_cmd *cmd, FILE *f)
 {
 	fprintf(f, "usage: rdzvctl %s %s [OPTIONS]\n%s\n\n", cmd->name,
 	    cmd->args, cmd->summary);
-	if (cmd->help != NULL && *cmd->help != '\0')
-		fprintf(f, "options:\n%s\n", cmd->help);
-	fprintf(f, "options of every command:\n" SHARED_HELP EXIT_HELP);
+	if (cmd->help != NULL && *cmd->help != '\0') {
+		fprintf(f, "options:\n");
+		help_text(f, cmd->help);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "options of every command:\n");
+	help_text(f, SHARED_HELP EXIT_HELP);
 }
 
 int

@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "exitcodes.h"
+#include "helpfmt.h"
 #include "names.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/types.pb-c.h"

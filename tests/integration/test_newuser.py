@@ -164,3 +164,45 @@ def test_one_exit_table_in_every_help_and_man_page():
         for n, first in listed.items():
             if n in words:
                 assert first.lower().startswith(words[n]), (page, n, first)
+
+
+def helps():
+    """Every --help of the three programs: {name: text}."""
+    out = {"rdzvd": run([RDZVD, "--help"]).stdout}
+    for cmd in ("join", "coproc", "gpucheck"):
+        out["rdzv-agent " + cmd] = run([AGENT, cmd, "--help"]).stdout
+    top = run([CTL, "--help"]).stdout
+    out["rdzvctl"] = top
+    cmds = re.findall(r"^  ([a-z]+) ", top.split("commands:\n", 1)[1]
+                      .split("\n\n", 1)[0], re.M)
+    assert len(cmds) >= 8, top
+    for cmd in cmds:
+        out["rdzvctl " + cmd] = run([CTL, cmd, "--help"]).stdout
+    return out
+
+
+def test_help_columns_are_aligned():
+    """One layout for every option of every --help: the text from column
+    32 (an option too long for its column on a line of its own, its text
+    below), never running into the option, nothing past column 79. The
+    options that ran into their text are among them."""
+    seen = set()
+    for name, text in helps().items():
+        assert text, name
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            assert len(line) <= 79, (name, line)
+            if not line.startswith("  -"):
+                continue
+            opt = line[2:].split("  ")[0]
+            seen.add(opt.split()[0].rstrip(","))
+            if len(line) > len(opt) + 2:    # option and text on one line
+                assert len(opt) <= 28 and line[2 + len(opt):32].strip() == "" \
+                    and line[32] != " ", (name, line)
+            else:                           # the text on the next line
+                nxt = lines[i + 1]
+                assert nxt[:32].strip() == "" and nxt[32] != " ", \
+                    (name, line, nxt)
+    for opt in ("--rank-policy", "--restart", "--max-connections-per-address",
+                "--host-quarantine-crashes", "--server", "--tls-cert"):
+        assert opt in seen, (opt, sorted(seen))
