@@ -332,8 +332,9 @@ class RdzvRendezvousHandler(RendezvousHandler):
                 if "Address already in use" not in str(e):
                     raise RendezvousError("generation %d: cannot host the round's "
                                           "store on port %d: %s" % (a["generation"], port, e))
-                # Taken after all (docs/TORCHRUN.md): the agent offers a
-                # new port and rdzvd re-rounds without counting a restart.
+                # Taken after all (docs/AGENT.md, "The master port"): the
+                # agent offers a new port and rdzvd re-rounds without
+                # counting a restart; the loop above waits for that round.
                 log.warning("generation %d: master port %d is taken on this "
                             "host; asking for a new round on another port",
                             a["generation"], port)
