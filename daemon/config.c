@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "buildconf.h"
+#include "exitcodes.h"
+#include "helpfmt.h"
 #include "log.h"
 #include "parse.h"
 #include "rdzvd.h"
@@ -156,15 +158,21 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: rdzvd [--config FILE] [--listen ADDR:PORT | "
-	    "unix:PATH]... [--store SPEC | --db PATH]\n"
+	    "unix:PATH]...\n"
+	    "             [--store SPEC | --db PATH]\n"
 	    "             [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] "
 	    "[--insecure]\n"
 	    "             [--http-listen ADDR:PORT | none] [--log-level LEVEL]\n"
 	    "             [--check-config]\n"
 	    "       rdzvd --migrate-store FROM TO\n\nsettings "
 	    "(also as `key = value` lines in the config file):\n");
-	for (size_t i = 0; i < N_SETTINGS; i++)
-		fprintf(f, "  --%-22s %s\n", settings[i].name, settings[i].help);
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "--%s", settings[i].name);
+		help_item(f, opt, settings[i].help);
+	}
+	fputs(RDZV_EXIT_HELP, f);
 }
 
 /* Whether |v| (parsed from |val|) is outside the setting's bounds; if so
@@ -519,7 +527,7 @@ config_load(struct config *cfg, int argc, char **argv)
 	const char *file = NULL;
 	int explicit_file = 0, opt;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
 		if (opt == 'c') {
 			file = optarg;
 			explicit_file = 1;
@@ -547,11 +555,20 @@ config_load(struct config *cfg, int argc, char **argv)
 	 * replaces the file's list. */
 	int listen_flag = 0, admin_flag = 0;
 	optind = 0;
-	opterr = 1;
 	set_level = 2;
-	while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
+		/* One line, as rdzv-agent and rdzvctl say it: the help is
+		 * a flag away. */
 		if (opt == '?' || opt == ':') {
-			usage(stderr);
+			const char *bad = optind > 0 && optind <= argc ?
+			    argv[optind - 1] : "?";
+
+			if (opt == ':')
+				fprintf(stderr, "rdzvd: option '%s' needs a "
+				    "value; see 'rdzvd --help'\n", bad);
+			else
+				fprintf(stderr, "rdzvd: unknown option '%s'; "
+				    "see 'rdzvd --help'\n", bad);
 			exit(2);
 		}
 		if (opt == 'M') {
@@ -584,8 +601,8 @@ config_load(struct config *cfg, int argc, char **argv)
 		cfg->migrate_to = xstrdup(argv[optind++]);
 	}
 	if (optind < argc) {
-		fprintf(stderr, "rdzvd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "rdzvd: unexpected argument '%s'; see 'rdzvd "
+		    "--help'\n", argv[optind]);
 		exit(2);
 	}
 

@@ -31,6 +31,9 @@
 
 struct rdzvd rdzvd;
 
+/* The open-file limit in force, for the messages about running out, and
+ * what raise_nofile() did to it. */
+static char nofile_raised[64];
 /* The open-file limit in force, for the messages about running out. */
 static unsigned long long nofile;
 
@@ -165,15 +168,18 @@ conns_cap(uint32_t want)
 {
 	unsigned long long share;
 
-	if (nofile == 0 || want <= nofile)
-		return want;
+	if (nofile == 0)
+		return want;		/* getrlimit failed: said */
 	share = nofile - nofile / 4 > 2 * CONNS_FD_RESERVE ?
 	    nofile - nofile / 4 - CONNS_FD_RESERVE : nofile / 2;
-	if (share >= want)
+	if (want <= nofile || share >= want) {
+		log_info("open files: at most %llu%s", nofile, nofile_raised);
 		return want;
-	log_info("max-connections %u is more than the open-file limit "
-	    "(%llu) leaves: at most %llu gRPC connections", want, nofile,
-	    share);
+	}
+	log_warnx("open files: at most %llu%s, which leaves room for %llu "
+	    "gRPC connections, not max-connections %u: raise the limit "
+	    "(LimitNOFILE= in the unit, ulimit -n) or lower max-connections",
+	    nofile, nofile_raised, share, want);
 	return (uint32_t)share;
 }
 
@@ -249,9 +255,8 @@ raise_nofile(void)
 			    was);
 	}
 	nofile = rl.rlim_cur;
-	log_info("open files: at most %llu%s%s", nofile, raised,
-	    nofile < rdzvd.cfg.max_conns ? ", fewer than max-connections" :
-	    "");
+	/* conns_cap() says it, in one line with what it means. */
+	snprintf(nofile_raised, sizeof(nofile_raised), "%s", raised);
 }
 
 static void
@@ -299,16 +304,62 @@ role_changed(int leading)
  * job from it (SPEC §9, §4 rule 11); on etcd it campaigns, and loads when
  * it wins (SPEC §14).
  */
+/*
+ * The highest directory above a SQLite database that does not exist, in
+ * |buf|; "" when they all do (or the store is not SQLite). The store
+ * creates them (0700); rdzvd says so (docs/RDZVD.md).
+ */
+static void
+missing_db_dir(const char *store, char *buf, size_t len)
+{
+	struct stat st;
+	char *p;
+
+	buf[0] = '\0';
+	if (strncmp(store, "sqlite:", 7) != 0)
+		return;
+	snprintf(buf, len, "%s", store + 7);
+	if ((p = strrchr(buf, '/')) == NULL || p == buf) {
+		buf[0] = '\0';
+		return;
+	}
+	*p = '\0';
+	if (stat(buf, &st) == 0) {
+		buf[0] = '\0';
+		return;
+	}
+	/* Up while the parent is missing too. */
+	while ((p = strrchr(buf, '/')) != NULL && p != buf) {
+		*p = '\0';
+		if (stat(buf, &st) == 0) {
+			*p = '/';
+			break;
+		}
+	}
+}
+
 static void
 open_state(void)
 {
 	struct store_opts so;
-	char err[1024];
+	char err[1024], created[PATH_MAX], dflt[PATH_MAX];
 
 	store_opts_from(&rdzvd.cfg, &so);
+	missing_db_dir(rdzvd.cfg.store, created, sizeof(created));
 	if (store_open_opts(rdzvd.cfg.store, &so, &rdzvd.store, err,
 	    sizeof(err)) != 0)
 		fatalx("%s", err);
+	/* A path the operator gave, whose directory did not exist, is as
+	 * likely a typo as a wish: a warning. The default's is a first
+	 * start. */
+	config_default_db(dflt, sizeof(dflt));
+	if (created[0] != '\0' && strcmp(rdzvd.cfg.store + 7, dflt) == 0)
+		log_info("database %s: created %s, which did not exist",
+		    rdzvd.cfg.store + 7, created);
+	else if (created[0] != '\0')
+		log_warnx("database %s: created %s, which did not exist (mode "
+		    "0700); if the path is a typo, stop rdzvd, remove it and "
+		    "give the right --db", rdzvd.cfg.store + 7, created);
 	stall_init();
 	ha_start(role_changed);
 }

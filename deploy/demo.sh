@@ -12,7 +12,9 @@
 # build); RDZV_DEMO_NO_BUILD=1, use that build as it is; RDZV_DEMO_LISTEN and
 # RDZV_DEMO_DB, another address and database than rdzvd's defaults;
 # RDZV_DEMO_HTTP_LISTEN, another address for the status page than
-# 127.0.0.1:29401.
+# 127.0.0.1:29401. When something already listens on 29401 (another rdzvd,
+# another demo), the status page takes a free port, and the demo prints
+# where it is as soon as rdzvd is ready.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -39,8 +41,12 @@ server=${RDZV_DEMO_LISTEN:-127.0.0.1:29400}
 dargs=()
 [ -n "${RDZV_DEMO_LISTEN:-}" ] && dargs+=(--listen "$RDZV_DEMO_LISTEN")
 [ -n "${RDZV_DEMO_DB:-}" ] && dargs+=(--db "$RDZV_DEMO_DB")
-[ -n "${RDZV_DEMO_HTTP_LISTEN:-}" ] &&
-    dargs+=(--http-listen "$RDZV_DEMO_HTTP_LISTEN")
+if [ -n "${RDZV_DEMO_HTTP_LISTEN:-}" ]; then
+	dargs+=(--http-listen "$RDZV_DEMO_HTTP_LISTEN")
+elif (exec 3<>/dev/tcp/127.0.0.1/29401) 2>/dev/null; then
+	echo "demo: port 29401 is taken; the status page gets a free port" >&2
+	dargs+=(--http-listen 127.0.0.1:0)
+fi
 db=$("$rdzvd" "${dargs[@]}" --check-config | sed -n 's/^db = //p')
 job=demo-$(date +%Y%m%d-%H%M%S)
 work=$(mktemp -d /tmp/rdzv-demo.XXXXXX)
@@ -107,6 +113,14 @@ if ! wait_line "$work/rdzvd.log" "ready" "$dpid"; then
 	echo "demo: rdzvd did not start (is another rdzvd using $server?)" >&2
 	exit 1
 fi
+status_page() {
+	sed -n 's/.*serving HTTP on [^ ]*: status page \([^,]*\),.*/\1/p' \
+	    "$work/rdzvd.log" | head -n 1
+}
+page=$(status_page)
+if [ -n "$page" ]; then
+	say "status page: ${page}#job=$job"
+fi
 
 say "three agents join job $job: node0 with 2 workers, node1 and node2 with 1"
 # Each agent would run on its own node, started by the batch system
@@ -128,8 +142,6 @@ done
 # Once the job trains, the operator's view: the status page (live in a
 # browser while the job trains) and rdzvctl.
 if wait_line "$work/agents.log" "epoch  3/"; then
-	page=$(sed -n 's/.*serving HTTP on [^ ]*: status page \([^,]*\),.*/\1/p' \
-	    "$work/rdzvd.log" | head -n 1)
 	if [ -n "$page" ]; then
 		say "status page: ${page}#job=$job (open it while the job trains;" \
 		    "metrics at ${page}metrics)"

@@ -15,7 +15,7 @@ python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang l
 dpkg-dev debhelper fakeroot lintian bash-completion man-db systemd
 prometheus chromium slurm-wlm munge
 etcd-server etcd-client
-iproute2 nftables ethtool" ;;
+iproute2 nftables ethtool stress-ng" ;;
 demo) pkgs="$pkgs python3-torch" ;;
 esac
 

@@ -27,36 +27,12 @@
 #include "log.h"
 #include "text.h"
 
-#define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
 /* After the workers' stop timeout, how long an exit may still take:
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
 
 static void	agent_quit(struct agent *, int status, bool leave,
 		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-/* A port free now (bind port 0, read it, close), other than |avoid|. */
-uint16_t
-agent_free_port(uint16_t avoid)
-{
-	for (int i = 0; i < 8; i++) {
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		socklen_t len = sizeof(sin);
-		uint16_t port = 0;
-		int fd;
-
-		if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-			break;
-		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
-		    getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
-			port = ntohs(sin.sin_port);
-		close(fd);
-		if (port != 0 && port != avoid)
-			return port;
-	}
-	log_warn("cannot find a free port; offering %d", FALLBACK_PORT);
-	return FALLBACK_PORT;
-}
 
 /* ------------------------------------------------------------ decisions */
 
@@ -290,6 +266,8 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		    (unsigned long long)pb->generation);
 		return;
 	}
+	if (agent_master_port_taken(&a->node, pb))
+		return;		/* a new round comes, with a new port */
 	memset(w, 0, sizeof(*w));
 	w->generation = pb->generation;
 	w->group_rank = pb->group_rank;

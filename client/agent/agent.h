@@ -37,6 +37,8 @@
 
 #include "client.h"
 #include "clock.h"
+#include "exitcodes.h"
+#include "helpfmt.h"
 #include "grpc.h"
 #include "env.h"
 #include "gpucheck_run.h"
@@ -44,12 +46,15 @@
 #include "rdzv/v1/rendezvous.pb-c.h"
 
 /* Exit statuses (SPEC §6); 128+N for signal N. */
-#define AGENT_EXIT_OK		0
-#define AGENT_EXIT_FAILED	1	/* the job failed */
-#define AGENT_EXIT_USAGE	2	/* usage or configuration */
-#define AGENT_EXIT_UNREACHABLE	3	/* rdzvd could not be reached */
-#define AGENT_EXIT_REFUSED	4	/* permission, job closed, evicted */
-#define AGENT_EXIT_PROTOCOL	5	/* rdzvd sent something impossible */
+/* One table for the three programs (lib/exitcodes.h). */
+#define AGENT_EXIT_OK		RDZV_EXIT_OK
+#define AGENT_EXIT_FAILED	RDZV_EXIT_FAILED	/* the job failed */
+#define AGENT_EXIT_USAGE	RDZV_EXIT_USAGE
+#define AGENT_EXIT_UNREACHABLE	RDZV_EXIT_UNAVAILABLE	/* rdzvd not reached */
+#define AGENT_EXIT_REFUSED	RDZV_EXIT_REFUSED	/* permission, job
+							   closed, evicted */
+#define AGENT_EXIT_PROTOCOL	RDZV_EXIT_PROTOCOL	/* rdzvd sent something
+							   impossible */
 
 #define AGENT_STOP_TIMEOUT_MS	30000	/* torchrun's worker close timeout */
 #define AGENT_GPUCHECK_TIMEOUT_MS 60000
@@ -366,6 +371,15 @@ struct session_events {
 	void	*arg;
 };
 
+/* The reminders while the node waits for the others (waiting.c). */
+struct waiting_log {
+	struct event		*ev;
+	uint32_t		 participants;
+	uint32_t		 min_nodes;
+	uint64_t		 fails_at_ms;	/* monotonic; 0 unknown */
+	uint32_t		 every_ms;
+};
+
 struct session {
 	const struct agent_opts	*opts;
 	const struct offer	*offer;
@@ -405,6 +419,7 @@ struct session {
 	bool			 spare_done;	/* a spare by node order has
 						   waited (session.c) */
 	struct event		*spare_ev;	/* ... at most this long */
+	struct waiting_log	 wait;
 };
 
 /* ------------------------------------------------------------- report.c */
@@ -446,6 +461,7 @@ struct update_report {
 	bool			 nproc;
 	bool			 master_port;
 	bool			 gpucheck;
+	uint64_t		 port_taken_gen;	/* see report_port_taken */
 };
 
 /* What the reports tell the hub. */
@@ -555,7 +571,16 @@ int	agent_init(struct agent *, struct agent_opts *);
 void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
-uint16_t agent_free_port(uint16_t avoid);
+
+/* waiting.c */
+int	waiting_init(struct session *, struct event_base *);
+void	waiting_news(struct session *, const Rdzv__V1__Waiting *);
+void	waiting_over(struct session *);
+void	waiting_free(struct session *);
+/* port.c: the master port this node offers, held until it is used. */
+uint16_t agent_free_port(uint16_t in_use);
+bool	agent_port_usable(uint16_t port);
+bool	agent_master_port_taken(struct node *, const Rdzv__V1__Assignment *);
 int	assignment_check(const char *job_id, uint32_t nproc,
 	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
 	    size_t len);
@@ -652,6 +677,9 @@ void	report_absent(struct report *, uint64_t gen, const char *message,
 void	report_progress(struct report *, uint64_t gen, uint64_t step);
 void	report_update(struct report *, bool nproc, bool master_port,
 	    bool gpucheck);
+/* The master port of |generation| was taken: the update of the new port
+ * asks for a new round that counts no restart. */
+void	report_port_taken(struct report *, uint64_t generation);
 void	report_flush(struct report *);
 void	report_forget(struct report *);
 void	report_leave(struct report *, const char *reason);

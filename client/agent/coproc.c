@@ -50,13 +50,14 @@
 "  --nproc-per-node N            the launcher's workers on this node: a\n" \
 "                                number (default 1)\n"			\
 "\n"									\
-"Exit status: as join's, the job's outcome once it ended; 1 when the\n" \
-"launcher went away.\n"
+"It exits with the job's outcome once the job ended, 1 when the launcher\n" \
+"went away.\n"								\
+RDZV_EXIT_HELP
 
 void
 coproc_usage(FILE *f)
 {
-	fputs(COPROC_HELP, f);
+	help_text(f, COPROC_HELP);
 }
 
 struct coproc {
@@ -162,6 +163,8 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	}
 	if (pb->generation <= c->gen)
 		return;		/* a resume repeats it */
+	if (agent_master_port_taken(&c->node, pb))
+		return;		/* a new round comes, with a new port */
 	c->gen = pb->generation;
 	c->node.offer.started_gen = pb->generation;
 	assignment_log(pb);
@@ -294,6 +297,33 @@ do_report(struct coproc *c, json_t *cmd)
 	return NULL;
 }
 
+/*
+ * The launcher's store could not bind the master port of |generation| on
+ * this node (the rare race the held port leaves: another program listens
+ * on it). As agent_master_port_taken() does before a round: a new port,
+ * and a new round that counts no restart.
+ */
+static const char *
+do_port_taken(struct coproc *c, json_t *cmd)
+{
+	json_int_t gen = 0;
+
+	if (json_unpack(cmd, "{s:I}", "generation", &gen) != 0)
+		return "port_taken needs \"generation\" (a number)";
+	if (gen <= 0 || (uint64_t)gen != c->gen)
+		return "generation is not the one this node was assigned last";
+	if (c->opts->master_port != 0)
+		return "the master port is fixed (--master-port): no other "
+		    "can be offered";
+	c->node.offer.master_port = agent_free_port(0);
+	log_warnx("generation %lld: the launcher cannot bind its master port "
+	    "(taken on this host); offering port %u and asking rdzvd for a "
+	    "new round, with no restart counted", (long long)gen,
+	    c->node.offer.master_port);
+	report_port_taken(&c->node.report, (uint64_t)gen);
+	return NULL;
+}
+
 /* One command line; a bad one is answered with an error line and the
  * node goes on. */
 static void
@@ -315,9 +345,11 @@ command(struct coproc *c, const char *line)
 		    c->opts->id, reason);
 	} else if (strcmp(name, "close") == 0) {
 		err = close_job(c);
+	} else if (strcmp(name, "port_taken") == 0) {
+		err = do_port_taken(c, cmd);
 	} else {
-		err = "unknown command; the commands are report, leave and "
-		    "close";
+		err = "unknown command; the commands are report, leave, close "
+		    "and port_taken";
 	}
 	if (err != NULL) {
 		log_warnx("from the launcher: %s: %.200s", err, line);

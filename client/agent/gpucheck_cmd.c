@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "gpucheck_run.h"
+#include "helpfmt.h"
 #include "parse.h"
 #include "text.h"
 
@@ -21,7 +22,7 @@
 void
 gpucheck_usage(FILE *f)
 {
-	fprintf(f,
+	help_text(f,
 	    "usage: rdzv-agent gpucheck [--device N|all] [-o table|json]\n"
 	    "           [--gpucheck-timeout DUR] [--bytes SIZE]\n"
 	    "  --device N|all           the device to check (default all)\n"
@@ -30,7 +31,10 @@ gpucheck_usage(FILE *f)
 	    "                           (default 60s; also --health-timeout)\n"
 	    "  --bytes SIZE             test buffer per device (default "
 	    "256MiB)\n"
-	    "libcuda is loaded from $RDZV_LIBCUDA, else libcuda.so.1.\n");
+	    "libcuda is loaded from $RDZV_LIBCUDA, else libcuda.so.1.\n"
+	    "\n"
+	    "Exit status: 0 every device checked passed, 1 one failed or no GPU\n"
+	    "could be checked, 2 usage.\n");
 }
 
 static void

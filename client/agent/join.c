@@ -64,9 +64,11 @@
 "                                --health-timeout)\n"			\
 "  --stop-timeout DURATION       SIGKILL workers this long after SIGTERM\n" \
 "                                (30s)\n"				\
-"  --rank-policy ordered|stable new rounds keep survivors' ranks (stable)\n" \
+"  --rank-policy ordered|stable\n"					\
+"                                new rounds keep survivors' ranks (stable)\n" \
 "                                or re-sort by node rank (ordered, default)\n" \
-"  --restart in-process|process on a new round, hand the running workers\n" \
+"  --restart in-process|process\n"					\
+"                                on a new round, hand the running workers\n" \
 "                                their new assignment (rdzv.elastic) instead\n" \
 "                                of restarting them (process; the job's\n" \
 "                                setting also turns it on)\n"		\
@@ -77,15 +79,12 @@
 "  --log-level LEVEL             error, warn, info or debug (info)\n"	\
 "  -v, --verbose                 --log-level debug\n"			\
 CLIENT_OPTIONS_HELP							\
-"\n"									\
-"Exit status: 0 the job succeeded, 1 it failed, 2 usage or configuration,\n" \
-"3 rdzvd unreachable, 4 refused (permission, job closed, evicted), 128+N\n" \
-"stopped by signal N.\n"
+RDZV_EXIT_HELP
 
 void
 join_usage(FILE *f)
 {
-	fputs(JOIN_HELP, f);
+	help_text(f, JOIN_HELP);
 }
 
 typedef int (*setter_fn)(struct agent_opts *, const char *, char *, size_t);

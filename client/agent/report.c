@@ -211,6 +211,7 @@ update_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 			if (u->seq == u->sent_seq) {
 				u->pending = false;
 				u->nproc = u->master_port = u->gpucheck = false;
+				u->port_taken_gen = 0;
 			}
 			report_flush(rp);
 		} else
@@ -235,6 +236,13 @@ report_update(struct report *rp, bool nproc, bool master_port,
 	report_flush(rp);
 }
 
+void
+report_port_taken(struct report *rp, uint64_t generation)
+{
+	rp->update.port_taken_gen = generation;
+	report_update(rp, false, true, false);
+}
+
 static void
 send_update(struct report *rp)
 {
@@ -252,6 +260,10 @@ send_update(struct report *rp)
 		req.nproc = o->nproc;
 	if (u->master_port)
 		req.master_port = o->master_port;
+	if (u->port_taken_gen != 0) {
+		req.generation = u->port_taken_gen;
+		req.cause = "master_port";
+	}
 	if (u->gpucheck) {
 		if (gpucheck_pb_new(o->gpus, &gpb) != 0)
 			fatalx("out of memory");
@@ -371,6 +383,7 @@ report_forget(struct report *rp)
 		grpc_ccall_cancel(rp->progress.cc);
 	u->pending = false;
 	u->nproc = u->master_port = u->gpucheck = false;
+	u->port_taken_gen = 0;
 	if (rp->outcome.cc != NULL)
 		grpc_ccall_cancel(rp->outcome.cc);
 	if (u->cc != NULL)

@@ -68,6 +68,7 @@ end(struct session *s, int status, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	s->state = SESSION_ENDED;
+	waiting_over(s);
 	s->ev.ended(s->ev.arg, status, msg);
 }
 
@@ -182,11 +183,15 @@ failed_attempt(struct session *s, int status, const char *msg,
 		    s->last_error);
 	}
 	if (now - s->trying_since >= limit) {
+		/* A name that does not resolve is a typo, not a stopped
+		 * rdzvd. */
 		end(s, AGENT_EXIT_UNREACHABLE, "cannot reach rdzvd at %s for "
-		    "%.0f s: %s; is it running there? (--server, "
-		    "RDZV_SERVER)", server_list_format(&s->servers, list,
-		    sizeof(list)), (now - s->trying_since) / 1000.0,
-		    s->last_error);
+		    "%.0f s: %s; %s (--server, RDZV_SERVER)",
+		    server_list_format(&s->servers, list, sizeof(list)),
+		    (now - s->trying_since) / 1000.0, s->last_error,
+		    strstr(s->last_error, "cannot resolve") != NULL ?
+		    "the host name does not resolve: check it" :
+		    "is it running there?");
 		return;
 	}
 	if (s->cli != NULL && grpc_client_connected(s->cli))
@@ -494,8 +499,10 @@ session_event(struct session *s, const Rdzv__V1__JoinEvent *ev)
 		    ev->waiting->max_nodes, plural(ev->waiting->max_nodes),
 		    *ev->waiting->reason ? "; " : "",
 		    ev->waiting->reason);
+		waiting_news(s, ev->waiting);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_ASSIGNMENT:
+		waiting_over(s);
 		s->ev.assignment(s->ev.arg, ev->assignment);
 		break;
 	case RDZV__V1__JOIN_EVENT__EVENT_STOP:
@@ -667,7 +674,8 @@ session_init(struct session *s, struct event_base *base,
 	s->cli = grpc_client_new(base, &s->gopts, on_closed, s);
 	s->retry_ev = evtimer_new(base, retry_cb, s);
 	s->spare_ev = evtimer_new(base, spare_timeout_cb, s);
-	if (s->cli == NULL || s->retry_ev == NULL || s->spare_ev == NULL) {
+	if (s->cli == NULL || s->retry_ev == NULL || s->spare_ev == NULL ||
+	    waiting_init(s, base) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -693,6 +701,7 @@ session_quit(struct session *s)
 		event_del(s->retry_ev);
 	if (s->spare_ev != NULL)
 		event_del(s->spare_ev);
+	waiting_over(s);
 }
 
 /* Cancels what is in flight (its callbacks find the session ended) and
@@ -708,6 +717,7 @@ session_free(struct session *s)
 	if (s->spare_ev != NULL)
 		event_free(s->spare_ev);
 	s->spare_ev = NULL;
+	waiting_free(s);
 	grpc_client_free(s->cli);
 	s->cli = NULL;
 	tls_free(s->tls);

@@ -49,11 +49,13 @@ hint_for(int status, const char *msg)
 	/* rdzvd's own munged is down: rdzvd said so, naming it. */
 	if (status != GRPC_UNAVAILABLE || strstr(msg, "munged") != NULL)
 		return "";
+	/* A typo in the name, not a stopped rdzvd. */
+	if (strstr(msg, "cannot resolve") != NULL)
+		return " (the host name does not resolve: check --server)";
 	if (strstr(msg, "refused") != NULL ||
 	    strstr(msg, "No such file") != NULL ||
 	    strstr(msg, "no such file") != NULL ||
 	    strstr(msg, "timed out") != NULL ||
-	    strstr(msg, "cannot resolve") != NULL ||
 	    strstr(msg, "unreachable") != NULL)
 		return " (is rdzvd running? --server)";
 	return "";

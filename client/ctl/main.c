@@ -45,9 +45,7 @@ static const struct option shared_longopts[] = {
 	"  -h, --help                    this help\n"			\
 	"  -V, --version                 rdzvctl's version\n"
 
-#define EXIT_HELP							\
-	"Exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 permission\n" \
-	"denied, 5 rdzvd unavailable. docs/RDZVCTL.md has the details.\n"
+#define EXIT_HELP	RDZV_EXIT_HELP
 
 static void
 usage(FILE *f)
@@ -59,9 +57,10 @@ usage(FILE *f)
 
 		snprintf(head, sizeof(head), "%s %s", commands[i]->name,
 		    commands[i]->args);
-		fprintf(f, "  %-20s %s\n", head, commands[i]->summary);
+		help_item(f, head, commands[i]->summary);
 	}
-	fprintf(f, "\noptions of every command:\n" SHARED_HELP "\n"
+	fprintf(f, "\noptions of every command:\n");
+	help_text(f, SHARED_HELP "\n"
 	    "'rdzvctl COMMAND --help' shows a command's own options.\n"
 	    EXIT_HELP);
 }
@@ -71,9 +70,13 @@ command_usage(const struct ctl_cmd *cmd, FILE *f)
 {
 	fprintf(f, "usage: rdzvctl %s %s [OPTIONS]\n%s\n\n", cmd->name,
 	    cmd->args, cmd->summary);
-	if (cmd->help != NULL && *cmd->help != '\0')
-		fprintf(f, "options:\n%s\n", cmd->help);
-	fprintf(f, "options of every command:\n" SHARED_HELP "\n" EXIT_HELP);
+	if (cmd->help != NULL && *cmd->help != '\0') {
+		fprintf(f, "options:\n");
+		help_text(f, cmd->help);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "options of every command:\n");
+	help_text(f, SHARED_HELP EXIT_HELP);
 }
 
 int

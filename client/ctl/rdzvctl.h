@@ -14,18 +14,20 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "exitcodes.h"
+#include "helpfmt.h"
 #include "names.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/types.pb-c.h"
 
-/* Exit statuses (SPEC §8), documented in docs/RDZVCTL.md. */
+/* Exit statuses: one table for the three programs (lib/exitcodes.h). */
 enum {
-	CTL_EXIT_OK = 0,
-	CTL_EXIT_ERROR = 1,
-	CTL_EXIT_USAGE = 2,
-	CTL_EXIT_NOT_FOUND = 3,
-	CTL_EXIT_DENIED = 4,
-	CTL_EXIT_UNAVAILABLE = 5,
+	CTL_EXIT_OK = RDZV_EXIT_OK,
+	CTL_EXIT_ERROR = RDZV_EXIT_FAILED,
+	CTL_EXIT_USAGE = RDZV_EXIT_USAGE,
+	CTL_EXIT_NOT_FOUND = RDZV_EXIT_NOT_FOUND,
+	CTL_EXIT_DENIED = RDZV_EXIT_REFUSED,
+	CTL_EXIT_UNAVAILABLE = RDZV_EXIT_UNAVAILABLE,
 };
 
 enum ctl_output {

@@ -308,6 +308,27 @@ outcome(struct waiter *w)
 	return closed ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }
 
+/* Said once, when the wait for a job that is not there begins: a wait
+ * that prints nothing for minutes looks hung. */
+static void
+say_waiting(const struct waiter *w, uint64_t until_ms, uint64_t now_ms)
+{
+	time_t		 until = time(NULL) + (time_t)((until_ms - now_ms +
+			    999) / 1000);
+	struct tm	 tm;
+	char		 at[32], what[64] = "";
+
+	if (localtime_r(&until, &tm) == NULL ||
+	    strftime(at, sizeof(at), "%H:%M:%S", &tm) == 0)
+		snprintf(at, sizeof(at), "%llu s from now",
+		    (unsigned long long)((until_ms - now_ms) / 1000));
+	if (w->job != NULL)
+		snprintf(what, sizeof(what), " (attempt %u)", w->ctl->attempt);
+	fprintf(stderr, "rdzvctl: job %s%s does not exist yet; waiting for it "
+	    "to appear until %s (--appear-timeout; --must-exist does not "
+	    "wait)\n", w->rdzv_id, what, at);
+}
+
 /* It did not appear within |ms|: not found. */
 static int
 not_appeared(struct waiter *w, uint64_t ms)
@@ -360,7 +381,7 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 	uint64_t	 start = mono_ms(), deadline = 0, away_since = 0;
 	uint64_t	 backoff = BACKOFF_MIN_MS, now, left = 0;
 	uint64_t	 appear_ms, appear_at = 0;
-	bool		 was_missing = false;
+	bool		 was_missing = false, said = false;
 	int		 rc, status;
 
 	memset(&w, 0, sizeof(w));
@@ -392,8 +413,13 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 		now = mono_ms();
 		/* The window opens when it is found missing: at the start, or
 		 * when the attempt before the one asked for ended. */
-		if (missing(&w) && !was_missing)
+		if (missing(&w) && !was_missing) {
 			appear_at = now + appear_ms;
+			if (!said)
+				say_waiting(&w, deadline != 0 && deadline <
+				    appear_at ? deadline : appear_at, now);
+			said = true;
+		}
 		was_missing = missing(&w);
 		if (missing(&w) && now >= appear_at && (deadline == 0 ||
 		    appear_at <= deadline)) {

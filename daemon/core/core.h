@@ -434,6 +434,9 @@ struct core_msg {
 			uint32_t		participants;
 			uint32_t		min_nodes;
 			uint32_t		max_nodes;
+			/* The join (or rejoin) timeout's time left,
+			 * when armed; 0 none. */
+			uint32_t		fails_in_ms;
 		} waiting;
 		struct core_assignment	 assignment;
 		struct {
@@ -566,6 +569,10 @@ enum core_cause {
 	CORE_CAUSE_WORKER = 0,	/* a worker exited non-zero */
 	CORE_CAUSE_HANG,	/* "hang": no progress for hang_timeout */
 	CORE_CAUSE_STUCK,	/* "stuck": and the hang is this node's */
+	/* "master_port", UPDATE only: the node of group rank 0 found the
+	 * master port of |generation| taken on its host before its workers
+	 * started; |master_port| is its new offer. */
+	CORE_CAUSE_MASTER_PORT,
 };
 
 /* A worker's end as the agent reported it (rdzv.v1.WorkerExit). */
@@ -590,7 +597,8 @@ struct core_report {
 	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
 	 * for the hang timeout, CORE_CAUSE_STUCK when one of the node's own
 	 * workers is stopped as well (the node is the culprit, rule 17),
-	 * else CORE_CAUSE_WORKER. */
+	 * else CORE_CAUSE_WORKER. CORE_OUTCOME_UPDATE: CORE_CAUSE_MASTER_PORT
+	 * or CORE_CAUSE_WORKER (none). */
 	enum core_cause	 cause;
 	/* CORE_OUTCOME_FAILED: global ranks of the generation that never
 	 * arrived at its meeting; their nodes are its culprits (rule 17). */

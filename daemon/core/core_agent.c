@@ -181,6 +181,38 @@ report_fence(const struct core_node *n, const struct core_report *r,
 }
 
 /*
+ * The master port of the running round was taken on its host before rank
+ * 0's store could bind it (another program listens on it): no worker of
+ * that round can start, through nobody's fault. It re-rounds at once with
+ * the node's new port, as a planned change: no restart is counted and the
+ * job does not fail. Only the round's own master may say so, and only of
+ * the generation that runs; anything else is stale and only the new port
+ * is kept.
+ */
+static void
+port_taken(struct core_node *n, const struct core_report *r)
+{
+	struct core_job	*j = n->job;
+
+	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
+	    n->generation != r->generation || j->generation != r->generation ||
+	    j->round_n == 0 || j->round[0] != n || r->master_port == 0 ||
+	    r->master_port == j->master_port)
+		return;
+	core_event_add(j, "master_port", "node %s (node %llu) found master "
+	    "port %u of generation %llu taken on its host; a new round on "
+	    "port %u, no restart counted", n->hostname,
+	    (unsigned long long)n->node_id, j->master_port,
+	    (unsigned long long)r->generation, r->master_port);
+	if (!j->pend_failure && !j->pend_change)
+		textf(j->pend_reason, sizeof(j->pend_reason), "master port %u "
+		    "was taken on node %s (node %llu)", j->master_port,
+		    n->hostname, (unsigned long long)n->node_id);
+	j->pend_change = true;
+	core_settle(j);
+}
+
+/*
  * The node's offer changed. A fresh master port is kept for the next
  * round. Fewer workers (a GPU failed its worker's check) change the world
  * of a running job, so it re-rounds at once, as a planned change: every
@@ -195,6 +227,8 @@ offer_update(struct core_node *n, const struct core_report *r)
 		n->port_offer = r->master_port;
 		core_node_dirty(n);
 	}
+	if (r->cause == CORE_CAUSE_MASTER_PORT)
+		port_taken(n, r);
 	if (r->nproc == 0 || r->nproc == n->nproc)
 		return;
 	/* A round that cannot be re-formed keeps the nproc it was made with
@@ -324,7 +358,8 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		 * as any failure; only its words and event kind differ. When
 		 * the report names the failure's culprits (rule 17), their
 		 * loss is the failure, not the report. */
-		bool hang = r->cause != CORE_CAUSE_WORKER;
+		bool hang = r->cause == CORE_CAUSE_HANG ||
+		    r->cause == CORE_CAUSE_STUCK;
 		char what[CORE_REASON_MAX];
 
 		textf(what, sizeof(what), "node %s (node %llu) %s in "

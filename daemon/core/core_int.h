@@ -54,6 +54,7 @@ void		 core_msg_init(struct core_msg *, enum core_msg_kind);
 /* Queues a copy of the message for a connected node (else drops it). */
 void		 core_msg_queue(struct core_node *, const struct core_msg *);
 void		 core_msg_waiting(struct core_node *, const char *reason);
+uint32_t	 core_fails_in(const struct core_job *);
 void		 core_msg_drop(struct core *, struct core_node *);
 
 /* core_round.c */

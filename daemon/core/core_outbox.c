@@ -71,6 +71,19 @@ core_msg_queue(struct core_node *n, const struct core_msg *msg)
 	n->out_n++;
 }
 
+/* How long until the job's join (or rejoin) timeout fails it; 0 when
+ * none is armed. Agents say it while they wait (docs/AGENT.md). */
+uint32_t
+core_fails_in(const struct core_job *j)
+{
+	uint64_t now = j->core->now.mono_ms;
+
+	if (!core_timer_armed(&j->join_deadline) || j->join_deadline.at <= now)
+		return 0;
+	return j->join_deadline.at - now > UINT32_MAX ? UINT32_MAX :
+	    (uint32_t)(j->join_deadline.at - now);
+}
+
 void
 core_msg_waiting(struct core_node *n, const char *reason)
 {
@@ -84,6 +97,7 @@ core_msg_waiting(struct core_node *n, const char *reason)
 	m.u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
 	m.u.waiting.min_nodes = j->settings.min_nodes;
 	m.u.waiting.max_nodes = j->settings.max_nodes;
+	m.u.waiting.fails_in_ms = core_fails_in(j);
 	if (reason != NULL)
 		textcpy(m.reason, sizeof(m.reason), reason);
 	else

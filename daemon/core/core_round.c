@@ -786,6 +786,7 @@ core_node_current(const struct core_node *n, struct core_msg *m)
 		m->u.waiting.participants = j->n_state[CORE_NODE_PARTICIPANT];
 		m->u.waiting.min_nodes = j->settings.min_nodes;
 		m->u.waiting.max_nodes = j->settings.max_nodes;
+		m->u.waiting.fails_in_ms = core_fails_in(j);
 		core_waiting_reason(n, m->reason, sizeof(m->reason));
 	}
 }

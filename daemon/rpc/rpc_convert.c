@@ -198,6 +198,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		m->participants = msg->u.waiting.participants;
 		m->min_nodes = msg->u.waiting.min_nodes;
 		m->max_nodes = msg->u.waiting.max_nodes;
+		m->fails_in_ms = msg->u.waiting.fails_in_ms;
 		m->reason = (char *)msg->reason;
 		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_WAITING;
 		ev->waiting = m;

@@ -41,13 +41,21 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		    "unknown outcome %d", (int)req->outcome);
 		return;
 	}
-	if (strcmp(req->cause, "hang") == 0)
+	/* "hang" and "stuck" go with a failure (core_report reads them only
+	 * there), "master_port" only with an update. */
+	if (req->cause[0] == '\0')
+		r.cause = CORE_CAUSE_WORKER;
+	else if (strcmp(req->cause, "hang") == 0)
 		r.cause = CORE_CAUSE_HANG;
 	else if (strcmp(req->cause, "stuck") == 0)
 		r.cause = CORE_CAUSE_STUCK;
-	else if (req->cause[0] != '\0') {
+	else if (strcmp(req->cause, "master_port") == 0 &&
+	    req->outcome == RDZV__V1__OUTCOME__OUTCOME_UPDATE)
+		r.cause = CORE_CAUSE_MASTER_PORT;
+	else {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "unknown cause "
-		    "'%.*s': expected \"hang\", \"stuck\" or none",
+		    "'%.*s' for this outcome: expected \"hang\" or \"stuck\" "
+		    "with a failure, \"master_port\" with an update, or none",
 		    (int)utf8_prefix(req->cause, 64), req->cause);
 		return;
 	}

@@ -329,8 +329,17 @@ class RdzvRendezvousHandler(RendezvousHandler):
                 tcp = TCPStore(addr, port, is_master=True, timeout=timeout,
                                wait_for_workers=False)
             except (RuntimeError, OSError) as e:
-                raise RendezvousError("generation %d: cannot host the round's "
-                                      "store on port %d: %s" % (a["generation"], port, e))
+                if "Address already in use" not in str(e):
+                    raise RendezvousError("generation %d: cannot host the round's "
+                                          "store on port %d: %s" % (a["generation"], port, e))
+                # Taken after all (docs/AGENT.md, "The master port"): the
+                # agent offers a new port and rdzvd re-rounds without
+                # counting a restart; the loop above waits for that round.
+                log.warning("generation %d: master port %d is taken on this "
+                            "host; asking for a new round on another port",
+                            a["generation"], port)
+                c.send(cmd="port_taken", generation=a["generation"])
+                return None
         else:
             tcp = None
             while tcp is None:

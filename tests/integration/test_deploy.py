@@ -4,6 +4,7 @@ demo must run."""
 import os
 import re
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -312,19 +313,38 @@ def _processes_with(marker):
 def test_demo_runs(tmp_path):
     """deploy/demo.sh end to end, on the built programs, with another port
     and database than rdzvd's defaults (other tests may run beside it): the
-    job trains on 4 ranks, closes, and nothing is left behind."""
+    job trains on 4 ranks, closes, and nothing is left behind. Port 29401,
+    the status page's default, is taken (by this test, if nobody else has
+    it): the demo says so and prints the free port the page got."""
     pytest.importorskip("torch")
+    squat = socket.socket()
+    try:
+        squat.bind(("127.0.0.1", 29401))
+        squat.listen(1)
+    except OSError:
+        squat.close()
+        squat = None        # someone else's: taken all the same
     db = tmp_path / "demo.db"
     marker = "DEMO_TEST_RUN=%d" % os.getpid()
     env = dict(os.environ, RDZV_BUILD=rt.BUILD_ROOT, RDZV_DEMO_NO_BUILD="1",
                RDZV_DEMO_LISTEN="127.0.0.1:%d" % _free_port(), RDZV_DEMO_DB=str(db))
     env[marker.split("=")[0]] = marker.split("=")[1]
     env.pop("OMP_NUM_THREADS", None)
-    r = subprocess.run([os.path.join(DEPLOY, "demo.sh")], env=env,
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=150)
+    try:
+        r = subprocess.run([os.path.join(DEPLOY, "demo.sh")], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=150)
+    finally:
+        if squat is not None:
+            squat.close()
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
+    assert "demo: port 29401 is taken; the status page gets a free port" \
+        in r.stderr, out
+    pages = re.findall(r"==> status page: http://127\.0\.0\.1:(\d+)/#job=demo-",
+                       r.stdout)
+    assert len(pages) == 2 and len(set(pages)) == 1, out
+    assert int(pages[0]) != 29401, out
     for rank in range(4):
         assert "rank %d of 4 started" % rank in out, out
     assert "epoch 20/20" in out, out

@@ -191,7 +191,7 @@ def test_every_server_down(tmp_path):
                  "%s,%s" % (dead1, dead2), "--connect-timeout", "1s",
                  "--", "/bin/true"])
     with p:
-        assert p.wait(20) == 3, p.output()
+        assert p.wait(20) == 5, p.output()
     assert "cannot reach rdzvd at %s,%s" % (dead1, dead2) in p.output()
     assert "trying rdzvd at %s next" % dead2 in p.output()
 

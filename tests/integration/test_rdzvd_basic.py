@@ -302,7 +302,8 @@ def test_bad_config_file_names_the_problem(tmp_path, text, needle):
 
 def test_bad_command_line():
     r = run("--no-such-flag")
-    assert r.returncode == 2 and "usage:" in r.stderr
+    assert r.returncode == 2 and r.stderr == (
+        "rdzvd: unknown option '--no-such-flag'; see 'rdzvd --help'\n"), r.stderr
     r = run("--config", "/nonexistent/rdzvd.conf", "--check-config")
     assert r.returncode == 2 and "/nonexistent/rdzvd.conf" in r.stderr
     r = run("--tls-cert", "/nonexistent.pem", "--check-config")

@@ -139,7 +139,8 @@ def test_help_command():
 
 
 def test_unreachable(tmp_path):
-    """No rdzvd: exit 3 after --connect-timeout, saying where it looked."""
+    """No rdzvd: exit 5 (unavailable, as rdzvctl's) after --connect-timeout,
+    saying where it looked."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -149,7 +150,7 @@ def test_unreachable(tmp_path):
                    "--connect-timeout", "1500ms", "--", "true"],
                   env={"TMPDIR": str(tmp_path)})
     took = time.monotonic() - t0
-    assert rc == 3, out
+    assert rc == 5, out
     assert "cannot reach rdzvd at 127.0.0.1:%d" % port in out, out
     assert 1.4 < took < 5, took
     # Nothing ran, so no log directory is left behind.

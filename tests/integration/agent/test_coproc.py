@@ -4,6 +4,7 @@ No torch here; tests/integration/torch/test_torchrun.py runs torchrun on it.
 """
 
 import json
+import socket
 import signal
 import subprocess
 
@@ -183,3 +184,42 @@ def test_usage_errors(daemon, args, what):
                        stdin=subprocess.PIPE, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and what in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+def test_master_port_taken(daemon, ctl, procs):
+    """The master port the node of group rank 0 offered is taken before
+    the round forms (something listens on it): coproc hands the launcher
+    no assignment of that round, offers a new port, and the job re-rounds
+    with no restart counted. A launcher whose store cannot bind after all
+    says port_taken: the same again."""
+    a = start(procs, daemon, "co-port", "--nnodes", "2", "--node-rank", "0",
+              "--verbose")
+    a.wait_event("joined")
+    taken = int(a.wait_line(r"master port (\d+)", 15).group(1))
+    squatter = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind(("::", taken))
+    squatter.listen(1)
+    try:
+        b = start(procs, daemon, "co-port", "--nnodes", "2", "--node-rank", "1")
+        ga = a.wait_event("assignment")
+        b.wait_event("assignment", lambda e: e["generation"] == ga["generation"])
+    finally:
+        squatter.close()
+    assert ga["generation"] == 2 and ga["restart_count"] == 0, ga
+    assert ga["master_port"] != taken, ga
+    assert [e["generation"] for e in a.events() if e["event"] == "assignment"] == [2]
+    a.wait_line(r"generation 1: master port %d is taken on this host" % taken, 5)
+
+    a.send({"cmd": "port_taken", "generation": 2})
+    a3 = a.wait_event("assignment", lambda e: e["generation"] == 3)
+    assert a3["restart_count"] == 0 and a3["master_port"] != ga["master_port"]
+    a.wait_line(r"generation 2: the launcher cannot bind its master port "
+                r"\(taken on this host\); offering port %d" % a3["master_port"], 5)
+    j = ctl.get_job("co-port", events=50)
+    assert j.restart_count == 0 and j.generation == 3, j
+    assert len([e for e in j.events if e.kind == "master_port"]) == 2, j.events
+
+    a.send({"cmd": "port_taken", "generation": 2})
+    a.wait_event("error", lambda e: "not the one this node was assigned last"
+                 in e["message"])

@@ -4,7 +4,7 @@ assignment that cannot be right for what the agent offered: more workers
 than it offered, ranks outside the world, a group rank outside the group,
 a master port past 65535, a master address longer than the agent can pass
 on, a generation that goes back. The agent must refuse it as a protocol error
-(exit 5, naming what was wrong) without starting a worker for it."""
+(exit 6, naming what was wrong) without starting a worker for it."""
 
 import concurrent.futures
 import glob
@@ -22,7 +22,7 @@ AGENT = rt.build_path("client", "agent", "rdzv-agent")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 R = rdzvnode.R
 T = rdzvnode.pb.types
-EXIT_PROTOCOL = 5
+EXIT_PROTOCOL = 6   # lib/exitcodes.h
 
 
 def assignment(**kw):

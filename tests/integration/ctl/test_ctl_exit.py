@@ -73,7 +73,7 @@ def test_help_and_version_exit_0():
     cp = h.check(h.ctl(None, "--help"))
     for cmd in ("status", "close", "abort", "evict", "events", "server", "wait"):
         assert "\n  %s " % cmd in cp.stdout
-    assert "5 rdzvd unavailable" in cp.stdout
+    assert "\n  5      rdzvd unavailable" in cp.stdout
     cp = h.check(h.ctl(None, "abort", "--help"))
     assert "usage: rdzvctl abort ID" in cp.stdout and "--reason" in cp.stdout
     cp = h.check(h.ctl(None, "help", "evict"))

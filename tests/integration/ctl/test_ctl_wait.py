@@ -10,6 +10,8 @@ appears. It keeps waiting across a restart of rdzvd. Simulated agents
 import os
 import signal
 import subprocess
+import re
+import select
 import time
 
 import pytest
@@ -166,6 +168,8 @@ def test_wait_before_the_first_join(tmp_path, end):
             assert out == "job pending closed: every participant finished\n"
         else:
             assert rc == 1, (rc, out, err)
+            said, err = err.split("\n", 1)
+            assert "job pending does not exist yet; waiting" in said, said
             assert err.startswith("rdzvctl: job pending failed: aborted by "), err
             assert "bad data" in err, err
     finally:
@@ -182,14 +186,49 @@ def test_wait_for_a_job_that_never_appears(two):
                        "700ms", fixed=False), 3)
     assert 0.6 < time.monotonic() - t0 < 5
     assert cp.stdout == ""
-    assert cp.stderr == "rdzvctl: job never not found: no agent joined it " \
-        "within 700ms\n", cp.stderr
+    said, end = cp.stderr.splitlines()
+    assert WAITING.fullmatch(said), said
+    assert end == "rdzvctl: job never not found: no agent joined it " \
+        "within 700ms", cp.stderr
     t0 = time.monotonic()
     cp = h.check(h.ctl(two.d.addr, "wait", "never", "--timeout", "700ms",
                        fixed=False), 1)
     assert 0.6 < time.monotonic() - t0 < 5
-    assert cp.stderr == "rdzvctl: job never has not ended within 700ms (no " \
-        "agent has joined it yet)\n", cp.stderr
+    said, end = cp.stderr.splitlines()
+    assert WAITING.fullmatch(said), said
+    assert end == "rdzvctl: job never has not ended within 700ms (no " \
+        "agent has joined it yet)", cp.stderr
+
+
+WAITING = re.compile(r"rdzvctl: job never does not exist yet; waiting for it "
+                     r"to appear until \d\d:\d\d:\d\d \(--appear-timeout; "
+                     r"--must-exist does not wait\)")
+
+
+def test_wait_says_once_that_it_waits(two):
+    """A plain `rdzvctl wait nosuchjob` (10 minutes to appear) says at once,
+    once, on stderr, that it waits for the job to appear and until when:
+    ten minutes from now, to the second."""
+    t0 = time.time()
+    p = start_wait(two.d.addr, "nosuch")
+    try:
+        ready, _, _ = select.select([p.stderr], [], [], 10)
+        assert ready, "nothing on stderr within 10 s"
+        line = p.stderr.readline().rstrip("\n")
+        m = re.fullmatch(r"rdzvctl: job nosuch does not exist yet; waiting "
+                         r"for it to appear until (\d\d):(\d\d):(\d\d) "
+                         r"\(--appear-timeout; --must-exist does not wait\)",
+                         line)
+        assert m, line
+        lt = time.localtime(t0 + 600)
+        until = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+        want = lt.tm_hour * 3600 + lt.tm_min * 60 + lt.tm_sec
+        assert (until - want) % 86400 <= 3, (line, lt)
+        blocked(p, "the job has not appeared", 0.5)
+    finally:
+        p.kill()
+    rc, out, err = finish(p, 10)
+    assert "does not exist yet" not in err, err     # said once, above
 
 
 def attempt(n):
@@ -216,9 +255,12 @@ def test_attempt_an_earlier_attempts_end_does_not_count(two):
             % two.id) == cp.stderr, cp.stderr
     cp = h.check(h.ctl(two.d.addr, "wait", two.id, "--attempt", "2",
                        "--appear-timeout", "300ms"), 3)
-    assert ("rdzvctl: job %s has no attempt 2: its attempt 1 closed "
-            "(every participant finished) and no later one started within "
-            "300ms\n" % two.id) == cp.stderr, cp.stderr
+    assert ("rdzvctl: job %s (attempt 2) does not exist yet; waiting for "
+            "it to appear until " % two.id) in cp.stderr, cp.stderr
+    assert cp.stderr.endswith(
+        "rdzvctl: job %s has no attempt 2: its attempt 1 closed "
+        "(every participant finished) and no later one started within "
+        "300ms\n" % two.id), cp.stderr
     # Without --must-exist a wait for attempt 2 waits for it to appear.
     early = start_wait(two.d.addr, two.id, "--attempt", 2)
     blocked(early, "attempt 2 has not joined yet")
