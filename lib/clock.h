@@ -26,4 +26,18 @@ mono_ms(void)
 	return mono_ns() / 1000000;
 }
 
+/*
+ * The time from |then| to |now| (any one unit of the monotonic clock), 0
+ * when |then| is the later: a time read elsewhere (another clock read
+ * after the caller's, another thread, the kernel's TCP stamps) can be
+ * newer than the caller's |now|, and a plain unsigned difference would
+ * then wrap to centuries (issue 40: an agent that fenced healthy workers
+ * for "18446744073709552.0 s" of silence).
+ */
+static inline uint64_t
+mono_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 #endif

@@ -181,11 +181,11 @@ failed_attempt(struct session *s, int status, const char *msg,
 		log_debug("rdzvd at %s: %s", session_server(s),
 		    s->last_error);
 	}
-	if (now - s->trying_since >= limit) {
+	if (mono_since(now, s->trying_since) >= limit) {
 		end(s, AGENT_EXIT_UNREACHABLE, "cannot reach rdzvd at %s for "
 		    "%.0f s: %s; is it running there? (--server, "
 		    "RDZV_SERVER)", server_list_format(&s->servers, list,
-		    sizeof(list)), (now - s->trying_since) / 1000.0,
+		    sizeof(list)), mono_since(now, s->trying_since) / 1000.0,
 		    s->last_error);
 		return;
 	}

@@ -258,7 +258,7 @@ outage_holds(bool nobody, size_t total, uint64_t now)
 		outage_end = now;
 		log_warnx("a node was heard again after %.1f s of rdzvd's own "
 		    "outage; every silent node has a whole lease from now",
-		    (now - outage_start) / 1000.0);
+		    mono_since(now, outage_start) / 1000.0);
 	}
 	return false;
 }
