@@ -3,7 +3,8 @@
 training script is, an ordinary init_process_group(env://) and all_reduce
 steps, with no rdzv import at all. On its first step it appends a JSON
 line to $BENCH_OUT/<BENCH_NODE>.jsonl (wall time, world size, generation,
-restart count, rank, pid), as recovery_worker.py does. Any failure exits
+restart count, rank, pid, and when the process started, had imported
+torch and had joined its process group), as recovery_worker.py does. Any failure exits
 at once (os._exit), as a crashed worker would, without torch's slow
 teardown; the agent restarts it as a new process."""
 
@@ -12,15 +13,19 @@ import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
+T_START = time.time()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 OUT = os.path.join(os.environ["BENCH_OUT"], os.environ["BENCH_NODE"] + ".jsonl")
 BACKEND = os.environ.get("BENCH_BACKEND", "gloo")
 STEP_S = float(os.environ.get("BENCH_STEP_S", "0.02"))
 
 try:
+    t_import = time.time()
     dist.init_process_group(BACKEND)
+    t_init = time.time()
     dev = "cpu"
     if BACKEND == "nccl":
         dev = "cuda:%d" % int(os.environ.get("LOCAL_RANK", "0"))
@@ -37,7 +42,9 @@ try:
                    "generation": int(os.environ.get("RDZV_GENERATION", "0")),
                    "restart": int(os.environ.get(
                        "TORCHELASTIC_RESTART_COUNT", "0")),
-                   "rank": dist.get_rank(), "pid": os.getpid()}
+                   "rank": dist.get_rank(), "pid": os.getpid(),
+                   "started": T_START, "imported": t_import,
+                   "joined": t_init}
             with open(OUT, "a") as f:
                 f.write(json.dumps(rec) + "\n")
         t.fill_(1.0)
