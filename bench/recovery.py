@@ -15,8 +15,9 @@ survivor's first step at the smaller world. Faults (--fault):
          N-2
   stop   SIGSTOP of the last node's worker process only (its agent runs
          on): a hung worker, found by the agents' --hang-timeout (default
-         3s for this fault); the survivors are N-1. Needs --worker api,
-         whose steps report progress (rdzv.progress)
+         3s for this fault); the survivors are N-1 (or the job steps at
+         N again with the stopped worker replaced on its node: said so).
+         Needs --worker api, whose steps report progress (rdzv.progress)
 
 Workers (--worker): api (bench/recovery_worker.py, through rdzv.elastic,
 reporting each step with rdzv.progress), or plain (bench/recovery_plain.py,
@@ -220,19 +221,26 @@ def run_once(mode, args, k):
             f.write("%f\n" % t_fault)
         world = n - FAULTS[args.fault][1]
         survivors = range(world)
+        # A stopped worker may also be replaced on its own node (a new
+        # process there): the healthy nodes then step again at world N.
+        worlds = (world, n) if args.fault == "stop" else (world,)
 
         def firsts():
             got = []
             for i in survivors:
                 rs = [r for r in records(out, i)
-                      if r["world"] == world and r["time"] > t_fault]
+                      if r["world"] in worlds and r["time"] > t_fault]
                 if not rs:
                     return None
                 got.append(min(rs, key=lambda r: r["time"]))
             return got
         wait_until(lambda: firsts() is not None, args.timeout, procs,
-                   "the survivors training at world %d" % world)
+                   "the survivors training at world %s" %
+                   " or ".join(map(str, worlds)))
         got = firsts()
+        if any(r["world"] != world for r in got):
+            print("  the survivors stepped again at world %d: the stopped "
+                  "node's worker was replaced on it" % n, flush=True)
         after = restart_count(args, endpoint, job) if agents else \
             max(r["restart"] for r in got)
         times = [r["time"] - t_fault for r in got]
