@@ -21,12 +21,13 @@ SHIM = os.path.join(rt.BUILD_ROOT, "client", "agent",
                     "librdzv-masterwait.so")
 AGENT = os.path.join(rt.BUILD_ROOT, "client", "agent", "rdzv-agent")
 
-# Connects once to 127.0.0.1:PORT and prints "ok SECONDS" or "ERRNO
-# SECONDS".
+# Says "connecting", connects once to 127.0.0.1:PORT and prints "ok
+# SECONDS" or "ERRNO SECONDS".
 CLIENT = textwrap.dedent("""
     import socket, sys, time
-    t0 = time.monotonic()
     s = socket.socket()
+    print("connecting", flush=True)
+    t0 = time.monotonic()
     try:
         s.connect(("127.0.0.1", int(sys.argv[1])))
         print("ok %.3f" % (time.monotonic() - t0))
@@ -52,7 +53,8 @@ def client(port, master_port, rank="1", wait_ms=None):
 
 def result(p):
     out, _ = p.communicate(timeout=60)
-    word, secs = out.split()
+    first, word, secs = out.split()
+    assert first == "connecting", out
     return word, float(secs)
 
 
@@ -61,14 +63,16 @@ def test_waits_for_the_master():
     connect returns once the port answers, not refused."""
     port = free_port()
     p = client(port, port)
-    time.sleep(0.5)
+    assert p.stdout.readline() == "connecting\n"
+    time.sleep(0.3)
     with socket.socket() as srv:
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(("127.0.0.1", port))
         srv.listen(8)
-        word, secs = result(p)
-    assert word == "ok", (word, secs)
-    assert secs >= 0.4, secs
+        out, _ = p.communicate(timeout=60)
+    word, secs = out.split()
+    assert word == "ok", out
+    assert float(secs) >= 0.3, out
 
 
 def test_passes_the_rest_through():
