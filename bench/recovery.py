@@ -33,8 +33,10 @@ One line per run, exactly
   MODE at N nodes: recovery X.XX s (first survivor Y.YY s, start Z.Z s)
 (start: from the first launch to every node's first step), then the
 run's restart count, from rdzvctl status (agent modes) or the workers'
-TORCHELASTIC_RESTART_COUNT (torchrun), and how many survivors kept their
-process; then each mode's medians and their ratio to torchrun-c10d's.
+TORCHELASTIC_RESTART_COUNT (torchrun), how many survivors kept their
+process, and for new plain workers when (from the fault) they started,
+had imported torch and had joined their group; then each mode's medians
+and their ratio to torchrun-c10d's.
 The first line names the worker and the fault. Waits are bounded
 (--timeout); every process is stopped and every file removed on exit.
 Exits 1 when a run fails.
@@ -247,7 +249,13 @@ def run_once(mode, args, k):
         kept = sum(1 for i, r in zip(survivors, got)
                    if any(x["pid"] == r["pid"] and x["time"] < t_fault
                           for x in records(out, i)))
-        return max(times), min(times), start, kept, after - before
+        # The plain worker's phases, from the fault, of the latest survivor
+        # in each: where a new process spends its recovery.
+        phases = None
+        if all("started" in r and r["started"] > t_fault for r in got):
+            phases = [max(r[k] for r in got) - t_fault
+                      for k in ("started", "imported", "joined", "time")]
+        return max(times), min(times), start, kept, after - before, phases
     except RuntimeError as e:
         tail = ""
         for i in range(min(n, 2)):
@@ -363,7 +371,8 @@ def main():
     for k in range(args.runs):
         for m in modes:
             try:
-                rec, first, start, kept, restarts = run_once(m, args, k)
+                rec, first, start, kept, restarts, phases = \
+                    run_once(m, args, k)
             except RuntimeError as e:
                 print("recovery.py: %s" % e, file=sys.stderr)
                 return 1
@@ -376,6 +385,11 @@ def main():
                       % (kept, args.nodes - FAULTS[args.fault][1]),
                       flush=True)
             print("  restart count %+d" % restarts, flush=True)
+            if phases is not None:
+                print("  new processes: started %.2f s, torch imported %.2f "
+                      "s, process group joined %.2f s, first step %.2f s "
+                      "(the latest survivor of each)" % tuple(phases),
+                      flush=True)
     ref = statistics.median(res["torchrun-c10d"]) if "torchrun-c10d" in res \
         else None
     for m in modes:
