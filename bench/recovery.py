@@ -3,12 +3,26 @@
 node to the first training step of every survivor in the smaller world
 (docs/PERFORMANCE.md, docs/RECOVERY.md).
 
-N nodes on this machine, each its own session, one worker each
-(bench/recovery_worker.py: all_reduce steps), an elastic job of N-1:N
-nodes that may restart. Once all N train, the last node is hit with the
-fault (kill: SIGKILL to every process of its session and process tree at
-once) and the bench waits for each survivor's first step at world N-1.
-Modes:
+N nodes on this machine, each its own session, one worker each, an
+elastic job of N-1:N nodes (N-2:N for kill2) that may restart. Once all N
+train, the fault hits the last node and the bench waits for each
+survivor's first step at the smaller world. Faults (--fault):
+
+  kill   SIGKILL to every process of the last node's session and process
+         tree at once; the survivors are N-1
+  kill2  the same, then the same to the node before it --gap S seconds
+         later (a second failure during the recovery); the survivors are
+         N-2
+  stop   SIGSTOP of the last node's worker process only (its agent runs
+         on): a hung worker, found by the agents' --hang-timeout (default
+         3s for this fault); the survivors are N-1 (or the job steps at
+         N again with the stopped worker replaced on its node: said so).
+         Needs --worker api, whose steps report progress (rdzv.progress)
+
+Workers (--worker): api (bench/recovery_worker.py, through rdzv.elastic,
+reporting each step with rdzv.progress), or plain (bench/recovery_plain.py,
+an ordinary init_process_group script with no rdzv import, as existing
+scripts are); both do all_reduce steps. Modes:
 
   agent          rdzv-agent join (workers restarted as new processes)
   agent-inproc   rdzv-agent join --restart in-process (workers kept)
@@ -17,8 +31,13 @@ Modes:
 
 One line per run, exactly
   MODE at N nodes: recovery X.XX s (first survivor Y.YY s, start Z.Z s)
-(start: from the first launch to every node's first step), then each
-mode's medians and their ratio to torchrun-c10d's. Waits are bounded
+(start: from the first launch to every node's first step), then the
+run's restart count, from rdzvctl status (agent modes) or the workers'
+TORCHELASTIC_RESTART_COUNT (torchrun), how many survivors kept their
+process, and for new plain workers when (from the fault) they started,
+had imported torch and had joined their group; then each mode's medians
+and their ratio to torchrun-c10d's.
+The first line names the worker and the fault. Waits are bounded
 (--timeout); every process is stopped and every file removed on exit.
 Exits 1 when a run fails.
 """
@@ -39,7 +58,8 @@ from benchlib import free_port, start_rdzvd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
-WORKER = os.path.join(HERE, "recovery_worker.py")
+WORKERS = {"api": os.path.join(HERE, "recovery_worker.py"),
+           "plain": os.path.join(HERE, "recovery_plain.py")}
 MODES = ("agent", "agent-inproc", "torchrun-rdzv", "torchrun-c10d")
 
 
@@ -72,14 +92,48 @@ def fault_kill(proc):
             pass
 
 
-# Faults by name: each takes the node's Popen. (Issue "a real network"
-# adds linkdown here.)
-FAULTS = {"kill": fault_kill}
+def hit_kill(args, procs, out):
+    fault_kill(procs[-1])
+
+
+def hit_kill2(args, procs, out):
+    """The last node, then the one before it |args.gap| s later."""
+    fault_kill(procs[-1])
+    time.sleep(args.gap)
+    fault_kill(procs[-2])
+
+
+def hit_stop(args, procs, out):
+    """SIGSTOP of the last node's worker (its latest process), not of its
+    agent."""
+    n = len(procs) - 1
+    rs = records(out, n)
+    if not rs:
+        raise RuntimeError("node %d has no worker to stop" % n)
+    os.kill(max(rs, key=lambda r: r["time"])["pid"], signal.SIGSTOP)
+
+
+# Faults by name: each takes the arguments, the nodes' Popens and the
+# records' folder; and how many nodes the fault takes away.
+FAULTS = {"kill": (hit_kill, 1), "kill2": (hit_kill2, 2),
+          "stop": (hit_stop, 1)}
+
+
+def restart_count(args, endpoint, job):
+    """The job's restart count from rdzvd (rdzvctl status -o json)."""
+    got = subprocess.run([os.path.join(args.build, "client", "ctl",
+                                       "rdzvctl"), "status", job, "-o",
+                          "json", "--server", endpoint],
+                         capture_output=True, text=True, timeout=30)
+    if got.returncode != 0:
+        raise RuntimeError("rdzvctl status %s: %s" % (job, got.stderr))
+    return json.loads(got.stdout)["restart_count"]
 
 
 def node_argv(mode, args, i, endpoint, job):
     n = args.nodes
-    nn = "%d:%d" % (n - 1, n)
+    nn = "%d:%d" % (n - FAULTS[args.fault][1], n)
+    worker = WORKERS[args.worker]
     if mode.startswith("agent"):
         argv = [os.path.join(args.build, "client", "agent", "rdzv-agent"),
                 "join", "--server", endpoint, "--id", job, "--nnodes", nn,
@@ -89,14 +143,16 @@ def node_argv(mode, args, i, endpoint, job):
                 os.path.join(args.tmp, "logs-%d" % i)]
         if mode == "agent-inproc":
             argv += ["--restart", "in-process"]
-        return argv + ["--", args.python, WORKER]
+        if args.hang_timeout:
+            argv += ["--hang-timeout", args.hang_timeout]
+        return argv + ["--", args.python, worker]
     backend = "rdzv" if mode == "torchrun-rdzv" else "c10d"
     # The agents' last call (2 s), not torchrun's 30 s default.
     return [args.python, "-m", "rdzv.torchrun", "--nnodes", nn,
             "--nproc_per_node", "1", "--rdzv_backend", backend,
             "--rdzv_endpoint", endpoint, "--rdzv_id", job,
             "--rdzv_conf", "last_call_timeout=2",
-            "--max_restarts", "3", WORKER]
+            "--max_restarts", "3", worker]
 
 
 def records(out, i):
@@ -158,29 +214,48 @@ def run_once(mode, args, k):
         start = max(min(r["time"] for r in records(out, i) if r["world"] == n)
                     for i in range(n)) - t0
         time.sleep(0.5)             # a few steps at full size
+        agents = daemon is not None and mode.startswith("agent")
+        before = restart_count(args, endpoint, job) if agents else \
+            max(r["restart"] for i in range(n) for r in records(out, i))
         t_fault = time.time()
-        FAULTS[args.fault](procs[-1])
+        FAULTS[args.fault][0](args, procs, out)
         with open(os.path.join(tmp, "fault"), "w") as f:
             f.write("%f\n" % t_fault)
-        survivors = range(n - 1)
+        world = n - FAULTS[args.fault][1]
+        survivors = range(world)
+        # A stopped worker may also be replaced on its own node (a new
+        # process there): the healthy nodes then step again at world N.
+        worlds = (world, n) if args.fault == "stop" else (world,)
 
         def firsts():
             got = []
             for i in survivors:
                 rs = [r for r in records(out, i)
-                      if r["world"] == n - 1 and r["time"] > t_fault]
+                      if r["world"] in worlds and r["time"] > t_fault]
                 if not rs:
                     return None
                 got.append(min(rs, key=lambda r: r["time"]))
             return got
         wait_until(lambda: firsts() is not None, args.timeout, procs,
-                   "the survivors training at world %d" % (n - 1))
+                   "the survivors training at world %s" %
+                   " or ".join(map(str, worlds)))
         got = firsts()
+        if any(r["world"] != world for r in got):
+            print("  the survivors stepped again at world %d: the stopped "
+                  "node's worker was replaced on it" % n, flush=True)
+        after = restart_count(args, endpoint, job) if agents else \
+            max(r["restart"] for r in got)
         times = [r["time"] - t_fault for r in got]
         kept = sum(1 for i, r in zip(survivors, got)
                    if any(x["pid"] == r["pid"] and x["time"] < t_fault
                           for x in records(out, i)))
-        return max(times), min(times), start, kept
+        # The plain worker's phases, from the fault, of the latest survivor
+        # in each: where a new process spends its recovery.
+        phases = None
+        if all("started" in r and r["started"] > t_fault for r in got):
+            phases = [max(r[k] for r in got) - t_fault
+                      for k in ("started", "imported", "joined", "time")]
+        return max(times), min(times), start, kept, after - before, phases
     except RuntimeError as e:
         tail = ""
         for i in range(min(n, 2)):
@@ -229,6 +304,15 @@ def main():
                     "torch (default: this one)")
     ap.add_argument("--fault", default="kill", choices=sorted(FAULTS),
                     help="what happens to the last node (default kill)")
+    ap.add_argument("--gap", type=float, default=0.07,
+                    help="kill2: seconds from the first kill to the second "
+                    "(default 0.07)")
+    ap.add_argument("--worker", default="api", choices=sorted(WORKERS),
+                    help="api: through rdzv.elastic (default); plain: an "
+                    "ordinary init_process_group script, no rdzv import")
+    ap.add_argument("--hang-timeout", default=None,
+                    help="the agents' --hang-timeout (default: 3s for "
+                    "--fault stop, else the agents' own default)")
     ap.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
                     help="the workers' process group (nccl: node i on GPU "
                     "i mod --gpus)")
@@ -249,6 +333,15 @@ def main():
     if bad or args.nodes < 2 or args.runs < 1:
         ap.error("modes must be of %s, nodes at least 2, runs at least 1"
                  % ", ".join(MODES))
+    if args.nodes - FAULTS[args.fault][1] < 1:
+        ap.error("--fault %s takes %d nodes away: --nodes must be at least "
+                 "%d" % (args.fault, FAULTS[args.fault][1],
+                         FAULTS[args.fault][1] + 1))
+    if args.fault == "stop" and args.worker != "api":
+        ap.error("--fault stop needs --worker api: a plain worker reports "
+                 "no progress, so no agent can tell it is stopped")
+    if args.fault == "stop" and args.hang_timeout is None:
+        args.hang_timeout = "3s"
     if subprocess.run([args.python, "-c", "import torch"],
                       capture_output=True).returncode != 0:
         print("recovery.py: %s cannot import torch" % args.python,
@@ -265,13 +358,21 @@ def main():
                   "%d nodes, --gpus %d, %d GPUs seen" %
                   (args.nodes, args.gpus, gpus), file=sys.stderr)
             return 3
-    print("cpus: %d, python: %s, backend: %s, fault: %s" %
-          (os.cpu_count(), args.python, args.backend, args.fault), flush=True)
+    fault = args.fault + (" (gap %g s)" % args.gap
+                          if args.fault == "kill2" else "")
+    if args.hang_timeout:
+        fault += ", hang timeout %s" % args.hang_timeout
+    print("cpus: %d, python: %s, backend: %s, fault: %s, worker: %s (%s), "
+          "load: %s" % (os.cpu_count(), args.python, args.backend, fault,
+                        args.worker, os.path.basename(WORKERS[args.worker]),
+                        " ".join("%.2f" % x for x in os.getloadavg())),
+          flush=True)
     res = {m: [] for m in modes}
     for k in range(args.runs):
         for m in modes:
             try:
-                rec, first, start, kept = run_once(m, args, k)
+                rec, first, start, kept, restarts, phases = \
+                    run_once(m, args, k)
             except RuntimeError as e:
                 print("recovery.py: %s" % e, file=sys.stderr)
                 return 1
@@ -281,7 +382,14 @@ def main():
                   flush=True)
             if kept:
                 print("  (%d of %d survivors kept their worker process)"
-                      % (kept, args.nodes - 1), flush=True)
+                      % (kept, args.nodes - FAULTS[args.fault][1]),
+                      flush=True)
+            print("  restart count %+d" % restarts, flush=True)
+            if phases is not None:
+                print("  new processes: started %.2f s, torch imported %.2f "
+                      "s, process group joined %.2f s, first step %.2f s "
+                      "(the latest survivor of each)" % tuple(phases),
+                      flush=True)
     ref = statistics.median(res["torchrun-c10d"]) if "torchrun-c10d" in res \
         else None
     for m in modes:

@@ -4,7 +4,8 @@ BENCH_BACKEND=nccl), under rdzv.elastic.run, so that it restarts in its
 process under `rdzv-agent --restart in-process` and runs once otherwise.
 On the first step of each process group it appends a JSON line to
 $BENCH_OUT/<BENCH_NODE>.jsonl: wall time, world size, generation, rank,
-pid. A failure outside in-process restart exits at once (os._exit), as a
+pid. Each step is reported to the agent (rdzv.progress), so that its
+--hang-timeout finds a stopped worker (--fault stop). A failure outside in-process restart exits at once (os._exit), as a
 crashed worker would, without torch's slow teardown."""
 
 import json
@@ -15,6 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
+import rdzv
 import rdzv.elastic
 
 OUT = os.path.join(os.environ["BENCH_OUT"], os.environ["BENCH_NODE"] + ".jsonl")
@@ -43,6 +45,7 @@ def train(state):
             with open(OUT, "a") as f:
                 f.write(json.dumps(rec) + "\n")
         state["step"] = state.get("step", 0) + 1
+        rdzv.progress(state["step"])
         t.fill_(1.0)
         rdzv.elastic.check()
         time.sleep(STEP_S)

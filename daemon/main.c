@@ -145,7 +145,7 @@ conn_refused(const char *peer, const char *why, void *arg)
 	uint64_t now = mono_ms();
 
 	since++;
-	if (said_ms != 0 && now - said_ms < REFUSED_SAY_MS)
+	if (said_ms != 0 && mono_since(now, said_ms) < REFUSED_SAY_MS)
 		return;
 	log_warnx("connection from %s refused: %s (%llu refused in the last "
 	    "%u s)", peer, why, (unsigned long long)since,
@@ -208,7 +208,7 @@ tls_failed(const char *peer, const char *reason, void *arg)
 	struct timeval tv;
 
 	if (tlsfail.held == 0 && (tlsfail.logged_ms == 0 ||
-	    now - tlsfail.logged_ms >= 1000)) {
+	    mono_since(now, tlsfail.logged_ms) >= 1000)) {
 		log_info("TLS handshake with %s failed: %s", peer,
 		    tls_reason(reason));
 		tlsfail.logged_ms = now;

@@ -30,7 +30,7 @@ look(void)
 {
 	uint64_t	now = mono_ms(), gap;
 
-	if (last_look != 0 && now - last_look > STALL_GAP_MS) {
+	if (last_look != 0 && mono_since(now, last_look) > STALL_GAP_MS) {
 		gap = now - last_look - STALL_TICK_MS;
 		stalled_ms += gap;
 		stall_end = now;

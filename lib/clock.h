@@ -27,9 +27,12 @@ mono_ms(void)
 }
 
 /*
- * How long after |then| |now| is, 0 when |then| is later: a time read
- * after |now| was (another module's clock read, a kernel's timestamp)
- * must never make a duration of nearly 2^64.
+ * The time from |then| to |now| (any one unit of the monotonic clock), 0
+ * when |then| is the later: a time read elsewhere (another clock read
+ * after the caller's, another thread, the kernel's TCP stamps) can be
+ * newer than the caller's |now|, and a plain unsigned difference would
+ * then wrap to centuries (issue 40: an agent that fenced healthy workers
+ * for "18446744073709552.0 s" of silence).
  */
 static inline uint64_t
 mono_since(uint64_t now, uint64_t then)

@@ -64,6 +64,19 @@ has(char *const *env, const char *name)
 	return false;
 }
 
+/* The value of |name| in |env|, or NULL. */
+static const char *
+get(char *const *env, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+		if (strncmp(env[i], name, len) == 0 && env[i][len] == '=')
+			return env[i] + len + 1;
+	}
+	return NULL;
+}
+
 void
 env_vars(struct env_vars *e, const struct assignment *asg,
     const struct env_worker *w, char *const *inherited)
@@ -125,6 +138,16 @@ env_vars(struct env_vars *e, const struct assignment *asg,
 	/* Where rdzv.elastic takes new assignments (docs/RECOVERY.md). */
 	if (restart)
 		add(e, "RDZV_RESTART_SOCKET", "%s", w->restart);
+	/* A non-master worker's first connection to the master's store
+	 * waits for it rather than sleep a second (masterwait.c); before
+	 * whatever the agent's own environment preloads. */
+	if (w->preload != NULL && w->preload[0] != '\0') {
+		const char *more = get(inherited, "LD_PRELOAD");
+		if (more != NULL && more[0] != '\0')
+			add(e, "LD_PRELOAD", "%s:%s", w->preload, more);
+		else
+			add(e, "LD_PRELOAD", "%s", w->preload);
+	}
 }
 
 char **

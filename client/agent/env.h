@@ -37,6 +37,8 @@ struct env_worker {
 					   unset; NULL or "": none */
 	/* RDZV_RESTART_SOCKET under in-process restart; NULL: none. */
 	const char	*restart;
+	/* librdzv-masterwait.so, put first in LD_PRELOAD; NULL: none. */
+	const char	*preload;
 };
 
 #define ENV_VARS_MAX	28

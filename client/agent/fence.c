@@ -27,6 +27,7 @@
 
 #include "agent.h"
 #include "clock.h"
+#include "fence_rule.h"
 #include "log.h"
 
 #define FENCE_TICK_MS	250
@@ -36,34 +37,35 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 	struct fence *f = &a->fence;
-	uint64_t now = mono_ms(), ttl = a->node.session.lease_ttl_ms, heard;
+	uint64_t now = mono_ms(), ttl = a->node.session.lease_ttl_ms, acked;
 	uint64_t moved = a->progress.moved_us / 1000;
+	enum fence_verdict v;
 
-	heard = grpc_client_last_seen_ms(a->node.session.cli);
-	if (heard > f->heard_ms)
-		f->heard_ms = heard;
+	f->heard_ms = fence_heard(f->heard_ms,
+	    grpc_client_last_seen_ms(a->node.session.cli));
 	/* rdzvd's host took our bytes (it reads them when it runs: a stalled
 	 * rdzvd counts no silence), or refused us (no rdzvd runs there to
-	 * judge us): either way it cannot have given our ranks away. */
-	heard = grpc_client_acked_ms(a->node.session.cli);
+	 * judge us): either way it cannot have given our ranks away. Both
+	 * are read after |now| and may be later than it (fence_rule.c). */
+	acked = grpc_client_acked_ms(a->node.session.cli);
 	if (!grpc_client_connected(a->node.session.cli) &&
 	    a->node.session.close_err == -ECONNREFUSED)
-		heard = now;
-	if (heard > f->heard_ms)
-		f->heard_ms = heard;
-	if (f->heard_ms != 0 && now - f->heard_ms < ttl)
+		acked = now;
+	f->heard_ms = fence_heard(f->heard_ms, acked);
+	v = fence_decide(now, f->heard_ms, moved, ttl);
+	if (v == FENCE_KEEP)
 		f->stepping_said = false;
 	if (a->ws.state != WS_RUNNING || a->node.quitting || !a->have_want ||
-	    a->want.generation != a->ws.generation || ttl == 0 ||
-	    f->heard_ms == 0 || now - f->heard_ms < ttl)
+	    a->want.generation != a->ws.generation || v == FENCE_KEEP)
 		return;
-	if (moved > f->heard_ms && now - moved < ttl / 2) {
+	if (v == FENCE_STEPPING) {
 		if (!f->stepping_said)
 			log_warnx("generation %llu: rdzvd has not been heard "
 			    "for %.1f s (lease %.1f s) but the workers still "
 			    "step with every peer: they keep running",
 			    (unsigned long long)a->ws.generation,
-			    (now - f->heard_ms) / 1000.0, ttl / 1000.0);
+			    mono_since(now, f->heard_ms) / 1000.0,
+			    ttl / 1000.0);
 		f->stepping_said = true;
 		return;
 	}
@@ -71,7 +73,7 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 	    "for %.1f s, its lease_ttl %.1f s: it may have given the node's "
 	    "ranks away; stopping the workers (fencing) until rdzvd answers",
 	    (unsigned long long)a->ws.generation,
-	    (now - f->heard_ms) / 1000.0, ttl / 1000.0);
+	    mono_since(now, f->heard_ms) / 1000.0, ttl / 1000.0);
 	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "fenced: rdzvd "
 	    "has not been heard for the lease (%.1f s)", ttl / 1000.0);
 	/* Their generation lost its workers here: if rdzvd still holds it

@@ -35,21 +35,25 @@ is_loopback(const struct sockaddr *sa)
 	return false;
 }
 
-/* Whether the host name resolves to loopback addresses only (or not at
- * all): what gloo would bind is then useless to other hosts. */
+/* Whether the host name resolves to loopback addresses only (or, with
+ * *unresolved, not at all): what gloo would bind is then useless to other
+ * hosts. */
 static bool
-hostname_on_loopback(char *host, size_t len)
+hostname_on_loopback(char *host, size_t len, bool *unresolved)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	bool only_lo = true;
 
+	*unresolved = false;
 	if (gethostname(host, len) != 0)
 		return false;
 	host[len - 1] = '\0';
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+	if (getaddrinfo(host, NULL, &hints, &res) != 0) {
+		*unresolved = true;
 		return true;
+	}
 	for (ai = res; ai != NULL; ai = ai->ai_next)
 		if (!is_loopback(ai->ai_addr))
 			only_lo = false;
@@ -97,6 +101,7 @@ netif_choose(struct agent *a)
 {
 	const char *local = grpc_client_local_addr(a->node.session.cli);
 	char host[256];
+	bool unresolved;
 
 	if (a->ifname_chosen || local == NULL)
 		return;
@@ -104,13 +109,14 @@ netif_choose(struct agent *a)
 	if ((getenv("GLOO_SOCKET_IFNAME") != NULL &&
 	    getenv("NCCL_SOCKET_IFNAME") != NULL) ||
 	    strcmp(local, "unix") == 0 ||
-	    !hostname_on_loopback(host, sizeof(host)) ||
+	    !hostname_on_loopback(host, sizeof(host), &unresolved) ||
 	    !interface_of(local, a->ifname, sizeof(a->ifname))) {
 		a->ifname[0] = '\0';
 		return;
 	}
-	log_info("the host name %s resolves to loopback only, where other "
-	    "hosts cannot reach gloo or NCCL: the workers get "
-	    "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME %s, the interface "
-	    "that reaches rdzvd, where unset", host, a->ifname);
+	log_info("the host name %s %s, where other hosts cannot reach gloo "
+	    "or NCCL: the workers get GLOO_SOCKET_IFNAME and "
+	    "NCCL_SOCKET_IFNAME %s, the interface that reaches rdzvd, where "
+	    "unset", host, unresolved ? "does not resolve" :
+	    "resolves to loopback only", a->ifname);
 }

@@ -295,8 +295,11 @@ progress_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		p->unsupported = true;
 		return;
 	}
-	/* A step lost to a hiccup goes again, unless a newer one waits. */
-	if (status != GRPC_OK) {
+	/* A step lost to a hiccup goes again, unless a newer one waits. A
+	 * step of a generation that a new round superseded meanwhile
+	 * (FAILED_PRECONDITION) is expected after every round: dropped
+	 * quietly. */
+	if (status != GRPC_OK && status != GRPC_FAILED_PRECONDITION) {
 		log_debug("progress: %s (%s)", msg != NULL ? msg : "",
 		    grpc_status_name(status));
 		if (grpc_status_transient(status))

@@ -182,13 +182,13 @@ failed_attempt(struct session *s, int status, const char *msg,
 		log_debug("rdzvd at %s: %s", session_server(s),
 		    s->last_error);
 	}
-	if (now - s->trying_since >= limit) {
+	if (mono_since(now, s->trying_since) >= limit) {
 		/* A name that does not resolve is a typo, not a stopped
 		 * rdzvd. */
 		end(s, AGENT_EXIT_UNREACHABLE, "cannot reach rdzvd at %s for "
 		    "%.0f s: %s; %s (--server, RDZV_SERVER)",
 		    server_list_format(&s->servers, list, sizeof(list)),
-		    (now - s->trying_since) / 1000.0, s->last_error,
+		    mono_since(now, s->trying_since) / 1000.0, s->last_error,
 		    strstr(s->last_error, "cannot resolve") != NULL ?
 		    "the host name does not resolve: check it" :
 		    "is it running there?");

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,8 @@
 #include "agent.h"
 #include "log.h"
 #include "text.h"
+
+#define MASTERWAIT_SO	"librdzv-masterwait.so"
 
 extern char **environ;
 
@@ -244,6 +247,46 @@ spawn_fail(struct workers *ws, struct worker *w, const char *fmt, ...)
 	ws->end = WS_END_FAILED;
 }
 
+/*
+ * The workers' preload (masterwait.c, docs/RECOVERY.md): beside the agent
+ * in a build tree, else where it is installed; none where neither exists
+ * or RDZV_MASTER_WAIT is 0. Looked up once.
+ */
+static const char *
+masterwait_path(void)
+{
+	static char path[PATH_MAX + 64];
+	static bool looked;
+	const char *off = getenv("RDZV_MASTER_WAIT");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (looked)
+		return path[0] != '\0' ? path : NULL;
+	looked = true;
+	if (off != NULL && strcmp(off, "0") == 0)
+		return NULL;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		if ((slash = strrchr(exe, '/')) != NULL) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/%s", exe, MASTERWAIT_SO);
+			if (access(path, R_OK) == 0)
+				return path;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/%s", RDZV_MASTERWAIT_DIR,
+	    MASTERWAIT_SO);
+	if (access(path, R_OK) == 0)
+		return path;
+	log_debug("no %s beside the agent or in %s: workers connect to "
+	    "their master's store unaided", MASTERWAIT_SO,
+	    RDZV_MASTERWAIT_DIR);
+	path[0] = '\0';
+	return NULL;
+}
+
 static void
 spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
     int devnull, const char *visible)
@@ -254,7 +297,8 @@ spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
 	struct env_worker ew = { .local_rank = w->local_rank,
 	    .run_id = o->id, .role = o->role, .error_file = w->error_file,
 	    .visible = visible, .progress = ws->progress_env,
-	    .ifname = ws->ifname, .restart = ws->restart_env };
+	    .ifname = ws->ifname, .restart = ws->restart_env,
+	    .preload = masterwait_path() };
 	struct env_vars ev;
 	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int ep[2] = { -1, -1 };

@@ -458,7 +458,7 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 			rc = ctl_fail(ctl, w.status, w.message);
 			goto out;
 		}
-		if (now - away_since >= RECONNECT_MS) {
+		if (mono_since(now, away_since) >= RECONNECT_MS) {
 			fprintf(stderr, "rdzvctl: %s: lost for %d s while "
 			    "waiting for job %s: %s\n", ctl->server,
 			    RECONNECT_MS / 1000, w.rdzv_id, w.message);

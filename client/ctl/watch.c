@@ -327,7 +327,7 @@ follow(struct watch *w, const char *hint)
 	move = server_list_failed(&ctl->servers, hint);
 	if (move == SERVER_MOVE_ROUND) {
 		/* A watch that never began ends like any call. */
-		if (!w->ever_live || now - w->lost_at >
+		if (!w->ever_live || mono_since(now, w->lost_at) >
 		    ctl->client.connect_timeout_ms + LOST_MS)
 			return false;
 		tv.tv_sec = ROUND_MS / 1000;

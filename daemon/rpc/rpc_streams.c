@@ -258,7 +258,7 @@ outage_holds(bool nobody, size_t total, uint64_t now)
 		outage_end = now;
 		log_warnx("a node was heard again after %.1f s of rdzvd's own "
 		    "outage; every silent node has a whole lease from now",
-		    (now - outage_start) / 1000.0);
+		    mono_since(now, outage_start) / 1000.0);
 	}
 	return false;
 }
@@ -308,9 +308,14 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 		silent[n] = now - seen;
 		lost[n++] = node;
 	}
-	/* Heard from nobody for the shortest lease that would end. */
+	/* Heard from nobody for the shortest lease that would end. The
+	 * sweep that ends an outage ends no lease either: the silences above
+	 * were measured from before it, and every silent node now has a
+	 * whole lease from this moment to reconnect (the next sweeps count
+	 * from outage_end). */
+	bool held = outage;
 	if (outage_holds(total >= 2 && n > 0 && now > heard &&
-	    now - heard > min_ttl, total, now))
+	    now - heard > min_ttl, total, now) || held)
 		n = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct core_node *node = lost[i];

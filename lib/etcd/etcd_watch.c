@@ -187,7 +187,7 @@ watch_done(struct grpc_ccall *cc, int status, const char *message, void *arg)
 	uint64_t now = mono_ms();
 	if (w->fails++ == 0)
 		w->first_fail = now;
-	if (w->fails > ec->n_members && now - w->first_fail >= GIVE_UP_MS) {
+	if (w->fails > ec->n_members && mono_since(now, w->first_fail) >= GIVE_UP_MS) {
 		watch_end(w, GRPC_UNAVAILABLE, "etcd: watch of %.*s: no member "
 		    "could carry it for %d s; the last: %s", (int)w->klen,
 		    w->key, GIVE_UP_MS / 1000, w->last_err);

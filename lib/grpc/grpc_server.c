@@ -150,7 +150,7 @@ static int
 keepalive_due(struct grpc_conn *c, uint64_t now)
 {
 	uint64_t ka = c->srv->opts.keepalive_ms;
-	uint64_t idle = now - c->last_seen_ms;
+	uint64_t idle = mono_since(now, c->last_seen_ms);
 
 	if (c->h2 == NULL && idle >= ka) {
 		gsrv_conn_tls_fail(c, "no TLS handshake within the keepalive "

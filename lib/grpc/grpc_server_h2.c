@@ -210,7 +210,7 @@ reset_counted(struct grpc_conn *c)
 	if (c->reset_ms == 0)
 		c->reset_tokens = full;
 	else
-		c->reset_tokens += (now - c->reset_ms) * RESET_PER_S;
+		c->reset_tokens += mono_since(now, c->reset_ms) * RESET_PER_S;
 	if (c->reset_tokens > full)
 		c->reset_tokens = full;
 	c->reset_ms = now;

@@ -132,7 +132,7 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
 		now = mono_ms();
 		if (srv->opts.accept_blocked != NULL)
 			srv->opts.accept_blocked(srv->accept_err, 1,
-			    now - srv->accept_failed_ms, srv->accept_failures,
+			    mono_since(now, srv->accept_failed_ms), srv->accept_failures,
 			    srv->opts.cb_arg);
 		srv->accept_err = 0;
 	}

@@ -326,6 +326,45 @@ test_restart_socket(void)
 	free(envp);
 }
 
+/*
+ * The master-wait preload (docs/RECOVERY.md) goes first in LD_PRELOAD,
+ * before what the agent's own environment preloads, once; without it,
+ * LD_PRELOAD passes through untouched.
+ */
+static void
+test_preload(void)
+{
+	char *none[] = { "PATH=/bin", NULL };
+	char *user[] = { "LD_PRELOAD=/opt/a.so /opt/b.so", NULL };
+	char *empty[] = { "LD_PRELOAD=", NULL };
+	struct assignment asg;
+	struct env_vars e;
+	struct env_worker w = { .local_rank = 1, .run_id = JOB_ID,
+	    .role = ROLE, .error_file = "/logs/e.json", .visible = "",
+	    .preload = "/usr/lib/rdzv/librdzv-masterwait.so" };
+	char **envp;
+
+	assignment(&asg, 0, 0, 2);
+	env_vars(&e, &asg, &w, none);
+	envp = env_merge(&e, none);
+	check_var(envp, "LD_PRELOAD", "/usr/lib/rdzv/librdzv-masterwait.so");
+	free(envp);
+	env_vars(&e, &asg, &w, user);
+	envp = env_merge(&e, user);
+	check_var(envp, "LD_PRELOAD", "/usr/lib/rdzv/librdzv-masterwait.so:"
+	    "/opt/a.so /opt/b.so");
+	free(envp);
+	env_vars(&e, &asg, &w, empty);
+	envp = env_merge(&e, empty);
+	check_var(envp, "LD_PRELOAD", "/usr/lib/rdzv/librdzv-masterwait.so");
+	free(envp);
+	w.preload = NULL;
+	env_vars(&e, &asg, &w, user);
+	envp = env_merge(&e, user);
+	check_var(envp, "LD_PRELOAD", "/opt/a.so /opt/b.so");
+	free(envp);
+}
+
 /* Values at their bounds: a generation beyond 32 bits, long strings. */
 static void
 test_bounds(void)
@@ -396,6 +435,7 @@ main(void)
 	test_nccl();
 	test_ifname();
 	test_restart_socket();
+	test_preload();
 	test_bounds();
 	test_error_file();
 	return check_done("test_env");
