@@ -126,10 +126,11 @@ def test_stopped_worker_node_pays(job):
                                                job.outputs())
     job.agents["c"].wait_line(r"hung, and the hang is this node's: .*"
                               r"is stopped \(T\)", 10)
+    # The bystanders reported no hang of their own (their hang timer may
+    # not even have run out before the culprit's report came).
     for t in ("a", "b"):
         out = job.agents[t].output()
-        assert "no worker of this node is stopped" in out, out
-        assert "reported to rdzvd; the workers are kept" not in out, out
+        assert "generation %d: hung:" % g1 not in out, out
     assert job.wait_exits(timeout=120) == {"a": 0, "b": 0, "c": 0}, \
         job.outputs()
     assert not rdzvagent.alive(s1["c"]["pid"], "elastic_worker.py")
