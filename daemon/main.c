@@ -79,6 +79,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
 	if (!rdzvd.standby) {
+		/* The commit in flight ends and goes out first. */
+		turn_settle("rdzvd is shutting down; try again when it is "
+		    "back");
 		watch_end_all("rdzvd is shutting down");
 		streams_shutdown("rdzvd is shutting down; resume when it is "
 		    "back");

@@ -214,6 +214,40 @@ void		 turn_flush(void);
 /* Refuses the calls waiting for this turn's commit, which will not come
  * (stepping down): UNAVAILABLE with |why| and the leader hint. */
 void		 turn_abandon(const char *why);
+/* Waits for the commit in flight and sends its output, then refuses what
+ * is still held with |why| (shutting down). */
+void		 turn_settle(const char *why);
+/* A commit is in flight on the commit thread: the core must not change
+ * (hold the input with turn_hold) and reads answer from what is durable. */
+bool		 turn_sealed(void);
+/* How long the commit in flight has taken so far (0: none). */
+uint64_t	 turn_commit_age_ms(void);
+/* Whether that is long enough to call the store slow (/readyz). */
+bool		 turn_store_slow(void);
+
+/* turn_hold.c: what waits for the commit in flight. */
+/* Runs |fn|(call, req, arg) once the commit in flight is durable, its
+ * output out, and what was held before it has run; |req| is copied. A
+ * call that ends first is forgotten. */
+void		 turn_hold(struct grpc_call *call, grpc_handler_fn fn,
+		    const ProtobufCMessage *req, void *arg);
+/* The same for a function of the loop (a stream's end). */
+void		 turn_hold_fn(void (*fn)(uint64_t), uint64_t arg);
+/* Runs what was held, in order (turn.c, after a commit's output). */
+void		 turn_release(void);
+/* Ends every held call with UNAVAILABLE and |why|. */
+void		 turn_refuse_held(const char *why);
+size_t		 turn_held_count(void);
+
+/* committed.c: the jobs as last committed, for reads (ListJobs). */
+void		 committed_load(const struct core *);
+/* After a commit: its jobs, before the core clears its changes. */
+void		 committed_turn(const struct core *);
+void		 committed_free(void);
+/* |j| when it holds nothing uncommitted; else its copy as last
+ * committed, or NULL when no commit has held it yet. The copy serves a
+ * summary only: its lists are not its own. */
+const struct core_job *committed_job(const struct core_job *j);
 
 /* stall.c: the clock deadlines run on, which stops while the loop is held. */
 /* Starts the heartbeat; again does nothing. */
@@ -224,6 +258,9 @@ uint64_t	 stall_clock_ms(void);
 /* When (mono ms) the last stall was noticed, 0 if none: no silence is
  * counted from before it. */
 uint64_t	 stall_end_ms(void);
+/* A commit in flight for |ms| just ended (turn.c): a slow one is a stall
+ * for the core's deadlines and for leases, as when it held the loop. */
+void		 stall_commit_took(uint64_t ms);
 
 /* metrics.c: the counters and histograms of /metrics (SPEC §15). */
 struct evbuffer;

@@ -555,17 +555,27 @@ count_bytes(struct sqlstore *s)
 	}
 	if (sqlite3_db_status(s->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi,
 	    1) == SQLITE_OK && cur > 0 && s->page_size > 0)
-		s->bytes += (uint64_t)cur * (uint64_t)s->page_size;
+		__atomic_fetch_add(&s->bytes, (uint64_t)cur *
+		    (uint64_t)s->page_size, __ATOMIC_RELAXED);
 }
 
 uint64_t
 sqlstore_bytes(const struct sqlstore *s)
 {
-	return s->bytes;
+	return __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
 }
 
+/*
+ * A commit in two halves (store.h, store_commit_begin): the rows are
+ * written on the event loop, where the core is, into an open transaction
+ * (work for the CPU and SQLite's page cache, no disk wait); then COMMIT,
+ * which writes the WAL and fsyncs it, may run on another thread: it reads
+ * nothing of the core, and the loop does not touch the connection until
+ * it returns (the connection is opened NOMUTEX, SQLite's multi-thread
+ * mode, which allows that).
+ */
 int
-sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
+sqlstore_commit_rows(struct sqlstore *s, struct core *c, bool write_meta,
     char *err, size_t errlen)
 {
 	struct binder	b;
@@ -575,15 +585,9 @@ sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
 		goto bad;
 	if (commit_rows(s, c, write_meta, err, errlen) != 0)
 		goto bad;
-	b = bind_start(s->st[ST_COMMIT]);
-	if (run(s, &b, err, errlen, "committing") != 0)
-		goto bad;
 	/* Never down: put_nodes() takes every id from here up for one the
-	 * file does not hold. */
-	if (c->next_node_id > s->next_node_id)
-		s->next_node_id = c->next_node_id;
-	s->transactions++;
-	count_bytes(s);
+	 * file does not hold; the end makes it true. */
+	s->pending_node_id = c->next_node_id;
 	return 0;
 
 bad:
@@ -591,6 +595,36 @@ bad:
 		sqlite3_step(s->st[ST_ROLLBACK]);
 	sqlite3_reset(s->st[ST_ROLLBACK]);
 	return -1;
+}
+
+int
+sqlstore_commit_end(struct sqlstore *s, char *err, size_t errlen)
+{
+	struct binder	b;
+
+	b = bind_start(s->st[ST_COMMIT]);
+	if (run(s, &b, err, errlen, "committing") != 0) {
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_step(s->st[ST_ROLLBACK]);
+		sqlite3_reset(s->st[ST_ROLLBACK]);
+		return -1;
+	}
+	if (s->pending_node_id > s->next_node_id)
+		s->next_node_id = s->pending_node_id;
+	/* Counted atomically: the loop reads them while the commit thread
+	 * runs (ServerInfo, /metrics). */
+	__atomic_fetch_add(&s->transactions, 1, __ATOMIC_RELAXED);
+	count_bytes(s);
+	return 0;
+}
+
+int
+sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
+    char *err, size_t errlen)
+{
+	if (sqlstore_commit_rows(s, c, write_meta, err, errlen) != 0)
+		return -1;
+	return sqlstore_commit_end(s, err, errlen);
 }
 
 
@@ -621,6 +655,19 @@ ops_commit(void *s, struct core *c, bool write_meta, char *err,
     size_t errlen)
 {
 	return sqlstore_commit(s, c, write_meta, err, errlen);
+}
+
+static int
+ops_commit_rows(void *s, struct core *c, bool write_meta, char *err,
+    size_t errlen)
+{
+	return sqlstore_commit_rows(s, c, write_meta, err, errlen);
+}
+
+static int
+ops_commit_end(void *s, char *err, size_t errlen)
+{
+	return sqlstore_commit_end(s, err, errlen);
 }
 
 static int
@@ -673,6 +720,8 @@ const struct store_ops store_sqlite_ops = {
 	.open = ops_open,
 	.load = ops_load,
 	.commit = ops_commit,
+	.commit_rows = ops_commit_rows,
+	.commit_end = ops_commit_end,
 	.events = ops_events,
 	.empty = ops_empty,
 	.transactions = ops_transactions,

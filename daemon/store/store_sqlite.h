@@ -69,6 +69,7 @@ struct sqlstore {
 	int		 lock_fd;
 	sqlite3_stmt	*st[ST_COUNT];
 	uint64_t	 next_node_id;	/* as saved in meta; no row from here up */
+	uint64_t	 pending_node_id; /* of the rows of an open commit */
 	uint64_t	 transactions;
 	/* Bytes of the pages its commits wrote (SQLite's own count of the
 	 * dirty pages it wrote, SQLITE_DBSTATUS_CACHE_WRITE, times the page
@@ -84,6 +85,12 @@ struct sqlstore {
 int		 sqlstore_fail(struct sqlstore *, char *, size_t, const char *);
 int		 sqlstore_commit(struct sqlstore *, struct core *,
 		    bool write_meta, char *err, size_t errlen);
+/* The two halves of sqlstore_commit: the rows, on the loop; then COMMIT,
+ * which may run on another thread (store_commit_begin). */
+int		 sqlstore_commit_rows(struct sqlstore *, struct core *,
+		    bool write_meta, char *err, size_t errlen);
+int		 sqlstore_commit_end(struct sqlstore *, char *err,
+		    size_t errlen);
 uint64_t	 sqlstore_transactions(const struct sqlstore *);
 uint64_t	 sqlstore_bytes(const struct sqlstore *);
 

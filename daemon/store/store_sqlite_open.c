@@ -747,7 +747,7 @@ sqlstore_close(struct sqlstore *s)
 uint64_t
 sqlstore_transactions(const struct sqlstore *s)
 {
-	return s->transactions;
+	return __atomic_load_n(&s->transactions, __ATOMIC_RELAXED);
 }
 
 const char *
