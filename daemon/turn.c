@@ -234,7 +234,6 @@ static void *
 commit_thread(void *arg)
 {
 	char err[sizeof(ct.err)];
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&ct.mu);
 	for (;;) {
@@ -251,9 +250,10 @@ commit_thread(void *arg)
 		memcpy(ct.err, err, sizeof(err));
 		ct.done = true;
 		pthread_cond_broadcast(&ct.cv);
-		/* The loop's wakeup; a full counter still wakes it. */
-		while (write(ct.efd, &one, sizeof(one)) < 0 && errno == EINTR)
-			;
+		/* The loop's wakeup. eventfd_write, not write(): a test's
+		 * fault injection (libfiu) fails every write() of the
+		 * process, and this one must still wake the loop to stop. */
+		(void)eventfd_write(ct.efd, 1);
 	}
 	pthread_mutex_unlock(&ct.mu);
 	return NULL;
@@ -278,12 +278,11 @@ take_result(int *rc, char *err, size_t errlen)
 static void
 done_cb(evutil_socket_t fd, short what, void *arg)
 {
-	uint64_t n;
+	eventfd_t n;
 	char err[sizeof(ct.err)];
 	int rc;
 
-	while (read(ct.efd, &n, sizeof(n)) < 0 && errno == EINTR)
-		;
+	(void)eventfd_read(ct.efd, &n);
 	if (ct.in_flight && take_result(&rc, err, sizeof(err)))
 		ended(rc, err);
 }
