@@ -225,8 +225,8 @@ struct core_node {
 	int64_t			 joined_ms;	/* wall */
 	int64_t			 last_seen_ms;	/* wall; not persisted */
 	bool			 connected;	/* not persisted */
-	/* The token of the join that made it, while it is live; in memory
-	 * only (see core_join). */
+	/* The token of the join that made it, while it is live; persisted
+	 * (see core_join). */
 	bool			 has_token;
 	uint8_t			 join_token[CORE_TOKEN_LEN];
 	uint32_t		 gpus_healthy;
@@ -243,7 +243,7 @@ struct core_node {
 
 	uint64_t		 reported_gen;	/* its last FAILED; volatile */
 	/* Rule 16: the group rank it held when its last round ended, -1:
-	 * none; volatile (after a daemon restart: none). */
+	 * none; persisted, so that stable ranks survive a restart. */
 	int32_t			 prev_rank;
 
 	/* Core-private below. */
@@ -705,6 +705,11 @@ struct core_node *core_restore_node(struct core *, struct core_job *,
 		    uint64_t node_id, const uint8_t session_id[CORE_SESSION_LEN],
 		    const char *hostname, const char *advertise_addr);
 void		 core_restore_event(struct core_job *, const struct core_event *);
+/* The token of the join that made a restored node: a join sent again with
+ * it after a restart finds the node (core_join), as before it. A token
+ * another node holds already is ignored. */
+void		 core_restore_node_token(struct core_node *,
+		    const uint8_t token[CORE_TOKEN_LEN]);
 void		 core_node_set_reason(struct core_node *, const char *);
 /* Replaces the node's per-device GPU results (a copy); true if changed.
  * Marks nothing dirty (the restore uses it too). */

@@ -149,6 +149,12 @@ node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__G
 	m->has_reason = n->reason != NULL;
 	m->reason = S(n->reason != NULL ? n->reason : "");
 	m->port_offer = n->port_offer;
+	m->has_prev_rank = n->prev_rank >= 0;
+	m->prev_rank = n->prev_rank >= 0 ? (uint32_t)n->prev_rank : 0;
+	if (n->has_token) {
+		m->join_token.data = (uint8_t *)n->join_token;
+		m->join_token.len = CORE_TOKEN_LEN;
+	}
 	for (i = 0; i < n->n_gpus; i++) {
 		enc_gpu(&n->gpus[i], &gm[i]);
 		gp[i] = &gm[i];
@@ -429,6 +435,10 @@ dec_node(struct core *c, struct core_job *j, const Rdzv__Store__V1__Node *m,
 	n->gpus_healthy = m->gpus_healthy;
 	n->gpus_total = m->gpus_total;
 	n->port_offer = m->port_offer;
+	n->prev_rank = m->has_prev_rank && m->prev_rank <= INT32_MAX ?
+	    (int32_t)m->prev_rank : -1;
+	if (m->join_token.len == CORE_TOKEN_LEN)
+		core_restore_node_token(n, m->join_token.data);
 	if (m->has_reason)
 		core_node_set_reason(n, m->reason);
 	if (m->n_gpus == 0)

@@ -293,6 +293,11 @@ bind_node(struct binder *b, const struct core_node *n)
 	bind_i64(b, n->gpus_total);
 	bind_text(b, n->reason);
 	bind_i64(b, n->port_offer);
+	bind_i64(b, n->prev_rank);
+	if (n->has_token)
+		bind_blob(b, n->join_token, CORE_TOKEN_LEN);
+	else
+		bind_null(b);
 }
 
 /*

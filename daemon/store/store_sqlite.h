@@ -24,10 +24,14 @@
 	"attempt, created_ms, updated_ms, ended_ms, event_seq, "	   \
 	"last_call_left_ms, join_left_ms, held_reason, rejoin_timeout_ms, " \
 	"rejoin_lost, hang_timeout_ms, rank_policy, restart"
-#define NODE_COLS	"node_id, rdzv_id, session_id, hostname, "	\
+/* A node's columns as schema 7 made them (its migration copies these). */
+#define NODE_COLS_7	"node_id, rdzv_id, session_id, hostname, "	\
 	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \
 	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \
 	"gpus_total, reason, port_offer"
+/* ... and since 9: the rank it held in its last round (rank-policy
+ * stable), the token of the join that made it. */
+#define NODE_COLS	NODE_COLS_7 ", prev_rank, join_token"
 #define EVENT_COLS	"seq, wall_ms, generation, kind, message"
 
 /*

@@ -158,7 +158,8 @@ row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 14, &n->gpus_healthy) &&
 	    col_u32(st, 15, &n->gpus_total) &&
 	    col_u32(st, 17, &n->port_offer) && rank >= -1 &&
-	    rank <= INT32_MAX;
+	    rank <= INT32_MAX && sqlite3_column_int64(st, 18) >= -1 &&
+	    sqlite3_column_int64(st, 18) <= INT32_MAX;
 	if (!ok)
 		return errf(-1, err, errlen,
 		    "node %llu of job %s: a value is out "
@@ -174,6 +175,10 @@ row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	n->joined_ms = sqlite3_column_int64(st, 13);
 	if (sqlite3_column_type(st, 16) != SQLITE_NULL)
 		core_node_set_reason(n, col_text(st, 16));
+	n->prev_rank = (int32_t)sqlite3_column_int64(st, 18);
+	if (sqlite3_column_type(st, 19) == SQLITE_BLOB &&
+	    sqlite3_column_bytes(st, 19) == CORE_TOKEN_LEN)
+		core_restore_node_token(n, sqlite3_column_blob(st, 19));
 	return 0;
 }
 

@@ -185,7 +185,8 @@ static const char *const migrations[] = {
 	"  gpus_total INTEGER NOT NULL,"
 	"  reason TEXT,"
 	"  port_offer INTEGER NOT NULL);"
-	"INSERT INTO nodes_7 (" NODE_COLS ") SELECT " NODE_COLS " FROM nodes;"
+	"INSERT INTO nodes_7 (" NODE_COLS_7 ") SELECT " NODE_COLS_7 " FROM "
+	"  nodes;"
 	"DROP TABLE nodes;"
 	"ALTER TABLE nodes_7 RENAME TO nodes;"
 	"CREATE TABLE events_7 ("
@@ -204,6 +205,13 @@ static const char *const migrations[] = {
 	 * docs/RECOVERY.md); older jobs: ordered (1), process (1). */
 	("ALTER TABLE jobs ADD COLUMN rank_policy INTEGER NOT NULL DEFAULT 1;"
 	"ALTER TABLE jobs ADD COLUMN restart INTEGER NOT NULL DEFAULT 1;"),
+	/* 8 -> 9: what a restart forgot (issue 42; docs/STORE.md): a node's
+	 * group rank in its last round, which rank-policy stable gives it
+	 * again (-1: none, as older rows had it), and the token of the join
+	 * that made it, so that a join sent again after a restart finds it
+	 * (NULL: none). */
+	("ALTER TABLE nodes ADD COLUMN prev_rank INTEGER NOT NULL DEFAULT -1;"
+	"ALTER TABLE nodes ADD COLUMN join_token BLOB;"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -257,7 +265,8 @@ static const char *const statements[ST_COUNT] = {
 	"joined_ms = excluded.joined_ms, "				    \
 	"gpus_healthy = excluded.gpus_healthy, "			    \
 	"gpus_total = excluded.gpus_total, reason = excluded.reason, "	    \
-	"port_offer = excluded.port_offer"
+	"port_offer = excluded.port_offer, prev_rank = excluded.prev_rank, " \
+	"join_token = excluded.join_token"
 
 static const struct {
 	int		 one, many;
@@ -266,9 +275,9 @@ static const struct {
 	const char	*tail;
 } batched[] = {
 	{ ST_NODE_NEW, ST_NODE_NEW_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    18, "" },
+	    20, "" },
 	{ ST_NODE_PUT, ST_NODE_PUT_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    18, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
+	    20, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
 	{ ST_EVENT_PUT, ST_EVENT_PUT_N,
 	    "INSERT INTO events (rdzv_id, " EVENT_COLS ")", 6, "" },
 };

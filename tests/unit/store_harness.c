@@ -424,6 +424,11 @@ compare_node(const struct core_node *a, const struct core_node *b)
 	CHECK_INT(a->gpus_healthy, b->gpus_healthy);
 	CHECK_INT(a->gpus_total, b->gpus_total);
 	CHECK_INT(a->port_offer, b->port_offer);
+	/* Issue 42: what a restart used to forget. */
+	CHECK_INT(a->prev_rank, b->prev_rank);
+	CHECK_INT(a->has_token, b->has_token);
+	if (a->has_token && b->has_token)
+		CHECK_MEM(a->join_token, b->join_token, CORE_TOKEN_LEN);
 	CHECK_INT(a->n_gpus, b->n_gpus);
 	if (a->n_gpus == b->n_gpus && a->n_gpus > 0)
 		CHECK_MEM(a->gpus, b->gpus, a->n_gpus * sizeof(*a->gpus));
