@@ -1,0 +1,98 @@
+"""What a restart of rdzvd used to forget (issue 42; docs/STORE.md): each
+case restarts rdzvd (SQLite, the same database and port) at the point that
+matters and shows the outcome a run without the restart has.
+
+- rank-policy stable: survivors keep their group ranks in the round after
+  a restart that came between the loss and that round.
+- A join sent again with the same join token after a restart (its answer
+  was lost) gets the node the first attempt made: no second node."""
+
+import os
+import signal
+
+import rdzvtest as rt
+from rdzvnode import Control, Node, R
+
+STABLE = 2          # RankPolicy.RANK_POLICY_STABLE
+
+
+def restart(d, kill=False):
+    """Stops rdzvd (SIGTERM, or kill -9) and starts it again on the same
+    database and port."""
+    port = d.port
+    if kill:
+        d.signal(signal.SIGKILL)
+        d.wait(10)
+    d.stop()
+    return rt.Daemon(d.tmpdir, db=d.db, listen="127.0.0.1:%d" % port)
+
+
+def stable(req):
+    req.rank_policy = STABLE
+
+
+def ranks(nodes, generation):
+    return {n.name: n.wait_assignment(generation=generation).group_rank
+            for n in nodes}
+
+
+def test_stable_ranks_survive_a_restart(tmp_path):
+    """a, b, c hold ranks 0, 1, 2 of a 3:3 job; b leaves, and the job waits
+    for a third node. rdzvd restarts (kill -9), a and c resume, d joins:
+    with the previous ranks kept, a keeps 0 and c keeps 2, d takes b's 1
+    (in arrival order c would have moved to 1)."""
+    d = rt.Daemon(tmp_path)
+    nodes = [Node(d.addr, name=x) for x in ("a", "b", "c", "d")]
+    a, b, c, dd = nodes
+    try:
+        for n in (a, b, c):
+            n.join("stable", min_nodes=3, max_nodes=3, extra=stable,
+                   lease_ttl_ms=30000, reconnect_grace_ms=30000)
+        assert ranks((a, b, c), 1) == {"a": 0, "b": 1, "c": 2}
+        b.leave()
+        rt.wait_for(lambda: Control(d.addr).get_job("stable").participants
+                    == 0 or Control(d.addr).get_job("stable").world_size == 0,
+                    10, what="round 1 over after b left")
+        d = restart(d, kill=True)
+        for n in (a, c):
+            n.resume(1)
+        dd.join("stable", min_nodes=3, max_nodes=3, extra=stable)
+        got = {n.name: n.wait_assignment(after=1, timeout=20).group_rank
+               for n in (a, c, dd)}
+        assert got == {"a": 0, "c": 2, "d": 1}, got
+    finally:
+        for n in nodes:
+            n.close()
+        d.stop()
+
+
+def test_a_join_sent_again_after_a_restart_gets_its_node(tmp_path):
+    """A join is committed and answered, but its answer is lost: rdzvd
+    restarts (kill -9) and the agent sends the join again with the same
+    token. It gets the node the first attempt made, and when the second
+    node joins the round has two nodes, no spare and no ghost."""
+    d = rt.Daemon(tmp_path)
+    token = os.urandom(16)
+
+    def with_token(req):
+        req.join_token = token
+
+    first, again, other = (Node(d.addr, name=x) for x in
+                           ("h1", "h1", "h2"))
+    try:
+        acc = first.join("tok", min_nodes=2, max_nodes=3,
+                         last_call_ms=500, extra=with_token)
+        d = restart(d, kill=True)
+        first.close()
+        acc2 = again.join("tok", min_nodes=2, max_nodes=3,
+                          last_call_ms=500, extra=with_token, timeout=20)
+        assert acc2.node_id == acc.node_id, (acc, acc2)
+        other.join("tok", min_nodes=2, max_nodes=3, last_call_ms=500)
+        a = again.wait_assignment(generation=1, timeout=20)
+        assert a.world_size == 2, a
+        job = Control(d.addr).get_job("tok")
+        assert len(job.nodes) == 2 and job.spares == 0, job
+    finally:
+        for n in (first, again, other):
+            n.close()
+        d.stop()
