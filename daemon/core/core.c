@@ -211,6 +211,7 @@ core_changes_clear(struct core *c)
 	c->n_new_events = 0;
 	core_rounds_clear(c);
 	hosts_changes_clear(c->hosts);
+	c->refusals_dirty = false;
 }
 
 struct core_job *

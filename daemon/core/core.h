@@ -263,6 +263,16 @@ struct core_node {
 };
 TAILQ_HEAD(core_nodes, core_node);
 
+/* A join refused for a job that has no node yet (core_refuse.c). */
+struct core_refusal {
+	char		 rdzv_id[RDZV_ID_MAX + 1];
+	char		 identity[CORE_STR_MAX + 1];
+	char		 why[CORE_REASON_MAX];
+	uint32_t	 allocation_nodes;
+	uint32_t	 attempt;	/* the scheduler's run; 0 unknown */
+	uint64_t	 until_ms;	/* monotonic: forgotten then */
+};
+
 struct core_job {
 	char			 rdzv_id[RDZV_ID_MAX + 1];
 	char			*owner;
@@ -349,7 +359,8 @@ struct core_job {
 	char			 rejoin_lost[CORE_REASON_MAX];
 	/*
 	 * Joins of this attempt refused because their host is quarantined
-	 * (core_refuse.c), and whether that failed the job; volatile.
+	 * (core_refuse.c), and whether that failed the job; persisted, so
+	 * that a fixed allocation still fails at once after a restart.
 	 */
 	uint32_t		 n_refused;
 	bool			 refusal_failed;
@@ -472,9 +483,16 @@ struct core {
 	struct core_round	*new_rounds;	/* of jobs not removed */
 	size_t			 n_new_rounds, new_rounds_cap;
 
-	/* Core-private below. */
-	struct core_refusal	*refusals;	/* of jobs not there yet */
+	/*
+	 * Joins refused for jobs that had no node yet, kept for them until
+	 * their join timeout (core_refuse.c); persisted: refusals_dirty says
+	 * the turn changed them, and the store rewrites them whole.
+	 */
+	struct core_refusal	*refusals;
 	size_t			 n_refusals, refusals_cap;
+	bool			 refusals_dirty;
+
+	/* Core-private below. */
 	struct core_nodes	 outbox;	/* nodes with queued messages */
 	struct core_jobs	 settle;	/* jobs to re-evaluate */
 	struct core_timer	**heap;
@@ -705,6 +723,14 @@ struct core_node *core_restore_node(struct core *, struct core_job *,
 		    uint64_t node_id, const uint8_t session_id[CORE_SESSION_LEN],
 		    const char *hostname, const char *advertise_addr);
 void		 core_restore_event(struct core_job *, const struct core_event *);
+/* A kept refusal (|r|'s until_ms ignored) with |left_ms| of its time left
+ * from the restore's now; one with none left, or past the bound, is
+ * dropped. */
+void		 core_restore_refusal(struct core *, const struct core_refusal *r,
+		    uint64_t left_ms);
+/* The time a kept refusal has left at |now| (0: none), for the store. */
+uint64_t	 core_refusal_left(const struct core_refusal *,
+		    struct core_now now);
 /* The token of the join that made a restored node: a join sent again with
  * it after a restart finds the node (core_join), as before it. A token
  * another node holds already is ignored. */

@@ -163,6 +163,9 @@ core_restore_finish(struct core *c, struct core_now now,
 	int64_t			 left;
 
 	core_set_now(c, now);
+	/* Kept refusals were restored with their time left. */
+	for (size_t i = 0; i < c->n_refusals; i++)
+		c->refusals[i].until_ms += now.mono_ms;
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		if (restore_job_finish(j, err, errlen) != 0)
 			return -1;

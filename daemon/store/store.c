@@ -89,7 +89,7 @@ commit_empty(const struct store *s, const struct core *c)
 	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
 	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
 	    c->n_new_rounds == 0 && TAILQ_EMPTY(&c->hosts->dirty) &&
-	    c->next_node_id == s->next_node_id;
+	    !c->refusals_dirty && c->next_node_id == s->next_node_id;
 }
 
 int
@@ -109,7 +109,8 @@ store_commit_begin(struct store *s, struct core *c, char *err, size_t errlen)
 	if (s->read_only)
 		return errf(-1, err, errlen, "%s was opened to be read only",
 		    s->desc);
-	write_meta = c->next_node_id != s->next_node_id;
+	/* etcd keeps the kept refusals in its meta record. */
+	write_meta = c->next_node_id != s->next_node_id || c->refusals_dirty;
 	if (s->ops->commit_rows == NULL) {
 		if (s->ops->commit(s->be, c, write_meta, err, errlen) != 0)
 			goto bad;

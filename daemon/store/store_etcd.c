@@ -191,7 +191,7 @@ ops_open(const struct store_spec *spec, const struct store_opts *opts,
 		errf(-1, err, errlen, "store %s: %s", s->desc, e);
 		goto bad;
 	}
-	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0) {
+	if (estore_read_meta(s, &exists, NULL, e, sizeof(e)) != 0) {
 		errf(-1, err, errlen, "store %s: %s", s->desc, e);
 		goto bad;
 	}

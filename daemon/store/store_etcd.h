@@ -101,7 +101,9 @@ uint8_t		*enc_job(const struct core_job *, const struct ejob *,
 		    size_t *len);
 uint8_t		*enc_bucket(const struct core_job *, uint64_t index,
 		    size_t *len);
-uint8_t		*enc_meta(uint64_t next_node_id, size_t *len);
+/* The meta record; with |c|, its kept refusals too. */
+uint8_t		*enc_meta(uint64_t next_node_id, const struct core *c,
+		    size_t *len);
 /* The turn's events and rounds of |j| as Log chunks of at most
  * STORE_ETCD_CHUNK bytes each: *n chunks in a malloc'd array of malloc'd
  * buffers (free with enc_chunks_free). -1 when out of memory. */
@@ -139,7 +141,7 @@ int		 estore_events(void *, const char *rdzv_id, uint64_t after_seq,
 		    uint32_t limit, int (*cb)(const struct core_event *, void *),
 		    void *arg, char *err, size_t errlen);
 int		 estore_empty(void *, char *err, size_t errlen);
-int		 estore_read_meta(struct estore *, bool *exists, char *err,
-		    size_t errlen);
+int		 estore_read_meta(struct estore *, bool *exists,
+		    struct core *c, char *err, size_t errlen);
 
 #endif

@@ -626,7 +626,7 @@ estore_commit(void *v, struct core *c, bool write_meta, char *err,
 		errf(-1, err, errlen, "committing: %s", strerror(-rc));
 		goto bad;
 	}
-	if (write_meta && (meta = enc_meta(c->next_node_id, &metalen)) == NULL) {
+	if (write_meta && (meta = enc_meta(c->next_node_id, c, &metalen)) == NULL) {
 		errf(-1, err, errlen, "committing: out of memory");
 		goto bad;
 	}

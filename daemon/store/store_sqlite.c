@@ -185,6 +185,8 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 	bind_i64(&b, j->settings.hang_timeout_ms);
 	bind_i64(&b, j->settings.rank_policy);
 	bind_i64(&b, j->settings.restart);
+	bind_i64(&b, j->n_refused);
+	bind_i64(&b, j->refusal_failed);
 	return run(s, &b, err, errlen, "writing job %s", j->rdzv_id);
 }
 
@@ -456,6 +458,38 @@ put_round(struct sqlstore *s, const struct core_round *r, int64_t formed_ms,
 	    (unsigned long long)r->generation, r->job->rdzv_id);
 }
 
+/* The kept refusals, rewritten whole when the turn changed them (at most
+ * CORE_REFUSALS_MAX rows), each with the time it has left. */
+static int
+put_refusals(struct sqlstore *s, const struct core *c, char *err,
+    size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_REFUSALS_DEL]);
+
+	if (!c->refusals_dirty)
+		return 0;
+	if (run(s, &b, err, errlen, "clearing the kept refusals") != 0)
+		return -1;
+	for (size_t i = 0; i < c->n_refusals; i++) {
+		const struct core_refusal *r = &c->refusals[i];
+		uint64_t left = core_refusal_left(r, c->now);
+
+		if (left == 0)
+			continue;
+		b = bind_start(s->st[ST_REFUSAL_PUT]);
+		bind_text(&b, r->rdzv_id);
+		bind_text(&b, r->identity);
+		bind_text(&b, r->why);
+		bind_i64(&b, r->allocation_nodes);
+		bind_i64(&b, r->attempt);
+		bind_u64(&b, left);
+		if (run(s, &b, err, errlen, "keeping a refusal for job %s",
+		    r->rdzv_id) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int
 put_meta(struct sqlstore *s, uint64_t next_node_id, char *err, size_t errlen)
 {
@@ -539,6 +573,8 @@ commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
 	if (put_events(s, c, err, errlen) != 0)
 		return -1;
 	if (sqlstore_put_hosts(s, c, err, errlen) != 0)
+		return -1;
+	if (put_refusals(s, c, err, errlen) != 0)
 		return -1;
 	if (write_meta && put_meta(s, c->next_node_id, err, errlen) != 0)
 		return -1;

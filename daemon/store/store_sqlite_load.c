@@ -124,6 +124,10 @@ row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	    CORE_RANK_STABLE : CORE_RANK_ORDERED;
 	set->restart = sqlite3_column_int(st, 25) == CORE_RESTART_IN_PROCESS ?
 	    CORE_RESTART_IN_PROCESS : CORE_RESTART_PROCESS;
+	if (!col_u32(st, 26, &j->n_refused))
+		return errf(-1, err, errlen, "job %s: n_refused is out of "
+		    "range", id);
+	j->refusal_failed = sqlite3_column_int(st, 27) != 0;
 	return 0;
 }
 
@@ -283,6 +287,25 @@ row_round(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	return 0;
 }
 
+/* A refusal kept for a job that had no node yet, with its time left. */
+static int
+row_refusal(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_refusal	r = { .allocation_nodes = 0 };
+	sqlite3_int64		left = sqlite3_column_int64(st, 5);
+
+	snprintf(r.rdzv_id, sizeof(r.rdzv_id), "%s", col_text(st, 0));
+	snprintf(r.identity, sizeof(r.identity), "%s", col_text(st, 1));
+	snprintf(r.why, sizeof(r.why), "%s", col_text(st, 2));
+	if (!col_u32(st, 3, &r.allocation_nodes) ||
+	    !col_u32(st, 4, &r.attempt) || left < 0)
+		return errf(-1, err, errlen, "a refusal kept for job %s: a "
+		    "value is out of range", r.rdzv_id);
+	core_restore_refusal(c, &r, (uint64_t)left);
+	return 0;
+}
+
 /* The queries of a load, prepared once each. */
 static const char *const load_sql[] = {
 	"SELECT " JOB_COLS " FROM jobs ORDER BY created_ms, rowid",
@@ -296,6 +319,8 @@ static const char *const load_sql[] = {
 	 * element split over lines for a missing comma. */
 	("SELECT node_id, device, name, uuid, ok, failed_step, error, "
 	    "total_mem FROM gpus ORDER BY node_id, device"),
+	("SELECT rdzv_id, identity, why, allocation_nodes, attempt, left_ms "
+	    "FROM refusals ORDER BY rowid"),
 };
 #define LOAD_N	(sizeof(load_sql) / sizeof(load_sql[0]))
 
@@ -317,7 +342,9 @@ load_rows(struct sqlstore *s, struct core *c, sqlite3_stmt **st, char *err,
 		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
 			return -1;
 	}
-	return each_row(s, st[4], row_gpu, c, err, errlen);
+	if (each_row(s, st[4], row_gpu, c, err, errlen) != 0)
+		return -1;
+	return each_row(s, st[5], row_refusal, c, err, errlen);
 }
 
 int

@@ -211,7 +211,20 @@ static const char *const migrations[] = {
 	 * that made it, so that a join sent again after a restart finds it
 	 * (NULL: none). */
 	("ALTER TABLE nodes ADD COLUMN prev_rank INTEGER NOT NULL DEFAULT -1;"
-	"ALTER TABLE nodes ADD COLUMN join_token BLOB;"),
+	"ALTER TABLE nodes ADD COLUMN join_token BLOB;"
+	/* ... the joins of a job's attempt refused for a quarantined host,
+	 * and whether that failed it; and the refusals kept for jobs that
+	 * had no node yet, with the time they had left. */
+	"ALTER TABLE jobs ADD COLUMN n_refused INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN refusal_failed INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"CREATE TABLE refusals ("
+	"  rdzv_id TEXT NOT NULL,"
+	"  identity TEXT NOT NULL,"
+	"  why TEXT NOT NULL,"
+	"  allocation_nodes INTEGER NOT NULL,"
+	"  attempt INTEGER NOT NULL,"
+	"  left_ms INTEGER NOT NULL);"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -224,7 +237,8 @@ static const char *const statements[ST_COUNT] = {
 	[ST_EVENTS_DEL] = "DELETE FROM events WHERE rdzv_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26) ON CONFLICT (rdzv_id) DO UPDATE SET "
+	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) "
+	    "ON CONFLICT (rdzv_id) DO UPDATE SET "
 	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
 	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
 	    "max_restarts = ?7, lease_ttl_ms = ?8, reconnect_grace_ms = ?9, "
@@ -233,7 +247,12 @@ static const char *const statements[ST_COUNT] = {
 	    "updated_ms = ?16, ended_ms = ?17, event_seq = ?18, "
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
 	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
-	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26",
+	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26, "
+	    "n_refused = ?27, refusal_failed = ?28",
+	[ST_REFUSALS_DEL] = "DELETE FROM refusals",
+	[ST_REFUSAL_PUT] = "INSERT INTO refusals (rdzv_id, identity, why, "
+	    "allocation_nodes, attempt, left_ms) VALUES (?1, ?2, ?3, ?4, ?5, "
+	    "?6)",
 	/* Plain INSERTs: a generation recorded twice must fail loudly. */
 	[ST_ROUND_PUT] = "INSERT INTO rounds (rdzv_id, generation, "
 	    "world_size, master_addr, master_port, restart_count, formed_ms, "

@@ -16,15 +16,16 @@ from rdzvnode import Control, Node, R
 STABLE = 2          # RankPolicy.RANK_POLICY_STABLE
 
 
-def restart(d, kill=False):
+def restart(d, kill=False, args=()):
     """Stops rdzvd (SIGTERM, or kill -9) and starts it again on the same
-    database and port."""
+    database and port, with |args|."""
     port = d.port
     if kill:
         d.signal(signal.SIGKILL)
         d.wait(10)
     d.stop()
-    return rt.Daemon(d.tmpdir, db=d.db, listen="127.0.0.1:%d" % port)
+    return rt.Daemon(d.tmpdir, args=args, db=d.db,
+                     listen="127.0.0.1:%d" % port)
 
 
 def stable(req):
@@ -95,4 +96,79 @@ def test_a_join_sent_again_after_a_restart_gets_its_node(tmp_path):
     finally:
         for n in (first, again, other):
             n.close()
+        d.stop()
+
+
+QUARANTINED = 3     # HostState.HOST_STATE_QUARANTINED
+ADMIN = ["--admin", "anonymous"]
+FAILED_JOB = 5      # JobState.JOB_STATE_FAILED
+
+
+def fixed(alloc):
+    def extra(req):
+        req.allocation_nodes = alloc
+    return extra
+
+
+def refused_join(addr, job, host, alloc, min_nodes):
+    with Node(addr, name=host) as n:
+        try:
+            n.join(job, min_nodes=min_nodes, max_nodes=alloc,
+                   rejoin_timeout_ms=0, extra=fixed(alloc))
+        except Exception as e:          # RpcFailure
+            assert "quarantined" in str(e), e
+            return
+        raise AssertionError("the join of %s was not refused" % host)
+
+
+def job_state(addr, job):
+    try:
+        return Control(addr).get_job(job)
+    except Exception:
+        return None
+
+
+def test_a_kept_refusal_fails_a_fixed_job_after_a_restart(tmp_path):
+    """A quarantined host's join is refused before its job has a node, and
+    kept for the job. rdzvd restarts; the job's first node then joins and
+    the 3-node fixed allocation (rejoin_timeout 0), less the refused node,
+    cannot make min 3: the job fails at once, naming the host, instead of
+    waiting out its join timeout."""
+    d = rt.Daemon(tmp_path, args=ADMIN)
+    try:
+        assert Control(d.addr).set_host("bad", QUARANTINED, "ECC").state \
+            == QUARANTINED
+        refused_join(d.addr, "fixed", "bad", 3, 3)
+        d = restart(d, args=ADMIN)
+        with Node(d.addr, name="good1") as n:
+            n.join("fixed", min_nodes=3, max_nodes=3, rejoin_timeout_ms=0,
+                   extra=fixed(3), wait=False)
+            rt.wait_for(lambda: getattr(job_state(d.addr, "fixed"), "state",
+                                        0) == FAILED_JOB, 10,
+                        what="the fixed job failed at once")
+        assert "bad" in job_state(d.addr, "fixed").reason
+    finally:
+        d.stop()
+
+
+def test_refusal_counts_survive_a_restart(tmp_path):
+    """A 4-node fixed allocation of min 3: one refused host leaves 3 that
+    can join, and the job waits. rdzvd restarts; a second host is refused,
+    and with the first counted still, 2 are left: the job fails at once."""
+    d = rt.Daemon(tmp_path, args=ADMIN)
+    good = Node(d.addr, name="good1")
+    try:
+        for h in ("bad1", "bad2"):
+            Control(d.addr).set_host(h, QUARANTINED, "ECC")
+        good.join("count", min_nodes=3, max_nodes=4, rejoin_timeout_ms=0,
+                  extra=fixed(4))
+        refused_join(d.addr, "count", "bad1", 4, 3)
+        assert job_state(d.addr, "count").state != FAILED_JOB
+        d = restart(d, args=ADMIN)
+        good.resume(0, wait=False)
+        refused_join(d.addr, "count", "bad2", 4, 3)
+        rt.wait_for(lambda: job_state(d.addr, "count").state == FAILED_JOB,
+                    10, what="the job failed at the second refusal")
+    finally:
+        good.close()
         d.stop()

@@ -354,6 +354,8 @@ compare_job(const struct core_job *a, const struct core_job *b)
 	uint32_t		 i;
 
 	CHECK_STR(a->owner, b->owner);
+	CHECK_INT(a->n_refused, b->n_refused);
+	CHECK_INT(a->refusal_failed, b->refusal_failed);
 	/* Field by field: the struct has padding. */
 	CHECK_INT(a->settings.min_nodes, b->settings.min_nodes);
 	CHECK_INT(a->settings.max_nodes, b->settings.max_nodes);
@@ -445,6 +447,14 @@ compare_cores(const struct core *a, const struct core *b)
 
 	CHECK_INT(a->n_jobs, b->n_jobs);
 	CHECK_INT(a->by_node.n, b->by_node.n);
+	/* Kept refusals (issue 42), in order; their time is left as is. */
+	CHECK_INT(a->n_refusals, b->n_refusals);
+	for (size_t i = 0; i < a->n_refusals && i < b->n_refusals; i++) {
+		CHECK_STR(a->refusals[i].rdzv_id, b->refusals[i].rdzv_id);
+		CHECK_STR(a->refusals[i].why, b->refusals[i].why);
+		CHECK_INT(a->refusals[i].allocation_nodes,
+		    b->refusals[i].allocation_nodes);
+	}
 	CHECK_INT(a->next_node_id, b->next_node_id);
 	TAILQ_FOREACH(j, &a->jobs, entry) {
 		if ((k = core_job_find(b, j->rdzv_id)) == NULL) {

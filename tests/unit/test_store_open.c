@@ -109,6 +109,9 @@ static const char undo_v9[] =
 	"BEGIN;"
 	"ALTER TABLE nodes DROP COLUMN prev_rank;"
 	"ALTER TABLE nodes DROP COLUMN join_token;"
+	"ALTER TABLE jobs DROP COLUMN n_refused;"
+	"ALTER TABLE jobs DROP COLUMN refusal_failed;"
+	"DROP TABLE refusals;"
 	"PRAGMA user_version = 8;"
 	"COMMIT;";
 
