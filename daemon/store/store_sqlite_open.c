@@ -218,6 +218,17 @@ static const char *const migrations[] = {
 	"ALTER TABLE jobs ADD COLUMN n_refused INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE jobs ADD COLUMN refusal_failed INTEGER NOT NULL "
 	"  DEFAULT 0;"
+	/* ... and how each host's latest on-quarantine run ended (0: none;
+	 * rdzv.v1.HookRunState's numbers otherwise). */
+	"ALTER TABLE hosts ADD COLUMN hook_state INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_code INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_sig INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_output TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE hosts ADD COLUMN hook_reason TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE hosts ADD COLUMN hook_started_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_ended_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
 	"CREATE TABLE refusals ("
 	"  rdzv_id TEXT NOT NULL,"
 	"  identity TEXT NOT NULL,"

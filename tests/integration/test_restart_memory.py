@@ -172,3 +172,38 @@ def test_refusal_counts_survive_a_restart(tmp_path):
     finally:
         good.close()
         d.stop()
+
+
+EXITED = 3          # HookRunState.HOOK_RUN_STATE_EXITED
+
+
+def test_the_hooks_outcome_survives_a_restart(tmp_path):
+    """The on-quarantine command runs for a quarantined host and exits 3;
+    after a restart `rdzvctl hosts` still shows how it ended (HOOK
+    "exited 3") and the last line it wrote."""
+    hook = os.path.join(str(tmp_path), "hook.sh")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho \"drained $1\"\nexit 3\n")
+    os.chmod(hook, 0o755)
+    args = ADMIN + ["--on-quarantine", hook]
+    d = rt.Daemon(tmp_path, args=args)
+
+    def hook_of(addr):
+        h = Control(addr).list_hosts().get("bad")
+        return h.hook if h is not None and h.HasField("hook") else None
+
+    try:
+        Control(d.addr).set_host("bad", QUARANTINED, "ECC")
+        rt.wait_for(lambda: getattr(hook_of(d.addr), "state", 0) == EXITED,
+                    20, what="the hook's run ended")
+        d = restart(d, args=args)
+        h = hook_of(d.addr)
+        assert h is not None and h.state == EXITED and h.exit_code == 3 \
+            and h.output == "drained bad" and h.ended_unix_ms > 0, h
+        cp = rt.subprocess.run([rt.build_path("client", "ctl", "rdzvctl"),
+                                "--server", d.addr, "hosts"],
+                               capture_output=True, text=True, timeout=30)
+        line = [x for x in cp.stdout.splitlines() if x.startswith("bad ")]
+        assert line and "exited 3" in line[0], cp.stdout
+    finally:
+        d.stop()

@@ -112,6 +112,13 @@ static const char undo_v9[] =
 	"ALTER TABLE jobs DROP COLUMN n_refused;"
 	"ALTER TABLE jobs DROP COLUMN refusal_failed;"
 	"DROP TABLE refusals;"
+	"ALTER TABLE hosts DROP COLUMN hook_state;"
+	"ALTER TABLE hosts DROP COLUMN hook_code;"
+	"ALTER TABLE hosts DROP COLUMN hook_sig;"
+	"ALTER TABLE hosts DROP COLUMN hook_output;"
+	"ALTER TABLE hosts DROP COLUMN hook_reason;"
+	"ALTER TABLE hosts DROP COLUMN hook_started_ms;"
+	"ALTER TABLE hosts DROP COLUMN hook_ended_ms;"
 	"PRAGMA user_version = 8;"
 	"COMMIT;";
 
