@@ -197,6 +197,9 @@ struct turn_out {
 	/* The store refused the turn's commit (|err| says why): nothing of
 	 * the turn goes out, and the turn is gone. */
 	void	(*commit_failed)(const char *err);
+	/* When |node| was last heard from, the freshest the frame knows
+	 * (the progress checkpoint saves it). */
+	int64_t	(*last_seen)(const struct core_node *, struct core_now);
 };
 void		 turn_init(const struct turn_out *);
 void		 turn_free(void);

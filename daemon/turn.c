@@ -58,6 +58,15 @@
  * line in the log. */
 #define COMMIT_SLOW_MS	1000
 /*
+ * The progress checkpoint (core_progress_checkpoint): every CKPT_MS the
+ * nodes whose step moved are written, and those last seen CKPT_SEEN_MS or
+ * more after what was written, so that a restart (even kill -9) loses at
+ * most that much of the straggler and hang views, at the cost of a row
+ * per moving node every few seconds rather than a commit per step.
+ */
+#define CKPT_MS		5000
+#define CKPT_SEEN_MS	60000
+/*
  * Deadlines fire this much late, so that those falling close together are
  * handled in one turn: a rack that drops a hundred connections within a few
  * milliseconds loses its nodes when their leases end "at the same moment"
@@ -78,6 +87,7 @@ TAILQ_HEAD(answers, answer);
 static struct turn_out	 out;
 static struct event	*flush_ev;
 static struct event	*timer_ev;
+static struct event	*ckpt_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
 static uint64_t		 timer_at = UINT64_MAX;
 static bool		 advance_held;	/* the timer fired while sealed */
@@ -388,6 +398,9 @@ turn_flush(void)
 	int rc;
 
 	wait_in_flight();
+	/* Every step and last-seen time not yet written (shutting down). */
+	if (!rdzvd.standby)
+		core_progress_checkpoint(c, turn_now(), out.last_seen, 1);
 	uint64_t txns = store_transactions(rdzvd.store), t0 = mono_us();
 	rc = store_commit_begin(rdzvd.store, c, err, sizeof(err));
 	if (rc == 1)
@@ -417,6 +430,17 @@ bool
 turn_store_slow(void)
 {
 	return turn_commit_age_ms() >= COMMIT_SLOW_MS;
+}
+
+static void
+ckpt_cb(evutil_socket_t fd, short what, void *arg)
+{
+	/* Sealed: the next tick does it. */
+	if (ct.in_flight || rdzvd.standby)
+		return;
+	if (core_progress_checkpoint(rdzvd.core, turn_now(), out.last_seen,
+	    CKPT_SEEN_MS) > 0)
+		turn_schedule();
 }
 
 static void
@@ -451,6 +475,13 @@ turn_init(const struct turn_out *o)
 			fatalx("turn_init: cannot create events");
 	}
 	committed_load(rdzvd.core);
+	{
+		struct timeval tv = { CKPT_MS / 1000, 0 };
+
+		ckpt_ev = event_new(rdzvd.base, -1, EV_PERSIST, ckpt_cb, NULL);
+		if (ckpt_ev == NULL || event_add(ckpt_ev, &tv) != 0)
+			fatalx("turn_init: cannot create events");
+	}
 	arm_timer();
 }
 
@@ -499,6 +530,8 @@ turn_free(void)
 		event_free(flush_ev);
 	if (timer_ev != NULL)
 		event_free(timer_ev);
-	flush_ev = timer_ev = NULL;
+	if (ckpt_ev != NULL)
+		event_free(ckpt_ev);
+	flush_ev = timer_ev = ckpt_ev = NULL;
 	timer_at = UINT64_MAX;
 }

@@ -223,7 +223,8 @@ struct core_node {
 	uint64_t		 generation;	/* of the assignment it holds; 0 */
 	uint64_t		 arrival;	/* order of joins, core-wide */
 	int64_t			 joined_ms;	/* wall */
-	int64_t			 last_seen_ms;	/* wall; not persisted */
+	int64_t			 last_seen_ms;	/* wall; persisted by the
+						   progress checkpoint */
 	bool			 connected;	/* not persisted */
 	/* The token of the join that made it, while it is live; persisted
 	 * (see core_join). */
@@ -235,11 +236,16 @@ struct core_node {
 	uint32_t		 n_gpus;
 	bool			 gpus_dirty;	/* gpus changed this turn */
 	char			*reason;	/* why it left, was lost, evicted */
-	/* Training progress; volatile like last_seen_ms (core_progress.c). */
+	/* Training progress (core_progress.c); saved with the node, which a
+	 * step alone does not make dirty: core_progress_checkpoint() does,
+	 * now and then. */
 	bool			 has_step;
 	uint64_t		 step;
 	uint64_t		 step_gen;	/* the generation it is of */
 	int64_t			 step_wall_ms;	/* when it last moved */
+	bool			 step_unsaved;	/* moved since the node was
+						   last written */
+	int64_t			 seen_saved_ms;	/* last_seen_ms as written */
 
 	uint64_t		 reported_gen;	/* its last FAILED; volatile */
 	/* Rule 16: the group rank it held when its last round ended, -1:
@@ -682,6 +688,15 @@ void		 core_advance(struct core *, struct core_now);
 uint64_t	 core_next_deadline(const struct core *);
 /* Marks jobs with open deadlines dirty, refreshing their time left. */
 void		 core_checkpoint(struct core *, struct core_now);
+/*
+ * Marks dirty the nodes whose step moved since they were last written, and
+ * those whose last-seen time (|seen|, the frame's freshest) moved by
+ * |seen_every_ms| or more: a restart then starts the straggler and hang
+ * views from what was saved (docs/HEALTH.md). Returns how many.
+ */
+size_t		 core_progress_checkpoint(struct core *, struct core_now,
+		    int64_t (*seen)(const struct core_node *, struct core_now),
+		    int64_t seen_every_ms);
 /* Time left on a job's deadlines at now, or -1 when none is armed. */
 int64_t		 core_job_last_call_in(const struct core_job *,
 		    struct core_now);
@@ -737,6 +752,10 @@ uint64_t	 core_refusal_left(const struct core_refusal *,
 void		 core_restore_node_token(struct core_node *,
 		    const uint8_t token[CORE_TOKEN_LEN]);
 void		 core_node_set_reason(struct core_node *, const char *);
+/* A restored node's last step and when it was last seen. */
+void		 core_restore_node_progress(struct core_node *, uint64_t step,
+		    uint64_t step_gen, int64_t step_wall_ms,
+		    int64_t last_seen_ms);
 /* Replaces the node's per-device GPU results (a copy); true if changed.
  * Marks nothing dirty (the restore uses it too). */
 bool		 core_node_set_gpus(struct core_node *, const struct core_gpu *,

@@ -85,6 +85,7 @@ void		 core_queue_accepted(struct core_node *, bool resumed);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);
+void		 core_progress_restored(struct core_job *, struct core_now);
 /*
  * core_refuse.c: a join refused because its host is quarantined, kept
  * for a job that has no node yet (its first nodes may come after it).

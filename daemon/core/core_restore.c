@@ -169,6 +169,7 @@ core_restore_finish(struct core *c, struct core_now now,
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		if (restore_job_finish(j, err, errlen) != 0)
 			return -1;
+		core_progress_restored(j, now);
 		if (j->state == CORE_JOB_WAITING ||
 		    j->state == CORE_JOB_RUNNING) {
 			if (j->last_call_left_ms >= 0)

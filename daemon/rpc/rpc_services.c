@@ -217,6 +217,7 @@ services_start(void (*commit_failed)(const char *err))
 		.turn_done = turn_done,
 		.hosts_changed = hook_hosts_changed,
 		.commit_failed = commit_failed,
+		.last_seen = streams_last_seen_ms,
 	};
 
 	stall_init();

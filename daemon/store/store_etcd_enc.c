@@ -186,6 +186,11 @@ node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__G
 		m->join_token.data = (uint8_t *)n->join_token;
 		m->join_token.len = CORE_TOKEN_LEN;
 	}
+	m->has_step = n->has_step;
+	m->step = n->has_step ? n->step : 0;
+	m->step_gen = n->has_step ? n->step_gen : 0;
+	m->step_wall_ms = n->has_step ? n->step_wall_ms : 0;
+	m->last_seen_ms = n->last_seen_ms;
 	for (i = 0; i < n->n_gpus; i++) {
 		enc_gpu(&n->gpus[i], &gm[i]);
 		gp[i] = &gm[i];
@@ -472,6 +477,8 @@ dec_node(struct core *c, struct core_job *j, const Rdzv__Store__V1__Node *m,
 	    (int32_t)m->prev_rank : -1;
 	if (m->join_token.len == CORE_TOKEN_LEN)
 		core_restore_node_token(n, m->join_token.data);
+	core_restore_node_progress(n, m->step, m->has_step ? m->step_gen : 0,
+	    m->step_wall_ms, m->last_seen_ms);
 	if (m->has_reason)
 		core_node_set_reason(n, m->reason);
 	if (m->n_gpus == 0)

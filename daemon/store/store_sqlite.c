@@ -300,6 +300,13 @@ bind_node(struct binder *b, const struct core_node *n)
 		bind_blob(b, n->join_token, CORE_TOKEN_LEN);
 	else
 		bind_null(b);
+	if (n->has_step)
+		bind_u64(b, n->step);
+	else
+		bind_null(b);
+	bind_u64(b, n->has_step ? n->step_gen : 0);
+	bind_i64(b, n->has_step ? n->step_wall_ms : 0);
+	bind_i64(b, n->last_seen_ms);
 }
 
 /*

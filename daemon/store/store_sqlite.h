@@ -31,8 +31,10 @@
 	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \
 	"gpus_total, reason, port_offer"
 /* ... and since 9: the rank it held in its last round (rank-policy
- * stable), the token of the join that made it. */
-#define NODE_COLS	NODE_COLS_7 ", prev_rank, join_token"
+ * stable), the token of the join that made it, its last step (NULL: none)
+ * and generation, when the step moved, when it was last seen. */
+#define NODE_COLS	NODE_COLS_7 ", prev_rank, join_token, step, "	\
+	"step_gen, step_wall_ms, last_seen_ms"
 #define EVENT_COLS	"seq, wall_ms, generation, kind, message"
 
 /*

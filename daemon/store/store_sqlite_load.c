@@ -183,6 +183,10 @@ row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	if (sqlite3_column_type(st, 19) == SQLITE_BLOB &&
 	    sqlite3_column_bytes(st, 19) == CORE_TOKEN_LEN)
 		core_restore_node_token(n, sqlite3_column_blob(st, 19));
+	core_restore_node_progress(n, (uint64_t)sqlite3_column_int64(st, 20),
+	    sqlite3_column_type(st, 20) == SQLITE_NULL ? 0 :
+	    (uint64_t)sqlite3_column_int64(st, 21),
+	    sqlite3_column_int64(st, 22), sqlite3_column_int64(st, 23));
 	return 0;
 }
 

@@ -212,6 +212,14 @@ static const char *const migrations[] = {
 	 * (NULL: none). */
 	("ALTER TABLE nodes ADD COLUMN prev_rank INTEGER NOT NULL DEFAULT -1;"
 	"ALTER TABLE nodes ADD COLUMN join_token BLOB;"
+	/* ... a node's last step (docs/HEALTH.md; NULL: none) and when it
+	 * was last seen, written by the progress checkpoint; */
+	"ALTER TABLE nodes ADD COLUMN step INTEGER;"
+	"ALTER TABLE nodes ADD COLUMN step_gen INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN step_wall_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN last_seen_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
 	/* ... the joins of a job's attempt refused for a quarantined host,
 	 * and whether that failed it; and the refusals kept for jobs that
 	 * had no node yet, with the time they had left. */
@@ -296,7 +304,10 @@ static const char *const statements[ST_COUNT] = {
 	"gpus_healthy = excluded.gpus_healthy, "			    \
 	"gpus_total = excluded.gpus_total, reason = excluded.reason, "	    \
 	"port_offer = excluded.port_offer, prev_rank = excluded.prev_rank, " \
-	"join_token = excluded.join_token"
+	"join_token = excluded.join_token, step = excluded.step, "	    \
+	"step_gen = excluded.step_gen, "				    \
+	"step_wall_ms = excluded.step_wall_ms, "			    \
+	"last_seen_ms = excluded.last_seen_ms"
 
 static const struct {
 	int		 one, many;
@@ -305,9 +316,9 @@ static const struct {
 	const char	*tail;
 } batched[] = {
 	{ ST_NODE_NEW, ST_NODE_NEW_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    20, "" },
+	    24, "" },
 	{ ST_NODE_PUT, ST_NODE_PUT_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    20, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
+	    24, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
 	{ ST_EVENT_PUT, ST_EVENT_PUT_N,
 	    "INSERT INTO events (rdzv_id, " EVENT_COLS ")", 6, "" },
 };

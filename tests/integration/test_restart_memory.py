@@ -5,10 +5,17 @@ matters and shows the outcome a run without the restart has.
 - rank-policy stable: survivors keep their group ranks in the round after
   a restart that came between the loss and that round.
 - A join sent again with the same join token after a restart (its answer
-  was lost) gets the node the first attempt made: no second node."""
+  was lost) gets the node the first attempt made: no second node.
+- A fixed allocation's refused host still fails its job at once: a
+  refusal kept for a job with no node yet, and a job's refusal count.
+- `rdzvctl hosts` shows how the on-quarantine command's last run ended.
+- A node's last progress step and last-seen time (the progress
+  checkpoint), also after kill -9."""
 
 import os
 import signal
+import sqlite3
+import time
 
 import rdzvtest as rt
 from rdzvnode import Control, Node, R
@@ -206,4 +213,38 @@ def test_the_hooks_outcome_survives_a_restart(tmp_path):
         line = [x for x in cp.stdout.splitlines() if x.startswith("bad ")]
         assert line and "exited 3" in line[0], cp.stdout
     finally:
+        d.stop()
+
+
+def saved_step(db):
+    """The step column of the one node in the database (None: not yet)."""
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=10)
+    try:
+        rows = con.execute("SELECT step FROM nodes").fetchall()
+    finally:
+        con.close()
+    return rows[0][0] if rows else None
+
+
+def test_progress_and_last_seen_survive_a_kill(tmp_path):
+    """A node's workers report step 42. Within the progress checkpoint
+    (5 s) the step is in the database; rdzvd is killed (kill -9) and
+    started again: GetJob shows the node at step 42, and when it was last
+    seen (before the kill), where a restart used to start from nothing."""
+    d = rt.Daemon(tmp_path)
+    n = Node(d.addr, name="p1")
+    try:
+        n.join("prog", min_nodes=1, max_nodes=1)
+        g = n.wait_assignment().generation
+        n.progress(g, 42)
+        rt.wait_for(lambda: saved_step(d.db) == 42, 15,
+                    what="the checkpoint wrote the step")
+        t_kill = int(time.time() * 1000)
+        d = restart(d, kill=True)
+        node = Control(d.addr).get_job("prog").nodes[0]
+        assert node.has_step and node.step == 42, node
+        assert 0 < node.last_seen_unix_ms <= t_kill, (node, t_kill)
+        assert node.step_unix_ms > 0, node
+    finally:
+        n.close()
         d.stop()

@@ -429,6 +429,13 @@ compare_node(const struct core_node *a, const struct core_node *b)
 	/* Issue 42: what a restart used to forget. */
 	CHECK_INT(a->prev_rank, b->prev_rank);
 	CHECK_INT(a->has_token, b->has_token);
+	CHECK_INT(a->has_step, b->has_step);
+	if (a->has_step && b->has_step) {
+		CHECK(a->step == b->step);
+		CHECK(a->step_gen == b->step_gen);
+		CHECK(a->step_wall_ms == b->step_wall_ms);
+	}
+	CHECK(a->last_seen_ms == b->last_seen_ms);
 	if (a->has_token && b->has_token)
 		CHECK_MEM(a->join_token, b->join_token, CORE_TOKEN_LEN);
 	CHECK_INT(a->n_gpus, b->n_gpus);
