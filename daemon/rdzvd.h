@@ -21,12 +21,15 @@
  * node's stream (rpc/rpc_streams.c) and calls turn_schedule(). Nothing is
  * sent yet: the core has only recorded its changes and queued messages in
  * the node's outbox. At the end of the loop turn turn.c's flush event
- * (lowest priority, so after every other event of the turn) commits all
- * the turn's changes in one transaction (store_commit()), then hands
- * out the outbox (turn_out.send: the streams write each assignment),
- * tells the followers (follow.c: Control.Watch, the page) and answers the
- * unary calls held by turn_answer(). A failed commit sends nothing
- * (turn_out.commit_failed: SQLite exits, etcd steps down).
+ * (lowest priority, so after every other event of the turn) writes all
+ * the turn's changes into one transaction (store_commit_begin()); with
+ * SQLite the commit thread makes it durable (store_commit_end()) while
+ * the loop serves on and holds what would change the core (turn_hold.c).
+ * Once durable, turn.c hands out the outbox (turn_out.send: the streams
+ * write each assignment), tells the followers (follow.c: Control.Watch,
+ * the page), answers the unary calls held by turn_answer() and runs what
+ * it held. A failed commit sends nothing (turn_out.commit_failed: SQLite
+ * exits, etcd steps down).
  *
  * Below, the frame's interfaces and those of the modules without a header
  * of their own, grouped by the file that defines them.
