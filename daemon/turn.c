@@ -464,16 +464,16 @@ turn_init(const struct turn_out *o)
 	if (flush_ev == NULL || timer_ev == NULL)
 		fatalx("turn_init: cannot create events");
 	event_priority_set(flush_ev, TURN_PRIORITY);
+	/* The thread and its eventfd are the process's; the events are of
+	 * this base (a fuzz target makes a base per input). */
 	commit_thread_start();
-	if (ct.done_ev == NULL) {
-		ct.done_ev = event_new(rdzvd.base, ct.efd, EV_READ | EV_PERSIST,
-		    done_cb, NULL);
-		ct.slow_ev = evtimer_new(rdzvd.base, slow_cb, NULL);
-		if (ct.done_ev == NULL || ct.slow_ev == NULL ||
-		    event_priority_set(ct.done_ev, DONE_PRIORITY) != 0 ||
-		    event_add(ct.done_ev, NULL) != 0)
-			fatalx("turn_init: cannot create events");
-	}
+	ct.done_ev = event_new(rdzvd.base, ct.efd, EV_READ | EV_PERSIST,
+	    done_cb, NULL);
+	ct.slow_ev = evtimer_new(rdzvd.base, slow_cb, NULL);
+	if (ct.done_ev == NULL || ct.slow_ev == NULL ||
+	    event_priority_set(ct.done_ev, DONE_PRIORITY) != 0 ||
+	    event_add(ct.done_ev, NULL) != 0)
+		fatalx("turn_init: cannot create events");
 	committed_load(rdzvd.core);
 	{
 		struct timeval tv = { CKPT_MS / 1000, 0 };
@@ -532,6 +532,10 @@ turn_free(void)
 		event_free(timer_ev);
 	if (ckpt_ev != NULL)
 		event_free(ckpt_ev);
-	flush_ev = timer_ev = ckpt_ev = NULL;
+	if (ct.done_ev != NULL)
+		event_free(ct.done_ev);
+	if (ct.slow_ev != NULL)
+		event_free(ct.slow_ev);
+	flush_ev = timer_ev = ckpt_ev = ct.done_ev = ct.slow_ev = NULL;
 	timer_at = UINT64_MAX;
 }
