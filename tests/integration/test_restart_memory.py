@@ -17,21 +17,41 @@ import signal
 import sqlite3
 import time
 
+import pytest
+
+import etcdtest
 import rdzvtest as rt
 from rdzvnode import Control, Node, R
+
+etcd = etcdtest.fixture()
 
 STABLE = 2          # RankPolicy.RANK_POLICY_STABLE
 
 
+@pytest.fixture(params=["sqlite", "etcd"])
+def store(request, tmp_path):
+    """The store a case runs on: None (SQLite, the test's database) or an
+    etcd spec (a private one-member etcd)."""
+    if request.param == "sqlite":
+        return None
+    e = request.getfixturevalue("etcd")
+    return "etcd://%s/rdzv" % e.endpoints
+
+
+def start(tmp_path, store, args=()):
+    return rt.Daemon(tmp_path, args=args, store=store)
+
+
 def restart(d, kill=False, args=()):
     """Stops rdzvd (SIGTERM, or kill -9) and starts it again on the same
-    database and port, with |args|."""
+    store and port, with |args|. On etcd always SIGTERM: the killed
+    leader's lease would hold the election for its whole time."""
     port = d.port
-    if kill:
+    if kill and d.store is None:
         d.signal(signal.SIGKILL)
         d.wait(10)
     d.stop()
-    return rt.Daemon(d.tmpdir, args=args, db=d.db,
+    return rt.Daemon(d.tmpdir, args=args, db=d.db, store=d.store,
                      listen="127.0.0.1:%d" % port)
 
 
@@ -44,12 +64,12 @@ def ranks(nodes, generation):
             for n in nodes}
 
 
-def test_stable_ranks_survive_a_restart(tmp_path):
+def test_stable_ranks_survive_a_restart(tmp_path, store):
     """a, b, c hold ranks 0, 1, 2 of a 3:3 job; b leaves, and the job waits
     for a third node. rdzvd restarts (kill -9), a and c resume, d joins:
     with the previous ranks kept, a keeps 0 and c keeps 2, d takes b's 1
     (in arrival order c would have moved to 1)."""
-    d = rt.Daemon(tmp_path)
+    d = start(tmp_path, store)
     nodes = [Node(d.addr, name=x) for x in ("a", "b", "c", "d")]
     a, b, c, dd = nodes
     try:
@@ -74,12 +94,12 @@ def test_stable_ranks_survive_a_restart(tmp_path):
         d.stop()
 
 
-def test_a_join_sent_again_after_a_restart_gets_its_node(tmp_path):
+def test_a_join_sent_again_after_a_restart_gets_its_node(tmp_path, store):
     """A join is committed and answered, but its answer is lost: rdzvd
     restarts (kill -9) and the agent sends the join again with the same
     token. It gets the node the first attempt made, and when the second
     node joins the round has two nodes, no spare and no ghost."""
-    d = rt.Daemon(tmp_path)
+    d = start(tmp_path, store)
     token = os.urandom(16)
 
     def with_token(req):
@@ -135,13 +155,13 @@ def job_state(addr, job):
         return None
 
 
-def test_a_kept_refusal_fails_a_fixed_job_after_a_restart(tmp_path):
+def test_a_kept_refusal_fails_a_fixed_job_after_a_restart(tmp_path, store):
     """A quarantined host's join is refused before its job has a node, and
     kept for the job. rdzvd restarts; the job's first node then joins and
     the 3-node fixed allocation (rejoin_timeout 0), less the refused node,
     cannot make min 3: the job fails at once, naming the host, instead of
     waiting out its join timeout."""
-    d = rt.Daemon(tmp_path, args=ADMIN)
+    d = start(tmp_path, store, args=ADMIN)
     try:
         assert Control(d.addr).set_host("bad", QUARANTINED, "ECC").state \
             == QUARANTINED
@@ -158,11 +178,11 @@ def test_a_kept_refusal_fails_a_fixed_job_after_a_restart(tmp_path):
         d.stop()
 
 
-def test_refusal_counts_survive_a_restart(tmp_path):
+def test_refusal_counts_survive_a_restart(tmp_path, store):
     """A 4-node fixed allocation of min 3: one refused host leaves 3 that
     can join, and the job waits. rdzvd restarts; a second host is refused,
     and with the first counted still, 2 are left: the job fails at once."""
-    d = rt.Daemon(tmp_path, args=ADMIN)
+    d = start(tmp_path, store, args=ADMIN)
     good = Node(d.addr, name="good1")
     try:
         for h in ("bad1", "bad2"):
@@ -184,7 +204,7 @@ def test_refusal_counts_survive_a_restart(tmp_path):
 EXITED = 3          # HookRunState.HOOK_RUN_STATE_EXITED
 
 
-def test_the_hooks_outcome_survives_a_restart(tmp_path):
+def test_the_hooks_outcome_survives_a_restart(tmp_path, store):
     """The on-quarantine command runs for a quarantined host and exits 3;
     after a restart `rdzvctl hosts` still shows how it ended (HOOK
     "exited 3") and the last line it wrote."""
@@ -193,7 +213,7 @@ def test_the_hooks_outcome_survives_a_restart(tmp_path):
         f.write("#!/bin/sh\necho \"drained $1\"\nexit 3\n")
     os.chmod(hook, 0o755)
     args = ADMIN + ["--on-quarantine", hook]
-    d = rt.Daemon(tmp_path, args=args)
+    d = start(tmp_path, store, args=args)
 
     def hook_of(addr):
         h = Control(addr).list_hosts().get("bad")
