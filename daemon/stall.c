@@ -5,11 +5,10 @@
  * further apart than STALL_GAP_MS mean the loop was held; that time counts
  * for no deadline, and the silence of every connection is judged from the
  * end of the stall at the earliest: a stall, however caused, ends no lease
- * (issue 12). A slow commit is such a stall too: etcd's Txn holds the
- * loop (it runs on a private loop), and while SQLite's COMMIT runs on the
- * commit thread the core is sealed (turn.c: its inputs wait), so
- * turn.c reports a commit past STALL_GAP_MS (stall_commit_took) and it
- * counts for no deadline and no lease; an agent that gave up on its join
+ * (issue 12). A slow commit is such a stall too: while it runs on the
+ * commit thread the core is sealed (turn.c: its inputs wait), so turn.c
+ * reports a commit past STALL_GAP_MS (stall_commit_took) and it counts
+ * for no deadline and no lease; an agent that gave up on its join
  * meanwhile finds its node by its join token (core.c).
  * Whichever callback runs first after a stall notices it.
  */

@@ -13,10 +13,10 @@
  * (ha.c), and the turn's output goes nowhere: a standby that wins loads
  * what was committed.
  *
- * With SQLite the durable half of the commit (COMMIT: the WAL's write and
- * fsync) runs on a thread of its own, beside the loop (issue 42): the rows
- * are written on the loop, where the core is, and the thread is handed
- * only the open transaction. Meanwhile the loop keeps serving: health,
+ * The durable half of the commit (SQLite's COMMIT: the WAL's write and
+ * fsync; etcd's Txns) runs on a thread of its own, beside the loop (issue
+ * 42): the rows are written (the Txns built) on the loop, where the core
+ * is, and the thread is handed only what reads nothing of the core. Meanwhile the loop keeps serving: health,
  * metrics, the page, new connections, and reads, which answer from the
  * last committed state (committed.c; a read of something the commit in
  * flight changed waits for it). What would change the core is held
@@ -359,8 +359,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		hand_off(t0);
 		return;
 	}
-	/* Durable already: nothing to write, or etcd, which commits whole
-	 * on the loop. */
+	/* Durable already: nothing to write, or a backend that commits
+	 * whole on the loop. */
 	if (store_transactions(rdzvd.store) != txns && out.committed != NULL)
 		out.committed(mono_us() - t0);
 	deliver();

@@ -110,8 +110,8 @@ int		 store_commit(struct store *, struct core *, char *err,
  * store_commit() in two halves, for a commit that runs beside the event
  * loop (turn.c). store_commit_begin() reads the core's changes and writes
  * them into an open transaction; it returns 1 when store_commit_end() must
- * follow to make them durable, 0 when the turn is already durable (nothing
- * to write, or a backend that commits whole here: etcd), -1 with a message
+ * follow to make them durable (SQLite's COMMIT, etcd's Txns), 0 when the
+ * turn is already durable (nothing to write), -1 with a message
  * (as store_commit). store_commit_end() reads nothing of the core and may
  * run on another thread, while no other call is made on the store; 0, or
  * -1 with a message, after which the store is broken as after a failed

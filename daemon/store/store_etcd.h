@@ -66,6 +66,7 @@ struct estore {
 	int64_t		 fence_rev;
 	bool		 read_only;	/* store_opts.read_only */
 	uint64_t	 next_node_id;	/* as saved in meta */
+	struct pending	*pending;	/* a commit's Txns, begun, not sent */
 	uint64_t	 transactions;
 	uint64_t	 bytes;
 	struct hash	 jobs;		/* struct ejob by rdzv_id */
@@ -92,6 +93,11 @@ int		 estore_txn_run(struct estore *, struct etcd_txn *,
 		    const char *what, char *err, size_t errlen);
 
 /* store_etcd_commit.c */
+/* estore_commit in two halves (store_be.h): the Txns are built on the
+ * loop, and sent from the commit thread. */
+int		 estore_commit_rows(void *, struct core *, bool write_meta,
+		    char *err, size_t errlen);
+int		 estore_commit_end(void *, char *err, size_t errlen);
 int		 estore_commit(void *, struct core *, bool write_meta, char *err,
 		    size_t errlen);
 
