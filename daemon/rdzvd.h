@@ -237,6 +237,9 @@ bool		 turn_store_slow(void);
  * call that ends first is forgotten. */
 void		 turn_hold(struct grpc_call *call, grpc_handler_fn fn,
 		    const ProtobufCMessage *req, void *arg);
+/* The same for a read: held reads run first, before the held writes. */
+void		 turn_hold_read(struct grpc_call *call, grpc_handler_fn fn,
+		    const ProtobufCMessage *req, void *arg);
 /* The same for a function of the loop (a stream's end). */
 void		 turn_hold_fn(void (*fn)(uint64_t), uint64_t arg);
 /* Runs what was held, in order (turn.c, after a commit's output). */

@@ -27,6 +27,7 @@ struct held {
 	void					(*later)(uint64_t);
 	uint64_t				 later_arg;
 	uint64_t				 round;	/* of turn_release */
+	bool					 read;	/* changes nothing */
 	TAILQ_ENTRY(held)			 entry;
 };
 TAILQ_HEAD(helds, held);
@@ -50,12 +51,13 @@ held_gone(struct grpc_call *call, int cancelled, void *arg)
 	held_free(arg);
 }
 
-void
-turn_hold(struct grpc_call *call, grpc_handler_fn fn,
-    const ProtobufCMessage *req, void *arg)
+static void
+hold(struct grpc_call *call, grpc_handler_fn fn, const ProtobufCMessage *req,
+    void *arg, bool read)
 {
 	struct held *h = xcalloc(1, sizeof(*h));
 
+	h->read = read;
 	h->call = call;
 	h->fn = fn;
 	h->arg = arg;
@@ -67,6 +69,20 @@ turn_hold(struct grpc_call *call, grpc_handler_fn fn,
 	TAILQ_INSERT_TAIL(&held, h, entry);
 	n_held++;
 	grpc_call_on_close(call, held_gone, h);
+}
+
+void
+turn_hold(struct grpc_call *call, grpc_handler_fn fn,
+    const ProtobufCMessage *req, void *arg)
+{
+	hold(call, fn, req, arg, false);
+}
+
+void
+turn_hold_read(struct grpc_call *call, grpc_handler_fn fn,
+    const ProtobufCMessage *req, void *arg)
+{
+	hold(call, fn, req, arg, true);
 }
 
 void
@@ -111,14 +127,25 @@ run(struct held *h)
 void
 turn_release(void)
 {
-	struct held *h;
+	struct held *h, *next;
 	uint64_t upto = release_round++;
 
 	/*
-	 * Those held before this release, in order; one that is held again
-	 * (a read of a job that a write released just before it changed)
-	 * comes after them with the new release_round and waits for the next.
+	 * The reads first: the core holds only what is durable now, and a
+	 * read that waited for that is answered before the writes held
+	 * beside it change the core again (under a steady stream of writes
+	 * it would otherwise wait for ever). Then those held before this
+	 * release, in order.
 	 */
+	for (h = TAILQ_FIRST(&held); h != NULL; h = next) {
+		next = TAILQ_NEXT(h, entry);
+		if (h->round > upto)
+			break;
+		if (!h->read)
+			continue;
+		/* Running it may end calls; none of those is held. */
+		run(h);
+	}
 	while (!turn_sealed() && (h = TAILQ_FIRST(&held)) != NULL &&
 	    h->round <= upto)
 		run(h);

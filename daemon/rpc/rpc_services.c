@@ -107,7 +107,7 @@ static void								\
 reads_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
 {									\
 	if (reads_wait(kind, req)) {					\
-		turn_hold(call, reads_##fn, req, arg);			\
+		turn_hold_read(call, reads_##fn, req, arg);		\
 		return;							\
 	}								\
 	gated_##fn(call, req, arg);					\
