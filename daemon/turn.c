@@ -26,9 +26,11 @@
  * output is out, run in the order they came, as the next group. The
  * core thus never moves while its changes are on their way to the disk,
  * which is what lets the output of a turn go out after its commit without
- * copying it. The commit itself never waits behind reads: the thread does
+ * copying it. The durable half never waits behind reads: the thread does
  * not go through the loop, and the loop's completion event runs at the
- * highest priority.
+ * highest priority. The flush that starts a commit still runs at the
+ * lowest priority, after the turn's other events, so a flood of reads can
+ * still delay its start; bounding that is not done here (issue 43).
  *
  * turn.c is the hub: the handlers and the stream table call it, and it
  * reaches the streams, the followers and the metrics only through struct
