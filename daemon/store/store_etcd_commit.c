@@ -545,8 +545,11 @@ send_all(struct turn *t, const struct plan_txn *pt, size_t npt,
 		etcd_wait(s->ec, 0);
 		for (i = first; i < last; i++) {
 			if (sent[i].rc == 0) {
-				s->transactions++;
-				s->bytes += sent[i].bytes;
+				/* Read by the loop meanwhile. */
+				__atomic_fetch_add(&s->transactions, 1,
+				    __ATOMIC_RELAXED);
+				__atomic_fetch_add(&s->bytes, sent[i].bytes,
+				    __ATOMIC_RELAXED);
 			}
 		}
 		for (i = first; i < last; i++) {
