@@ -13,6 +13,8 @@
  * How each host's latest run went is kept (in memory, for HOOK_KEPT hosts)
  * for rdzvctl: `host quarantine` waits for it (rpc_set_host.c listens for
  * the ends of runs), `hosts` shows it, `host clear` reminds what it did.
+ * How it ended is also written to the host's record in the store (issue
+ * 42), and read back at start, so that `hosts` shows it after a restart.
  */
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -126,6 +128,71 @@ last_get(const char *host)
 	return l;
 }
 
+/*
+ * Hosts whose latest run ended, written to the core by the next turn's
+ * release of what it held (turn_hold_fn): a run may end while a commit is
+ * in flight (the core is sealed then: turn.c), or within a turn's output
+ * (a run that cannot start), after which the core forgets that turn's
+ * dirty records.
+ */
+#define HOOK_SAVE_MAX	64
+static char	save_hosts[HOOK_SAVE_MAX][HOST_NAME_MAX_LEN + 1];
+static size_t	n_save;
+static bool	save_queued;
+
+/* |host|'s latest run as it ended, into its record in the core, which
+ * the turn's commit writes. */
+static void
+save_now(const char *host)
+{
+	const struct hook_last *l = hook_last(host);
+	struct host_hook rec;
+
+	if (l == NULL || rdzvd.core == NULL || rdzvd.standby)
+		return;
+	memset(&rec, 0, sizeof(rec));
+	rec.state = l->state;
+	rec.code = l->code;
+	rec.sig = l->sig;
+	textcpy(rec.output, sizeof(rec.output), l->output);
+	textcpy(rec.reason, sizeof(rec.reason), l->reason);
+	rec.started_ms = l->started_ms;
+	rec.ended_ms = l->ended_ms;
+	if (hosts_set_hook(rdzvd.core->hosts, wall_ms(), host, &rec) == 0)
+		turn_schedule();
+}
+
+static void
+save_held(uint64_t arg)
+{
+	for (size_t i = 0; i < n_save; i++)
+		save_now(save_hosts[i]);
+	n_save = 0;
+	save_queued = false;
+}
+
+static void
+save(const char *host)
+{
+	for (size_t i = 0; i < n_save; i++)
+		if (strcmp(save_hosts[i], host) == 0)
+			return;
+	if (n_save == HOOK_SAVE_MAX) {
+		log_warnx("on-quarantine: host %s: too many runs ended before "
+		    "their outcomes could be written; its outcome is kept in "
+		    "memory only", host);
+		return;
+	}
+	/* Queued once; again when a step-down or shutdown dropped what was
+	 * held (turn_refuse_held). */
+	if (!save_queued || turn_held_count() == 0) {
+		turn_hold_fn(save_held, 0);
+		turn_schedule();
+		save_queued = true;
+	}
+	textcpy(save_hosts[n_save++], sizeof(save_hosts[0]), host);
+}
+
 /* A run's end, in its host's record when it is the latest, told to the
  * listener. */
 static void
@@ -141,6 +208,7 @@ run_ended(struct hook_run *r, enum hook_state st, const char *output)
 			l->code = WEXITSTATUS(r->status);
 		else if (st == HOOK_SIGNALED)
 			l->sig = WTERMSIG(r->status);
+		save(r->host);
 	}
 	if (hk.on_end != NULL)
 		hk.on_end(r->host);
@@ -430,6 +498,7 @@ hook_hosts_changed(const struct hosts *hs)
 			    "already; not run", hc->name, hk.n_queued);
 			hk.failures++;
 			l->state = HOOK_DROPPED;
+			save(hc->name);
 			l->ended_ms = wall_ms();
 			textf(l->output, sizeof(l->output), "%zu runs waited "
 			    "already", hk.n_queued);
@@ -459,6 +528,22 @@ hook_hosts_loaded(const struct hosts *hs)
 	size_t			 len = 0;
 	uint32_t		 n = hs->n_state[HOST_QUARANTINED], k = 0;
 
+	/* How each host's latest run ended, as the store kept it. */
+	TAILQ_FOREACH(h, &hs->all, entry) {
+		struct hook_last *l;
+
+		if (h->hook.state < HOOK_EXITED || h->hook.state > HOOK_DROPPED)
+			continue;
+		l = last_get(h->name);
+		l->state = (enum hook_state)h->hook.state;
+		l->pid = 0;
+		l->code = h->hook.code;
+		l->sig = h->hook.sig;
+		textcpy(l->output, sizeof(l->output), h->hook.output);
+		textcpy(l->reason, sizeof(l->reason), h->hook.reason);
+		l->started_ms = h->hook.started_ms;
+		l->ended_ms = h->hook.ended_ms;
+	}
 	if (n == 0)
 		return;
 	names[0] = '\0';

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "rdzvd.h"
 #include "store.h"
+#include "auth.h"
 #include "tls.h"
 #include "text.h"
 
@@ -82,6 +83,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	notify("STOPPING=1");
 	health_set_serving(0, 1);
 	if (!rdzvd.standby) {
+		/* The commit in flight ends and goes out first. */
+		turn_settle("rdzvd is shutting down; try again when it is "
+		    "back");
 		watch_end_all("rdzvd is shutting down");
 		streams_shutdown("rdzvd is shutting down; resume when it is "
 		    "back");
@@ -364,6 +368,27 @@ open_state(void)
 	ha_start(role_changed);
 }
 
+/*
+ * The replicas of an etcd store share their record of accepted MUNGE
+ * credentials (issue 42; auth_replay_etcd.c), so that one used at a replica
+ * is refused at the next after a failover. Before the decoding threads.
+ */
+static void
+share_replay_record(void)
+{
+	struct store_spec *sp;
+	char err[256];
+
+	if (rdzvd.cfg.auth != AUTH_MUNGE || rdzvd.cfg.store == NULL)
+		return;
+	sp = xcalloc(1, sizeof(*sp));
+	if (store_spec_parse(rdzvd.cfg.store, sp, err, sizeof(err)) == 0 &&
+	    sp->kind == STORE_ETCD)
+		auth_replay_etcd_start(sp->endpoints, sp->prefix,
+		    rdzvd.cfg.etcd_ca, rdzvd.cfg.etcd_cert, rdzvd.cfg.etcd_key);
+	free(sp);
+}
+
 /* " (mode 0660, group rdzv)": who may connect to a unix socket file. */
 static void
 unix_perms_text(const char *path, char *buf, size_t len)
@@ -543,6 +568,7 @@ main(int argc, char **argv)
 	so.accept_paused = accept_paused;
 	so.accept_blocked = accept_blocked;
 	so.call_ended = metrics_call_ended;
+	share_replay_record();
 	auth_start(&so);
 	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
 	    rdzvd_n_methods, &so);

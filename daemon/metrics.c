@@ -364,6 +364,12 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    "transaction (a turn's changes), fsync included.", &m.commit);
 	counter(b, "rdzvd_store_transactions_total", "Store transactions "
 	    "committed.", store_transactions(rdzvd.store));
+	gauge(b, "rdzvd_store_commit_in_flight_seconds", "Age of the store "
+	    "commit in flight (0: none); a slow disk shows here first.",
+	    (double)turn_commit_age_ms() / 1000.0);
+	gauge(b, "rdzvd_calls_held", "Calls and stream ends waiting for the "
+	    "commit in flight (docs/RDZVD.md, the commit pipeline).",
+	    (double)turn_held_count());
 
 	head(b, "rdzvd_grpc_calls_total", "counter", "gRPC calls handled, by "
 	    "method and status code.");

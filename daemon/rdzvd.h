@@ -21,12 +21,15 @@
  * node's stream (rpc/rpc_streams.c) and calls turn_schedule(). Nothing is
  * sent yet: the core has only recorded its changes and queued messages in
  * the node's outbox. At the end of the loop turn turn.c's flush event
- * (lowest priority, so after every other event of the turn) commits all
- * the turn's changes in one transaction (store_commit()), then hands
- * out the outbox (turn_out.send: the streams write each assignment),
- * tells the followers (follow.c: Control.Watch, the page) and answers the
- * unary calls held by turn_answer(). A failed commit sends nothing
- * (turn_out.commit_failed: SQLite exits, etcd steps down).
+ * (lowest priority, so after every other event of the turn) writes all
+ * the turn's changes into one transaction (store_commit_begin()); with
+ * SQLite the commit thread makes it durable (store_commit_end()) while
+ * the loop serves on and holds what would change the core (turn_hold.c).
+ * Once durable, turn.c hands out the outbox (turn_out.send: the streams
+ * write each assignment), tells the followers (follow.c: Control.Watch,
+ * the page), answers the unary calls held by turn_answer() and runs what
+ * it held. A failed commit sends nothing (turn_out.commit_failed: SQLite
+ * exits, etcd steps down).
  *
  * Below, the frame's interfaces and those of the modules without a header
  * of their own, grouped by the file that defines them.
@@ -197,6 +200,9 @@ struct turn_out {
 	/* The store refused the turn's commit (|err| says why): nothing of
 	 * the turn goes out, and the turn is gone. */
 	void	(*commit_failed)(const char *err);
+	/* When |node| was last heard from, the freshest the frame knows
+	 * (the progress checkpoint saves it). */
+	int64_t	(*last_seen)(const struct core_node *, struct core_now);
 };
 void		 turn_init(const struct turn_out *);
 void		 turn_free(void);
@@ -214,6 +220,43 @@ void		 turn_flush(void);
 /* Refuses the calls waiting for this turn's commit, which will not come
  * (stepping down): UNAVAILABLE with |why| and the leader hint. */
 void		 turn_abandon(const char *why);
+/* Waits for the commit in flight and sends its output, then refuses what
+ * is still held with |why| (shutting down). */
+void		 turn_settle(const char *why);
+/* A commit is in flight on the commit thread: the core must not change
+ * (hold the input with turn_hold) and reads answer from what is durable. */
+bool		 turn_sealed(void);
+/* How long the commit in flight has taken so far (0: none). */
+uint64_t	 turn_commit_age_ms(void);
+/* Whether that is long enough to call the store slow (/readyz). */
+bool		 turn_store_slow(void);
+
+/* turn_hold.c: what waits for the commit in flight. */
+/* Runs |fn|(call, req, arg) once the commit in flight is durable, its
+ * output out, and what was held before it has run; |req| is copied. A
+ * call that ends first is forgotten. */
+void		 turn_hold(struct grpc_call *call, grpc_handler_fn fn,
+		    const ProtobufCMessage *req, void *arg);
+/* The same for a read: held reads run first, before the held writes. */
+void		 turn_hold_read(struct grpc_call *call, grpc_handler_fn fn,
+		    const ProtobufCMessage *req, void *arg);
+/* The same for a function of the loop (a stream's end). */
+void		 turn_hold_fn(void (*fn)(uint64_t), uint64_t arg);
+/* Runs what was held, in order (turn.c, after a commit's output). */
+void		 turn_release(void);
+/* Ends every held call with UNAVAILABLE and |why|. */
+void		 turn_refuse_held(const char *why);
+size_t		 turn_held_count(void);
+
+/* committed.c: the jobs as last committed, for reads (ListJobs). */
+void		 committed_load(const struct core *);
+/* After a commit: its jobs, before the core clears its changes. */
+void		 committed_turn(const struct core *);
+void		 committed_free(void);
+/* |j| when it holds nothing uncommitted; else its copy as last
+ * committed, or NULL when no commit has held it yet. The copy serves a
+ * summary only: its lists are not its own. */
+const struct core_job *committed_job(const struct core_job *j);
 
 /* stall.c: the clock deadlines run on, which stops while the loop is held. */
 /* Starts the heartbeat; again does nothing. */
@@ -224,6 +267,9 @@ uint64_t	 stall_clock_ms(void);
 /* When (mono ms) the last stall was noticed, 0 if none: no silence is
  * counted from before it. */
 uint64_t	 stall_end_ms(void);
+/* A commit in flight for |ms| just ended (turn.c): a slow one is a stall
+ * for the core's deadlines and for leases, as when it held the loop. */
+void		 stall_commit_took(uint64_t ms);
 
 /* metrics.c: the counters and histograms of /metrics (SPEC §15). */
 struct evbuffer;

@@ -5,10 +5,11 @@
  * further apart than STALL_GAP_MS mean the loop was held; that time counts
  * for no deadline, and the silence of every connection is judged from the
  * end of the stall at the earliest: a stall, however caused, ends no lease
- * (issue 12). A commit in flight is such a stall too: both stores commit
- * on the loop thread (SQLite's fsync, etcd's Txn on a private loop), so a
- * slow commit counts for no deadline and no lease; an agent that gave up
- * on its join meanwhile finds its node by its join token (core.c).
+ * (issue 12). A slow commit is such a stall too: while it runs on the
+ * commit thread the core is sealed (turn.c: its inputs wait), so turn.c
+ * reports a commit past STALL_GAP_MS (stall_commit_took) and it counts
+ * for no deadline and no lease; an agent that gave up on its join
+ * meanwhile finds its node by its join token (core.c).
  * Whichever callback runs first after a stall notices it.
  */
 #include <event2/event.h>
@@ -76,6 +77,18 @@ stall_clock_ms(void)
 {
 	look();
 	return mono_ms() - stalled_ms;
+}
+
+void
+stall_commit_took(uint64_t ms)
+{
+	look();
+	if (ms <= STALL_GAP_MS)
+		return;
+	stalled_ms += ms;
+	stall_end = mono_ms();
+	log_warnx("a commit took %llu ms; that time counts for no lease or "
+	    "deadline", (unsigned long long)ms);
 }
 
 uint64_t

@@ -12,6 +12,7 @@
 #define RDZVD_AUTH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /* What decoding one call's credential came to. */
@@ -58,6 +59,21 @@ void	auth_munge_free(void);
  * record was full and its oldest was dropped. Thread-safe.
  */
 int	auth_replay_seen(const char *cred, time_t expires, int *forgot);
+/*
+ * A record shared by every replica (issue 42): |seen| is asked about each
+ * credential this replica's own record does not hold, with the opaque
+ * bytes the record keys it on and its expiry; it returns 1 when the
+ * credential was recorded there before (a replay), 0 after recording it,
+ * -1 when it cannot tell (the credential is then refused). Set before the
+ * decoding threads start.
+ */
+void	auth_replay_share(int (*seen)(const uint8_t *rec, size_t len,
+	    time_t expires, void *arg), void *arg);
+
+/* auth_replay_etcd.c: the shared record on an etcd store, under
+ * PREFIX/replay/. */
+void	auth_replay_etcd_start(const char *endpoints, const char *prefix,
+	    const char *ca, const char *cert, const char *key);
 void	auth_replay_free(void);
 
 /* auth_slurm.c */

@@ -239,7 +239,9 @@ auth_munge_decode(const char *socket, const char *admin_group,
 		set_msg(r, seen > 0 ? GRPC_UNAUTHENTICATED : GRPC_INTERNAL,
 		    seen > 0 ? "MUNGE credential replayed: rdzvd has seen it "
 		    "before, and each credential is good for one call" :
-		    "rdzvd: out of memory for its record of credentials");
+		    "rdzvd could not check its record of credentials (out of "
+		    "memory, or the replicas' shared record in etcd did not "
+		    "answer); try again");
 		goto out;
 	}
 	/* The client names the call and digests its request in the payload

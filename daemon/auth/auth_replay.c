@@ -41,6 +41,24 @@ static struct {
 	int			 init;
 } R = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/*
+ * Issue 42: a record shared by every replica (auth_replay_etcd.c), asked
+ * about a credential this replica has not recorded, by the record's key
+ * (opaque to it) and expiry. Kept apart from the rest of this file on
+ * purpose: what the key is (a digest of the header text today) is this
+ * file's to choose.
+ */
+static int	(*shared_seen)(const uint8_t *, size_t, time_t, void *);
+static void	*shared_arg;
+
+void
+auth_replay_share(int (*seen)(const uint8_t *, size_t, time_t, void *),
+    void *arg)
+{
+	shared_seen = seen;
+	shared_arg = arg;
+}
+
 static int
 match_md(const void *item, const void *key)
 {
@@ -83,6 +101,18 @@ auth_replay_seen(const char *cred, time_t expires, int *forgot)
 	if (hash_find(&R.by_md, hv, match_md, md) != NULL) {
 		rc = 1;
 		goto out;
+	}
+	if (shared_seen != NULL) {
+		/* A round trip: not under the lock. */
+		pthread_mutex_unlock(&R.mu);
+		rc = shared_seen(md, 32, expires, shared_arg);
+		pthread_mutex_lock(&R.mu);
+		if (rc != 0)
+			goto out;
+		if (hash_find(&R.by_md, hv, match_md, md) != NULL) {
+			rc = 1;
+			goto out;
+		}
 	}
 	if (R.n >= REPLAY_MAX) {
 		drop_oldest();

@@ -195,6 +195,9 @@ core_changes_clear(struct core *c)
 	while ((n = TAILQ_FIRST(&c->dirty_nodes)) != NULL) {
 		TAILQ_REMOVE(&c->dirty_nodes, n, dirty_entry);
 		n->dirty = n->gpus_dirty = false;
+		/* Written with the node: its step and last-seen time. */
+		n->step_unsaved = false;
+		n->seen_saved_ms = n->last_seen_ms;
 	}
 	while ((j = TAILQ_FIRST(&c->changed_jobs)) != NULL) {
 		TAILQ_REMOVE(&c->changed_jobs, j, changed_entry);
@@ -211,6 +214,7 @@ core_changes_clear(struct core *c)
 	c->n_new_events = 0;
 	core_rounds_clear(c);
 	hosts_changes_clear(c->hosts);
+	c->refusals_dirty = false;
 }
 
 struct core_job *

@@ -223,10 +223,11 @@ struct core_node {
 	uint64_t		 generation;	/* of the assignment it holds; 0 */
 	uint64_t		 arrival;	/* order of joins, core-wide */
 	int64_t			 joined_ms;	/* wall */
-	int64_t			 last_seen_ms;	/* wall; not persisted */
+	int64_t			 last_seen_ms;	/* wall; persisted by the
+						   progress checkpoint */
 	bool			 connected;	/* not persisted */
-	/* The token of the join that made it, while it is live; in memory
-	 * only (see core_join). */
+	/* The token of the join that made it, while it is live; persisted
+	 * (see core_join). */
 	bool			 has_token;
 	uint8_t			 join_token[CORE_TOKEN_LEN];
 	uint32_t		 gpus_healthy;
@@ -235,15 +236,20 @@ struct core_node {
 	uint32_t		 n_gpus;
 	bool			 gpus_dirty;	/* gpus changed this turn */
 	char			*reason;	/* why it left, was lost, evicted */
-	/* Training progress; volatile like last_seen_ms (core_progress.c). */
+	/* Training progress (core_progress.c); saved with the node, which a
+	 * step alone does not make dirty: core_progress_checkpoint() does,
+	 * now and then. */
 	bool			 has_step;
 	uint64_t		 step;
 	uint64_t		 step_gen;	/* the generation it is of */
 	int64_t			 step_wall_ms;	/* when it last moved */
+	bool			 step_unsaved;	/* moved since the node was
+						   last written */
+	int64_t			 seen_saved_ms;	/* last_seen_ms as written */
 
 	uint64_t		 reported_gen;	/* its last FAILED; volatile */
 	/* Rule 16: the group rank it held when its last round ended, -1:
-	 * none; volatile (after a daemon restart: none). */
+	 * none; persisted, so that stable ranks survive a restart. */
 	int32_t			 prev_rank;
 
 	/* Core-private below. */
@@ -262,6 +268,16 @@ struct core_node {
 	TAILQ_ENTRY(core_node)	 out_entry;	/* core->outbox */
 };
 TAILQ_HEAD(core_nodes, core_node);
+
+/* A join refused for a job that has no node yet (core_refuse.c). */
+struct core_refusal {
+	char		 rdzv_id[RDZV_ID_MAX + 1];
+	char		 identity[CORE_STR_MAX + 1];
+	char		 why[CORE_REASON_MAX];
+	uint32_t	 allocation_nodes;
+	uint32_t	 attempt;	/* the scheduler's run; 0 unknown */
+	uint64_t	 until_ms;	/* monotonic: forgotten then */
+};
 
 struct core_job {
 	char			 rdzv_id[RDZV_ID_MAX + 1];
@@ -356,7 +372,8 @@ struct core_job {
 	char			 rejoin_lost[CORE_REASON_MAX];
 	/*
 	 * Joins of this attempt refused because their host is quarantined
-	 * (core_refuse.c), and whether that failed the job; volatile.
+	 * (core_refuse.c), and whether that failed the job; persisted, so
+	 * that a fixed allocation still fails at once after a restart.
 	 */
 	uint32_t		 n_refused;
 	bool			 refusal_failed;
@@ -486,9 +503,16 @@ struct core {
 	struct core_round	*new_rounds;	/* of jobs not removed */
 	size_t			 n_new_rounds, new_rounds_cap;
 
-	/* Core-private below. */
-	struct core_refusal	*refusals;	/* of jobs not there yet */
+	/*
+	 * Joins refused for jobs that had no node yet, kept for them until
+	 * their join timeout (core_refuse.c); persisted: refusals_dirty says
+	 * the turn changed them, and the store rewrites them whole.
+	 */
+	struct core_refusal	*refusals;
 	size_t			 n_refusals, refusals_cap;
+	bool			 refusals_dirty;
+
+	/* Core-private below. */
 	struct core_nodes	 outbox;	/* nodes with queued messages */
 	struct core_jobs	 settle;	/* jobs to re-evaluate */
 	struct core_timer	**heap;
@@ -690,6 +714,15 @@ void		 core_advance(struct core *, struct core_now);
 uint64_t	 core_next_deadline(const struct core *);
 /* Marks jobs with open deadlines dirty, refreshing their time left. */
 void		 core_checkpoint(struct core *, struct core_now);
+/*
+ * Marks dirty the nodes whose step moved since they were last written, and
+ * those whose last-seen time (|seen|, the frame's freshest) moved by
+ * |seen_every_ms| or more: a restart then starts the straggler and hang
+ * views from what was saved (docs/HEALTH.md). Returns how many.
+ */
+size_t		 core_progress_checkpoint(struct core *, struct core_now,
+		    int64_t (*seen)(const struct core_node *, struct core_now),
+		    int64_t seen_every_ms);
 /* Time left on a job's deadlines at now, or -1 when none is armed. */
 int64_t		 core_job_last_call_in(const struct core_job *,
 		    struct core_now);
@@ -731,7 +764,24 @@ struct core_node *core_restore_node(struct core *, struct core_job *,
 		    uint64_t node_id, const uint8_t session_id[CORE_SESSION_LEN],
 		    const char *hostname, const char *advertise_addr);
 void		 core_restore_event(struct core_job *, const struct core_event *);
+/* A kept refusal (|r|'s until_ms ignored) with |left_ms| of its time left
+ * from the restore's now; one with none left, or past the bound, is
+ * dropped. */
+void		 core_restore_refusal(struct core *, const struct core_refusal *r,
+		    uint64_t left_ms);
+/* The time a kept refusal has left at |now| (0: none), for the store. */
+uint64_t	 core_refusal_left(const struct core_refusal *,
+		    struct core_now now);
+/* The token of the join that made a restored node: a join sent again with
+ * it after a restart finds the node (core_join), as before it. A token
+ * another node holds already is ignored. */
+void		 core_restore_node_token(struct core_node *,
+		    const uint8_t token[CORE_TOKEN_LEN]);
 void		 core_node_set_reason(struct core_node *, const char *);
+/* A restored node's last step and when it was last seen. */
+void		 core_restore_node_progress(struct core_node *, uint64_t step,
+		    uint64_t step_gen, int64_t step_wall_ms,
+		    int64_t last_seen_ms);
 /* Replaces the node's per-device GPU results (a copy); true if changed.
  * Marks nothing dirty (the restore uses it too). */
 bool		 core_node_set_gpus(struct core_node *, const struct core_gpu *,

@@ -386,6 +386,7 @@ hosts_restore(struct hosts *h, const struct host *src)
 	r->n_crash = src->n_crash < HOST_CRASHES_KEPT ? src->n_crash :
 	    HOST_CRASHES_KEPT;
 	memcpy(r->crash_ms, src->crash_ms, r->n_crash * sizeof(r->crash_ms[0]));
+	r->hook = src->hook;
 	free(r->gpus);
 	r->gpus = NULL;
 	r->n_gpus = src->n_gpus < HOST_GPUS_MAX ? src->n_gpus : HOST_GPUS_MAX;
@@ -393,6 +394,22 @@ hosts_restore(struct hosts *h, const struct host *src)
 		r->gpus = xcalloc(r->n_gpus, sizeof(*r->gpus));
 		memcpy(r->gpus, src->gpus, r->n_gpus * sizeof(*r->gpus));
 	}
+}
+
+int
+hosts_set_hook(struct hosts *h, int64_t now_ms, const char *name,
+    const struct host_hook *hk)
+{
+	struct host	*r = hosts_find(h, name);
+
+	if (r == NULL)
+		return -1;
+	r->hook = *hk;
+	if (!r->dirty) {
+		r->dirty = true;
+		TAILQ_INSERT_TAIL(&h->dirty, r, dirty_entry);
+	}
+	return 0;
 }
 
 void

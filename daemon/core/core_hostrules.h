@@ -66,6 +66,20 @@ struct core_gpu {
 	uint64_t	total_mem;
 };
 
+/*
+ * How the on-quarantine command's latest run for a host ended (the
+ * daemon's hook.c runs it and reports here; docs/HEALTH.md). Kept with the
+ * host's record, so that `rdzvctl hosts` shows it after a restart too.
+ */
+struct host_hook {
+	uint32_t		 state;	/* rdzvd's enum hook_state; 0: none */
+	int32_t			 code;	/* its exit status */
+	int32_t			 sig;	/* the signal that ended it */
+	char			 output[HOST_REASON_MAX];	/* last line */
+	char			 reason[HOST_REASON_MAX];	/* given */
+	int64_t			 started_ms, ended_ms;		/* wall */
+};
+
 struct host {
 	char			*name;
 	enum host_state		 state;
@@ -78,6 +92,7 @@ struct host {
 	uint32_t		 n_crash;
 	struct core_gpu		*gpus;		/* by device, latest result */
 	uint32_t		 n_gpus;
+	struct host_hook	 hook;		/* the latest on-quarantine run */
 
 	/* Private below. */
 	bool			 dirty;
@@ -173,6 +188,11 @@ int		 hosts_set(struct hosts *, int64_t now_ms, const char *name,
  * Replaces a record of the same name.
  */
 void		 hosts_restore(struct hosts *, const struct host *);
+
+/* The latest on-quarantine run of |name| ended as |hk|: kept in its
+ * record, which is written with the turn. -1 when there is no record. */
+int		 hosts_set_hook(struct hosts *, int64_t now_ms, const char *name,
+		    const struct host_hook *hk);
 
 /* Every record to be written (rdzvd --migrate-store). */
 void		 hosts_dirty_all(struct hosts *);

@@ -86,18 +86,11 @@ void		 core_queue_accepted(struct core_node *, bool resumed);
 
 /* core_progress.c */
 void		 core_progress_tell(struct core_job *);
+void		 core_progress_restored(struct core_job *, struct core_now);
 /*
  * core_refuse.c: a join refused because its host is quarantined, kept
  * for a job that has no node yet (its first nodes may come after it).
  */
-struct core_refusal {
-	char		 rdzv_id[RDZV_ID_MAX + 1];
-	char		 identity[CORE_STR_MAX + 1];
-	char		 why[CORE_REASON_MAX];
-	uint32_t	 allocation_nodes;
-	uint32_t	 attempt;	/* the scheduler's run; 0 unknown */
-	uint64_t	 until_ms;	/* monotonic: forgotten then */
-};
 #define CORE_REFUSALS_MAX	1024
 /* The join |req| of |identity| was refused: |why|. */
 void		 core_join_refused(struct core *, const struct core_join *,

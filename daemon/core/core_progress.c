@@ -1,9 +1,11 @@
 /*
  * Training progress (docs/HEALTH.md): the step each node's workers reached
  * in the current generation, as its agent forwards it, and which nodes
- * trail the job's leading node. Like last_seen, this is volatile: nothing
- * here marks a job or node dirty, so a step never costs a commit, and
- * after a restart steps are unknown until the agents send the next ones.
+ * trail the job's leading node. A step marks nothing dirty, so that it
+ * never costs a commit of its own; core_progress_checkpoint() (the daemon
+ * calls it every few seconds) marks the nodes whose step moved, and their
+ * steps and last-seen times are written with them: after a restart the
+ * straggler and hang views go on from the last checkpoint (issue 42).
  *
  * A node's lag is told two ways: in steps (the leader's step minus its
  * own) and in time (how long ago the leader passed its step). The latter
@@ -121,6 +123,7 @@ core_progress(struct core *c, struct core_now now, const char *identity,
 	if (!moved)
 		return 0;
 	n->step_wall_ms = now.wall_ms;
+	n->step_unsaved = true;
 	if (back)
 		lead_reset(j, generation);
 	if (j->lead_n == 0 || step > lead_at(j, j->lead_n - 1)->step)
@@ -211,4 +214,73 @@ core_job_progress(const struct core_job *j, struct core_now now,
 			(*stragglers)++;
 	}
 	return true;
+}
+
+size_t
+core_progress_checkpoint(struct core *c, struct core_now now,
+    int64_t (*seen)(const struct core_node *, struct core_now),
+    int64_t seen_every_ms)
+{
+	struct core_job		*j;
+	struct core_node	*n;
+	size_t			 k = 0;
+
+	core_set_now(c, now);
+	TAILQ_FOREACH(j, &c->jobs, entry) {
+		if (core_job_ended(j))
+			continue;
+		TAILQ_FOREACH(n, &j->nodes, entry) {
+			int64_t at = seen != NULL ? seen(n, now) :
+			    n->last_seen_ms;
+
+			if (at > n->last_seen_ms)
+				n->last_seen_ms = at;
+			if (!n->step_unsaved && n->last_seen_ms -
+			    n->seen_saved_ms < seen_every_ms)
+				continue;
+			core_node_dirty(n);
+			k++;
+		}
+	}
+	return k;
+}
+
+void
+core_restore_node_progress(struct core_node *n, uint64_t step,
+    uint64_t step_gen, int64_t step_wall_ms, int64_t last_seen_ms)
+{
+	/* A record from before last-seen times were kept: its join, at
+	 * least, was seen. */
+	if (last_seen_ms == 0)
+		last_seen_ms = n->joined_ms;
+	n->last_seen_ms = n->seen_saved_ms = last_seen_ms;
+	if (step_gen == 0)
+		return;
+	n->has_step = true;
+	n->step = step;
+	n->step_gen = step_gen;
+	n->step_wall_ms = step_wall_ms;
+}
+
+/* After a restore: each job's leading step as far as its nodes' saved
+ * steps tell; its rises before the restart are not known, so it counts
+ * from |now|. */
+void
+core_progress_restored(struct core_job *j, struct core_now now)
+{
+	struct core_node	*n;
+	uint64_t		 lead = 0;
+	bool			 any = false;
+
+	TAILQ_FOREACH(n, &j->nodes, entry) {
+		if (!n->has_step || n->step_gen != j->generation)
+			continue;
+		if (!any || n->step > lead)
+			lead = n->step;
+		any = true;
+	}
+	if (!any)
+		return;
+	lead_reset(j, j->generation);
+	lead_push(j, lead, now.mono_ms);
 }

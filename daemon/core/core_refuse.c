@@ -63,8 +63,10 @@ refusals_prune(struct core *c, size_t drop)
 	size_t	i, k = 0;
 
 	for (i = 0; i < c->n_refusals; i++) {
-		if (i == drop || c->refusals[i].until_ms <= c->now.mono_ms)
+		if (i == drop || c->refusals[i].until_ms <= c->now.mono_ms) {
+			c->refusals_dirty = true;
 			continue;
+		}
 		if (k != i)
 			c->refusals[k] = c->refusals[i];
 		k++;
@@ -110,6 +112,30 @@ core_join_refused(struct core *c, const struct core_join *req,
 	keep = req->settings.join_timeout_ms != 0 ?
 	    req->settings.join_timeout_ms : c->cfg.defaults.join_timeout_ms;
 	r->until_ms = c->now.mono_ms + keep;
+	c->refusals_dirty = true;
+}
+
+void
+core_restore_refusal(struct core *c, const struct core_refusal *r,
+    uint64_t left_ms)
+{
+	if (left_ms == 0 || c->n_refusals == CORE_REFUSALS_MAX)
+		return;
+	if (c->n_refusals == c->refusals_cap) {
+		c->refusals_cap = c->refusals_cap ? c->refusals_cap * 2 : 8;
+		c->refusals = xreallocarray(c->refusals, c->refusals_cap,
+		    sizeof(*c->refusals));
+	}
+	/* Time left until core_restore_finish() knows the clock. */
+	c->refusals[c->n_refusals] = *r;
+	c->refusals[c->n_refusals].until_ms = left_ms;
+	c->n_refusals++;
+}
+
+uint64_t
+core_refusal_left(const struct core_refusal *r, struct core_now now)
+{
+	return r->until_ms > now.mono_ms ? r->until_ms - now.mono_ms : 0;
 }
 
 void

@@ -34,6 +34,29 @@ core_restore_node(struct core *c, struct core_job *j, uint64_t node_id,
 }
 
 static int
+match_token(const void *item, const void *key)
+{
+	return memcmp(((const struct core_node *)item)->join_token, key,
+	    CORE_TOKEN_LEN) == 0;
+}
+
+void
+core_restore_node_token(struct core_node *n,
+    const uint8_t token[CORE_TOKEN_LEN])
+{
+	struct core	*c = n->job->core;
+	uint64_t	 hv = hash_bytes(token, CORE_TOKEN_LEN);
+
+	if (n->has_token || hash_find(&c->by_token, hv, match_token, token) !=
+	    NULL)
+		return;
+	memcpy(n->join_token, token, CORE_TOKEN_LEN);
+	if (hash_insert(&c->by_token, hv, n) != 0)
+		return;		/* out of memory: the node has no token */
+	n->has_token = true;
+}
+
+static int
 arrival_cmp(const void *a, const void *b)
 {
 	const struct core_node	*x = *(struct core_node *const *)a;
@@ -140,9 +163,13 @@ core_restore_finish(struct core *c, struct core_now now,
 	int64_t			 left;
 
 	core_set_now(c, now);
+	/* Kept refusals were restored with their time left. */
+	for (size_t i = 0; i < c->n_refusals; i++)
+		c->refusals[i].until_ms += now.mono_ms;
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		if (restore_job_finish(j, err, errlen) != 0)
 			return -1;
+		core_progress_restored(j, now);
 		if (j->state == CORE_JOB_WAITING ||
 		    j->state == CORE_JOB_RUNNING) {
 			if (j->last_call_left_ms >= 0)

@@ -75,7 +75,15 @@ on_readyz(struct evhttp_request *req, void *arg)
 
 	if (http_request_check(req) != 0)
 		return;
-	if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby)
+	if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby &&
+	    turn_store_slow()) {
+		/* Alive (/healthz), but what changes a job waits on the
+		 * disk: a balancer may prefer another replica meanwhile. */
+		snprintf(text, sizeof(text), "not ready: the store is slow; a "
+		    "commit has been in flight for %llu ms",
+		    (unsigned long long)turn_commit_age_ms());
+		http_reply_text(req, 503, "Service Unavailable", text);
+	} else if (rdzvd.store != NULL && rdzvd.serving && !rdzvd.standby)
 		http_reply_text(req, HTTP_OK, "OK", "ready");
 	else if (rdzvd.serving && rdzvd.standby) {
 		snprintf(text, sizeof(text), "not ready: standby; the leader "

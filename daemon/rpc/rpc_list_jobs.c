@@ -6,6 +6,10 @@
  * order is the jobs' creation (created_ms, then rdzv_id), and the page
  * token is the last job's place in it, "CREATED_MS/RDZV_ID", so a page
  * needs no state kept between calls and survives jobs coming and going.
+ * Each job is shown as last committed (committed.c): a job whose changes
+ * are not durable yet shows its state before them, and a job no commit
+ * has held yet is not shown, so that no client sees what a crash could
+ * take back, also while a slow commit is in flight.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -90,10 +94,12 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		budget = PAGE_BYTES;
 
 	v = arena_alloc(&a, (rdzvd.core->n_jobs + 1) * sizeof(*v));
-	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry)
-		if ((req->all || !core_job_ended(job)) &&
-		    (!has_from || place_cmp(job, &from) > 0))
-			v[n++] = job;
+	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry) {
+		const struct core_job *seen = committed_job(job);
+		if (seen != NULL && (req->all || !core_job_ended(seen)) &&
+		    (!has_from || place_cmp(seen, &from) > 0))
+			v[n++] = (struct core_job *)seen;
+	}
 	qsort(v, n, sizeof(*v), by_creation);
 
 	resp.jobs = arena_alloc(&a, (page < n ? page : n + 1) *

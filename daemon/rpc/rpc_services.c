@@ -32,19 +32,90 @@ gated_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
 	}								\
 	fn(call, req, arg);						\
 }
-GATED(rpc_join)
-GATED(rpc_report)
-GATED(rpc_leave)
-GATED(rpc_progress)
+/*
+ * While a commit is in flight the core is sealed (turn.c): a call that
+ * would change it waits (turn_hold) and runs when the commit is durable,
+ * with the next group.
+ */
+#define WRITES(fn)							\
+GATED(fn)								\
+static void								\
+writes_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
+{									\
+	if (turn_sealed()) {						\
+		turn_hold(call, writes_##fn, req, arg);			\
+		return;							\
+	}								\
+	gated_##fn(call, req, arg);					\
+}
+WRITES(rpc_join)
+WRITES(rpc_report)
+WRITES(rpc_leave)
+WRITES(rpc_progress)
+WRITES(rpc_close_job)
+WRITES(rpc_abort_job)
+WRITES(rpc_evict_node)
+WRITES(rpc_set_host)
+/* ListJobs answers from the last committed state (committed.c). */
 GATED(rpc_list_jobs)
-GATED(rpc_get_job)
-GATED(rpc_watch)
-GATED(rpc_close_job)
-GATED(rpc_abort_job)
-GATED(rpc_evict_node)
-GATED(rpc_list_events)
-GATED(rpc_list_hosts)
-GATED(rpc_set_host)
+
+/*
+ * Reads that show what the core holds wait while it holds something not
+ * yet durable for them: a job with uncommitted changes (GetJob), the
+ * events in the store, which the commit thread holds (ListEvents), hosts
+ * with uncommitted changes (ListHosts), the first answer of a Watch.
+ */
+static bool
+job_uncommitted(const char *rdzv_id)
+{
+	const struct core_job *j = core_job_find(rdzvd.core, rdzv_id);
+	const struct core_node *n;
+
+	if (j == NULL)
+		return false;
+	if (j->dirty)
+		return true;
+	TAILQ_FOREACH(n, &j->nodes, entry)
+		if (n->dirty)
+			return true;
+	return false;
+}
+
+static bool
+reads_wait(const char *path, const ProtobufCMessage *req)
+{
+	const struct core *c = rdzvd.core;
+
+	if (rdzvd.standby)
+		return false;
+	if (path[0] == 'g')		/* GetJob */
+		return job_uncommitted(((const Rdzv__V1__GetJobRequest *)
+		    req)->rdzv_id);
+	if (path[0] == 'e')		/* ListEvents */
+		return turn_sealed() || job_uncommitted(
+		    ((const Rdzv__V1__ListEventsRequest *)req)->rdzv_id);
+	if (path[0] == 'h')		/* ListHosts */
+		return !TAILQ_EMPTY(&c->hosts->dirty);
+	/* Watch */
+	return turn_sealed() || !TAILQ_EMPTY(&c->dirty_jobs) ||
+	    !TAILQ_EMPTY(&c->dirty_nodes);
+}
+
+#define READS(fn, kind)							\
+GATED(fn)								\
+static void								\
+reads_##fn(struct grpc_call *call, const ProtobufCMessage *req, void *arg) \
+{									\
+	if (reads_wait(kind, req)) {					\
+		turn_hold_read(call, reads_##fn, req, arg);		\
+		return;							\
+	}								\
+	gated_##fn(call, req, arg);					\
+}
+READS(rpc_get_job, "g")
+READS(rpc_watch, "w")
+READS(rpc_list_events, "e")
+READS(rpc_list_hosts, "h")
 
 const struct grpc_method rdzvd_methods[] = {
 	/* Open ones (the last 1) need no credential, and a call of them
@@ -54,27 +125,27 @@ const struct grpc_method rdzvd_methods[] = {
 	{ HEALTH "Watch", &grpc__health__v1__health_check_request__descriptor,
 	    1, rpc_health_watch, NULL, 0, 1 },
 
-	{ RDZV "Join", REQ(join_request), 1, gated_rpc_join, NULL },
-	{ RDZV "Report", REQ(report_request), 0, gated_rpc_report, NULL },
-	{ RDZV "Leave", REQ(leave_request), 0, gated_rpc_leave, NULL },
-	{ RDZV "Progress", REQ(progress_request), 0, gated_rpc_progress,
+	{ RDZV "Join", REQ(join_request), 1, writes_rpc_join, NULL },
+	{ RDZV "Report", REQ(report_request), 0, writes_rpc_report, NULL },
+	{ RDZV "Leave", REQ(leave_request), 0, writes_rpc_leave, NULL },
+	{ RDZV "Progress", REQ(progress_request), 0, writes_rpc_progress,
 	    NULL },
 
 	{ CONTROL "ListJobs", REQ(list_jobs_request), 0, gated_rpc_list_jobs,
 	    NULL },
-	{ CONTROL "GetJob", REQ(get_job_request), 0, gated_rpc_get_job, NULL },
-	{ CONTROL "Watch", REQ(watch_request), 1, gated_rpc_watch, NULL },
-	{ CONTROL "CloseJob", REQ(close_job_request), 0, gated_rpc_close_job,
+	{ CONTROL "GetJob", REQ(get_job_request), 0, reads_rpc_get_job, NULL },
+	{ CONTROL "Watch", REQ(watch_request), 1, reads_rpc_watch, NULL },
+	{ CONTROL "CloseJob", REQ(close_job_request), 0, writes_rpc_close_job,
 	    NULL },
-	{ CONTROL "AbortJob", REQ(abort_job_request), 0, gated_rpc_abort_job,
+	{ CONTROL "AbortJob", REQ(abort_job_request), 0, writes_rpc_abort_job,
 	    NULL },
 	{ CONTROL "EvictNode", REQ(evict_node_request), 0,
-	    gated_rpc_evict_node, NULL },
+	    writes_rpc_evict_node, NULL },
 	{ CONTROL "ListEvents", REQ(list_events_request), 0,
-	    gated_rpc_list_events, NULL },
+	    reads_rpc_list_events, NULL },
 	{ CONTROL "ListHosts", REQ(list_hosts_request), 0,
-	    gated_rpc_list_hosts, NULL },
-	{ CONTROL "SetHost", REQ(set_host_request), 0, gated_rpc_set_host,
+	    reads_rpc_list_hosts, NULL },
+	{ CONTROL "SetHost", REQ(set_host_request), 0, writes_rpc_set_host,
 	    NULL },
 	/* Every replica answers: role, leader, store (SPEC §14). */
 	{ CONTROL "ServerInfo", REQ(server_info_request), 0, rpc_server_info,
@@ -146,6 +217,7 @@ services_start(void (*commit_failed)(const char *err))
 		.turn_done = turn_done,
 		.hosts_changed = hook_hosts_changed,
 		.commit_failed = commit_failed,
+		.last_seen = streams_last_seen_ms,
 	};
 
 	stall_init();

@@ -52,6 +52,25 @@ find(uint64_t node_id)
 }
 
 /*
+ * A node's stream went away while a commit was in flight: the core hears
+ * of it when the commit is durable (turn_hold_fn), unless its agent came
+ * back meanwhile and the node has a stream again.
+ */
+static void
+disconnected_later(uint64_t node_id)
+{
+	struct core_node *node;
+
+	if (find(node_id) != NULL ||
+	    (node = core_node_find(rdzvd.core, node_id)) == NULL)
+		return;
+	log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
+	    (unsigned long long)node_id);
+	core_disconnect(rdzvd.core, turn_now(), node);
+	turn_schedule();
+}
+
+/*
  * Every Join stream ends here: it leaves the table, its call is finished
  * with |status| and the message (finishing a call the agent's side already
  * ended does nothing) and the stream is freed. With |gone| the core hears
@@ -78,7 +97,10 @@ stream_end(struct stream *s, int gone, int status, const char *fmt, ...)
 		} else
 			grpc_call_finish(s->call, status, NULL);
 	}
-	if (gone && (node = core_node_find(rdzvd.core, s->node_id)) != NULL) {
+	if (gone && turn_sealed())
+		turn_hold_fn(disconnected_later, s->node_id);
+	else if (gone && (node = core_node_find(rdzvd.core, s->node_id)) !=
+	    NULL) {
 		log_debug("job %s: node %llu disconnected", node->job->rdzv_id,
 		    (unsigned long long)s->node_id);
 		core_disconnect(rdzvd.core, turn_now(), node);
@@ -276,6 +298,11 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 	struct core_node **lost = NULL;
 	uint64_t *silent = NULL, heard = 0, min_ttl = UINT64_MAX;
 	size_t n = 0, cap = 0, total = 0;
+
+	/* The core is sealed while a commit is in flight (turn.c); the next
+	 * sweep after it judges, and a slow commit counts for no lease. */
+	if (turn_sealed())
+		return;
 
 	if (stall < outage_end)
 		stall = outage_end;

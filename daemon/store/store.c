@@ -17,6 +17,8 @@ struct store {
 	void			*be;
 	uint64_t		 next_node_id;	/* as last loaded or committed */
 	bool			 broken;	/* a commit failed; until a load */
+	bool			 open_txn;	/* begun; store_commit_end next */
+	uint64_t		 pending_node_id; /* what the open one saves */
 	bool			 read_only;
 	char			 desc[STORE_PATH_MAX + STORE_ENDPOINTS_MAX +
 				    STORE_PREFIX_MAX + 16];
@@ -87,32 +89,72 @@ commit_empty(const struct store *s, const struct core *c)
 	    TAILQ_EMPTY(&c->removed_nodes) && TAILQ_EMPTY(&c->dirty_jobs) &&
 	    TAILQ_EMPTY(&c->dirty_nodes) && c->n_new_events == 0 &&
 	    c->n_new_rounds == 0 && TAILQ_EMPTY(&c->hosts->dirty) &&
-	    c->next_node_id == s->next_node_id;
+	    !c->refusals_dirty && c->next_node_id == s->next_node_id;
 }
 
 int
-store_commit(struct store *s, struct core *c, char *err, size_t errlen)
+store_commit_begin(struct store *s, struct core *c, char *err, size_t errlen)
 {
+	bool	write_meta;
+
 	if (s->broken)
 		return errf(-1, err, errlen, "an earlier commit failed; %s "
 		    "holds the state before it and must be loaded again "
 		    "(restart rdzvd)", s->desc);
+	if (s->open_txn)
+		return errf(-1, err, errlen, "%s: a commit began before the "
+		    "last one ended (an rdzvd bug)", s->desc);
 	if (commit_empty(s, c))
 		return 0;
 	if (s->read_only)
 		return errf(-1, err, errlen, "%s was opened to be read only",
 		    s->desc);
-	if (s->ops->commit(s->be, c, c->next_node_id != s->next_node_id,
-	    err, errlen) != 0) {
-		/*
-		 * Never retried (SPEC §9): after a failed fsync or Txn the
-		 * store's state is unknown, and memory is ahead of it.
-		 */
+	/* etcd keeps the kept refusals in its meta record. */
+	write_meta = c->next_node_id != s->next_node_id || c->refusals_dirty;
+	if (s->ops->commit_rows == NULL) {
+		if (s->ops->commit(s->be, c, write_meta, err, errlen) != 0)
+			goto bad;
+		s->next_node_id = c->next_node_id;
+		return 0;
+	}
+	if (s->ops->commit_rows(s->be, c, write_meta, err, errlen) != 0)
+		goto bad;
+	s->open_txn = true;
+	s->pending_node_id = c->next_node_id;
+	return 1;
+
+bad:
+	/*
+	 * Never retried (SPEC §9): after a failed fsync or Txn the store's
+	 * state is unknown, and memory is ahead of it.
+	 */
+	s->broken = true;
+	return -1;
+}
+
+int
+store_commit_end(struct store *s, char *err, size_t errlen)
+{
+	if (!s->open_txn)
+		return errf(-1, err, errlen, "%s: no commit to end (an rdzvd "
+		    "bug)", s->desc);
+	s->open_txn = false;
+	if (s->ops->commit_end(s->be, err, errlen) != 0) {
 		s->broken = true;
 		return -1;
 	}
-	s->next_node_id = c->next_node_id;
+	s->next_node_id = s->pending_node_id;
 	return 0;
+}
+
+int
+store_commit(struct store *s, struct core *c, char *err, size_t errlen)
+{
+	int	rc = store_commit_begin(s, c, err, errlen);
+
+	if (rc <= 0)
+		return rc;
+	return store_commit_end(s, err, errlen);
 }
 
 int

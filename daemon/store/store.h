@@ -107,6 +107,23 @@ int		 store_commit(struct store *, struct core *, char *err,
 		    size_t errlen);
 
 /*
+ * store_commit() in two halves, for a commit that runs beside the event
+ * loop (turn.c). store_commit_begin() reads the core's changes and writes
+ * them into an open transaction; it returns 1 when store_commit_end() must
+ * follow to make them durable (SQLite's COMMIT, etcd's Txns), 0 when the
+ * turn is already durable (nothing to write), -1 with a message
+ * (as store_commit). store_commit_end() reads nothing of the core and may
+ * run on another thread, while no other call is made on the store; 0, or
+ * -1 with a message, after which the store is broken as after a failed
+ * store_commit(). The core's changes must stay as they are until the end
+ * (the daemon holds its inputs meanwhile), since a failed end leaves the
+ * daemon to stop, not to write them again.
+ */
+int		 store_commit_begin(struct store *, struct core *, char *err,
+		    size_t errlen);
+int		 store_commit_end(struct store *, char *err, size_t errlen);
+
+/*
  * Fencing (SPEC §14), etcd only: from now on every Txn of a commit holds
  * only while create_revision(leader_key) == create_revision, so a leader
  * that lost its key can no longer write; such a commit fails with a message

@@ -23,6 +23,16 @@ struct store_ops {
 	 */
 	int		(*commit)(void *, struct core *, bool write_meta,
 			    char *err, size_t errlen);
+	/*
+	 * A commit in two halves, for the turn's pipeline (store.h,
+	 * store_commit_begin); NULL for a backend that commits whole in
+	 * commit. commit_rows writes the turn into an open transaction on
+	 * the loop; commit_end makes it durable, from any one thread, and
+	 * reads nothing of the core.
+	 */
+	int		(*commit_rows)(void *, struct core *, bool write_meta,
+			    char *err, size_t errlen);
+	int		(*commit_end)(void *, char *err, size_t errlen);
 	int		(*fence)(void *, const char *leader_key,
 			    int64_t create_revision);
 	int		(*events)(void *, const char *rdzv_id,

@@ -148,8 +148,9 @@ estore_txn_run(struct estore *s, struct etcd_txn *t, const char *what,
 	else
 		rc = estore_txn_result(s, st, msg, r, what, err, errlen);
 	if (rc == 0) {
-		s->bytes += etcd_txn_size(t);
-		s->transactions++;
+		__atomic_fetch_add(&s->bytes, etcd_txn_size(t),
+		    __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->transactions, 1, __ATOMIC_RELAXED);
 	}
 	if (r != NULL)
 		protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -191,7 +192,7 @@ ops_open(const struct store_spec *spec, const struct store_opts *opts,
 		errf(-1, err, errlen, "store %s: %s", s->desc, e);
 		goto bad;
 	}
-	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0) {
+	if (estore_read_meta(s, &exists, NULL, e, sizeof(e)) != 0) {
 		errf(-1, err, errlen, "store %s: %s", s->desc, e);
 		goto bad;
 	}
@@ -237,13 +238,16 @@ ops_fence(void *v, const char *leader_key, int64_t create_revision)
 static uint64_t
 ops_transactions(const void *v)
 {
-	return ((const struct estore *)v)->transactions;
+	/* Atomic: the commit thread counts them (turn.c). */
+	return __atomic_load_n(&((const struct estore *)v)->transactions,
+	    __ATOMIC_RELAXED);
 }
 
 static uint64_t
 ops_bytes(const void *v)
 {
-	return ((const struct estore *)v)->bytes;
+	return __atomic_load_n(&((const struct estore *)v)->bytes,
+	    __ATOMIC_RELAXED);
 }
 
 const struct store_ops store_etcd_ops = {
@@ -252,6 +256,8 @@ const struct store_ops store_etcd_ops = {
 	.open = ops_open,
 	.load = estore_load,
 	.commit = estore_commit,
+	.commit_rows = estore_commit_rows,
+	.commit_end = estore_commit_end,
 	.fence = ops_fence,
 	.events = estore_events,
 	.empty = estore_empty,

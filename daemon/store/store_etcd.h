@@ -66,6 +66,7 @@ struct estore {
 	int64_t		 fence_rev;
 	bool		 read_only;	/* store_opts.read_only */
 	uint64_t	 next_node_id;	/* as saved in meta */
+	struct pending	*pending;	/* a commit's Txns, begun, not sent */
 	uint64_t	 transactions;
 	uint64_t	 bytes;
 	struct hash	 jobs;		/* struct ejob by rdzv_id */
@@ -92,6 +93,11 @@ int		 estore_txn_run(struct estore *, struct etcd_txn *,
 		    const char *what, char *err, size_t errlen);
 
 /* store_etcd_commit.c */
+/* estore_commit in two halves (store_be.h): the Txns are built on the
+ * loop, and sent from the commit thread. */
+int		 estore_commit_rows(void *, struct core *, bool write_meta,
+		    char *err, size_t errlen);
+int		 estore_commit_end(void *, char *err, size_t errlen);
 int		 estore_commit(void *, struct core *, bool write_meta, char *err,
 		    size_t errlen);
 
@@ -101,7 +107,9 @@ uint8_t		*enc_job(const struct core_job *, const struct ejob *,
 		    size_t *len);
 uint8_t		*enc_bucket(const struct core_job *, uint64_t index,
 		    size_t *len);
-uint8_t		*enc_meta(uint64_t next_node_id, size_t *len);
+/* The meta record; with |c|, its kept refusals too. */
+uint8_t		*enc_meta(uint64_t next_node_id, const struct core *c,
+		    size_t *len);
 /* The turn's events and rounds of |j| as Log chunks of at most
  * STORE_ETCD_CHUNK bytes each: *n chunks in a malloc'd array of malloc'd
  * buffers (free with enc_chunks_free). -1 when out of memory. */
@@ -139,7 +147,7 @@ int		 estore_events(void *, const char *rdzv_id, uint64_t after_seq,
 		    uint32_t limit, int (*cb)(const struct core_event *, void *),
 		    void *arg, char *err, size_t errlen);
 int		 estore_empty(void *, char *err, size_t errlen);
-int		 estore_read_meta(struct estore *, bool *exists, char *err,
-		    size_t errlen);
+int		 estore_read_meta(struct estore *, bool *exists,
+		    struct core *c, char *err, size_t errlen);
 
 #endif

@@ -545,8 +545,11 @@ send_all(struct turn *t, const struct plan_txn *pt, size_t npt,
 		etcd_wait(s->ec, 0);
 		for (i = first; i < last; i++) {
 			if (sent[i].rc == 0) {
-				s->transactions++;
-				s->bytes += sent[i].bytes;
+				/* Read by the loop meanwhile. */
+				__atomic_fetch_add(&s->transactions, 1,
+				    __ATOMIC_RELAXED);
+				__atomic_fetch_add(&s->bytes, sent[i].bytes,
+				    __ATOMIC_RELAXED);
 			}
 		}
 		for (i = first; i < last; i++) {
@@ -598,55 +601,116 @@ remove_first(struct turn *t, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * A commit whose Txns are built (estore_commit_rows, on the loop: it reads
+ * the core) and not yet sent (estore_commit_end, from the commit thread:
+ * it reads nothing of the core and drives the store's own etcd client,
+ * which nothing else uses meanwhile, on its private loop). The election's
+ * client, on rdzvd's loop, keeps the leader's lease alive throughout, so
+ * a slow Txn no longer costs the leadership (issue 42).
+ */
+struct pending {
+	struct turn	 t;
+	struct plan_txn	*pt;
+	size_t		 npt;
+	uint8_t		*meta;
+	size_t		 metalen;
+	uint64_t	 next_node_id;
+};
+
+static void
+pending_free(struct pending *p)
+{
+	if (p == NULL)
+		return;
+	free(p->meta);
+	free(p->pt);
+	etcd_turn_free(&p->t);
+	free(p);
+}
+
 int
-estore_commit(void *v, struct core *c, bool write_meta, char *err,
+estore_commit_rows(void *v, struct core *c, bool write_meta, char *err,
     size_t errlen)
 {
 	struct estore	*s = v;
-	struct turn	 t = { .s = s, .c = c };
-	struct plan_txn	*pt = NULL;
-	size_t		 npt = 0, bad = 0, metalen = 0;
-	uint8_t		*meta = NULL;
+	struct pending	*p;
+	size_t		 bad = 0;
 	int		 rc;
 
-	if (collect(&t) != 0) {
+	pending_free(s->pending);
+	s->pending = NULL;
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return errf(-1, err, errlen, "committing: out of memory");
+	p->t.s = s;
+	p->t.c = c;
+	if (collect(&p->t) != 0) {
 		errf(-1, err, errlen, "committing: out of memory");
 		goto bad;
 	}
-	if (remove_first(&t, err, errlen) != 0)
+	/* Rare (a job removed and made again in one turn), and sent here. */
+	if (remove_first(&p->t, err, errlen) != 0)
 		goto bad;
-	rc = store_plan(t.p, t.n, &s->limits, &pt, &npt, &bad);
+	rc = store_plan(p->t.p, p->t.n, &s->limits, &p->pt, &p->npt, &bad);
 	if (rc == -E2BIG) {
 		errf(-1, err, errlen, "committing: a write of %zu bytes to %s "
 		    "does not fit etcd's request limit of %zu bytes",
-		    t.p[bad].bytes, t.w[bad].key, s->limits.max_bytes);
+		    p->t.p[bad].bytes, p->t.w[bad].key, s->limits.max_bytes);
 		goto bad;
 	}
 	if (rc != 0) {
 		errf(-1, err, errlen, "committing: %s", strerror(-rc));
 		goto bad;
 	}
-	if (write_meta && (meta = enc_meta(c->next_node_id, &metalen)) == NULL) {
+	if (write_meta && (p->meta = enc_meta(c->next_node_id, c,
+	    &p->metalen)) == NULL) {
 		errf(-1, err, errlen, "committing: out of memory");
 		goto bad;
 	}
-	if (npt == 0 && meta != NULL) {
-		/* Only next_node_id moved: one Txn for it. */
-		struct plan_txn one = { .phase = 2 };
-
-		if (send_all(&t, &one, 1, meta, metalen, err, errlen) != 0)
-			goto bad;
-	} else if (send_all(&t, pt, npt, meta, metalen, err, errlen) != 0)
-		goto bad;
-	s->next_node_id = c->next_node_id;
-	free(meta);
-	free(pt);
-	etcd_turn_free(&t);
+	p->next_node_id = c->next_node_id;
+	/* The jobs were collected: the thread must not look at the core. */
+	p->t.c = NULL;
+	free(p->t.jobs);
+	p->t.jobs = NULL;
+	p->t.njobs = 0;
+	s->pending = p;
 	return 0;
 
 bad:
-	free(meta);
-	free(pt);
-	etcd_turn_free(&t);
+	pending_free(p);
 	return -1;
+}
+
+int
+estore_commit_end(void *v, char *err, size_t errlen)
+{
+	struct estore	*s = v;
+	struct pending	*p = s->pending;
+	int		 rc;
+
+	if (p == NULL)
+		return errf(-1, err, errlen, "committing: nothing was begun");
+	s->pending = NULL;
+	if (p->npt == 0 && p->meta != NULL) {
+		/* Only the meta record moved: one Txn for it. */
+		struct plan_txn one = { .phase = 2 };
+
+		rc = send_all(&p->t, &one, 1, p->meta, p->metalen, err,
+		    errlen);
+	} else
+		rc = send_all(&p->t, p->pt, p->npt, p->meta, p->metalen, err,
+		    errlen);
+	if (rc == 0)
+		s->next_node_id = p->next_node_id;
+	pending_free(p);
+	return rc;
+}
+
+int
+estore_commit(void *v, struct core *c, bool write_meta, char *err,
+    size_t errlen)
+{
+	if (estore_commit_rows(v, c, write_meta, err, errlen) != 0)
+		return -1;
+	return estore_commit_end(v, err, errlen);
 }

@@ -29,13 +29,42 @@ pack(const ProtobufCMessage *m, size_t *len)
 }
 
 uint8_t *
-enc_meta(uint64_t next_node_id, size_t *len)
+enc_meta(uint64_t next_node_id, const struct core *c, size_t *len)
 {
-	Rdzv__Store__V1__Meta	m = RDZV__STORE__V1__META__INIT;
+	Rdzv__Store__V1__Meta	  m = RDZV__STORE__V1__META__INIT;
+	Rdzv__Store__V1__Refusal	 *rm = NULL, **rp = NULL;
+	uint8_t			 *buf;
 
 	m.format = STORE_ETCD_FORMAT;
 	m.next_node_id = next_node_id;
-	return pack(&m.base, len);
+	if (c != NULL && c->n_refusals > 0) {
+		if ((rm = calloc(c->n_refusals, sizeof(*rm))) == NULL ||
+		    (rp = calloc(c->n_refusals, sizeof(*rp))) == NULL) {
+			free(rm);
+			return NULL;
+		}
+		for (size_t i = 0; i < c->n_refusals; i++) {
+			const struct core_refusal *r = &c->refusals[i];
+			uint64_t left = core_refusal_left(r, c->now);
+
+			if (left == 0)
+				continue;
+			rdzv__store__v1__refusal__init(&rm[m.n_refusals]);
+			rm[m.n_refusals].rdzv_id = S(r->rdzv_id);
+			rm[m.n_refusals].identity = S(r->identity);
+			rm[m.n_refusals].why = S(r->why);
+			rm[m.n_refusals].allocation_nodes = r->allocation_nodes;
+			rm[m.n_refusals].attempt = r->attempt;
+			rm[m.n_refusals].left_ms = left;
+			rp[m.n_refusals] = &rm[m.n_refusals];
+			m.n_refusals++;
+		}
+		m.refusals = rp;
+	}
+	buf = pack(&m.base, len);
+	free(rm);
+	free(rp);
+	return buf;
 }
 
 uint8_t *
@@ -80,6 +109,8 @@ enc_job(const struct core_job *j, const struct ejob *ej, size_t *len)
 	m.hang_timeout_ms = j->settings.hang_timeout_ms;
 	m.rank_policy = j->settings.rank_policy;
 	m.restart = j->settings.restart;
+	m.n_refused = j->n_refused;
+	m.refusal_failed = j->refusal_failed;
 	m.wver = ej->wver;
 	for (i = 0; i < ej->nb; i++) {
 		rdzv__store__v1__bucket_ref__init(&refs[i]);
@@ -149,6 +180,17 @@ node_fill(Rdzv__Store__V1__Node *m, Rdzv__Store__V1__Gpu *gm, Rdzv__Store__V1__G
 	m->has_reason = n->reason != NULL;
 	m->reason = S(n->reason != NULL ? n->reason : "");
 	m->port_offer = n->port_offer;
+	m->has_prev_rank = n->prev_rank >= 0;
+	m->prev_rank = n->prev_rank >= 0 ? (uint32_t)n->prev_rank : 0;
+	if (n->has_token) {
+		m->join_token.data = (uint8_t *)n->join_token;
+		m->join_token.len = CORE_TOKEN_LEN;
+	}
+	m->has_step = n->has_step;
+	m->step = n->has_step ? n->step : 0;
+	m->step_gen = n->has_step ? n->step_gen : 0;
+	m->step_wall_ms = n->has_step ? n->step_wall_ms : 0;
+	m->last_seen_ms = n->last_seen_ms;
 	for (i = 0; i < n->n_gpus; i++) {
 		enc_gpu(&n->gpus[i], &gm[i]);
 		gp[i] = &gm[i];
@@ -391,6 +433,8 @@ dec_job(struct core *c, const Rdzv__Store__V1__Job *m, char *err, size_t errlen)
 	j->settings.restart = m->restart == CORE_RESTART_IN_PROCESS ?
 	    CORE_RESTART_IN_PROCESS : CORE_RESTART_PROCESS;
 	snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", m->rejoin_lost);
+	j->n_refused = m->n_refused;
+	j->refusal_failed = m->refusal_failed;
 	return 0;
 }
 
@@ -429,6 +473,12 @@ dec_node(struct core *c, struct core_job *j, const Rdzv__Store__V1__Node *m,
 	n->gpus_healthy = m->gpus_healthy;
 	n->gpus_total = m->gpus_total;
 	n->port_offer = m->port_offer;
+	n->prev_rank = m->has_prev_rank && m->prev_rank <= INT32_MAX ?
+	    (int32_t)m->prev_rank : -1;
+	if (m->join_token.len == CORE_TOKEN_LEN)
+		core_restore_node_token(n, m->join_token.data);
+	core_restore_node_progress(n, m->step, m->has_step ? m->step_gen : 0,
+	    m->step_wall_ms, m->last_seen_ms);
 	if (m->has_reason)
 		core_node_set_reason(n, m->reason);
 	if (m->n_gpus == 0)

@@ -28,6 +28,13 @@ enc_host(const struct host *h, size_t *len)
 	m.updated_ms = h->updated_ms;
 	m.crashes = h->crashes;
 	m.gpu_failures = h->gpu_failures;
+	m.hook_state = h->hook.state;
+	m.hook_code = h->hook.code;
+	m.hook_sig = h->hook.sig;
+	m.hook_output = (char *)h->hook.output;
+	m.hook_reason = (char *)h->hook.reason;
+	m.hook_started_ms = h->hook.started_ms;
+	m.hook_ended_ms = h->hook.ended_ms;
 	m.n_crash_ms = h->n_crash;
 	memcpy(crash, h->crash_ms, h->n_crash * sizeof(crash[0]));
 	m.crash_ms = crash;
@@ -68,6 +75,13 @@ each_host(const Mvccpb__KeyValue *kv, void *arg, char *err, size_t errlen)
 	h.updated_ms = m->updated_ms;
 	h.crashes = m->crashes;
 	h.gpu_failures = m->gpu_failures;
+	h.hook.state = m->hook_state;
+	h.hook.code = m->hook_code;
+	h.hook.sig = m->hook_sig;
+	snprintf(h.hook.output, sizeof(h.hook.output), "%s", m->hook_output);
+	snprintf(h.hook.reason, sizeof(h.hook.reason), "%s", m->hook_reason);
+	h.hook.started_ms = m->hook_started_ms;
+	h.hook.ended_ms = m->hook_ended_ms;
 	h.n_crash = m->n_crash_ms < HOST_CRASHES_KEPT ?
 	    (uint32_t)m->n_crash_ms : HOST_CRASHES_KEPT;
 	if (h.n_crash > 0)

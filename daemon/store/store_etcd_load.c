@@ -116,7 +116,8 @@ estore_scan(struct estore *s, const char *prefix, int64_t page, bool keys_only,
 }
 
 int
-estore_read_meta(struct estore *s, bool *exists, char *err, size_t errlen)
+estore_read_meta(struct estore *s, bool *exists, struct core *c, char *err,
+    size_t errlen)
 {
 	Etcdserverpb__RangeResponse	*r;
 	Rdzv__Store__V1__Meta		*m;
@@ -143,8 +144,22 @@ estore_read_meta(struct estore *s, bool *exists, char *err, size_t errlen)
 		    "than format %u that this rdzvd knows; run the newer "
 		    "rdzvd that wrote it, or use another prefix", m->format,
 		    STORE_ETCD_FORMAT);
-	else
+	else {
 		s->next_node_id = m->next_node_id > 0 ? m->next_node_id : 1;
+		for (size_t i = 0; c != NULL && i < m->n_refusals; i++) {
+			const Rdzv__Store__V1__Refusal *rm = m->refusals[i];
+			struct core_refusal kept = { .allocation_nodes = 0 };
+
+			snprintf(kept.rdzv_id, sizeof(kept.rdzv_id), "%s",
+			    rm->rdzv_id);
+			snprintf(kept.identity, sizeof(kept.identity), "%s",
+			    rm->identity);
+			snprintf(kept.why, sizeof(kept.why), "%s", rm->why);
+			kept.allocation_nodes = rm->allocation_nodes;
+			kept.attempt = rm->attempt;
+			core_restore_refusal(c, &kept, rm->left_ms);
+		}
+	}
 	if (m != NULL)
 		rdzv__store__v1__meta__free_unpacked(m, NULL);
 out:
@@ -662,7 +677,7 @@ estore_load(void *v, struct core *c, struct core_now now, char *err,
 		return errf(-1, err, errlen, "store %s: loading into a core "
 		    "that already has jobs", s->desc);
 	estore_jobs_clear(s);
-	if (estore_read_meta(s, &exists, e, sizeof(e)) != 0)
+	if (estore_read_meta(s, &exists, c, e, sizeof(e)) != 0)
 		goto out;
 	estore_key(s, key, "job/");
 	if (estore_scan(s, key, SCAN_PAGE_JOBS, false, each_job, &l, e,

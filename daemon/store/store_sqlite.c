@@ -185,6 +185,8 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 	bind_i64(&b, j->settings.hang_timeout_ms);
 	bind_i64(&b, j->settings.rank_policy);
 	bind_i64(&b, j->settings.restart);
+	bind_i64(&b, j->n_refused);
+	bind_i64(&b, j->refusal_failed);
 	return run(s, &b, err, errlen, "writing job %s", j->rdzv_id);
 }
 
@@ -293,6 +295,18 @@ bind_node(struct binder *b, const struct core_node *n)
 	bind_i64(b, n->gpus_total);
 	bind_text(b, n->reason);
 	bind_i64(b, n->port_offer);
+	bind_i64(b, n->prev_rank);
+	if (n->has_token)
+		bind_blob(b, n->join_token, CORE_TOKEN_LEN);
+	else
+		bind_null(b);
+	if (n->has_step)
+		bind_u64(b, n->step);
+	else
+		bind_null(b);
+	bind_u64(b, n->has_step ? n->step_gen : 0);
+	bind_i64(b, n->has_step ? n->step_wall_ms : 0);
+	bind_i64(b, n->last_seen_ms);
 }
 
 /*
@@ -451,6 +465,38 @@ put_round(struct sqlstore *s, const struct core_round *r, int64_t formed_ms,
 	    (unsigned long long)r->generation, r->job->rdzv_id);
 }
 
+/* The kept refusals, rewritten whole when the turn changed them (at most
+ * CORE_REFUSALS_MAX rows), each with the time it has left. */
+static int
+put_refusals(struct sqlstore *s, const struct core *c, char *err,
+    size_t errlen)
+{
+	struct binder	b = bind_start(s->st[ST_REFUSALS_DEL]);
+
+	if (!c->refusals_dirty)
+		return 0;
+	if (run(s, &b, err, errlen, "clearing the kept refusals") != 0)
+		return -1;
+	for (size_t i = 0; i < c->n_refusals; i++) {
+		const struct core_refusal *r = &c->refusals[i];
+		uint64_t left = core_refusal_left(r, c->now);
+
+		if (left == 0)
+			continue;
+		b = bind_start(s->st[ST_REFUSAL_PUT]);
+		bind_text(&b, r->rdzv_id);
+		bind_text(&b, r->identity);
+		bind_text(&b, r->why);
+		bind_i64(&b, r->allocation_nodes);
+		bind_i64(&b, r->attempt);
+		bind_u64(&b, left);
+		if (run(s, &b, err, errlen, "keeping a refusal for job %s",
+		    r->rdzv_id) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int
 put_meta(struct sqlstore *s, uint64_t next_node_id, char *err, size_t errlen)
 {
@@ -535,6 +581,8 @@ commit_rows(struct sqlstore *s, struct core *c, bool write_meta, char *err,
 		return -1;
 	if (sqlstore_put_hosts(s, c, err, errlen) != 0)
 		return -1;
+	if (put_refusals(s, c, err, errlen) != 0)
+		return -1;
 	if (write_meta && put_meta(s, c->next_node_id, err, errlen) != 0)
 		return -1;
 	return 0;
@@ -555,17 +603,27 @@ count_bytes(struct sqlstore *s)
 	}
 	if (sqlite3_db_status(s->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi,
 	    1) == SQLITE_OK && cur > 0 && s->page_size > 0)
-		s->bytes += (uint64_t)cur * (uint64_t)s->page_size;
+		__atomic_fetch_add(&s->bytes, (uint64_t)cur *
+		    (uint64_t)s->page_size, __ATOMIC_RELAXED);
 }
 
 uint64_t
 sqlstore_bytes(const struct sqlstore *s)
 {
-	return s->bytes;
+	return __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
 }
 
+/*
+ * A commit in two halves (store.h, store_commit_begin): the rows are
+ * written on the event loop, where the core is, into an open transaction
+ * (work for the CPU and SQLite's page cache, no disk wait); then COMMIT,
+ * which writes the WAL and fsyncs it, may run on another thread: it reads
+ * nothing of the core, and the loop does not touch the connection until
+ * it returns (the connection is opened NOMUTEX, SQLite's multi-thread
+ * mode, which allows that).
+ */
 int
-sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
+sqlstore_commit_rows(struct sqlstore *s, struct core *c, bool write_meta,
     char *err, size_t errlen)
 {
 	struct binder	b;
@@ -575,15 +633,9 @@ sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
 		goto bad;
 	if (commit_rows(s, c, write_meta, err, errlen) != 0)
 		goto bad;
-	b = bind_start(s->st[ST_COMMIT]);
-	if (run(s, &b, err, errlen, "committing") != 0)
-		goto bad;
 	/* Never down: put_nodes() takes every id from here up for one the
-	 * file does not hold. */
-	if (c->next_node_id > s->next_node_id)
-		s->next_node_id = c->next_node_id;
-	s->transactions++;
-	count_bytes(s);
+	 * file does not hold; the end makes it true. */
+	s->pending_node_id = c->next_node_id;
 	return 0;
 
 bad:
@@ -591,6 +643,36 @@ bad:
 		sqlite3_step(s->st[ST_ROLLBACK]);
 	sqlite3_reset(s->st[ST_ROLLBACK]);
 	return -1;
+}
+
+int
+sqlstore_commit_end(struct sqlstore *s, char *err, size_t errlen)
+{
+	struct binder	b;
+
+	b = bind_start(s->st[ST_COMMIT]);
+	if (run(s, &b, err, errlen, "committing") != 0) {
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_step(s->st[ST_ROLLBACK]);
+		sqlite3_reset(s->st[ST_ROLLBACK]);
+		return -1;
+	}
+	if (s->pending_node_id > s->next_node_id)
+		s->next_node_id = s->pending_node_id;
+	/* Counted atomically: the loop reads them while the commit thread
+	 * runs (ServerInfo, /metrics). */
+	__atomic_fetch_add(&s->transactions, 1, __ATOMIC_RELAXED);
+	count_bytes(s);
+	return 0;
+}
+
+int
+sqlstore_commit(struct sqlstore *s, struct core *c, bool write_meta,
+    char *err, size_t errlen)
+{
+	if (sqlstore_commit_rows(s, c, write_meta, err, errlen) != 0)
+		return -1;
+	return sqlstore_commit_end(s, err, errlen);
 }
 
 
@@ -621,6 +703,19 @@ ops_commit(void *s, struct core *c, bool write_meta, char *err,
     size_t errlen)
 {
 	return sqlstore_commit(s, c, write_meta, err, errlen);
+}
+
+static int
+ops_commit_rows(void *s, struct core *c, bool write_meta, char *err,
+    size_t errlen)
+{
+	return sqlstore_commit_rows(s, c, write_meta, err, errlen);
+}
+
+static int
+ops_commit_end(void *s, char *err, size_t errlen)
+{
+	return sqlstore_commit_end(s, err, errlen);
 }
 
 static int
@@ -673,6 +768,8 @@ const struct store_ops store_sqlite_ops = {
 	.open = ops_open,
 	.load = ops_load,
 	.commit = ops_commit,
+	.commit_rows = ops_commit_rows,
+	.commit_end = ops_commit_end,
 	.events = ops_events,
 	.empty = ops_empty,
 	.transactions = ops_transactions,

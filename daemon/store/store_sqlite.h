@@ -23,11 +23,18 @@
 	"reconnect_grace_ms, state, reason, generation, restart_count, "   \
 	"attempt, created_ms, updated_ms, ended_ms, event_seq, "	   \
 	"last_call_left_ms, join_left_ms, held_reason, rejoin_timeout_ms, " \
-	"rejoin_lost, hang_timeout_ms, rank_policy, restart"
-#define NODE_COLS	"node_id, rdzv_id, session_id, hostname, "	\
+	"rejoin_lost, hang_timeout_ms, rank_policy, restart, n_refused, "   \
+	"refusal_failed"
+/* A node's columns as schema 7 made them (its migration copies these). */
+#define NODE_COLS_7	"node_id, rdzv_id, session_id, hostname, "	\
 	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \
 	"base_rank, generation, arrival, joined_ms, gpus_healthy, "	     \
 	"gpus_total, reason, port_offer"
+/* ... and since 9: the rank it held in its last round (rank-policy
+ * stable), the token of the join that made it, its last step (NULL: none)
+ * and generation, when the step moved, when it was last seen. */
+#define NODE_COLS	NODE_COLS_7 ", prev_rank, join_token, step, "	\
+	"step_gen, step_wall_ms, last_seen_ms"
 #define EVENT_COLS	"seq, wall_ms, generation, kind, message"
 
 /*
@@ -60,6 +67,8 @@ enum {
 	ST_GPUS_DEL,
 	ST_GPU_PUT,
 	ST_EVENTS_GET,
+	ST_REFUSALS_DEL,
+	ST_REFUSAL_PUT,
 	ST_COUNT
 };
 
@@ -69,6 +78,7 @@ struct sqlstore {
 	int		 lock_fd;
 	sqlite3_stmt	*st[ST_COUNT];
 	uint64_t	 next_node_id;	/* as saved in meta; no row from here up */
+	uint64_t	 pending_node_id; /* of the rows of an open commit */
 	uint64_t	 transactions;
 	/* Bytes of the pages its commits wrote (SQLite's own count of the
 	 * dirty pages it wrote, SQLITE_DBSTATUS_CACHE_WRITE, times the page
@@ -84,6 +94,12 @@ struct sqlstore {
 int		 sqlstore_fail(struct sqlstore *, char *, size_t, const char *);
 int		 sqlstore_commit(struct sqlstore *, struct core *,
 		    bool write_meta, char *err, size_t errlen);
+/* The two halves of sqlstore_commit: the rows, on the loop; then COMMIT,
+ * which may run on another thread (store_commit_begin). */
+int		 sqlstore_commit_rows(struct sqlstore *, struct core *,
+		    bool write_meta, char *err, size_t errlen);
+int		 sqlstore_commit_end(struct sqlstore *, char *err,
+		    size_t errlen);
 uint64_t	 sqlstore_transactions(const struct sqlstore *);
 uint64_t	 sqlstore_bytes(const struct sqlstore *);
 

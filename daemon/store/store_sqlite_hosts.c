@@ -14,10 +14,14 @@
 
 static const char host_put_sql[] =
     "INSERT INTO hosts (name, state, reason, since_ms, updated_ms, "
-    "crashes, gpu_failures, crash_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-    "?8) ON CONFLICT (name) DO UPDATE SET state = ?2, reason = ?3, "
+    "crashes, gpu_failures, crash_ms, hook_state, hook_code, hook_sig, "
+    "hook_output, hook_reason, hook_started_ms, hook_ended_ms) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+    "ON CONFLICT (name) DO UPDATE SET state = ?2, reason = ?3, "
     "since_ms = ?4, updated_ms = ?5, crashes = ?6, gpu_failures = ?7, "
-    "crash_ms = ?8";
+    "crash_ms = ?8, hook_state = ?9, hook_code = ?10, hook_sig = ?11, "
+    "hook_output = ?12, hook_reason = ?13, hook_started_ms = ?14, "
+    "hook_ended_ms = ?15";
 static const char host_gpus_del_sql[] =
     "DELETE FROM host_gpus WHERE host = ?1";
 static const char host_gpu_put_sql[] =
@@ -68,6 +72,13 @@ put_host(struct sqlstore *s, sqlite3_stmt **st, const struct host *h,
 	ok |= sqlite3_bind_int64(st[0], 6, h->crashes);
 	ok |= sqlite3_bind_int64(st[0], 7, h->gpu_failures);
 	ok |= sqlite3_bind_text(st[0], 8, crashes, -1, SQLITE_TRANSIENT);
+	ok |= sqlite3_bind_int64(st[0], 9, h->hook.state);
+	ok |= sqlite3_bind_int64(st[0], 10, h->hook.code);
+	ok |= sqlite3_bind_int64(st[0], 11, h->hook.sig);
+	ok |= sqlite3_bind_text(st[0], 12, h->hook.output, -1, SQLITE_STATIC);
+	ok |= sqlite3_bind_text(st[0], 13, h->hook.reason, -1, SQLITE_STATIC);
+	ok |= sqlite3_bind_int64(st[0], 14, h->hook.started_ms);
+	ok |= sqlite3_bind_int64(st[0], 15, h->hook.ended_ms);
 	if (ok != SQLITE_OK)
 		return sqlstore_fail(s, err, errlen, what);
 	if (step(s, st[0], what, err, errlen) != 0)
@@ -182,8 +193,10 @@ sqlstore_load_hosts(struct sqlstore *s, struct core *c, char *err,
 	int			 rc;
 
 	if (sqlite3_prepare_v2(s->db, "SELECT name, state, reason, since_ms, "
-	    "updated_ms, crashes, gpu_failures, crash_ms FROM hosts ORDER BY "
-	    "name", -1, &st, NULL) != SQLITE_OK ||
+	    "updated_ms, crashes, gpu_failures, crash_ms, hook_state, "
+	    "hook_code, hook_sig, hook_output, hook_reason, hook_started_ms, "
+	    "hook_ended_ms FROM hosts ORDER BY name", -1, &st, NULL) !=
+	    SQLITE_OK ||
 	    sqlite3_prepare_v2(s->db, "SELECT device, uuid, ok, failed_step, "
 	    "error FROM host_gpus WHERE host = ?1 ORDER BY device", -1, &gst,
 	    NULL) != SQLITE_OK) {
@@ -205,6 +218,15 @@ sqlstore_load_hosts(struct sqlstore *s, struct core *c, char *err,
 		h.crashes = (uint32_t)sqlite3_column_int64(st, 5);
 		h.gpu_failures = (uint32_t)sqlite3_column_int64(st, 6);
 		crash_parse(&h, text(st, 7));
+		h.hook.state = (uint32_t)sqlite3_column_int64(st, 8);
+		h.hook.code = (int32_t)sqlite3_column_int64(st, 9);
+		h.hook.sig = (int32_t)sqlite3_column_int64(st, 10);
+		snprintf(h.hook.output, sizeof(h.hook.output), "%s",
+		    text(st, 11));
+		snprintf(h.hook.reason, sizeof(h.hook.reason), "%s",
+		    text(st, 12));
+		h.hook.started_ms = sqlite3_column_int64(st, 13);
+		h.hook.ended_ms = sqlite3_column_int64(st, 14);
 		if ((rc = load_gpus(s, gst, &h, gpus, err, errlen)) != 0)
 			goto out;
 		hosts_restore(c->hosts, &h);

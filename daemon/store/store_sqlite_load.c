@@ -124,6 +124,10 @@ row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	    CORE_RANK_STABLE : CORE_RANK_ORDERED;
 	set->restart = sqlite3_column_int(st, 25) == CORE_RESTART_IN_PROCESS ?
 	    CORE_RESTART_IN_PROCESS : CORE_RESTART_PROCESS;
+	if (!col_u32(st, 26, &j->n_refused))
+		return errf(-1, err, errlen, "job %s: n_refused is out of "
+		    "range", id);
+	j->refusal_failed = sqlite3_column_int(st, 27) != 0;
 	return 0;
 }
 
@@ -158,7 +162,8 @@ row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	    col_u32(st, 14, &n->gpus_healthy) &&
 	    col_u32(st, 15, &n->gpus_total) &&
 	    col_u32(st, 17, &n->port_offer) && rank >= -1 &&
-	    rank <= INT32_MAX;
+	    rank <= INT32_MAX && sqlite3_column_int64(st, 18) >= -1 &&
+	    sqlite3_column_int64(st, 18) <= INT32_MAX;
 	if (!ok)
 		return errf(-1, err, errlen,
 		    "node %llu of job %s: a value is out "
@@ -174,6 +179,14 @@ row_node(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	n->joined_ms = sqlite3_column_int64(st, 13);
 	if (sqlite3_column_type(st, 16) != SQLITE_NULL)
 		core_node_set_reason(n, col_text(st, 16));
+	n->prev_rank = (int32_t)sqlite3_column_int64(st, 18);
+	if (sqlite3_column_type(st, 19) == SQLITE_BLOB &&
+	    sqlite3_column_bytes(st, 19) == CORE_TOKEN_LEN)
+		core_restore_node_token(n, sqlite3_column_blob(st, 19));
+	core_restore_node_progress(n, (uint64_t)sqlite3_column_int64(st, 20),
+	    sqlite3_column_type(st, 20) == SQLITE_NULL ? 0 :
+	    (uint64_t)sqlite3_column_int64(st, 21),
+	    sqlite3_column_int64(st, 22), sqlite3_column_int64(st, 23));
 	return 0;
 }
 
@@ -278,6 +291,25 @@ row_round(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 	return 0;
 }
 
+/* A refusal kept for a job that had no node yet, with its time left. */
+static int
+row_refusal(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
+    size_t errlen)
+{
+	struct core_refusal	r = { .allocation_nodes = 0 };
+	sqlite3_int64		left = sqlite3_column_int64(st, 5);
+
+	snprintf(r.rdzv_id, sizeof(r.rdzv_id), "%s", col_text(st, 0));
+	snprintf(r.identity, sizeof(r.identity), "%s", col_text(st, 1));
+	snprintf(r.why, sizeof(r.why), "%s", col_text(st, 2));
+	if (!col_u32(st, 3, &r.allocation_nodes) ||
+	    !col_u32(st, 4, &r.attempt) || left < 0)
+		return errf(-1, err, errlen, "a refusal kept for job %s: a "
+		    "value is out of range", r.rdzv_id);
+	core_restore_refusal(c, &r, (uint64_t)left);
+	return 0;
+}
+
 /* The queries of a load, prepared once each. */
 static const char *const load_sql[] = {
 	"SELECT " JOB_COLS " FROM jobs ORDER BY created_ms, rowid",
@@ -291,6 +323,8 @@ static const char *const load_sql[] = {
 	 * element split over lines for a missing comma. */
 	("SELECT node_id, device, name, uuid, ok, failed_step, error, "
 	    "total_mem FROM gpus ORDER BY node_id, device"),
+	("SELECT rdzv_id, identity, why, allocation_nodes, attempt, left_ms "
+	    "FROM refusals ORDER BY rowid"),
 };
 #define LOAD_N	(sizeof(load_sql) / sizeof(load_sql[0]))
 
@@ -312,7 +346,9 @@ load_rows(struct sqlstore *s, struct core *c, sqlite3_stmt **st, char *err,
 		if (each_row(s, st[3], row_event, c, err, errlen) != 0)
 			return -1;
 	}
-	return each_row(s, st[4], row_gpu, c, err, errlen);
+	if (each_row(s, st[4], row_gpu, c, err, errlen) != 0)
+		return -1;
+	return each_row(s, st[5], row_refusal, c, err, errlen);
 }
 
 int

@@ -185,7 +185,8 @@ static const char *const migrations[] = {
 	"  gpus_total INTEGER NOT NULL,"
 	"  reason TEXT,"
 	"  port_offer INTEGER NOT NULL);"
-	"INSERT INTO nodes_7 (" NODE_COLS ") SELECT " NODE_COLS " FROM nodes;"
+	"INSERT INTO nodes_7 (" NODE_COLS_7 ") SELECT " NODE_COLS_7 " FROM "
+	"  nodes;"
 	"DROP TABLE nodes;"
 	"ALTER TABLE nodes_7 RENAME TO nodes;"
 	"CREATE TABLE events_7 ("
@@ -204,6 +205,45 @@ static const char *const migrations[] = {
 	 * docs/RECOVERY.md); older jobs: ordered (1), process (1). */
 	("ALTER TABLE jobs ADD COLUMN rank_policy INTEGER NOT NULL DEFAULT 1;"
 	"ALTER TABLE jobs ADD COLUMN restart INTEGER NOT NULL DEFAULT 1;"),
+	/* 8 -> 9: what a restart forgot (issue 42; docs/STORE.md): a node's
+	 * group rank in its last round, which rank-policy stable gives it
+	 * again (-1: none, as older rows had it), and the token of the join
+	 * that made it, so that a join sent again after a restart finds it
+	 * (NULL: none). */
+	("ALTER TABLE nodes ADD COLUMN prev_rank INTEGER NOT NULL DEFAULT -1;"
+	"ALTER TABLE nodes ADD COLUMN join_token BLOB;"
+	/* ... a node's last step (docs/HEALTH.md; NULL: none) and when it
+	 * was last seen, written by the progress checkpoint; */
+	"ALTER TABLE nodes ADD COLUMN step INTEGER;"
+	"ALTER TABLE nodes ADD COLUMN step_gen INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN step_wall_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN last_seen_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	/* ... the joins of a job's attempt refused for a quarantined host,
+	 * and whether that failed it; and the refusals kept for jobs that
+	 * had no node yet, with the time they had left. */
+	"ALTER TABLE jobs ADD COLUMN n_refused INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN refusal_failed INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	/* ... and how each host's latest on-quarantine run ended (0: none;
+	 * rdzv.v1.HookRunState's numbers otherwise). */
+	"ALTER TABLE hosts ADD COLUMN hook_state INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_code INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_sig INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_output TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE hosts ADD COLUMN hook_reason TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE hosts ADD COLUMN hook_started_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE hosts ADD COLUMN hook_ended_ms INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"CREATE TABLE refusals ("
+	"  rdzv_id TEXT NOT NULL,"
+	"  identity TEXT NOT NULL,"
+	"  why TEXT NOT NULL,"
+	"  allocation_nodes INTEGER NOT NULL,"
+	"  attempt INTEGER NOT NULL,"
+	"  left_ms INTEGER NOT NULL);"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -216,7 +256,8 @@ static const char *const statements[ST_COUNT] = {
 	[ST_EVENTS_DEL] = "DELETE FROM events WHERE rdzv_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26) ON CONFLICT (rdzv_id) DO UPDATE SET "
+	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) "
+	    "ON CONFLICT (rdzv_id) DO UPDATE SET "
 	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
 	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
 	    "max_restarts = ?7, lease_ttl_ms = ?8, reconnect_grace_ms = ?9, "
@@ -225,7 +266,12 @@ static const char *const statements[ST_COUNT] = {
 	    "updated_ms = ?16, ended_ms = ?17, event_seq = ?18, "
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
 	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
-	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26",
+	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26, "
+	    "n_refused = ?27, refusal_failed = ?28",
+	[ST_REFUSALS_DEL] = "DELETE FROM refusals",
+	[ST_REFUSAL_PUT] = "INSERT INTO refusals (rdzv_id, identity, why, "
+	    "allocation_nodes, attempt, left_ms) VALUES (?1, ?2, ?3, ?4, ?5, "
+	    "?6)",
 	/* Plain INSERTs: a generation recorded twice must fail loudly. */
 	[ST_ROUND_PUT] = "INSERT INTO rounds (rdzv_id, generation, "
 	    "world_size, master_addr, master_port, restart_count, formed_ms, "
@@ -257,7 +303,11 @@ static const char *const statements[ST_COUNT] = {
 	"joined_ms = excluded.joined_ms, "				    \
 	"gpus_healthy = excluded.gpus_healthy, "			    \
 	"gpus_total = excluded.gpus_total, reason = excluded.reason, "	    \
-	"port_offer = excluded.port_offer"
+	"port_offer = excluded.port_offer, prev_rank = excluded.prev_rank, " \
+	"join_token = excluded.join_token, step = excluded.step, "	    \
+	"step_gen = excluded.step_gen, "				    \
+	"step_wall_ms = excluded.step_wall_ms, "			    \
+	"last_seen_ms = excluded.last_seen_ms"
 
 static const struct {
 	int		 one, many;
@@ -266,9 +316,9 @@ static const struct {
 	const char	*tail;
 } batched[] = {
 	{ ST_NODE_NEW, ST_NODE_NEW_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    18, "" },
+	    24, "" },
 	{ ST_NODE_PUT, ST_NODE_PUT_N, "INSERT INTO nodes (" NODE_COLS ")",
-	    18, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
+	    24, " ON CONFLICT (node_id) DO UPDATE SET " NODE_SET },
 	{ ST_EVENT_PUT, ST_EVENT_PUT_N,
 	    "INSERT INTO events (rdzv_id, " EVENT_COLS ")", 6, "" },
 };
@@ -747,7 +797,7 @@ sqlstore_close(struct sqlstore *s)
 uint64_t
 sqlstore_transactions(const struct sqlstore *s)
 {
-	return s->transactions;
+	return __atomic_load_n(&s->transactions, __ATOMIC_RELAXED);
 }
 
 const char *

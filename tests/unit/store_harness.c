@@ -354,6 +354,8 @@ compare_job(const struct core_job *a, const struct core_job *b)
 	uint32_t		 i;
 
 	CHECK_STR(a->owner, b->owner);
+	CHECK_INT(a->n_refused, b->n_refused);
+	CHECK_INT(a->refusal_failed, b->refusal_failed);
 	/* Field by field: the struct has padding. */
 	CHECK_INT(a->settings.min_nodes, b->settings.min_nodes);
 	CHECK_INT(a->settings.max_nodes, b->settings.max_nodes);
@@ -424,6 +426,18 @@ compare_node(const struct core_node *a, const struct core_node *b)
 	CHECK_INT(a->gpus_healthy, b->gpus_healthy);
 	CHECK_INT(a->gpus_total, b->gpus_total);
 	CHECK_INT(a->port_offer, b->port_offer);
+	/* Issue 42: what a restart used to forget. */
+	CHECK_INT(a->prev_rank, b->prev_rank);
+	CHECK_INT(a->has_token, b->has_token);
+	CHECK_INT(a->has_step, b->has_step);
+	if (a->has_step && b->has_step) {
+		CHECK(a->step == b->step);
+		CHECK(a->step_gen == b->step_gen);
+		CHECK(a->step_wall_ms == b->step_wall_ms);
+	}
+	CHECK(a->last_seen_ms == b->last_seen_ms);
+	if (a->has_token && b->has_token)
+		CHECK_MEM(a->join_token, b->join_token, CORE_TOKEN_LEN);
 	CHECK_INT(a->n_gpus, b->n_gpus);
 	if (a->n_gpus == b->n_gpus && a->n_gpus > 0)
 		CHECK_MEM(a->gpus, b->gpus, a->n_gpus * sizeof(*a->gpus));
@@ -440,6 +454,14 @@ compare_cores(const struct core *a, const struct core *b)
 
 	CHECK_INT(a->n_jobs, b->n_jobs);
 	CHECK_INT(a->by_node.n, b->by_node.n);
+	/* Kept refusals (issue 42), in order; their time is left as is. */
+	CHECK_INT(a->n_refusals, b->n_refusals);
+	for (size_t i = 0; i < a->n_refusals && i < b->n_refusals; i++) {
+		CHECK_STR(a->refusals[i].rdzv_id, b->refusals[i].rdzv_id);
+		CHECK_STR(a->refusals[i].why, b->refusals[i].why);
+		CHECK_INT(a->refusals[i].allocation_nodes,
+		    b->refusals[i].allocation_nodes);
+	}
 	CHECK_INT(a->next_node_id, b->next_node_id);
 	TAILQ_FOREACH(j, &a->jobs, entry) {
 		if ((k = core_job_find(b, j->rdzv_id)) == NULL) {

@@ -88,7 +88,7 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 8 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 9 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
@@ -104,6 +104,28 @@ test_newer_schema(void)
  * keys are off on this connection (SQLite's default), so rebuilding nodes
  * keeps the gpus that refer to them.
  */
+/* Schema 9 back to 8: a node's previous rank and join token go. */
+static const char undo_v9[] =
+	"BEGIN;"
+	"ALTER TABLE nodes DROP COLUMN prev_rank;"
+	"ALTER TABLE nodes DROP COLUMN join_token;"
+	"ALTER TABLE nodes DROP COLUMN step;"
+	"ALTER TABLE nodes DROP COLUMN step_gen;"
+	"ALTER TABLE nodes DROP COLUMN step_wall_ms;"
+	"ALTER TABLE nodes DROP COLUMN last_seen_ms;"
+	"ALTER TABLE jobs DROP COLUMN n_refused;"
+	"ALTER TABLE jobs DROP COLUMN refusal_failed;"
+	"DROP TABLE refusals;"
+	"ALTER TABLE hosts DROP COLUMN hook_state;"
+	"ALTER TABLE hosts DROP COLUMN hook_code;"
+	"ALTER TABLE hosts DROP COLUMN hook_sig;"
+	"ALTER TABLE hosts DROP COLUMN hook_output;"
+	"ALTER TABLE hosts DROP COLUMN hook_reason;"
+	"ALTER TABLE hosts DROP COLUMN hook_started_ms;"
+	"ALTER TABLE hosts DROP COLUMN hook_ended_ms;"
+	"PRAGMA user_version = 8;"
+	"COMMIT;";
+
 /* Schema 8 back to 7: the rank policy and restart mode go. */
 static const char undo_v8[] =
 	"BEGIN;"
@@ -249,6 +271,7 @@ test_migrate_v6(void)
 	    "generation, group_rank");
 	ev_before = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
 	CHECK(strstr(before, "six|1|") != NULL);
+	exec_file(undo_v9);
 	exec_file(undo_v8);
 	exec_file(undo_v7);
 	CHECK_INT(q("PRAGMA user_version"), 6);
@@ -258,7 +281,7 @@ test_migrate_v6(void)
 	    "'nodes_by_job'"), 1);
 
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 8);
+	CHECK_INT(q("PRAGMA user_version"), 9);
 	after = rows("SELECT * FROM assignments ORDER BY rdzv_id, "
 	    "generation, group_rank");
 	ev_after = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
@@ -315,6 +338,7 @@ test_migrate_v1(void)
 	join("old", "h1", 2, 1, 1);
 	store_close(S);
 	S = NULL;
+	exec_file(undo_v9);
 	exec_file(undo_v8);
 	exec_file(undo_v7);
 	{
@@ -333,7 +357,7 @@ test_migrate_v1(void)
 	}
 	CHECK_INT(q("PRAGMA user_version"), 1);
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 8);
+	CHECK_INT(q("PRAGMA user_version"), 9);
 	L = reload();
 	compare_cores(C, L);
 	core_free(L);
@@ -436,7 +460,7 @@ test_open_settings(void)
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
 	sqlite3_finalize(st);
-	CHECK_INT(q("PRAGMA user_version"), 8);
+	CHECK_INT(q("PRAGMA user_version"), 9);
 	/* Also from outside, as the sqlite3 CLI would see it. */
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
 	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
@@ -450,7 +474,7 @@ test_open_settings(void)
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	store_close(S);
 	S = NULL;
-	CHECK_INT(q("PRAGMA user_version"), 8);
+	CHECK_INT(q("PRAGMA user_version"), 9);
 }
 
 /* Load refuses data that would hand out a generation twice. */
