@@ -46,6 +46,12 @@ def job(tmp_path, request):
     j.close()
 
 
+def story(j):
+    """The job's events, one line each, for a failed assertion."""
+    return "\n".join("%s g%d %s: %s" % (e.seq, e.generation, e.kind,
+                                       e.message) for e in j.events)
+
+
 def training(job, tags, args=()):
     """Nodes |tags| training their first generation, each past step 5."""
     for t in tags:
@@ -95,7 +101,7 @@ def test_second_loss_during_recovery(job):
         job.outputs()
     j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
                      "job closed")
-    assert j.restart_count == 2, j
+    assert j.restart_count == 2, story(j)
     lost = sorted(n.node_id for n in j.nodes
                   if n.state == PB.types.NODE_STATE_LOST)
     assert len(lost) == 2, j
@@ -136,7 +142,7 @@ def test_stopped_worker_node_pays(job):
     assert not rdzvagent.alive(s1["c"]["pid"], "elastic_worker.py")
     j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
                      "job closed")
-    assert j.restart_count == 1, j
+    assert j.restart_count == 1, story(j)
     assert any(e.kind == "lost" and "hung in generation %d with a worker "
                "stopped" % g1 in e.message for e in j.events), j
     final = job.by_tag("final", j.generation)
