@@ -473,6 +473,8 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	const Rdzv__V1__JoinRequest *jr;
 	struct auth_job *j;
 	char want[CREDBIND_MAX];
+	uint8_t key[AUTH_CRED_KEY_LEN];
+	const char *why = NULL;
 	const uint8_t *bytes;
 	size_t len;
 	int n;
@@ -486,6 +488,17 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "a MUNGE credential on each call (auth = munge) and this "
 		    "call carried none: run the client with --auth munge (or "
 		    "RDZV_AUTH=munge) on a node where munged runs");
+		return;
+	}
+	/* munged would take many texts for one credential; rdzvd takes the
+	 * one munge_encode writes, so that none of the others passes for a
+	 * new credential (auth_cred.c), and a header that is no credential
+	 * at all never reaches munged's queue. */
+	if (auth_cred_key(cred, key, &why) != 0) {
+		grpc_call_finish(call, GRPC_UNAUTHENTICATED, "rdzvd refuses "
+		    "this call's rdzv-munge header: %s; it must be exactly "
+		    "one MUNGE credential as munge_encode writes it (\"MUNGE:\", "
+		    "base64, ':')", why);
 		return;
 	}
 	bytes = grpc_call_request_bytes(call, &len);

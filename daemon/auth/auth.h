@@ -12,6 +12,7 @@
 #define RDZVD_AUTH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /* What decoding one call's credential came to. */
@@ -51,13 +52,27 @@ int	auth_munge_probe(const char *socket, char *err, size_t errlen);
 /* Frees the cached admin group. */
 void	auth_munge_free(void);
 
+/* auth_cred.c */
+#define AUTH_CRED_KEY_LEN	32
+/*
+ * Whether |text| is exactly one MUNGE credential written as munge_encode
+ * writes it ("MUNGE:", padded base64 with its unused bits zero, ':', and
+ * nothing else): 0 with |md| the credential's replay key (a digest of its
+ * MAC and the fields before it, the same however the text was written),
+ * or -1 with |why| saying what is wrong with the text. Thread-safe.
+ */
+int	auth_cred_key(const char *text, uint8_t md[AUTH_CRED_KEY_LEN],
+	    const char **why);
+
 /* auth_replay.c */
 /*
- * Records |cred|, good until |expires| (wall time): 0, or 1 when it is on
- * the record already (a replay), -1 out of memory. Sets *forgot when the
- * record was full and its oldest was dropped. Thread-safe.
+ * Records the credential of replay key |md| (auth_cred_key), good until
+ * |expires| (wall time): 0, or 1 when it is on the record already (a
+ * replay), -1 out of memory. Sets *forgot when the record was full and
+ * its oldest was dropped. Thread-safe.
  */
-int	auth_replay_seen(const char *cred, time_t expires, int *forgot);
+int	auth_replay_seen(const uint8_t md[AUTH_CRED_KEY_LEN], time_t expires,
+	    int *forgot);
 void	auth_replay_free(void);
 
 /* auth_slurm.c */
