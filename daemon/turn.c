@@ -30,6 +30,15 @@
 
 #define TURN_PRIORITY	2	/* the lowest of event_base_priority_init(3) */
 /*
+ * libevent runs a priority only while no higher one has work, so a loop
+ * kept busy with reads (priority 1) would never commit: every new job
+ * would wait for as long as some client kept sending. A flush scheduled
+ * this long ago runs from a timer at the highest priority instead,
+ * whatever the read load.
+ */
+#define TURN_MAX_DELAY_MS	20
+#define TURN_DUE_PRIORITY	0
+/*
  * Deadlines fire this much late, so that those falling close together are
  * handled in one turn: a rack that drops a hundred connections within a few
  * milliseconds loses its nodes when their leases end "at the same moment"
@@ -49,6 +58,7 @@ TAILQ_HEAD(answers, answer);
 
 static struct turn_out	 out;
 static struct event	*flush_ev;
+static struct event	*due_ev;	/* the flush's deadline */
 static struct event	*timer_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
 static uint64_t		 timer_at = UINT64_MAX;
@@ -87,8 +97,12 @@ turn_answer(struct grpc_call *call, void (*fn)(struct grpc_call *, void *),
 void
 turn_schedule(void)
 {
-	if (!event_pending(flush_ev, EV_TIMEOUT, NULL))
+	struct timeval tv = { 0, TURN_MAX_DELAY_MS * 1000 };
+
+	if (!event_pending(flush_ev, EV_TIMEOUT, NULL)) {
 		event_active(flush_ev, EV_TIMEOUT, 0);
+		evtimer_add(due_ev, &tv);
+	}
 }
 
 static void
@@ -160,6 +174,15 @@ turn_flush(void)
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
+	event_del(due_ev);
+	turn_flush();
+}
+
+/* The flush waited TURN_MAX_DELAY_MS behind reads: it runs now. */
+static void
+due_cb(evutil_socket_t fd, short what, void *arg)
+{
+	event_del(flush_ev);
 	turn_flush();
 }
 
@@ -177,9 +200,11 @@ turn_init(const struct turn_out *o)
 	out = *o;
 	flush_ev = event_new(rdzvd.base, -1, 0, flush_cb, NULL);
 	timer_ev = evtimer_new(rdzvd.base, timer_cb, NULL);
-	if (flush_ev == NULL || timer_ev == NULL)
+	due_ev = evtimer_new(rdzvd.base, due_cb, NULL);
+	if (flush_ev == NULL || timer_ev == NULL || due_ev == NULL)
 		fatalx("turn_init: cannot create events");
 	event_priority_set(flush_ev, TURN_PRIORITY);
+	event_priority_set(due_ev, TURN_DUE_PRIORITY);
 	arm_timer();
 }
 
@@ -213,6 +238,8 @@ turn_free(void)
 		event_free(flush_ev);
 	if (timer_ev != NULL)
 		event_free(timer_ev);
-	flush_ev = timer_ev = NULL;
+	if (due_ev != NULL)
+		event_free(due_ev);
+	flush_ev = timer_ev = due_ev = NULL;
 	timer_at = UINT64_MAX;
 }

@@ -92,6 +92,7 @@ struct grpc_call {
 	struct event *deadline;
 	char *auth_value;	/* the auth_key header (grpc_server_opts) */
 	int auth_seen;		/* ... it came; only the first counts */
+	size_t header_bytes;	/* the header list so far (RFC 9113 §6.5.2) */
 	ProtobufCMessage *held;	/* the request while authenticate runs */
 	char *identity;		/* grpc_call_proceed's, or NULL */
 	unsigned int auth_flags;
