@@ -23,9 +23,18 @@
  * number waits for its owner's answer from a cache (auth_slurm.c), else
  * from the one lookup under way for that number (a flight: one squeue per
  * job however many agents ask), else from a new one, at most
- * OWNER_MAX_FLIGHTS at once. It waits AUTH_TIMEOUT_MS more on the same
+ * OWNER_MAX_FLIGHTS at once and OWNER_USER_FLIGHTS for one user (the
+ * caller who started it). It waits AUTH_TIMEOUT_MS more on the same
  * wait list, and what ends it names squeue. A call of a job that exists
  * already, or of any other id, never waits for squeue.
+ *
+ * One user's hung lookups must not hold up another's: a thread takes the
+ * waiting lookup of the user with the fewest running (the oldest among
+ * those), no user runs more than OWNER_USER_RUNNING at once (so threads
+ * stay free for others), squeue holds a thread at most its deadline
+ * (auth_slurm.c), and a lookup whose callers have all gone (their wait
+ * ended, or they closed) is dropped if it has not started, and its squeue
+ * killed if it has.
  */
 #include <sys/eventfd.h>
 #include <sys/queue.h>
@@ -52,8 +61,11 @@
 #define AUTH_TIMEOUT_MS		5000
 /* Owner lookups: squeue runs at most this many at once, for at most this
  * many Slurm jobs in all (running and queued). */
-#define OWNER_THREADS		2
+#define OWNER_THREADS		4
 #define OWNER_MAX_FLIGHTS	64
+/* One user's share: lookups running at once, and in all. */
+#define OWNER_USER_RUNNING	(OWNER_THREADS / 2)
+#define OWNER_USER_FLIGHTS	16
 /* The replay record being full is logged at most this often. */
 #define AUTH_REPLAY_WARN_MS	60000
 /* munged down is logged at most this often, unless the reason changes. */
@@ -79,15 +91,22 @@ struct auth_job {
 TAILQ_HEAD(auth_wait, auth_job);
 STAILQ_HEAD(auth_queue, auth_job);
 
+enum flight_state { FLIGHT_QUEUED, FLIGHT_RUNNING, FLIGHT_DONE };
+
 /* One squeue for one Slurm job, and the calls waiting for its answer. */
 struct flight {
 	LIST_ENTRY(flight)	 entry;		/* the loop's */
-	STAILQ_ENTRY(flight)	 queue;		/* owner todo or done */
+	TAILQ_ENTRY(flight)	 queue;		/* owner todo or running */
+	STAILQ_ENTRY(flight)	 dentry;	/* owner done */
 	TAILQ_HEAD(, auth_job)	 calls;		/* the loop's */
+	char			 user[256];	/* who started it */
+	enum flight_state	 state;		/* under mu */
+	int			 cancel;	/* atomic: nobody waits */
 	struct slurm_owner	 o;		/* the thread's until done */
 	int			 rc;
 	char			 err[400];
 };
+TAILQ_HEAD(flight_list, flight);
 STAILQ_HEAD(flight_queue, flight);
 
 static struct {
@@ -113,7 +132,8 @@ static struct {
 	pthread_cond_t		 cv;
 	pthread_cond_t		 owner_cv;
 	struct auth_queue	 todo, done;
-	struct flight_queue	 owner_todo, owner_done;
+	struct flight_list	 owner_todo, owner_running;
+	struct flight_queue	 owner_done;
 	int			 efd;
 	int			 stopping;
 	pthread_t		 threads[AUTH_THREADS + OWNER_THREADS];
@@ -168,6 +188,36 @@ worker(void *arg)
 	return NULL;
 }
 
+/* How many lookups of |user| run now (mu held). */
+static size_t
+running_of(const char *user)
+{
+	struct flight *f;
+	size_t n = 0;
+
+	TAILQ_FOREACH(f, &A.owner_running, queue)
+		n += strcmp(f->user, user) == 0;
+	return n;
+}
+
+/*
+ * The next lookup to run (mu held): of the user with the fewest running,
+ * below OWNER_USER_RUNNING, the oldest; NULL if none may run now.
+ */
+static struct flight *
+owner_pick(void)
+{
+	struct flight *f, *best = NULL;
+	size_t n, best_n = OWNER_USER_RUNNING;
+
+	TAILQ_FOREACH(f, &A.owner_todo, queue)
+		if ((n = running_of(f->user)) < best_n) {
+			best = f;
+			best_n = n;
+		}
+	return best;
+}
+
 /* An owner thread: squeue for one Slurm job at a time. */
 static void *
 owner_worker(void *arg)
@@ -177,24 +227,29 @@ owner_worker(void *arg)
 
 	pthread_mutex_lock(&A.mu);
 	for (;;) {
-		while (!A.stopping && STAILQ_EMPTY(&A.owner_todo))
+		while (!A.stopping && (f = owner_pick()) == NULL)
 			pthread_cond_wait(&A.owner_cv, &A.mu);
 		if (A.stopping)
 			break;
-		f = STAILQ_FIRST(&A.owner_todo);
-		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
+		TAILQ_REMOVE(&A.owner_todo, f, queue);
+		TAILQ_INSERT_TAIL(&A.owner_running, f, queue);
+		f->state = FLIGHT_RUNNING;
 		pthread_mutex_unlock(&A.mu);
 
-		f->rc = auth_slurm_ask(f->o.job, &f->o, f->err,
+		f->rc = auth_slurm_ask(f->o.job, &f->o, &f->cancel, f->err,
 		    sizeof(f->err));
 
 		pthread_mutex_lock(&A.mu);
+		TAILQ_REMOVE(&A.owner_running, f, queue);
 		if (A.stopping) {
 			/* auth_stop left it to us. */
 			free(f);
 			break;
 		}
-		STAILQ_INSERT_TAIL(&A.owner_done, f, queue);
+		f->state = FLIGHT_DONE;
+		STAILQ_INSERT_TAIL(&A.owner_done, f, dentry);
+		/* Another user's lookup may run now. */
+		pthread_cond_broadcast(&A.owner_cv);
 		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			log_warn("auth: eventfd");
 	}
@@ -256,6 +311,30 @@ munged_down(const char *msg)
 	    "answers", msg);
 }
 
+/*
+ * A call stopped waiting for |f| (its wait ended, or it closed): with no
+ * call left, nobody needs the answer. A lookup not started yet is
+ * dropped; a running one's squeue is killed (auth_slurm.c).
+ */
+static void
+flight_left(struct flight *f)
+{
+	if (!TAILQ_EMPTY(&f->calls))
+		return;
+	pthread_mutex_lock(&A.mu);
+	if (f->state == FLIGHT_QUEUED) {
+		TAILQ_REMOVE(&A.owner_todo, f, queue);
+		pthread_mutex_unlock(&A.mu);
+		LIST_REMOVE(f, entry);
+		A.n_flights--;
+		free(f);
+		return;
+	}
+	if (f->state == FLIGHT_RUNNING)
+		__atomic_store_n(&f->cancel, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&A.mu);
+}
+
 /* Calls munged has not answered in time end; their threads' answers are
  * dropped when they come (done_cb). */
 static void
@@ -268,9 +347,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	while ((j = TAILQ_FIRST(&A.wait)) != NULL && j->deadline_ms <= now) {
 		unwait(j);
 		if (j->flight != NULL) {
+			struct flight *f = j->flight;
+
 			/* Waiting for squeue; the loop owns it. */
-			TAILQ_REMOVE(&j->flight->calls, j, fentry);
+			TAILQ_REMOVE(&f->calls, j, fentry);
 			j->flight = NULL;
+			flight_left(f);
 			if (j->call != NULL)
 				grpc_call_finish(j->call, GRPC_UNAVAILABLE,
 				    "rdzvd cannot ask Slurm who owns job %s "
@@ -321,6 +403,7 @@ owner_wait(struct auth_job *j)
 {
 	struct slurm_owner o;
 	struct flight *f;
+	size_t mine = 0;
 
 	/* The job's owner is the core's to check once it exists. */
 	if (core_job_find(rdzvd.core, j->slurm_job) != NULL)
@@ -332,6 +415,23 @@ owner_wait(struct auth_job *j)
 	LIST_FOREACH(f, &A.flights, entry)
 		if (strcmp(f->o.job, j->slurm_job) == 0)
 			break;
+	if (f != NULL)
+		/* Wanted again: a drop asked for is called off (one that
+		 * already happened ends this call with UNAVAILABLE). */
+		__atomic_store_n(&f->cancel, 0, __ATOMIC_RELAXED);
+	if (f == NULL)
+		LIST_FOREACH(f, &A.flights, entry)
+			mine += strcmp(f->user, j->r.identity) == 0;
+	if (f == NULL && mine >= OWNER_USER_FLIGHTS) {
+		j->r.status = GRPC_UNAVAILABLE;
+		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
+		    "who owns job %s (slurm-job-owner = check): squeue is "
+		    "already asked about %zu other Slurm jobs of %.100s, the "
+		    "most one user may have asked about at once, and has not "
+		    "answered (is slurmctld up?); try again", j->slurm_job,
+		    mine, j->r.identity);
+		return 0;
+	}
 	if (f == NULL && A.n_flights >= OWNER_MAX_FLIGHTS) {
 		j->r.status = GRPC_UNAVAILABLE;
 		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
@@ -344,11 +444,13 @@ owner_wait(struct auth_job *j)
 	if (f == NULL) {
 		f = xcalloc(1, sizeof(*f));
 		textcpy(f->o.job, sizeof(f->o.job), j->slurm_job);
+		textcpy(f->user, sizeof(f->user), j->r.identity);
 		TAILQ_INIT(&f->calls);
 		LIST_INSERT_HEAD(&A.flights, f, entry);
 		A.n_flights++;
 		pthread_mutex_lock(&A.mu);
-		STAILQ_INSERT_TAIL(&A.owner_todo, f, queue);
+		f->state = FLIGHT_QUEUED;
+		TAILQ_INSERT_TAIL(&A.owner_todo, f, queue);
 		pthread_cond_signal(&A.owner_cv);
 		pthread_mutex_unlock(&A.mu);
 	}
@@ -402,7 +504,7 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	STAILQ_CONCAT(&fdone, &A.owner_done);
 	pthread_mutex_unlock(&A.mu);
 	while ((f = STAILQ_FIRST(&fdone)) != NULL) {
-		STAILQ_REMOVE_HEAD(&fdone, queue);
+		STAILQ_REMOVE_HEAD(&fdone, dentry);
 		flight_done(f);
 	}
 	while ((j = STAILQ_FIRST(&done)) != NULL) {
@@ -430,13 +532,23 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	timer_arm();
 }
 
-/* The call ended while its credential was being decoded. */
+/* The call ended while its credential was being decoded (the thread's
+ * answer is dropped when it comes), or while it waited for squeue (the
+ * loop's: it stops waiting now). */
 static void
 call_closed(struct grpc_call *call, int cancelled, void *arg)
 {
 	struct auth_job *j = arg;
+	struct flight *f = j->flight;
 
 	j->call = NULL;
+	if (f == NULL)
+		return;
+	TAILQ_REMOVE(&f->calls, j, fentry);
+	j->flight = NULL;
+	unwait(j);
+	job_free(j);
+	flight_left(f);
 }
 
 /*
@@ -549,7 +661,8 @@ auth_start(struct grpc_server_opts *so)
 	TAILQ_INIT(&A.wait);
 	STAILQ_INIT(&A.todo);
 	STAILQ_INIT(&A.done);
-	STAILQ_INIT(&A.owner_todo);
+	TAILQ_INIT(&A.owner_todo);
+	TAILQ_INIT(&A.owner_running);
 	STAILQ_INIT(&A.owner_done);
 	LIST_INIT(&A.flights);
 	if ((A.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
@@ -613,12 +726,12 @@ auth_stop(void)
 			TAILQ_REMOVE(&f->calls, j, fentry);
 			job_free(j);
 		}
-	while ((f = STAILQ_FIRST(&A.owner_todo)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
+	while ((f = TAILQ_FIRST(&A.owner_todo)) != NULL) {
+		TAILQ_REMOVE(&A.owner_todo, f, queue);
 		free(f);
 	}
 	while ((f = STAILQ_FIRST(&A.owner_done)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.owner_done, queue);
+		STAILQ_REMOVE_HEAD(&A.owner_done, dentry);
 		free(f);
 	}
 	LIST_INIT(&A.flights);

@@ -81,12 +81,13 @@ int	auth_slurm_id(const char *rdzv_id);
 /* 1 with |o| filled when squeue's answer for |job| is cached. Thread-safe. */
 int	auth_slurm_cached(const char *job, struct slurm_owner *o);
 /*
- * Runs squeue for |job| (bounded by its own deadline) and caches the
+ * Runs squeue for |job| (bounded by its own deadline, and killed soon
+ * after *cancel is set, which another thread may do) and caches the
  * answer: 0 with |o| filled, or -1 with why in |err|. Blocking: runs on
  * the owner threads (auth.c). Thread-safe.
  */
-int	auth_slurm_ask(const char *job, struct slurm_owner *o, char *err,
-	    size_t errlen);
+int	auth_slurm_ask(const char *job, struct slurm_owner *o,
+	    const int *cancel, char *err, size_t errlen);
 /* slurm-job-owner = check: whether the caller r->identity owns the job of
  * |o|; if not, r->status and r->msg say so (PERMISSION_DENIED). */
 void	auth_slurm_judge(const struct slurm_owner *o, struct auth_result *r);

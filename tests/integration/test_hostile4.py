@@ -9,7 +9,11 @@ munged with its own key), and asserts what the legitimate user sees:
   credential itself, as replayed;
 - HPACK bombs (HEADERS that decode to megabytes of header fields) end
   their connections with GOAWAY, and a new job forms within 2 s while they
-  go on."""
+  go on;
+- one user's 64 Slurm job ids whose squeue hangs (slurm-job-owner =
+  check) do not hold up another user's new Slurm job: it forms within 5 s
+  of its own squeue answering while they hang, and within 5 s of that
+  user stopping."""
 
 import os
 import socket
@@ -198,3 +202,101 @@ def test_hpack_bomb_is_closed_and_commits_run(tmp_path):
         assert d.p.poll() is None
     finally:
         d.stop()
+
+
+# squeue as a slurmctld that hangs for user A's jobs (9000-9063) makes it;
+# any other job is user B's. Each run is logged with the time it started
+# or answered, to compare.
+HUNG_SQUEUE = """#!/bin/sh
+case "$5" in
+90[0-6][0-9]) echo "$5 hung $(date +%%s.%%N)" >> %(log)s; exec sleep 30 ;;
+*) echo "$5 answered $(date +%%s.%%N)" >> %(log)s; echo "65534 nobody" ;;
+esac
+"""
+
+
+def squeue_log(log):
+    try:
+        with open(log) as f:
+            return [line.split() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def formed_after_answer(site, agent, job, log, within):
+    """Waits for |agent|'s worker of |job|; returns how long after its
+    squeue answered the worker started."""
+    rt.wait_for(lambda: os.path.exists(agent.marker) or agent.p.poll() is not None,
+                within + 10, 0.05, "the worker of %s" % job)
+    assert os.path.exists(agent.marker), agent.output()
+    answered = [float(r[2]) for r in squeue_log(log) if r[0] == job and r[1] == "answered"]
+    assert answered, squeue_log(log)
+    return os.stat(agent.marker).st_mtime - answered[0]
+
+
+@needs_munge
+def test_hung_squeue_of_one_user_holds_up_no_other(site):
+    fake = os.path.join(site.dir, "bin")
+    os.makedirs(fake)
+    log = os.path.join(site.dir, "squeue.log")
+    with open(os.path.join(fake, "squeue"), "w") as f:
+        f.write(HUNG_SQUEUE % {"log": log})
+    os.chmod(os.path.join(fake, "squeue"), 0o755)
+    d = site.rdzvd("--slurm-job-owner", "check",
+                   env={"PATH": fake + ":" + os.environ["PATH"]})
+
+    # User A's agents of 64 Slurm jobs retry their Join while squeue
+    # hangs for all of them, backing off half a second after a refusal.
+    stop = threading.Event()
+    channels = [grpc.insecure_channel(d.addr) for _ in range(64)]
+
+    def storm(i):
+        join = channels[i].unary_stream(
+            JOIN, request_serializer=R.JoinRequest.SerializeToString,
+            response_deserializer=R.JoinEvent.FromString)
+        while not stop.is_set():
+            req = R.JoinRequest(rdzv_id=str(9000 + i), min_nodes=1, max_nodes=2,
+                                nproc=1, hostname="storm%d" % i)
+            try:
+                cred = mt.cred(mt.USER_A, site.munged[0].socket, JOIN,
+                               req.SerializeToString())
+                for _ in join(req, metadata=[("rdzv-munge", cred)], timeout=15):
+                    pass
+            except (grpc.RpcError, ValueError, subprocess.SubprocessError):
+                pass
+            stop.wait(0.5)
+
+    threads = [threading.Thread(target=storm, args=(i,)) for i in range(64)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        rt.wait_for(lambda: sum(r[1] == "hung" for r in squeue_log(log)) >= 2,
+                    20, 0.05, "user A's squeues")
+        # B's Slurm job, while A's lookups hang.
+        b = site.agent(mt.USER_B, "5151")
+        took = formed_after_answer(site, b, "5151", log, 5)
+        print("B's job 5151 formed %.3f s after its squeue answered" % took)
+        assert took < 5.0, took
+        # A goes on for 10 s in all: its lookups time out and come back.
+        stop.wait(max(0.0, started + 10 - time.monotonic()))
+    finally:
+        stop.set()
+        for ch in channels:
+            ch.close()
+        stopped = time.time()
+        for t in threads:
+            t.join(30)
+    # B's next Slurm job, once A stopped.
+    b2 = site.agent(mt.USER_B, "5152")
+    took = formed_after_answer(site, b2, "5152", log, 5)
+    after_stop = os.stat(b2.marker).st_mtime - stopped
+    runs = squeue_log(log)
+    print("B's job 5152 formed %.3f s after A stopped (%.3f s after its "
+          "squeue answered); squeue runs: %d of A's, %d of B's" % (
+              after_stop, took, sum(r[1] == "hung" for r in runs),
+              sum(r[1] == "answered" for r in runs)))
+    assert after_stop < 5.0, after_stop
+    # At most half the lookup threads ever ran A's hung squeues at once,
+    # and B's jobs were asked about once each.
+    assert [r[0] for r in runs if r[1] == "answered"] == ["5151", "5152"], runs
