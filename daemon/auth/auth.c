@@ -9,10 +9,13 @@
  * event loop: the server's authentication hook (lib/grpc/grpc.h) queues the call
  * for a small pool of threads (AUTH_THREADS), and each result comes back
  * through an eventfd; then the call's handler runs, or the call ends with
- * the reason. The queue is bounded (AUTH_MAX_WAITING: more calls are
- * refused with UNAVAILABLE), and a call whose credential munged has not
- * decoded within AUTH_TIMEOUT_MS ends with UNAVAILABLE naming munged's
- * socket; its thread's answer is dropped when it comes. Every call may wait
+ * the reason. The queue has a line per connection, served in turn, and
+ * is bounded per connection, per source address and in all (auth_fair.c:
+ * past a bound a call is refused with UNAVAILABLE, or one of the longest
+ * line loses its place); a call whose credential munged has not decoded
+ * within AUTH_TIMEOUT_MS ends with UNAVAILABLE naming munged's socket (or,
+ * if it never reached a thread, saying so); its thread's answer is
+ * dropped when it comes. Every call may wait
  * equally long, so the wait list is in deadline order and one timer for
  * its oldest call bounds them all.
  *
@@ -40,6 +43,7 @@
 #include <sys/queue.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +61,8 @@
 #include "xmalloc.h"
 
 #define AUTH_THREADS		4
-#define AUTH_MAX_WAITING	20000
+/* Refused calls logged one by one per second (refusal_log). */
+#define AUTH_LOG_PER_S		20
 #define AUTH_TIMEOUT_MS		5000
 /* Owner lookups: squeue runs at most this many at once, for at most this
  * many Slurm jobs in all (running and queued). */
@@ -75,7 +80,8 @@ struct flight;
 
 struct auth_job {
 	TAILQ_ENTRY(auth_job)	 wait;		/* the loop's, by deadline */
-	STAILQ_ENTRY(auth_job)	 queue;		/* todo or done */
+	struct fair_item	 fair;		/* its line (auth_fair.c) */
+	STAILQ_ENTRY(auth_job)	 queue;		/* done */
 	int			 waiting;	/* on the wait list */
 	struct grpc_call	*call;		/* NULL once it ended */
 	uint64_t		 deadline_ms;
@@ -124,6 +130,9 @@ static struct {
 	struct event		*wake_ev;
 	uint64_t		 warned_ms;
 	char			 warned[512];	/* what was logged then */
+	char			 msg[512];	/* a refusal being made */
+	uint64_t		 log_ms;	/* refusal_log's second */
+	size_t			 log_n, log_dropped;
 	uint64_t		 replay_warned_ms;
 	LIST_HEAD(, flight)	 flights;
 	size_t			 n_flights;
@@ -131,7 +140,8 @@ static struct {
 	pthread_mutex_t		 mu;
 	pthread_cond_t		 cv;
 	pthread_cond_t		 owner_cv;
-	struct auth_queue	 todo, done;
+	struct fair		 fair;		/* to decode */
+	struct auth_queue	 done;
 	struct flight_list	 owner_todo, owner_running;
 	struct flight_queue	 owner_done;
 	int			 efd;
@@ -140,6 +150,13 @@ static struct {
 	size_t			 n_threads;
 } A = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
     .owner_cv = PTHREAD_COND_INITIALIZER, .efd = -1 };
+
+static struct auth_job *
+job_of(struct fair_item *it)
+{
+	return (struct auth_job *)(void *)((char *)it -
+	    offsetof(struct auth_job, fair));
+}
 
 static void
 job_free(struct auth_job *j)
@@ -158,17 +175,18 @@ worker(void *arg)
 {
 	const char *sock = A.munge_socket;
 	const char *group = A.admin_group;
+	struct fair_item *it = NULL;
 	struct auth_job *j;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&A.mu);
 	for (;;) {
-		while (!A.stopping && STAILQ_EMPTY(&A.todo))
+		while (!A.stopping && (it = fair_pop(&A.fair, mono_ms())) ==
+		    NULL)
 			pthread_cond_wait(&A.cv, &A.mu);
 		if (A.stopping)
 			break;
-		j = STAILQ_FIRST(&A.todo);
-		STAILQ_REMOVE_HEAD(&A.todo, queue);
+		j = job_of(it);
 		pthread_mutex_unlock(&A.mu);
 
 		auth_munge_decode(sock, group, j->cred, j->path, j->want,
@@ -180,6 +198,10 @@ worker(void *arg)
 			job_free(j);
 			break;
 		}
+		/* A line whose credentials munged refuses waits behind the
+		 * others from now on. */
+		fair_done(&A.fair, &j->fair, j->r.status ==
+		    GRPC_UNAUTHENTICATED, mono_ms());
 		STAILQ_INSERT_TAIL(&A.done, j, queue);
 		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			log_warn("auth: eventfd");
@@ -343,6 +365,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = mono_ms();
 	struct auth_job *j;
 	char msg[512];
+	int queued;
 
 	while ((j = TAILQ_FIRST(&A.wait)) != NULL && j->deadline_ms <= now) {
 		unwait(j);
@@ -362,6 +385,24 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			job_free(j);
 			continue;
 		}
+		pthread_mutex_lock(&A.mu);
+		queued = fair_cancel(&A.fair, &j->fair, now);
+		pthread_mutex_unlock(&A.mu);
+		if (queued) {
+			/* It never reached munged: other calls were ahead. */
+			struct grpc_call *call = j->call;
+
+			j->call = NULL;
+			if (call != NULL) {
+				grpc_call_on_close(call, NULL, NULL);
+				grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd: "
+				    "this call waited %u ms for a thread to "
+				    "decode its MUNGE credential, behind other "
+				    "clients' calls; try again", A.timeout_ms);
+			}
+			job_free(j);
+			continue;
+		}
 		if (j->call == NULL)
 			continue;
 		snprintf(msg, sizeof(msg), "rdzvd cannot decode MUNGE "
@@ -371,6 +412,29 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		grpc_call_finish(j->call, GRPC_UNAVAILABLE, "%s", msg);
 	}
 	timer_arm();
+}
+
+/*
+ * A refused call is logged (at debug level), but at most AUTH_LOG_PER_S a
+ * second, then how many more were: a flood of bad credentials must not
+ * cost a log line each, nor stall the loop on a slow log.
+ */
+static void
+refusal_log(const char *path, const char *peer, const char *msg)
+{
+	uint64_t now = mono_ms();
+
+	if (now - A.log_ms >= 1000) {
+		if (A.log_dropped > 0)
+			log_debug("auth: %zu more calls refused in the last "
+			    "second (not logged one by one)", A.log_dropped);
+		A.log_ms = now;
+		A.log_n = A.log_dropped = 0;
+	}
+	if (A.log_n++ < AUTH_LOG_PER_S)
+		log_debug("auth: %s from %s refused: %s", path, peer, msg);
+	else
+		A.log_dropped++;
 }
 
 /* A call's authentication is over: it goes on to its handler or ends. */
@@ -388,8 +452,7 @@ decided(struct auth_job *j)
 	}
 	if (j->r.munged_down)
 		munged_down(j->r.msg);
-	log_debug("auth: %s from %s refused: %s", j->path,
-	    grpc_call_peer(call), j->r.msg);
+	refusal_log(j->path, grpc_call_peer(call), j->r.msg);
 	grpc_call_finish(call, j->r.status, "%s", j->r.msg);
 }
 
@@ -532,16 +595,26 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	timer_arm();
 }
 
-/* The call ended while its credential was being decoded (the thread's
- * answer is dropped when it comes), or while it waited for squeue (the
- * loop's: it stops waiting now). */
+/* The call ended while its credential waited to be decoded (it leaves
+ * the queue), was being decoded (the thread's answer is dropped when it
+ * comes), or while it waited for squeue (the loop's: it stops waiting
+ * now). */
 static void
 call_closed(struct grpc_call *call, int cancelled, void *arg)
 {
 	struct auth_job *j = arg;
 	struct flight *f = j->flight;
+	int queued;
 
 	j->call = NULL;
+	pthread_mutex_lock(&A.mu);
+	queued = fair_cancel(&A.fair, &j->fair, mono_ms());
+	pthread_mutex_unlock(&A.mu);
+	if (queued) {
+		unwait(j);
+		job_free(j);
+		return;
+	}
 	if (f == NULL)
 		return;
 	TAILQ_REMOVE(&f->calls, j, fentry);
@@ -578,6 +651,25 @@ slurm_join(struct grpc_call *call, const char *path)
 	    NULL;
 }
 
+/* A waiting call lost its place in the queue to another client's. */
+static void
+evict(struct auth_job *j)
+{
+	struct grpc_call *call = j->call;
+
+	unwait(j);
+	j->call = NULL;
+	if (call != NULL) {
+		grpc_call_on_close(call, NULL, NULL);
+		grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd dropped this "
+		    "call, which waited for munged to decode its credential, "
+		    "to make room for other clients' calls: its connection had "
+		    "the most calls waiting (or sent credentials munged "
+		    "refused); try again");
+	}
+	job_free(j);
+}
+
 static void
 authenticate(struct grpc_call *call, const char *cred, void *arg)
 {
@@ -587,9 +679,10 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	char want[CREDBIND_MAX];
 	uint8_t key[AUTH_CRED_KEY_LEN];
 	const char *why = NULL;
+	struct fair_item *lost = NULL;
 	const uint8_t *bytes;
 	size_t len;
-	int n;
+	int n, rc;
 
 	if (open_path(path, cred)) {
 		grpc_call_proceed(call, NULL, 0);
@@ -620,12 +713,7 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "digest this %s request", path);
 		return;
 	}
-	if (A.n_waiting >= AUTH_MAX_WAITING) {
-		grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd: %zu calls "
-		    "already wait for munged at %s to decode their "
-		    "credentials; try again", A.n_waiting, A.socket);
-		return;
-	}
+	/* Whole before a thread may take it. */
 	j = xcalloc(1, sizeof(*j));
 	j->cred = xstrdup(cred);
 	j->path = xstrdup(path);
@@ -633,12 +721,22 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) != NULL)
 		j->slurm_job = xstrdup(jr->rdzv_id);
 	j->call = call;
+	pthread_mutex_lock(&A.mu);
+	rc = fair_push(&A.fair, grpc_call_conn(call), grpc_call_peer(call),
+	    &j->fair, mono_ms(), &lost, A.msg, sizeof(A.msg));
+	if (rc == 0)
+		pthread_cond_signal(&A.cv);
+	pthread_mutex_unlock(&A.mu);
+	if (lost != NULL)
+		evict(job_of(lost));
+	if (rc != 0) {
+		job_free(j);
+		grpc_call_finish(call, GRPC_UNAVAILABLE, "%s", A.msg);
+		return;
+	}
+	/* The thread touches neither: its answer comes back on the loop. */
 	wait_add(j);
 	grpc_call_on_close(call, call_closed, j);
-	pthread_mutex_lock(&A.mu);
-	STAILQ_INSERT_TAIL(&A.todo, j, queue);
-	pthread_cond_signal(&A.cv);
-	pthread_mutex_unlock(&A.mu);
 	if (!evtimer_pending(A.timer, NULL))
 		timer_arm();
 }
@@ -659,7 +757,7 @@ auth_start(struct grpc_server_opts *so)
 	A.socket = A.munge_socket != NULL ? A.munge_socket :
 	    "/run/munge/munge.socket.2";
 	TAILQ_INIT(&A.wait);
-	STAILQ_INIT(&A.todo);
+	fair_init(&A.fair);
 	STAILQ_INIT(&A.done);
 	TAILQ_INIT(&A.owner_todo);
 	TAILQ_INIT(&A.owner_running);
@@ -699,6 +797,7 @@ auth_start(struct grpc_server_opts *so)
 void
 auth_stop(void)
 {
+	struct fair_item *it;
 	struct auth_job *j;
 	struct flight *f;
 
@@ -711,10 +810,12 @@ auth_stop(void)
 	/* The threads write to it only while not stopping. */
 	close(A.efd);
 	A.efd = -1;
-	while ((j = STAILQ_FIRST(&A.todo)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.todo, queue);
-		job_free(j);
+	while ((it = fair_pop(&A.fair, 0)) != NULL) {
+		fair_done(&A.fair, it, 0, 0);
+		job_free(job_of(it));
 	}
+	/* Jobs in the threads' hands are theirs to free. */
+	fair_free(&A.fair);
 	while ((j = STAILQ_FIRST(&A.done)) != NULL) {
 		STAILQ_REMOVE_HEAD(&A.done, queue);
 		job_free(j);

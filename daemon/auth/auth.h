@@ -11,9 +11,13 @@
 #ifndef RDZVD_AUTH_H
 #define RDZVD_AUTH_H
 
+#include <sys/queue.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "hash.h"
 
 /* What decoding one call's credential came to. */
 struct auth_result {
@@ -63,6 +67,44 @@ void	auth_munge_free(void);
  */
 int	auth_cred_key(const char *text, uint8_t md[AUTH_CRED_KEY_LEN],
 	    const char **why);
+
+/* auth_fair.c: the decode queue, one line per connection. */
+#define FAIR_CONN_MAX		32	/* calls waiting per connection */
+#define FAIR_SOURCE_MAX		2048	/* ... per source address */
+#define FAIR_MAX		8192	/* ... in all */
+#define FAIR_TIERS		3
+
+struct fair_conn;
+/* A call's place in the queue; embedded in what auth.c queues. */
+struct fair_item {
+	TAILQ_ENTRY(fair_item)	 entry;
+	struct fair_conn	*fc;		/* NULL: in no line */
+	int			 queued;	/* not popped yet */
+};
+struct fair {
+	struct hash		 conns, srcs;
+	TAILQ_HEAD(, fair_conn)	 ring[FAIR_TIERS];	/* by tier */
+	size_t			 queued;
+};
+
+void	fair_init(struct fair *q);
+/*
+ * Queues |it| in the line of connection |key| from address |addr|: 0
+ * (*evicted, when not NULL, lost its place to make room: its call is the
+ * caller's to end), or -1 with |why|, the refusal for the client.
+ */
+int	fair_push(struct fair *q, const void *key, const char *addr,
+	    struct fair_item *it, uint64_t now, struct fair_item **evicted,
+	    char *why, size_t whylen);
+/* The next call to decode, or NULL; fair_done() once decoded. */
+struct fair_item *fair_pop(struct fair *q, uint64_t now);
+/* |it| was decoded; |refused|: munged (or the payload) refused it. */
+void	fair_done(struct fair *q, struct fair_item *it, int refused,
+	    uint64_t now);
+/* Takes |it| out of its line if it is still waiting there: 1, else 0. */
+int	fair_cancel(struct fair *q, struct fair_item *it, uint64_t now);
+/* Forgets every line; the items are the caller's. */
+void	fair_free(struct fair *q);
 
 /* auth_replay.c */
 /*

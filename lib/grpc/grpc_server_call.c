@@ -508,6 +508,10 @@ grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 			msg = NULL;
 		va_end(ap);
 	}
+	/* Authentication held it and said no: counted first, while the
+	 * connection surely lives (ending the call may close it). */
+	if (call->held != NULL && status != GRPC_OK)
+		gsrv_limits_refused(call->conn);
 	gsrv_call_end(call, status, msg);
 	free(msg);
 	gsrv_call_notify_close(call, 0);

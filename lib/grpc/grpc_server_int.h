@@ -162,6 +162,9 @@ struct grpc_conn {
 	uint64_t reset_tokens;		/* streams the client may still
 					   reset, in thousandths */
 	uint64_t reset_ms;		/* when they were last counted */
+	uint64_t refused_tokens;	/* calls authentication may still
+					   refuse, in thousandths */
+	uint64_t refused_ms;		/* when they were last counted */
 	int preface_done;		/* the client's SETTINGS arrived */
 	int idle_goaway;		/* GOAWAY sent for being idle */
 	size_t queued;		/* packed bytes not yet taken by nghttp2 */
@@ -251,6 +254,7 @@ void	gsrv_limits_refuse(int fd, int tls, const char *why);
 uint32_t gsrv_limits_addr_count(const struct grpc_server *, const char *);
 void	gsrv_limits_added(struct grpc_conn *);
 void	gsrv_limits_proven(struct grpc_conn *);
+void	gsrv_limits_refused(struct grpc_conn *);
 void	gsrv_limits_removed(struct grpc_conn *);
 void	gsrv_limits_free(struct grpc_server *);
 

@@ -10,6 +10,9 @@ munged with its own key), and asserts what the legitimate user sees:
 - HPACK bombs (HEADERS that decode to megabytes of header fields) end
   their connections with GOAWAY, and a new job forms within 2 s while they
   go on;
+- a flood of calls with random credentials (200 connections, 100 calls
+  in flight on each) leaves a real user's `rdzvctl status` answering
+  within 0.5 s, 20 times of 20;
 - one user's 64 Slurm job ids whose squeue hangs (slurm-job-owner =
   check) do not hold up another user's new Slurm job: it forms within 5 s
   of its own squeue answering while they hang, and within 5 s of that
@@ -25,6 +28,7 @@ import time
 import grpc
 import pytest
 
+import credflood
 import h2raw
 import mungetest as mt
 import rdzvtest as rt
@@ -300,3 +304,25 @@ def test_hung_squeue_of_one_user_holds_up_no_other(site):
     # At most half the lookup threads ever ran A's hung squeues at once,
     # and B's jobs were asked about once each.
     assert [r[0] for r in runs if r[1] == "answered"] == ["5151", "5152"], runs
+
+
+@needs_munge
+def test_credential_flood_leaves_status_answering(site):
+    d = site.rdzvd()
+    took = []
+    with credflood.Flood(d.addr, conns=200, inflight=100) as flood:
+        rt.wait_for(lambda: flood.answered >= 5000, 60, 0.1,
+                    "the flood's first 5000 refusals")
+        for _ in range(20):
+            t = time.monotonic()
+            r = site.ctl(mt.USER_B, "status")
+            took.append(time.monotonic() - t)
+            assert r.returncode == 0, r.stderr
+        answered, opened = flood.answered, flood.opened
+    print("rdzvctl status under a flood of %d refused calls on %d connections: "
+          "%s s" % (answered, opened, [round(t, 3) for t in took]))
+    assert max(took) < 0.5, took
+    # The flood's connections were closed for their refused calls (and it
+    # opened new ones); the log says why.
+    assert opened > 200, opened
+    d.wait_line(r"the server refused more than \d+ of the client's calls", 10)
