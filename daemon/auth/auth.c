@@ -52,7 +52,7 @@
 
 #include <event2/event.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "clock.h"
 #include "credbind.h"
 #include "log.h"
@@ -60,96 +60,9 @@
 #include "text.h"
 #include "xmalloc.h"
 
-#define AUTH_THREADS		4
-/* Refused calls logged one by one per second (refusal_log). */
-#define AUTH_LOG_PER_S		20
-#define AUTH_TIMEOUT_MS		5000
-/* Owner lookups: squeue runs at most this many at once, for at most this
- * many Slurm jobs in all (running and queued). */
-#define OWNER_THREADS		4
-#define OWNER_MAX_FLIGHTS	64
-/* One user's share: lookups running at once, and in all. */
-#define OWNER_USER_RUNNING	(OWNER_THREADS / 2)
-#define OWNER_USER_FLIGHTS	16
-/* The replay record being full is logged at most this often. */
-#define AUTH_REPLAY_WARN_MS	60000
-/* munged down is logged at most this often, unless the reason changes. */
-#define AUTH_WARN_MS		10000
-
-struct flight;
-
-struct auth_job {
-	TAILQ_ENTRY(auth_job)	 wait;		/* the loop's, by deadline */
-	struct fair_item	 fair;		/* its line (auth_fair.c) */
-	STAILQ_ENTRY(auth_job)	 queue;		/* done */
-	int			 waiting;	/* on the wait list */
-	struct grpc_call	*call;		/* NULL once it ended */
-	uint64_t		 deadline_ms;
-	char			*cred;
-	char			*path;
-	char			*want;		/* the payload it must carry */
-	char			*slurm_job;	/* slurm-job-owner = check */
-	struct flight		*flight;	/* waits for its owner */
-	TAILQ_ENTRY(auth_job)	 fentry;	/* ... on its list */
-	struct auth_result	 r;
-};
-
-TAILQ_HEAD(auth_wait, auth_job);
-STAILQ_HEAD(auth_queue, auth_job);
-
-enum flight_state { FLIGHT_QUEUED, FLIGHT_RUNNING, FLIGHT_DONE };
-
-/* One squeue for one Slurm job, and the calls waiting for its answer. */
-struct flight {
-	LIST_ENTRY(flight)	 entry;		/* the loop's */
-	TAILQ_ENTRY(flight)	 queue;		/* owner todo or running */
-	STAILQ_ENTRY(flight)	 dentry;	/* owner done */
-	TAILQ_HEAD(, auth_job)	 calls;		/* the loop's */
-	char			 user[256];	/* who started it */
-	enum flight_state	 state;		/* under mu */
-	int			 cancel;	/* atomic: nobody waits */
-	struct slurm_owner	 o;		/* the thread's until done */
-	int			 rc;
-	char			 err[400];
-};
-TAILQ_HEAD(flight_list, flight);
-STAILQ_HEAD(flight_queue, flight);
-
-static struct {
-	int			 on;
-	const char		*socket;	/* for messages */
-	/* The threads' own copies: one stuck in munged when rdzvd exits
-	 * must not read the freed config. Never freed. */
-	char			*munge_socket;	/* NULL: the default */
-	char			*admin_group;
-	unsigned int		 timeout_ms;
-	/* The loop's. */
-	struct auth_wait	 wait;
-	size_t			 n_waiting;
-	struct event		*timer;
-	struct event		*wake_ev;
-	uint64_t		 warned_ms;
-	char			 warned[512];	/* what was logged then */
-	char			 msg[512];	/* a refusal being made */
-	uint64_t		 log_ms;	/* refusal_log's second */
-	size_t			 log_n, log_dropped;
-	uint64_t		 replay_warned_ms;
-	LIST_HEAD(, flight)	 flights;
-	size_t			 n_flights;
-	/* Shared with the threads, under mu. */
-	pthread_mutex_t		 mu;
-	pthread_cond_t		 cv;
-	pthread_cond_t		 owner_cv;
-	struct fair		 fair;		/* to decode */
-	struct auth_queue	 done;
-	struct flight_list	 owner_todo, owner_running;
-	struct flight_queue	 owner_done;
-	int			 efd;
-	int			 stopping;
-	pthread_t		 threads[AUTH_THREADS + OWNER_THREADS];
-	size_t			 n_threads;
-} A = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-    .owner_cv = PTHREAD_COND_INITIALIZER, .efd = -1 };
+struct auth_state A = { .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER, .owner_cv = PTHREAD_COND_INITIALIZER,
+    .efd = -1 };
 
 static struct auth_job *
 job_of(struct fair_item *it)
@@ -158,7 +71,7 @@ job_of(struct fair_item *it)
 	    offsetof(struct auth_job, fair));
 }
 
-static void
+void
 job_free(struct auth_job *j)
 {
 	if (j == NULL)
@@ -210,75 +123,6 @@ worker(void *arg)
 	return NULL;
 }
 
-/* How many lookups of |user| run now (mu held). */
-static size_t
-running_of(const char *user)
-{
-	struct flight *f;
-	size_t n = 0;
-
-	TAILQ_FOREACH(f, &A.owner_running, queue)
-		n += strcmp(f->user, user) == 0;
-	return n;
-}
-
-/*
- * The next lookup to run (mu held): of the user with the fewest running,
- * below OWNER_USER_RUNNING, the oldest; NULL if none may run now.
- */
-static struct flight *
-owner_pick(void)
-{
-	struct flight *f, *best = NULL;
-	size_t n, best_n = OWNER_USER_RUNNING;
-
-	TAILQ_FOREACH(f, &A.owner_todo, queue)
-		if ((n = running_of(f->user)) < best_n) {
-			best = f;
-			best_n = n;
-		}
-	return best;
-}
-
-/* An owner thread: squeue for one Slurm job at a time. */
-static void *
-owner_worker(void *arg)
-{
-	struct flight *f;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&A.mu);
-	for (;;) {
-		while (!A.stopping && (f = owner_pick()) == NULL)
-			pthread_cond_wait(&A.owner_cv, &A.mu);
-		if (A.stopping)
-			break;
-		TAILQ_REMOVE(&A.owner_todo, f, queue);
-		TAILQ_INSERT_TAIL(&A.owner_running, f, queue);
-		f->state = FLIGHT_RUNNING;
-		pthread_mutex_unlock(&A.mu);
-
-		f->rc = auth_slurm_ask(f->o.job, &f->o, &f->cancel, f->err,
-		    sizeof(f->err));
-
-		pthread_mutex_lock(&A.mu);
-		TAILQ_REMOVE(&A.owner_running, f, queue);
-		if (A.stopping) {
-			/* auth_stop left it to us. */
-			free(f);
-			break;
-		}
-		f->state = FLIGHT_DONE;
-		STAILQ_INSERT_TAIL(&A.owner_done, f, dentry);
-		/* Another user's lookup may run now. */
-		pthread_cond_broadcast(&A.owner_cv);
-		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_warn("auth: eventfd");
-	}
-	pthread_mutex_unlock(&A.mu);
-	return NULL;
-}
-
 /* Arms the timer for the oldest call still waiting. */
 static void
 timer_arm(void)
@@ -298,7 +142,7 @@ timer_arm(void)
 	evtimer_add(A.timer, &tv);
 }
 
-static void
+void
 unwait(struct auth_job *j)
 {
 	if (!j->waiting)
@@ -310,7 +154,7 @@ unwait(struct auth_job *j)
 
 /* Waits AUTH_TIMEOUT_MS from now: later than every call already waiting,
  * so the list stays in deadline order. */
-static void
+void
 wait_add(struct auth_job *j)
 {
 	j->deadline_ms = mono_ms() + AUTH_TIMEOUT_MS;
@@ -331,30 +175,6 @@ munged_down(const char *msg)
 	snprintf(A.warned, sizeof(A.warned), "%s", msg);
 	log_warnx("auth: %s; calls are refused with UNAVAILABLE until it "
 	    "answers", msg);
-}
-
-/*
- * A call stopped waiting for |f| (its wait ended, or it closed): with no
- * call left, nobody needs the answer. A lookup not started yet is
- * dropped; a running one's squeue is killed (auth_slurm.c).
- */
-static void
-flight_left(struct flight *f)
-{
-	if (!TAILQ_EMPTY(&f->calls))
-		return;
-	pthread_mutex_lock(&A.mu);
-	if (f->state == FLIGHT_QUEUED) {
-		TAILQ_REMOVE(&A.owner_todo, f, queue);
-		pthread_mutex_unlock(&A.mu);
-		LIST_REMOVE(f, entry);
-		A.n_flights--;
-		free(f);
-		return;
-	}
-	if (f->state == FLIGHT_RUNNING)
-		__atomic_store_n(&f->cancel, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&A.mu);
 }
 
 /* Calls munged has not answered in time end; their threads' answers are
@@ -395,10 +215,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			j->call = NULL;
 			if (call != NULL) {
 				grpc_call_on_close(call, NULL, NULL);
-				grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd: "
-				    "this call waited %u ms for a thread to "
-				    "decode its MUNGE credential, behind other "
-				    "clients' calls; try again", A.timeout_ms);
+				grpc_call_finish(call, GRPC_UNAVAILABLE,
+				    "rdzvd: this call waited %u ms for a "
+				    "thread to decode its MUNGE credential, "
+				    "behind other clients' calls; try again",
+				    A.timeout_ms);
 			}
 			job_free(j);
 			continue;
@@ -438,7 +259,7 @@ refusal_log(const char *path, const char *peer, const char *msg)
 }
 
 /* A call's authentication is over: it goes on to its handler or ends. */
-static void
+void
 decided(struct auth_job *j)
 {
 	struct grpc_call *call = j->call;
@@ -454,100 +275,6 @@ decided(struct auth_job *j)
 		munged_down(j->r.msg);
 	refusal_log(j->path, grpc_call_peer(call), j->r.msg);
 	grpc_call_finish(call, j->r.status, "%s", j->r.msg);
-}
-
-/*
- * A decoded call that starts a new job under a Slurm job number: its
- * owner's answer from the cache, the flight under way, or a new flight.
- * Returns 1 when the call waits for a flight (it is the flight's now).
- */
-static int
-owner_wait(struct auth_job *j)
-{
-	struct slurm_owner o;
-	struct flight *f;
-	size_t mine = 0;
-
-	/* The job's owner is the core's to check once it exists. */
-	if (core_job_find(rdzvd.core, j->slurm_job) != NULL)
-		return 0;
-	if (auth_slurm_cached(j->slurm_job, &o)) {
-		auth_slurm_judge(&o, &j->r);
-		return 0;
-	}
-	LIST_FOREACH(f, &A.flights, entry)
-		if (strcmp(f->o.job, j->slurm_job) == 0)
-			break;
-	if (f != NULL)
-		/* Wanted again: a drop asked for is called off (one that
-		 * already happened ends this call with UNAVAILABLE). */
-		__atomic_store_n(&f->cancel, 0, __ATOMIC_RELAXED);
-	if (f == NULL)
-		LIST_FOREACH(f, &A.flights, entry)
-			mine += strcmp(f->user, j->r.identity) == 0;
-	if (f == NULL && mine >= OWNER_USER_FLIGHTS) {
-		j->r.status = GRPC_UNAVAILABLE;
-		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
-		    "who owns job %s (slurm-job-owner = check): squeue is "
-		    "already asked about %zu other Slurm jobs of %.100s, the "
-		    "most one user may have asked about at once, and has not "
-		    "answered (is slurmctld up?); try again", j->slurm_job,
-		    mine, j->r.identity);
-		return 0;
-	}
-	if (f == NULL && A.n_flights >= OWNER_MAX_FLIGHTS) {
-		j->r.status = GRPC_UNAVAILABLE;
-		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
-		    "who owns job %s (slurm-job-owner = check): squeue is "
-		    "already asked about %zu other Slurm jobs and has not "
-		    "answered (is slurmctld up?); try again", j->slurm_job,
-		    A.n_flights);
-		return 0;
-	}
-	if (f == NULL) {
-		f = xcalloc(1, sizeof(*f));
-		textcpy(f->o.job, sizeof(f->o.job), j->slurm_job);
-		textcpy(f->user, sizeof(f->user), j->r.identity);
-		TAILQ_INIT(&f->calls);
-		LIST_INSERT_HEAD(&A.flights, f, entry);
-		A.n_flights++;
-		pthread_mutex_lock(&A.mu);
-		f->state = FLIGHT_QUEUED;
-		TAILQ_INSERT_TAIL(&A.owner_todo, f, queue);
-		pthread_cond_signal(&A.owner_cv);
-		pthread_mutex_unlock(&A.mu);
-	}
-	j->flight = f;
-	TAILQ_INSERT_TAIL(&f->calls, j, fentry);
-	wait_add(j);
-	return 1;
-}
-
-/* squeue answered (or failed) for one Slurm job: every call waiting for
- * it goes on or ends. */
-static void
-flight_done(struct flight *f)
-{
-	struct auth_job *j;
-
-	LIST_REMOVE(f, entry);
-	A.n_flights--;
-	while ((j = TAILQ_FIRST(&f->calls)) != NULL) {
-		TAILQ_REMOVE(&f->calls, j, fentry);
-		j->flight = NULL;
-		unwait(j);
-		if (f->rc == 0) {
-			auth_slurm_judge(&f->o, &j->r);
-		} else {
-			j->r.status = GRPC_UNAVAILABLE;
-			snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask "
-			    "Slurm who owns job %s (slurm-job-owner = check): "
-			    "%s", f->o.job, f->err);
-		}
-		decided(j);
-		job_free(j);
-	}
-	free(f);
 }
 
 /* The threads' answers: each call goes on to its handler or ends. */
@@ -702,8 +429,8 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	if (auth_cred_key(cred, key, &why) != 0) {
 		grpc_call_finish(call, GRPC_UNAUTHENTICATED, "rdzvd refuses "
 		    "this call's rdzv-munge header: %s; it must be exactly "
-		    "one MUNGE credential as munge_encode writes it (\"MUNGE:\", "
-		    "base64, ':')", why);
+		    "one MUNGE credential as munge_encode writes it "
+		    "(\"MUNGE:\", base64, ':')", why);
 		return;
 	}
 	bytes = grpc_call_request_bytes(call, &len);
