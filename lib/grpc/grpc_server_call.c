@@ -55,7 +55,7 @@ gsrv_call_free(struct grpc_call *call)
 		call->conn->idle_since_ms = mono_ms();
 	while ((ob = STAILQ_FIRST(&call->out)) != NULL) {
 		STAILQ_REMOVE_HEAD(&call->out, entry);
-		call->conn->queued -= ob->len - ob->off;
+		gsrv_out_sub(call->conn, ob->len - ob->off, 0);
 		free(ob->buf);
 		free(ob);
 	}
@@ -180,7 +180,7 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 		memcpy(buf + n, ob->buf + ob->off, k);
 		ob->off += k;
 		n += k;
-		c->queued -= k;
+		gsrv_out_sub(c, k, 1);
 		if (ob->off == ob->len) {
 			STAILQ_REMOVE_HEAD(&call->out, entry);
 			free(ob->buf);
@@ -457,7 +457,7 @@ scall_queue(struct grpc_call *call, const ProtobufCMessage *msg)
 		call->headers_sent = 1;
 	}
 	STAILQ_INSERT_TAIL(&call->out, ob, entry);
-	c->queued += ob->len;
+	gsrv_out_add(c, ob->len);
 	scall_resume(call);
 	return 0;
 }
@@ -469,7 +469,9 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 
 	if (call->state != CALL_ACTIVE || c->closed)
 		return -EPIPE;
-	if (gsrv_conn_queued(c) >= c->srv->opts.out_cap) {
+	char why[256];
+
+	if (gsrv_out_room(c, why, sizeof(why)) != 0) {
 		call->want_writable = 1;
 		c->want_writable = 1;
 		return -ENOBUFS;
@@ -478,16 +480,22 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 }
 
 /*
- * A unary answer is queued whatever the connection holds: there is one per
- * stream and MAX_CONCURRENT_STREAMS bounds the streams.
+ * A unary answer is queued unless the connection already holds out_cap
+ * bytes its client has not read, or the server's output budget is spent
+ * (grpc_server_out.c): then the call ends RESOURCE_EXHAUSTED instead.
  */
 int
 grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 {
+	char why[256];
 	int rc;
 
 	if (call->state != CALL_ACTIVE || call->conn->closed)
 		return -EPIPE;
+	if (gsrv_out_room(call->conn, why, sizeof(why)) != 0) {
+		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "%s", why);
+		return 0;
+	}
 	if ((rc = scall_queue(call, msg)) != 0)
 		return rc;
 	grpc_call_finish(call, GRPC_OK, NULL);

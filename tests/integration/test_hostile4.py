@@ -13,6 +13,11 @@ munged with its own key), and asserts what the legitimate user sees:
 - a flood of calls with random credentials (200 connections, 100 calls
   in flight on each) leaves a real user's `rdzvctl status` answering
   within 0.5 s, 20 times of 20;
+- clients that never read (HTTP/2 window 0): 3 connections x 100
+  ListJobs over 10,000 jobs and 300 Watch streams keep rdzvd's RSS within
+  64 MiB of its size before, it comes back to within 16 MiB once they
+  close, a reading client is answered meanwhile, and a connection that
+  never opens its window is closed;
 - one user's 64 Slurm job ids whose squeue hangs (slurm-job-owner =
   check) do not hold up another user's new Slurm job: it forms within 5 s
   of its own squeue answering while they hang, and within 5 s of that
@@ -326,3 +331,116 @@ def test_credential_flood_leaves_status_answering(site):
     # opened new ones); the log says why.
     assert opened > 200, opened
     d.wait_line(r"the server refused more than \d+ of the client's calls", 10)
+
+
+def make_jobs(addr, n):
+    """|n| one-node jobs, created by Join streams on raw connections (100
+    a connection) that then close: the jobs stay (their nodes lost)."""
+    socks = []
+    for c in range(0, n, 100):
+        s = h2raw.h2_open(addr)
+        out = b""
+        for i in range(c, min(n, c + 100)):
+            out += credflood.request(JOIN, 2 * (i - c) + 1, R.JoinRequest(
+                rdzv_id="j%05d" % i, min_nodes=1, max_nodes=1, nproc=1,
+                lease_ttl_ms=2000, reconnect_grace_ms=1000,
+                hostname="h%05d" % i).SerializeToString()).replace(
+                    b"rdzv-munge", b"x-not-used")
+        s.sendall(out)
+        socks.append(s)
+    return socks
+
+
+def count_jobs(ch, all=True):
+    lj = ch.unary_unary("/rdzv.v1.Control/ListJobs",
+                        request_serializer=C.ListJobsRequest.SerializeToString,
+                        response_deserializer=C.ListJobsResponse.FromString)
+    n, token = 0, ""
+    while True:
+        r = lj(C.ListJobsRequest(all=all, page_size=10000, page_token=token), timeout=30)
+        n += len(r.jobs)
+        token = r.next_page_token
+        if not token:
+            return n
+
+
+def never_reading(addr, path, msg, streams):
+    """A connection that opens no flow-control window (SETTINGS initial
+    window 0) and sends |streams| calls it never reads."""
+    s = h2raw.h2_open(addr, settings=struct.pack(">HI", 4, 0))
+    out = b""
+    for i in range(streams):
+        out += h2raw.grpc_request(path, msg, stream=2 * i + 1)
+    s.sendall(out)
+    return s
+
+
+def test_slow_readers_hold_bounded_memory(tmp_path):
+    # Ten thousand jobs of one (anonymous) identity.
+    d = rt.Daemon(tmp_path, ["--http-listen", "none", "--max-jobs-per-identity",
+                             "20000"])
+    ch = grpc.insecure_channel(d.addr)
+    attack = []
+    try:
+        for s in make_jobs(d.addr, 10000):
+            attack.append(s)
+        rt.wait_for(lambda: count_jobs(ch) >= 10000, 120, 0.5, "10000 jobs")
+        for s in attack:
+            s.close()
+        attack = []
+        # Idle: the jobs made, their nodes lost (2 s leases) and the jobs
+        # ended (or no more ending), RSS settled.
+        active = [None, None]
+
+        def ended():
+            active[:] = [count_jobs(ch, all=False), active[0]]
+            return active[0] == 0 or active[0] == active[1]
+        rt.wait_for(ended, 60, 1.0, "the jobs to end")
+        samples = []
+        for _ in range(5):
+            samples.append(d.rss_kib())
+            time.sleep(0.4)
+        idle = max(samples)
+
+        peak = idle
+        t0 = time.monotonic()
+        for _ in range(3):
+            attack.append(never_reading(
+                d.addr, "/rdzv.v1.Control/ListJobs",
+                C.ListJobsRequest(all=True, page_size=10000), 100))
+            peak = max(peak, d.rss_kib())
+        listers = list(attack)
+        for _ in range(300):
+            attack.append(never_reading(d.addr, "/rdzv.v1.Control/Watch",
+                                        C.WatchRequest(all=True), 1))
+            peak = max(peak, d.rss_kib())
+        # A client that reads is answered meanwhile.
+        while time.monotonic() - t0 < 5:
+            assert count_jobs(ch) >= 10000
+            peak = max(peak, d.rss_kib())
+        # The ListJobs connections, whose window never opens, are closed
+        # (for the budget or for the stall, whichever comes first).
+        for s in listers:
+            assert h2raw.wait_closed(s, 30), "a window-0 connection stayed open"
+            peak = max(peak, d.rss_kib())
+        for s in attack:
+            s.close()
+        attack = []
+        back = [d.rss_kib()]
+
+        def returned():
+            back[0] = d.rss_kib()
+            return back[0] <= idle + 16 * 1024
+        try:
+            rt.wait_for(returned, 15, 0.2, "rdzvd's RSS to come back")
+        finally:
+            print("rdzvd RSS: idle %d KiB, peak %d KiB (+%d), after %d KiB "
+                  "(+%d)" % (idle, peak, peak - idle, back[0], back[0] - idle))
+        assert peak <= idle + 64 * 1024, (idle, peak)
+        d.wait_line(r"output budget|flow-control window stayed closed", 5)
+        assert count_jobs(ch) >= 10000
+    finally:
+        for s in attack:
+            s.close()
+        ch.close()
+        d.stop()
