@@ -93,6 +93,7 @@ struct grpc_call {
 	char *auth_value;	/* the auth_key header (grpc_server_opts) */
 	int auth_seen;		/* ... it came; only the first counts */
 	size_t header_bytes;	/* the header list so far (RFC 9113 §6.5.2) */
+	int unary;		/* its queue is a unary answer */
 	ProtobufCMessage *held;	/* the request while authenticate runs */
 	char *identity;		/* grpc_call_proceed's, or NULL */
 	unsigned int auth_flags;
@@ -171,6 +172,7 @@ struct grpc_conn {
 				   (grpc_server_out.c counts them) */
 	uint64_t out_progress_ms;	/* nghttp2 last took some, or they
 					   began to wait */
+	size_t unary_queued;	/* ... of those, unary answers' */
 	int out_dying;		/* closed at the end of the turn to free
 				   the output budget */
 	int want_writable;	/* some call got -ENOBUFS */
@@ -290,10 +292,10 @@ size_t	gsrv_conn_queued(const struct grpc_conn *);
 
 /* grpc_server_out.c: output held for clients that do not read. */
 #define OUT_STALL_MS	20000	/* none of it taken: the connection closes */
-void	gsrv_out_add(struct grpc_conn *, size_t);
-void	gsrv_out_sub(struct grpc_conn *, size_t, int sent);
-/* 0: |c| may queue more; -1 with why (for the client) if not. */
-int	gsrv_out_room(struct grpc_conn *c, char *why, size_t whylen);
+void	gsrv_out_add(struct grpc_call *, size_t);
+void	gsrv_out_sub(struct grpc_call *, size_t, int sent);
+/* 0: |call| may queue more; -1 with why (for the client) if not. */
+int	gsrv_out_room(struct grpc_call *call, char *why, size_t whylen);
 /* -1 when it closed |c| for a stall; else *due, the next check (0: none). */
 int	gsrv_out_stalled(struct grpc_conn *c, uint64_t now, uint64_t *due);
 /* Bytes of the connection's own output not written yet. */

@@ -5,9 +5,10 @@
  * HTTP/2 flow-control window allows: a client that never opens its
  * window would have the server hold whatever it asked for. So:
  *
- * - a connection holds at most out_cap bytes before a unary answer is
- *   refused (RESOURCE_EXHAUSTED) and a stream's message too (-ENOBUFS,
- *   which the program turns into the end of the stream);
+ * - a connection holds at most out_cap bytes before a stream's message
+ *   is refused (-ENOBUFS, which the program turns into the end of the
+ *   stream), and at most out_cap bytes of unary answers before another
+ *   is refused (RESOURCE_EXHAUSTED);
  * - all connections together hold at most out_total_cap: past it, the
  *   connection holding the most (at least OUT_VICTIM_MIN) is closed to
  *   make room, else the new output is refused;
@@ -29,8 +30,12 @@
 #define OUT_TRIM_BYTES	(16u << 20)
 
 void
-gsrv_out_add(struct grpc_conn *c, size_t n)
+gsrv_out_add(struct grpc_call *call, size_t n)
 {
+	struct grpc_conn *c = call->conn;
+
+	if (call->unary)
+		c->unary_queued += n;
 	if (c->queued == 0)
 		c->out_progress_ms = mono_ms();
 	c->queued += n;
@@ -40,10 +45,13 @@ gsrv_out_add(struct grpc_conn *c, size_t n)
 }
 
 void
-gsrv_out_sub(struct grpc_conn *c, size_t n, int sent)
+gsrv_out_sub(struct grpc_call *call, size_t n, int sent)
 {
+	struct grpc_conn *c = call->conn;
 	struct grpc_server *srv = c->srv;
 
+	if (call->unary)
+		c->unary_queued -= n;
 	c->queued -= n;
 	srv->out_total -= n;
 	if (sent)
@@ -78,7 +86,7 @@ out_kill(struct grpc_conn *v, size_t total)
 	TAILQ_FOREACH(call, &v->calls, entry)
 		while ((ob = STAILQ_FIRST(&call->out)) != NULL) {
 			STAILQ_REMOVE_HEAD(&call->out, entry);
-			gsrv_out_sub(v, ob->len - ob->off, 0);
+			gsrv_out_sub(call, ob->len - ob->off, 0);
 			free(ob->buf);
 			free(ob);
 		}
@@ -86,10 +94,12 @@ out_kill(struct grpc_conn *v, size_t total)
 }
 
 int
-gsrv_out_room(struct grpc_conn *c, char *why, size_t whylen)
+gsrv_out_room(struct grpc_call *call, char *why, size_t whylen)
 {
+	struct grpc_conn *c = call->conn;
 	struct grpc_server *srv = c->srv;
-	size_t cap = srv->opts.out_total_cap, q = gsrv_conn_queued(c);
+	size_t cap = srv->opts.out_total_cap;
+	size_t q = call->unary ? c->unary_queued : gsrv_conn_queued(c);
 	struct grpc_conn *v, *best = NULL;
 
 	if (c->out_dying) {
