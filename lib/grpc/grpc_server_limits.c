@@ -36,6 +36,8 @@
 #include "grpc_server_int.h"
 
 #define ADDR_BUCKETS	1024
+/* Unproven connections looked at for one with no call under way. */
+#define ROOM_SCAN	64
 #define REFUSED_BURST	64
 #define REFUSED_PER_S	16
 
@@ -87,16 +89,29 @@ gsrv_limits_addr_count(const struct grpc_server *srv, const char *addr)
 	return *p != NULL ? (*p)->n : 0;
 }
 
-/* The oldest unproven connection, of |addr| when not NULL. */
+/*
+ * The oldest unproven connection, of |addr| when not NULL; among the
+ * ROOM_SCAN oldest, one with no call under way first: a health probe
+ * whose Check is being answered (it needs no credential, so it never
+ * proves its connection) must not lose it to a crowd of new ones.
+ */
 static struct grpc_conn *
 oldest_unproven(struct grpc_server *srv, const char *addr)
 {
-	struct grpc_conn *c;
+	struct grpc_conn *c, *first = NULL;
+	int n = 0;
 
-	TAILQ_FOREACH(c, &srv->unproven, unproven_entry)
-		if (!c->closed && (addr == NULL || strcmp(c->peer, addr) == 0))
+	TAILQ_FOREACH(c, &srv->unproven, unproven_entry) {
+		if (c->closed || (addr != NULL && strcmp(c->peer, addr) != 0))
+			continue;
+		if (TAILQ_EMPTY(&c->calls))
 			return c;
-	return NULL;
+		if (first == NULL)
+			first = c;
+		if (++n == ROOM_SCAN)
+			break;
+	}
+	return first;
 }
 
 int
