@@ -367,8 +367,10 @@ def count_jobs(ch, all=True):
 def never_reading(addr, path, msg, streams):
     """A connection that opens no flow-control window (SETTINGS initial
     window 0) and sends |streams| calls it never reads."""
-    s = h2raw.h2_open(addr, settings=struct.pack(">HI", 4, 0))
-    out = b""
+    # Sent blind: reading the server's SETTINGS first would wait behind
+    # the work the earlier connections gave it.
+    s = h2raw.raw_connect(addr)
+    out = h2raw.PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0, struct.pack(">HI", 4, 0))
     for i in range(streams):
         out += h2raw.grpc_request(path, msg, stream=2 * i + 1)
     s.sendall(out)
