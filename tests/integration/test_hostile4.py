@@ -209,6 +209,8 @@ def test_hpack_bomb_is_closed_and_commits_run(tmp_path):
         assert took is not None and took < 2.0, took
         assert all(n >= 1 for n in closed), closed
         assert d.p.poll() is None
+        # It exits cleanly (a sanitizer build's findings make it fail).
+        assert d.stop() == 0, d.output()[-3000:]
     finally:
         d.stop()
 
@@ -311,9 +313,28 @@ def test_hung_squeue_of_one_user_holds_up_no_other(site):
     assert [r[0] for r in runs if r[1] == "answered"] == ["5151", "5152"], runs
 
 
+def asan_build():
+    """Whether rdzvd carries AddressSanitizer: its quarantine (up to 256
+    MiB of freed blocks) makes RSS say nothing of rdzvd's own use, and
+    every program starts slower. The memory bounds are checked in the
+    default build (as test_transport does), the rest in both."""
+    with open(rt.build_path("daemon", "rdzvd"), "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 @needs_munge
 def test_credential_flood_leaves_status_answering(site):
     d = site.rdzvd()
+    # rdzvctl's own time on this machine, this build, no flood: the bound
+    # is 0.5 s, or three times that where the programs alone are slower
+    # (a sanitizer build).
+    before = []
+    for _ in range(3):
+        t = time.monotonic()
+        r = site.ctl(mt.USER_B, "status")
+        before.append(time.monotonic() - t)
+        assert r.returncode == 0, r.stderr
+    bound = max(0.5, 3 * max(before))
     took = []
     with credflood.Flood(d.addr, conns=200, inflight=100) as flood:
         rt.wait_for(lambda: flood.answered >= 5000, 60, 0.1,
@@ -324,9 +345,10 @@ def test_credential_flood_leaves_status_answering(site):
             took.append(time.monotonic() - t)
             assert r.returncode == 0, r.stderr
         answered, opened = flood.answered, flood.opened
-    print("rdzvctl status under a flood of %d refused calls on %d connections: "
-          "%s s" % (answered, opened, [round(t, 3) for t in took]))
-    assert max(took) < 0.5, took
+    print("rdzvctl status before %s s; under a flood of %d refused calls on %d "
+          "connections: %s s" % ([round(t, 3) for t in before], answered, opened,
+                                 [round(t, 3) for t in took]))
+    assert max(took) < bound, (bound, took)
     # The flood's connections were closed for their refused calls (and it
     # opened new ones); the log says why.
     assert opened > 200, opened
@@ -433,14 +455,19 @@ def test_slow_readers_hold_bounded_memory(tmp_path):
         def returned():
             back[0] = d.rss_kib()
             return back[0] <= idle + 16 * 1024
+        asan = asan_build()
         try:
-            rt.wait_for(returned, 15, 0.2, "rdzvd's RSS to come back")
+            if not asan:
+                rt.wait_for(returned, 15, 0.2, "rdzvd's RSS to come back")
         finally:
             print("rdzvd RSS: idle %d KiB, peak %d KiB (+%d), after %d KiB "
-                  "(+%d)" % (idle, peak, peak - idle, back[0], back[0] - idle))
-        assert peak <= idle + 64 * 1024, (idle, peak)
+                  "(+%d)%s" % (idle, peak, peak - idle, back[0], back[0] - idle,
+                               " (ASan: not checked)" if asan else ""))
+        assert asan or peak <= idle + 64 * 1024, (idle, peak)
         d.wait_line(r"output budget|flow-control window stayed closed", 5)
         assert count_jobs(ch) >= 10000
+        ch.close()
+        assert d.stop() == 0, d.output()[-3000:]
     finally:
         for s in attack:
             s.close()
