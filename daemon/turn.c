@@ -69,6 +69,15 @@
 #define CKPT_MS		5000
 #define CKPT_SEEN_MS	60000
 /*
+ * libevent runs a priority only while no higher one has work, so a loop
+ * kept busy with reads (priority 1) would never commit: every new job
+ * would wait for as long as some client kept sending. A flush scheduled
+ * this long ago runs from a timer at the highest priority instead,
+ * whatever the read load.
+ */
+#define TURN_MAX_DELAY_MS	20
+#define TURN_DUE_PRIORITY	0
+/*
  * Deadlines fire this much late, so that those falling close together are
  * handled in one turn: a rack that drops a hundred connections within a few
  * milliseconds loses its nodes when their leases end "at the same moment"
@@ -88,6 +97,7 @@ TAILQ_HEAD(answers, answer);
 
 static struct turn_out	 out;
 static struct event	*flush_ev;
+static struct event	*due_ev;	/* the flush's deadline */
 static struct event	*timer_ev;
 static struct event	*ckpt_ev;
 static struct answers	 answers = TAILQ_HEAD_INITIALIZER(answers);
@@ -148,8 +158,12 @@ turn_answer(struct grpc_call *call, void (*fn)(struct grpc_call *, void *),
 void
 turn_schedule(void)
 {
-	if (!event_pending(flush_ev, EV_TIMEOUT, NULL))
+	struct timeval tv = { 0, TURN_MAX_DELAY_MS * 1000 };
+
+	if (!event_pending(flush_ev, EV_TIMEOUT, NULL)) {
 		event_active(flush_ev, EV_TIMEOUT, 0);
+		evtimer_add(due_ev, &tv);
+	}
 }
 
 static void
@@ -341,8 +355,14 @@ hand_off(uint64_t t0)
 	pthread_mutex_unlock(&ct.mu);
 }
 
+/*
+ * The turn's changes go to the store: handed to the commit thread, or
+ * delivered at once when nothing needed writing. Run by the flush event
+ * when the loop is idle, or by its deadline when reads keep it busy
+ * (issue 43: a read flood must not hold a commit back).
+ */
 static void
-flush_cb(evutil_socket_t fd, short what, void *arg)
+flush_begin(void)
 {
 	struct core *c = rdzvd.core;
 	char err[512];
@@ -366,6 +386,21 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 	if (store_transactions(rdzvd.store) != txns && out.committed != NULL)
 		out.committed(mono_us() - t0);
 	deliver();
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	event_del(due_ev);
+	flush_begin();
+}
+
+/* The flush waited TURN_MAX_DELAY_MS behind reads: it runs now. */
+static void
+due_cb(evutil_socket_t fd, short what, void *arg)
+{
+	event_del(flush_ev);
+	flush_begin();
 }
 
 /* Waits for the commit in flight, if any, and handles its end. */
@@ -463,9 +498,11 @@ turn_init(const struct turn_out *o)
 	out = *o;
 	flush_ev = event_new(rdzvd.base, -1, 0, flush_cb, NULL);
 	timer_ev = evtimer_new(rdzvd.base, timer_cb, NULL);
-	if (flush_ev == NULL || timer_ev == NULL)
+	due_ev = evtimer_new(rdzvd.base, due_cb, NULL);
+	if (flush_ev == NULL || timer_ev == NULL || due_ev == NULL)
 		fatalx("turn_init: cannot create events");
 	event_priority_set(flush_ev, TURN_PRIORITY);
+	event_priority_set(due_ev, TURN_DUE_PRIORITY);
 	/* The thread and its eventfd are the process's; the events are of
 	 * this base (a fuzz target makes a base per input). */
 	commit_thread_start();
@@ -538,6 +575,8 @@ turn_free(void)
 		event_free(ct.done_ev);
 	if (ct.slow_ev != NULL)
 		event_free(ct.slow_ev);
-	flush_ev = timer_ev = ckpt_ev = ct.done_ev = ct.slow_ev = NULL;
+	if (due_ev != NULL)
+		event_free(due_ev);
+	flush_ev = timer_ev = ckpt_ev = ct.done_ev = ct.slow_ev = due_ev = NULL;
 	timer_at = UINT64_MAX;
 }

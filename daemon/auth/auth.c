@@ -9,10 +9,13 @@
  * event loop: the server's authentication hook (lib/grpc/grpc.h) queues the call
  * for a small pool of threads (AUTH_THREADS), and each result comes back
  * through an eventfd; then the call's handler runs, or the call ends with
- * the reason. The queue is bounded (AUTH_MAX_WAITING: more calls are
- * refused with UNAVAILABLE), and a call whose credential munged has not
- * decoded within AUTH_TIMEOUT_MS ends with UNAVAILABLE naming munged's
- * socket; its thread's answer is dropped when it comes. Every call may wait
+ * the reason. The queue has a line per connection, served in turn, and
+ * is bounded per connection, per source address and in all (auth_fair.c:
+ * past a bound a call is refused with UNAVAILABLE, or one of the longest
+ * line loses its place); a call whose credential munged has not decoded
+ * within AUTH_TIMEOUT_MS ends with UNAVAILABLE naming munged's socket (or,
+ * if it never reached a thread, saying so); its thread's answer is
+ * dropped when it comes. Every call may wait
  * equally long, so the wait list is in deadline order and one timer for
  * its oldest call bounds them all.
  *
@@ -23,14 +26,24 @@
  * number waits for its owner's answer from a cache (auth_slurm.c), else
  * from the one lookup under way for that number (a flight: one squeue per
  * job however many agents ask), else from a new one, at most
- * OWNER_MAX_FLIGHTS at once. It waits AUTH_TIMEOUT_MS more on the same
+ * OWNER_MAX_FLIGHTS at once and OWNER_USER_FLIGHTS for one user (the
+ * caller who started it). It waits AUTH_TIMEOUT_MS more on the same
  * wait list, and what ends it names squeue. A call of a job that exists
  * already, or of any other id, never waits for squeue.
+ *
+ * One user's hung lookups must not hold up another's: a thread takes the
+ * waiting lookup of the user with the fewest running (the oldest among
+ * those), no user runs more than OWNER_USER_RUNNING at once (so threads
+ * stay free for others), squeue holds a thread at most its deadline
+ * (auth_slurm.c), and a lookup whose callers have all gone (their wait
+ * ended, or they closed) is dropped if it has not started, and its squeue
+ * killed if it has.
  */
 #include <sys/eventfd.h>
 #include <sys/queue.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +52,7 @@
 
 #include <event2/event.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "clock.h"
 #include "credbind.h"
 #include "log.h"
@@ -47,81 +60,18 @@
 #include "text.h"
 #include "xmalloc.h"
 
-#define AUTH_THREADS		4
-#define AUTH_MAX_WAITING	20000
-#define AUTH_TIMEOUT_MS		5000
-/* Owner lookups: squeue runs at most this many at once, for at most this
- * many Slurm jobs in all (running and queued). */
-#define OWNER_THREADS		2
-#define OWNER_MAX_FLIGHTS	64
-/* The replay record being full is logged at most this often. */
-#define AUTH_REPLAY_WARN_MS	60000
-/* munged down is logged at most this often, unless the reason changes. */
-#define AUTH_WARN_MS		10000
+struct auth_state A = { .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER, .owner_cv = PTHREAD_COND_INITIALIZER,
+    .efd = -1 };
 
-struct flight;
+static struct auth_job *
+job_of(struct fair_item *it)
+{
+	return (struct auth_job *)(void *)((char *)it -
+	    offsetof(struct auth_job, fair));
+}
 
-struct auth_job {
-	TAILQ_ENTRY(auth_job)	 wait;		/* the loop's, by deadline */
-	STAILQ_ENTRY(auth_job)	 queue;		/* todo or done */
-	int			 waiting;	/* on the wait list */
-	struct grpc_call	*call;		/* NULL once it ended */
-	uint64_t		 deadline_ms;
-	char			*cred;
-	char			*path;
-	char			*want;		/* the payload it must carry */
-	char			*slurm_job;	/* slurm-job-owner = check */
-	struct flight		*flight;	/* waits for its owner */
-	TAILQ_ENTRY(auth_job)	 fentry;	/* ... on its list */
-	struct auth_result	 r;
-};
-
-TAILQ_HEAD(auth_wait, auth_job);
-STAILQ_HEAD(auth_queue, auth_job);
-
-/* One squeue for one Slurm job, and the calls waiting for its answer. */
-struct flight {
-	LIST_ENTRY(flight)	 entry;		/* the loop's */
-	STAILQ_ENTRY(flight)	 queue;		/* owner todo or done */
-	TAILQ_HEAD(, auth_job)	 calls;		/* the loop's */
-	struct slurm_owner	 o;		/* the thread's until done */
-	int			 rc;
-	char			 err[400];
-};
-STAILQ_HEAD(flight_queue, flight);
-
-static struct {
-	int			 on;
-	const char		*socket;	/* for messages */
-	/* The threads' own copies: one stuck in munged when rdzvd exits
-	 * must not read the freed config. Never freed. */
-	char			*munge_socket;	/* NULL: the default */
-	char			*admin_group;
-	unsigned int		 timeout_ms;
-	/* The loop's. */
-	struct auth_wait	 wait;
-	size_t			 n_waiting;
-	struct event		*timer;
-	struct event		*wake_ev;
-	uint64_t		 warned_ms;
-	char			 warned[512];	/* what was logged then */
-	uint64_t		 replay_warned_ms;
-	LIST_HEAD(, flight)	 flights;
-	size_t			 n_flights;
-	/* Shared with the threads, under mu. */
-	pthread_mutex_t		 mu;
-	pthread_cond_t		 cv;
-	pthread_cond_t		 owner_cv;
-	struct auth_queue	 todo, done;
-	struct flight_queue	 owner_todo, owner_done;
-	int			 efd;
-	int			 stopping;
-	pthread_t		 threads[AUTH_THREADS + OWNER_THREADS];
-	size_t			 n_threads;
-} A = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-    .owner_cv = PTHREAD_COND_INITIALIZER, .efd = -1 };
-
-static void
+void
 job_free(struct auth_job *j)
 {
 	if (j == NULL)
@@ -138,17 +88,18 @@ worker(void *arg)
 {
 	const char *sock = A.munge_socket;
 	const char *group = A.admin_group;
+	struct fair_item *it = NULL;
 	struct auth_job *j;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&A.mu);
 	for (;;) {
-		while (!A.stopping && STAILQ_EMPTY(&A.todo))
+		while (!A.stopping && (it = fair_pop(&A.fair, mono_ms())) ==
+		    NULL)
 			pthread_cond_wait(&A.cv, &A.mu);
 		if (A.stopping)
 			break;
-		j = STAILQ_FIRST(&A.todo);
-		STAILQ_REMOVE_HEAD(&A.todo, queue);
+		j = job_of(it);
 		pthread_mutex_unlock(&A.mu);
 
 		auth_munge_decode(sock, group, j->cred, j->path, j->want,
@@ -160,41 +111,11 @@ worker(void *arg)
 			job_free(j);
 			break;
 		}
+		/* A line whose credentials munged refuses waits behind the
+		 * others from now on. */
+		fair_done(&A.fair, &j->fair, j->r.status ==
+		    GRPC_UNAUTHENTICATED, mono_ms());
 		STAILQ_INSERT_TAIL(&A.done, j, queue);
-		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_warn("auth: eventfd");
-	}
-	pthread_mutex_unlock(&A.mu);
-	return NULL;
-}
-
-/* An owner thread: squeue for one Slurm job at a time. */
-static void *
-owner_worker(void *arg)
-{
-	struct flight *f;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&A.mu);
-	for (;;) {
-		while (!A.stopping && STAILQ_EMPTY(&A.owner_todo))
-			pthread_cond_wait(&A.owner_cv, &A.mu);
-		if (A.stopping)
-			break;
-		f = STAILQ_FIRST(&A.owner_todo);
-		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
-		pthread_mutex_unlock(&A.mu);
-
-		f->rc = auth_slurm_ask(f->o.job, &f->o, f->err,
-		    sizeof(f->err));
-
-		pthread_mutex_lock(&A.mu);
-		if (A.stopping) {
-			/* auth_stop left it to us. */
-			free(f);
-			break;
-		}
-		STAILQ_INSERT_TAIL(&A.owner_done, f, queue);
 		if (write(A.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			log_warn("auth: eventfd");
 	}
@@ -221,7 +142,7 @@ timer_arm(void)
 	evtimer_add(A.timer, &tv);
 }
 
-static void
+void
 unwait(struct auth_job *j)
 {
 	if (!j->waiting)
@@ -233,7 +154,7 @@ unwait(struct auth_job *j)
 
 /* Waits AUTH_TIMEOUT_MS from now: later than every call already waiting,
  * so the list stays in deadline order. */
-static void
+void
 wait_add(struct auth_job *j)
 {
 	j->deadline_ms = mono_ms() + AUTH_TIMEOUT_MS;
@@ -264,19 +185,42 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = mono_ms();
 	struct auth_job *j;
 	char msg[512];
+	int queued;
 
 	while ((j = TAILQ_FIRST(&A.wait)) != NULL && j->deadline_ms <= now) {
 		unwait(j);
 		if (j->flight != NULL) {
+			struct flight *f = j->flight;
+
 			/* Waiting for squeue; the loop owns it. */
-			TAILQ_REMOVE(&j->flight->calls, j, fentry);
+			TAILQ_REMOVE(&f->calls, j, fentry);
 			j->flight = NULL;
+			flight_left(f);
 			if (j->call != NULL)
 				grpc_call_finish(j->call, GRPC_UNAVAILABLE,
 				    "rdzvd cannot ask Slurm who owns job %s "
 				    "(slurm-job-owner = check): squeue did not "
 				    "answer within %u ms (is slurmctld up?)",
 				    j->slurm_job, AUTH_TIMEOUT_MS);
+			job_free(j);
+			continue;
+		}
+		pthread_mutex_lock(&A.mu);
+		queued = fair_cancel(&A.fair, &j->fair, now);
+		pthread_mutex_unlock(&A.mu);
+		if (queued) {
+			/* It never reached munged: other calls were ahead. */
+			struct grpc_call *call = j->call;
+
+			j->call = NULL;
+			if (call != NULL) {
+				grpc_call_on_close(call, NULL, NULL);
+				grpc_call_finish(call, GRPC_UNAVAILABLE,
+				    "rdzvd: this call waited %u ms for a "
+				    "thread to decode its MUNGE credential, "
+				    "behind other clients' calls; try again",
+				    A.timeout_ms);
+			}
 			job_free(j);
 			continue;
 		}
@@ -291,8 +235,31 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	timer_arm();
 }
 
-/* A call's authentication is over: it goes on to its handler or ends. */
+/*
+ * A refused call is logged (at debug level), but at most AUTH_LOG_PER_S a
+ * second, then how many more were: a flood of bad credentials must not
+ * cost a log line each, nor stall the loop on a slow log.
+ */
 static void
+refusal_log(const char *path, const char *peer, const char *msg)
+{
+	uint64_t now = mono_ms();
+
+	if (now - A.log_ms >= 1000) {
+		if (A.log_dropped > 0)
+			log_debug("auth: %zu more calls refused in the last "
+			    "second (not logged one by one)", A.log_dropped);
+		A.log_ms = now;
+		A.log_n = A.log_dropped = 0;
+	}
+	if (A.log_n++ < AUTH_LOG_PER_S)
+		log_debug("auth: %s from %s refused: %s", path, peer, msg);
+	else
+		A.log_dropped++;
+}
+
+/* A call's authentication is over: it goes on to its handler or ends. */
+void
 decided(struct auth_job *j)
 {
 	struct grpc_call *call = j->call;
@@ -306,83 +273,8 @@ decided(struct auth_job *j)
 	}
 	if (j->r.munged_down)
 		munged_down(j->r.msg);
-	log_debug("auth: %s from %s refused: %s", j->path,
-	    grpc_call_peer(call), j->r.msg);
+	refusal_log(j->path, grpc_call_peer(call), j->r.msg);
 	grpc_call_finish(call, j->r.status, "%s", j->r.msg);
-}
-
-/*
- * A decoded call that starts a new job under a Slurm job number: its
- * owner's answer from the cache, the flight under way, or a new flight.
- * Returns 1 when the call waits for a flight (it is the flight's now).
- */
-static int
-owner_wait(struct auth_job *j)
-{
-	struct slurm_owner o;
-	struct flight *f;
-
-	/* The job's owner is the core's to check once it exists. */
-	if (core_job_find(rdzvd.core, j->slurm_job) != NULL)
-		return 0;
-	if (auth_slurm_cached(j->slurm_job, &o)) {
-		auth_slurm_judge(&o, &j->r);
-		return 0;
-	}
-	LIST_FOREACH(f, &A.flights, entry)
-		if (strcmp(f->o.job, j->slurm_job) == 0)
-			break;
-	if (f == NULL && A.n_flights >= OWNER_MAX_FLIGHTS) {
-		j->r.status = GRPC_UNAVAILABLE;
-		snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask Slurm "
-		    "who owns job %s (slurm-job-owner = check): squeue is "
-		    "already asked about %zu other Slurm jobs and has not "
-		    "answered (is slurmctld up?); try again", j->slurm_job,
-		    A.n_flights);
-		return 0;
-	}
-	if (f == NULL) {
-		f = xcalloc(1, sizeof(*f));
-		textcpy(f->o.job, sizeof(f->o.job), j->slurm_job);
-		TAILQ_INIT(&f->calls);
-		LIST_INSERT_HEAD(&A.flights, f, entry);
-		A.n_flights++;
-		pthread_mutex_lock(&A.mu);
-		STAILQ_INSERT_TAIL(&A.owner_todo, f, queue);
-		pthread_cond_signal(&A.owner_cv);
-		pthread_mutex_unlock(&A.mu);
-	}
-	j->flight = f;
-	TAILQ_INSERT_TAIL(&f->calls, j, fentry);
-	wait_add(j);
-	return 1;
-}
-
-/* squeue answered (or failed) for one Slurm job: every call waiting for
- * it goes on or ends. */
-static void
-flight_done(struct flight *f)
-{
-	struct auth_job *j;
-
-	LIST_REMOVE(f, entry);
-	A.n_flights--;
-	while ((j = TAILQ_FIRST(&f->calls)) != NULL) {
-		TAILQ_REMOVE(&f->calls, j, fentry);
-		j->flight = NULL;
-		unwait(j);
-		if (f->rc == 0) {
-			auth_slurm_judge(&f->o, &j->r);
-		} else {
-			j->r.status = GRPC_UNAVAILABLE;
-			snprintf(j->r.msg, sizeof(j->r.msg), "rdzvd cannot ask "
-			    "Slurm who owns job %s (slurm-job-owner = check): "
-			    "%s", f->o.job, f->err);
-		}
-		decided(j);
-		job_free(j);
-	}
-	free(f);
 }
 
 /* The threads' answers: each call goes on to its handler or ends. */
@@ -402,7 +294,7 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	STAILQ_CONCAT(&fdone, &A.owner_done);
 	pthread_mutex_unlock(&A.mu);
 	while ((f = STAILQ_FIRST(&fdone)) != NULL) {
-		STAILQ_REMOVE_HEAD(&fdone, queue);
+		STAILQ_REMOVE_HEAD(&fdone, dentry);
 		flight_done(f);
 	}
 	while ((j = STAILQ_FIRST(&done)) != NULL) {
@@ -430,13 +322,33 @@ done_cb(evutil_socket_t fd, short what, void *arg)
 	timer_arm();
 }
 
-/* The call ended while its credential was being decoded. */
+/* The call ended while its credential waited to be decoded (it leaves
+ * the queue), was being decoded (the thread's answer is dropped when it
+ * comes), or while it waited for squeue (the loop's: it stops waiting
+ * now). */
 static void
 call_closed(struct grpc_call *call, int cancelled, void *arg)
 {
 	struct auth_job *j = arg;
+	struct flight *f = j->flight;
+	int queued;
 
 	j->call = NULL;
+	pthread_mutex_lock(&A.mu);
+	queued = fair_cancel(&A.fair, &j->fair, mono_ms());
+	pthread_mutex_unlock(&A.mu);
+	if (queued) {
+		unwait(j);
+		job_free(j);
+		return;
+	}
+	if (f == NULL)
+		return;
+	TAILQ_REMOVE(&f->calls, j, fentry);
+	j->flight = NULL;
+	unwait(j);
+	job_free(j);
+	flight_left(f);
 }
 
 /*
@@ -466,6 +378,25 @@ slurm_join(struct grpc_call *call, const char *path)
 	    NULL;
 }
 
+/* A waiting call lost its place in the queue to another client's. */
+static void
+evict(struct auth_job *j)
+{
+	struct grpc_call *call = j->call;
+
+	unwait(j);
+	j->call = NULL;
+	if (call != NULL) {
+		grpc_call_on_close(call, NULL, NULL);
+		grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd dropped this "
+		    "call, which waited for munged to decode its credential, "
+		    "to make room for other clients' calls: its connection had "
+		    "the most calls waiting (or sent credentials munged "
+		    "refused); try again");
+	}
+	job_free(j);
+}
+
 static void
 authenticate(struct grpc_call *call, const char *cred, void *arg)
 {
@@ -473,9 +404,12 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	const Rdzv__V1__JoinRequest *jr;
 	struct auth_job *j;
 	char want[CREDBIND_MAX];
+	uint8_t key[AUTH_CRED_KEY_LEN];
+	const char *why = NULL;
+	struct fair_item *lost = NULL;
 	const uint8_t *bytes;
 	size_t len;
-	int n;
+	int n, rc;
 
 	if (open_path(path, cred)) {
 		grpc_call_proceed(call, NULL, 0);
@@ -488,6 +422,17 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "RDZV_AUTH=munge) on a node where munged runs");
 		return;
 	}
+	/* munged would take many texts for one credential; rdzvd takes the
+	 * one munge_encode writes, so that none of the others passes for a
+	 * new credential (auth_cred.c), and a header that is no credential
+	 * at all never reaches munged's queue. */
+	if (auth_cred_key(cred, key, &why) != 0) {
+		grpc_call_finish(call, GRPC_UNAUTHENTICATED, "rdzvd refuses "
+		    "this call's rdzv-munge header: %s; it must be exactly "
+		    "one MUNGE credential as munge_encode writes it "
+		    "(\"MUNGE:\", base64, ':')", why);
+		return;
+	}
 	bytes = grpc_call_request_bytes(call, &len);
 	if ((n = credbind_payload(path, bytes, len, want, sizeof(want))) <
 	    0) {
@@ -495,12 +440,7 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 		    "digest this %s request", path);
 		return;
 	}
-	if (A.n_waiting >= AUTH_MAX_WAITING) {
-		grpc_call_finish(call, GRPC_UNAVAILABLE, "rdzvd: %zu calls "
-		    "already wait for munged at %s to decode their "
-		    "credentials; try again", A.n_waiting, A.socket);
-		return;
-	}
+	/* Whole before a thread may take it. */
 	j = xcalloc(1, sizeof(*j));
 	j->cred = xstrdup(cred);
 	j->path = xstrdup(path);
@@ -508,12 +448,22 @@ authenticate(struct grpc_call *call, const char *cred, void *arg)
 	if (rdzvd.cfg.slurm_job_owner && (jr = slurm_join(call, path)) != NULL)
 		j->slurm_job = xstrdup(jr->rdzv_id);
 	j->call = call;
+	pthread_mutex_lock(&A.mu);
+	rc = fair_push(&A.fair, grpc_call_conn(call), grpc_call_peer(call),
+	    &j->fair, mono_ms(), &lost, A.msg, sizeof(A.msg));
+	if (rc == 0)
+		pthread_cond_signal(&A.cv);
+	pthread_mutex_unlock(&A.mu);
+	if (lost != NULL)
+		evict(job_of(lost));
+	if (rc != 0) {
+		job_free(j);
+		grpc_call_finish(call, GRPC_UNAVAILABLE, "%s", A.msg);
+		return;
+	}
+	/* The thread touches neither: its answer comes back on the loop. */
 	wait_add(j);
 	grpc_call_on_close(call, call_closed, j);
-	pthread_mutex_lock(&A.mu);
-	STAILQ_INSERT_TAIL(&A.todo, j, queue);
-	pthread_cond_signal(&A.cv);
-	pthread_mutex_unlock(&A.mu);
 	if (!evtimer_pending(A.timer, NULL))
 		timer_arm();
 }
@@ -534,9 +484,10 @@ auth_start(struct grpc_server_opts *so)
 	A.socket = A.munge_socket != NULL ? A.munge_socket :
 	    "/run/munge/munge.socket.2";
 	TAILQ_INIT(&A.wait);
-	STAILQ_INIT(&A.todo);
+	fair_init(&A.fair);
 	STAILQ_INIT(&A.done);
-	STAILQ_INIT(&A.owner_todo);
+	TAILQ_INIT(&A.owner_todo);
+	TAILQ_INIT(&A.owner_running);
 	STAILQ_INIT(&A.owner_done);
 	LIST_INIT(&A.flights);
 	if ((A.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
@@ -573,6 +524,7 @@ auth_start(struct grpc_server_opts *so)
 void
 auth_stop(void)
 {
+	struct fair_item *it;
 	struct auth_job *j;
 	struct flight *f;
 
@@ -585,10 +537,12 @@ auth_stop(void)
 	/* The threads write to it only while not stopping. */
 	close(A.efd);
 	A.efd = -1;
-	while ((j = STAILQ_FIRST(&A.todo)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.todo, queue);
-		job_free(j);
+	while ((it = fair_pop(&A.fair, 0)) != NULL) {
+		fair_done(&A.fair, it, 0, 0);
+		job_free(job_of(it));
 	}
+	/* Jobs in the threads' hands are theirs to free. */
+	fair_free(&A.fair);
 	while ((j = STAILQ_FIRST(&A.done)) != NULL) {
 		STAILQ_REMOVE_HEAD(&A.done, queue);
 		job_free(j);
@@ -600,12 +554,12 @@ auth_stop(void)
 			TAILQ_REMOVE(&f->calls, j, fentry);
 			job_free(j);
 		}
-	while ((f = STAILQ_FIRST(&A.owner_todo)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.owner_todo, queue);
+	while ((f = TAILQ_FIRST(&A.owner_todo)) != NULL) {
+		TAILQ_REMOVE(&A.owner_todo, f, queue);
 		free(f);
 	}
 	while ((f = STAILQ_FIRST(&A.owner_done)) != NULL) {
-		STAILQ_REMOVE_HEAD(&A.owner_done, queue);
+		STAILQ_REMOVE_HEAD(&A.owner_done, dentry);
 		free(f);
 	}
 	LIST_INIT(&A.flights);

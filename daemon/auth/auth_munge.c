@@ -175,6 +175,8 @@ auth_munge_decode(const char *socket, const char *admin_group,
     struct auth_result *r)
 {
 	const char *sock = socket != NULL ? socket : DEFAULT_SOCKET;
+	uint8_t key[AUTH_CRED_KEY_LEN];
+	const char *why = NULL;
 	time_t made = 0;
 	int ttl = 0, seen;
 	munge_ctx_t ctx;
@@ -233,7 +235,9 @@ auth_munge_decode(const char *socket, const char *admin_group,
 	 * made for. */
 	munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, &made);
 	munge_ctx_get(ctx, MUNGE_OPT_TTL, &ttl);
-	seen = auth_replay_seen(cred, made + (ttl > 0 ? ttl : 0) +
+	/* auth.c let through only a canonical text, whose key this is. */
+	seen = auth_cred_key(cred, key, &why) != 0 ? -1 :
+	    auth_replay_seen(key, made + (ttl > 0 ? ttl : 0) +
 	    REPLAY_MARGIN_S, &r->replay_forgot);
 	if (seen != 0) {
 		set_msg(r, seen > 0 ? GRPC_UNAUTHENTICATED : GRPC_INTERNAL,

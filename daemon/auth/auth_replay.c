@@ -3,8 +3,9 @@
  * expires (docs/SECURITY.md). munged refuses a credential it decoded
  * before, but its replay cache lives in its memory: after munged restarts,
  * a captured credential that has not expired would be good once more. A
- * credential is recorded by a SHA-256 digest of its text, with the wall
- * time it expires (munged's encode time plus its time to live).
+ * credential is recorded by an opaque digest (auth_cred.c: of its MAC,
+ * not of its text, which munged lets a client write in many ways), with
+ * the wall time it expires (munged's encode time plus its time to live).
  *
  * Memory is bounded: at most REPLAY_MAX records. The oldest go first when
  * they expire; when the record is full of live ones the oldest is
@@ -19,15 +20,13 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
 #include "auth.h"
 #include "hash.h"
 
 #define REPLAY_MAX		200000
 
 struct seen {
-	uint8_t			 md[32];
+	uint8_t			 md[AUTH_CRED_KEY_LEN];
 	uint64_t		 hv;
 	time_t			 expires;
 	TAILQ_ENTRY(seen)	 entry;		/* oldest first */
@@ -62,7 +61,8 @@ auth_replay_share(int (*seen)(const uint8_t *, size_t, time_t, void *),
 static int
 match_md(const void *item, const void *key)
 {
-	return memcmp(((const struct seen *)item)->md, key, 32) == 0;
+	return memcmp(((const struct seen *)item)->md, key,
+	    AUTH_CRED_KEY_LEN) == 0;
 }
 
 static void
@@ -77,19 +77,15 @@ drop_oldest(void)
 }
 
 int
-auth_replay_seen(const char *cred, time_t expires, int *forgot)
+auth_replay_seen(const uint8_t md[AUTH_CRED_KEY_LEN], time_t expires,
+    int *forgot)
 {
-	uint8_t md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
 	time_t now = time(NULL);
 	struct seen *s;
 	uint64_t hv;
 	int rc = 0;
 
-	if (EVP_Digest(cred, strlen(cred), md, &mdlen, EVP_sha256(), NULL) !=
-	    1 || mdlen != 32)
-		return -1;
-	hv = hash_bytes(md, 32);
+	hv = hash_bytes(md, AUTH_CRED_KEY_LEN);
 	pthread_mutex_lock(&R.mu);
 	if (!R.init) {
 		hash_init(&R.by_md);
@@ -122,7 +118,7 @@ auth_replay_seen(const char *cred, time_t expires, int *forgot)
 		rc = -1;
 		goto out;
 	}
-	memcpy(s->md, md, 32);
+	memcpy(s->md, md, AUTH_CRED_KEY_LEN);
 	s->hv = hv;
 	s->expires = expires;
 	if (hash_insert(&R.by_md, hv, s) != 0) {

@@ -27,6 +27,8 @@
 #include "text.h"
 
 #define SQUEUE_TIMEOUT_MS	5000
+/* How soon a lookup nobody waits for any more is killed. */
+#define CANCEL_POLL_MS		100
 #define CACHE_SIZE		1024
 #define FOUND_TTL_MS		600000
 #define MISSING_TTL_MS		2000
@@ -87,10 +89,12 @@ cache_put(const struct slurm_owner *o)
 
 /*
  * Runs `squeue -h -t all -j JOB -o "%U %u"`: 1 with the owner, 0 when
- * Slurm has no such job, -1 with why in |err|.
+ * Slurm has no such job, -1 with why in |err|; killed once *cancel is
+ * set.
  */
 static int
-squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
+squeue(const char *job, struct slurm_owner *o, const int *cancel, char *err,
+    size_t errlen)
 {
 	char *argv[] = { "squeue", "-h", "-t", "all", "-j", (char *)job,
 	    "-o", "%U %u", NULL };
@@ -98,7 +102,7 @@ squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
 	char out[1024];
 	size_t len = 0;
 	uint64_t deadline = mono_ms() + SQUEUE_TIMEOUT_MS;
-	int p[2], rc, status = 0, timed_out = 0;
+	int p[2], rc, status = 0, timed_out = 0, dropped = 0;
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) != 0) {
@@ -123,7 +127,13 @@ squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
 			timed_out = 1;
 			break;
 		}
-		rc = poll(&pfd, 1, (int)(deadline - now));
+		if (cancel != NULL && __atomic_load_n(cancel,
+		    __ATOMIC_RELAXED)) {
+			dropped = 1;
+			break;
+		}
+		rc = poll(&pfd, 1, (int)(deadline - now < CANCEL_POLL_MS ?
+		    deadline - now : CANCEL_POLL_MS));
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0)
@@ -139,13 +149,18 @@ squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
 	}
 	close(p[0]);
 	out[len] = '\0';
-	if (timed_out)
+	if (timed_out || dropped)
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (timed_out) {
 		snprintf(err, errlen, "squeue did not answer within %d ms "
 		    "(is slurmctld up?)", SQUEUE_TIMEOUT_MS);
+		return -1;
+	}
+	if (dropped) {
+		snprintf(err, errlen, "its squeue was stopped when no call "
+		    "waited for it any more; try again");
 		return -1;
 	}
 	out[strcspn(out, "\n")] = '\0';
@@ -166,8 +181,8 @@ squeue(const char *job, struct slurm_owner *o, char *err, size_t errlen)
 }
 
 int
-auth_slurm_ask(const char *job, struct slurm_owner *o, char *err,
-    size_t errlen)
+auth_slurm_ask(const char *job, struct slurm_owner *o, const int *cancel,
+    char *err, size_t errlen)
 {
 	char id[sizeof(o->job)];
 	int rc;
@@ -176,7 +191,7 @@ auth_slurm_ask(const char *job, struct slurm_owner *o, char *err,
 	textcpy(id, sizeof(id), job);
 	memset(o, 0, sizeof(*o));
 	textcpy(o->job, sizeof(o->job), id);
-	if ((rc = squeue(id, o, err, errlen)) < 0)
+	if ((rc = squeue(id, o, cancel, err, errlen)) < 0)
 		return -1;
 	o->found = rc;
 	cache_put(o);

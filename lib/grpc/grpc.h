@@ -107,8 +107,12 @@ struct grpc_server_opts {
 	uint32_t max_conns_per_addr;	/* from one peer address (TCP), the
 					   same way; 0: no limit */
 	size_t out_cap;			/* queued output per connection before
-					   grpc_call_send says -ENOBUFS;
+					   grpc_call_send says -ENOBUFS and
+					   grpc_call_reply RESOURCE_EXHAUSTED;
 					   default 1 MiB */
+	size_t out_total_cap;		/* ... of every connection together,
+					   past which the one holding the most
+					   is closed; default 32 MiB */
 	uint32_t keepalive_ms;		/* PING a connection silent this long;
 					   default 5000, 0 never */
 	uint32_t preface_ms;		/* close a connection that has not

@@ -72,6 +72,8 @@ grpc_server_new(struct event_base *base, const struct grpc_method *methods,
 		srv->opts.max_conns = 100000;
 	if (srv->opts.out_cap == 0)
 		srv->opts.out_cap = 1 << 20;
+	if (srv->opts.out_total_cap == 0)
+		srv->opts.out_total_cap = 32 << 20;
 	if (opts == NULL)
 		srv->opts.keepalive_ms = 5000;
 	if (srv->opts.preface_ms == 0)
@@ -136,6 +138,8 @@ gsrv_conn_timer_arm(struct grpc_conn *c)
 
 	if (c->keepalive_due_ms != 0 && c->keepalive_due_ms < due)
 		due = c->keepalive_due_ms;
+	if (c->queued > 0 && c->out_progress_ms + OUT_STALL_MS < due)
+		due = c->out_progress_ms + OUT_STALL_MS;
 	if (c->timer_due_ms != 0 && c->timer_due_ms <= due)
 		return;
 	now = mono_ms();
@@ -224,9 +228,11 @@ static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct grpc_conn *c = arg;
-	uint64_t now = mono_ms();
+	uint64_t now = mono_ms(), stall;
 
 	c->timer_due_ms = 0;
+	if (gsrv_out_stalled(c, now, &stall) != 0)
+		return;
 	if (c->keepalive_due_ms != 0 && now >= c->keepalive_due_ms &&
 	    keepalive_due(c, now) != 0)
 		return;
@@ -246,7 +252,12 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 	while ((c = TAILQ_FIRST(&srv->flushq)) != NULL) {
 		TAILQ_REMOVE(&srv->flushq, c, flush_entry);
 		c->flush_queued = 0;
-		gsrv_conn_flush(c);
+		/* Here, where no caller is iterating over its calls. */
+		if (c->out_dying)
+			gsrv_conn_close(c, c->close_reason != NULL ?
+			    c->close_reason : "closed to free the output budget");
+		else
+			gsrv_conn_flush(c);
 	}
 }
 

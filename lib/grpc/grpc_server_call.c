@@ -55,7 +55,7 @@ gsrv_call_free(struct grpc_call *call)
 		call->conn->idle_since_ms = mono_ms();
 	while ((ob = STAILQ_FIRST(&call->out)) != NULL) {
 		STAILQ_REMOVE_HEAD(&call->out, entry);
-		call->conn->queued -= ob->len - ob->off;
+		gsrv_out_sub(call, ob->len - ob->off, 0);
 		free(ob->buf);
 		free(ob);
 	}
@@ -169,7 +169,6 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
     size_t length, uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
 	struct grpc_call *call = src->ptr;
-	struct grpc_conn *c = call->conn;
 	struct outbuf *ob;
 	size_t n = 0;
 
@@ -180,7 +179,7 @@ data_read_cb(nghttp2_session *h2, int32_t stream_id, uint8_t *buf,
 		memcpy(buf + n, ob->buf + ob->off, k);
 		ob->off += k;
 		n += k;
-		c->queued -= k;
+		gsrv_out_sub(call, k, 1);
 		if (ob->off == ob->len) {
 			STAILQ_REMOVE_HEAD(&call->out, entry);
 			free(ob->buf);
@@ -457,7 +456,7 @@ scall_queue(struct grpc_call *call, const ProtobufCMessage *msg)
 		call->headers_sent = 1;
 	}
 	STAILQ_INSERT_TAIL(&call->out, ob, entry);
-	c->queued += ob->len;
+	gsrv_out_add(call, ob->len);
 	scall_resume(call);
 	return 0;
 }
@@ -469,7 +468,9 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 
 	if (call->state != CALL_ACTIVE || c->closed)
 		return -EPIPE;
-	if (gsrv_conn_queued(c) >= c->srv->opts.out_cap) {
+	char why[256];
+
+	if (gsrv_out_room(call, why, sizeof(why)) != 0) {
 		call->want_writable = 1;
 		c->want_writable = 1;
 		return -ENOBUFS;
@@ -478,16 +479,25 @@ grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 }
 
 /*
- * A unary answer is queued whatever the connection holds: there is one per
- * stream and MAX_CONCURRENT_STREAMS bounds the streams.
+ * A unary answer is queued unless the connection already holds out_cap
+ * bytes of unary answers its client has not read (a stream's stalled
+ * reader on the same connection does not count: the other streams still
+ * flow), or the server's output budget is spent (grpc_server_out.c):
+ * then the call ends RESOURCE_EXHAUSTED instead.
  */
 int
 grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 {
+	char why[256];
 	int rc;
 
 	if (call->state != CALL_ACTIVE || call->conn->closed)
 		return -EPIPE;
+	call->unary = 1;
+	if (gsrv_out_room(call, why, sizeof(why)) != 0) {
+		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "%s", why);
+		return 0;
+	}
 	if ((rc = scall_queue(call, msg)) != 0)
 		return rc;
 	grpc_call_finish(call, GRPC_OK, NULL);
@@ -508,6 +518,10 @@ grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 			msg = NULL;
 		va_end(ap);
 	}
+	/* Authentication held it and said no: counted first, while the
+	 * connection surely lives (ending the call may close it). */
+	if (call->held != NULL && status != GRPC_OK)
+		gsrv_limits_refused(call->conn);
 	gsrv_call_end(call, status, msg);
 	free(msg);
 	gsrv_call_notify_close(call, 0);

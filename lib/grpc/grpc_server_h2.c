@@ -25,6 +25,14 @@
  */
 #define RESET_BURST		200
 #define RESET_PER_S		33
+/*
+ * SETTINGS_MAX_HEADER_LIST_SIZE, advertised and enforced: a request's
+ * header fields, each counted as its name, its value and 32 bytes (RFC
+ * 9113 §6.5.2), as HPACK decodes them. nghttp2 only advertises it, and a
+ * 16 KB HEADERS frame that refers to a 4 KB entry of the dynamic table
+ * thousands of times would decode to tens of megabytes (an HPACK bomb).
+ */
+#define MAX_HEADER_LIST		16384
 
 static int
 begin_frame_cb(nghttp2_session *h2, const nghttp2_frame_hd *hd, void *arg)
@@ -64,11 +72,24 @@ header_cb(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
 {
 	struct grpc_call *call;
 
-	if (frame->hd.type != NGHTTP2_HEADERS ||
-	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+	if (frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	call = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
 	if (call == NULL)
+		return 0;
+	/* A request's trailers count towards its list too. */
+	call->header_bytes += namelen + valuelen + 32;
+	if (call->header_bytes > MAX_HEADER_LIST) {
+		/* No legitimate client sends more than it was told the limit
+		 * is; the rest of what this one sent is not even decoded. */
+		gsrv_conn_reason(call->conn, "a request's header list exceeds "
+		    "SETTINGS_MAX_HEADER_LIST_SIZE (%d bytes decoded; an HPACK "
+		    "bomb?): sent GOAWAY ENHANCE_YOUR_CALM", MAX_HEADER_LIST);
+		nghttp2_session_terminate_session(h2,
+		    NGHTTP2_ENHANCE_YOUR_CALM);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	if (hdr_is(name, namelen, ":method")) {
 		call->bad_method = valuelen != 4 || memcmp(value, "POST",
@@ -452,7 +473,7 @@ gsrv_h2_session_new(struct grpc_conn *c)
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
 		    srv->opts.max_streams },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20 },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST },
 	};
 	rv = nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv,
 	    sizeof(iv) / sizeof(iv[0]));

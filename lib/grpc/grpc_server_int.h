@@ -92,6 +92,8 @@ struct grpc_call {
 	struct event *deadline;
 	char *auth_value;	/* the auth_key header (grpc_server_opts) */
 	int auth_seen;		/* ... it came; only the first counts */
+	size_t header_bytes;	/* the header list so far (RFC 9113 §6.5.2) */
+	int unary;		/* its queue is a unary answer */
 	ProtobufCMessage *held;	/* the request while authenticate runs */
 	char *identity;		/* grpc_call_proceed's, or NULL */
 	unsigned int auth_flags;
@@ -161,9 +163,18 @@ struct grpc_conn {
 	uint64_t reset_tokens;		/* streams the client may still
 					   reset, in thousandths */
 	uint64_t reset_ms;		/* when they were last counted */
+	uint64_t refused_tokens;	/* calls authentication may still
+					   refuse, in thousandths */
+	uint64_t refused_ms;		/* when they were last counted */
 	int preface_done;		/* the client's SETTINGS arrived */
 	int idle_goaway;		/* GOAWAY sent for being idle */
-	size_t queued;		/* packed bytes not yet taken by nghttp2 */
+	size_t queued;		/* packed bytes not yet taken by nghttp2
+				   (grpc_server_out.c counts them) */
+	uint64_t out_progress_ms;	/* nghttp2 last took some, or they
+					   began to wait */
+	size_t unary_queued;	/* ... of those, unary answers' */
+	int out_dying;		/* closed at the end of the turn to free
+				   the output budget */
 	int want_writable;	/* some call got -ENOBUFS */
 	int in_h2;		/* inside nghttp2_session_{mem_recv,send} */
 	int close_pending;	/* gsrv_conn_close asked while in_h2 */
@@ -210,6 +221,9 @@ struct grpc_server {
 	size_t stage_len, stage_cap;
 	struct grpc_conn *stage_owner;	/* whose they are */
 	size_t n_conns;
+	size_t out_total;		/* every connection's queued */
+	size_t out_released;		/* let go since the last trim */
+	uint64_t out_evicted;		/* closed for the budget */
 	TAILQ_HEAD(, grpc_conn) unproven;	/* oldest first */
 	struct gsrv_addrs *addrs;	/* connections per peer address */
 	uint64_t evicted;		/* closed to make room */
@@ -250,6 +264,7 @@ void	gsrv_limits_refuse(int fd, int tls, const char *why);
 uint32_t gsrv_limits_addr_count(const struct grpc_server *, const char *);
 void	gsrv_limits_added(struct grpc_conn *);
 void	gsrv_limits_proven(struct grpc_conn *);
+void	gsrv_limits_refused(struct grpc_conn *);
 void	gsrv_limits_removed(struct grpc_conn *);
 void	gsrv_limits_free(struct grpc_server *);
 
@@ -274,6 +289,15 @@ void	gsrv_conn_reason(struct grpc_conn *, const char *, ...)
 void	gsrv_conn_timer_arm(struct grpc_conn *);
 void	gsrv_conn_schedule_flush(struct grpc_conn *);
 size_t	gsrv_conn_queued(const struct grpc_conn *);
+
+/* grpc_server_out.c: output held for clients that do not read. */
+#define OUT_STALL_MS	20000	/* none of it taken: the connection closes */
+void	gsrv_out_add(struct grpc_call *, size_t);
+void	gsrv_out_sub(struct grpc_call *, size_t, int sent);
+/* 0: |call| may queue more; -1 with why (for the client) if not. */
+int	gsrv_out_room(struct grpc_call *call, char *why, size_t whylen);
+/* -1 when it closed |c| for a stall; else *due, the next check (0: none). */
+int	gsrv_out_stalled(struct grpc_conn *c, uint64_t now, uint64_t *due);
 /* Bytes of the connection's own output not written yet. */
 size_t	gsrv_conn_unwritten(const struct grpc_conn *);
 struct evbuffer *gsrv_conn_output(const struct grpc_conn *);

@@ -16,6 +16,12 @@
  * - At most max_conns_per_addr connections from one source address (unix
  *   sockets are not counted): past it the address's oldest unproven
  *   connection makes room, else the new one is refused.
+ * - Calls the program's authentication refuses (grpc_call_finish before
+ *   grpc_call_proceed) are counted per connection: past REFUSED_BURST at
+ *   once, then REFUSED_PER_S a second, the connection ends with GOAWAY
+ *   ENHANCE_YOUR_CALM. Each such call costs the event loop as much as a
+ *   good one, and a client that sends bad credentials as fast as they are
+ *   refused would otherwise keep the loop from everybody else.
  * - A refused cleartext connection is told why before it is closed: a
  *   SETTINGS and a GOAWAY (ENHANCE_YOUR_CALM) whose debug data names the
  *   limit, which rdzv's clients show. A TLS one is closed.
@@ -30,6 +36,10 @@
 #include "grpc_server_int.h"
 
 #define ADDR_BUCKETS	1024
+/* Unproven connections looked at for one with no call under way. */
+#define ROOM_SCAN	64
+#define REFUSED_BURST	64
+#define REFUSED_PER_S	16
 
 struct gsrv_addr {
 	struct gsrv_addr	*next;
@@ -79,16 +89,29 @@ gsrv_limits_addr_count(const struct grpc_server *srv, const char *addr)
 	return *p != NULL ? (*p)->n : 0;
 }
 
-/* The oldest unproven connection, of |addr| when not NULL. */
+/*
+ * The oldest unproven connection, of |addr| when not NULL; among the
+ * ROOM_SCAN oldest, one with no call under way first: a health probe
+ * whose Check is being answered (it needs no credential, so it never
+ * proves its connection) must not lose it to a crowd of new ones.
+ */
 static struct grpc_conn *
 oldest_unproven(struct grpc_server *srv, const char *addr)
 {
-	struct grpc_conn *c;
+	struct grpc_conn *c, *first = NULL;
+	int n = 0;
 
-	TAILQ_FOREACH(c, &srv->unproven, unproven_entry)
-		if (!c->closed && (addr == NULL || strcmp(c->peer, addr) == 0))
+	TAILQ_FOREACH(c, &srv->unproven, unproven_entry) {
+		if (c->closed || (addr != NULL && strcmp(c->peer, addr) != 0))
+			continue;
+		if (TAILQ_EMPTY(&c->calls))
 			return c;
-	return NULL;
+		if (first == NULL)
+			first = c;
+		if (++n == ROOM_SCAN)
+			break;
+	}
+	return first;
 }
 
 int
@@ -205,6 +228,35 @@ gsrv_limits_proven(struct grpc_conn *c)
 		TAILQ_REMOVE(&c->srv->unproven, c, unproven_entry);
 		c->on_unproven = 0;
 	}
+}
+
+/* Authentication refused a call of |c|: one token of its bucket. */
+void
+gsrv_limits_refused(struct grpc_conn *c)
+{
+	uint64_t now = mono_ms(), full = REFUSED_BURST * 1000ULL;
+
+	if (c->refused_ms == 0)
+		c->refused_tokens = full;
+	else
+		c->refused_tokens += (now - c->refused_ms) * REFUSED_PER_S;
+	if (c->refused_tokens > full)
+		c->refused_tokens = full;
+	c->refused_ms = now;
+	if (c->refused_tokens >= 1000) {
+		c->refused_tokens -= 1000;
+		return;
+	}
+	if (c->h2 == NULL || c->goaway_sent)
+		return;
+	gsrv_conn_reason(c, "the server refused more than %d of the "
+	    "client's calls at once (bad credentials?): sent GOAWAY "
+	    "ENHANCE_YOUR_CALM", REFUSED_BURST);
+	c->goaway_sent = 1;
+	/* Whatever else the client sent is ignored from here. */
+	nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
+	if (!c->in_h2)
+		gsrv_conn_schedule_flush(c);
 }
 
 /* The connection is going away. */
