@@ -568,16 +568,25 @@
 
 	// Called by the page on every update of the job it shows.
 	window.rdzvTimeline = function (box, j, now) {
-		if (hist === null || hist.id !== j.rdzv_id)
+		if (hist === null || hist.id !== j.rdzv_id) {
 			reset(j.rdzv_id);
+			load();
+		}
 		hist.box = box;
 		hist.job = j;
 		hist.now = now;
 		sample(j, now);
 		if (hist.complete)
 			merge(j);
-		else
-			load();
 		draw();
+	};
+
+	// The page names the job it is about to follow: its history is read
+	// meanwhile, not after the job's first answer came.
+	window.rdzvTimeline.prefetch = function (id) {
+		if (hist !== null && hist.id === id)
+			return;
+		reset(id);
+		load();
 	};
 })();
