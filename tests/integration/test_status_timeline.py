@@ -249,8 +249,16 @@ def test_timeline_of_1000_nodes(tmp_path, browser):
         ready, drawn = drv.execute_script(
             "var b = document.querySelector('div.timeline-box');"
             "return [+b.dataset.readyMs, +b.dataset.drawMs]")
+        parts = drv.execute_script(
+            "var n = performance.getEntriesByType('navigation')[0];"
+            "var h = performance.getEntriesByType('resource').filter("
+            "e => e.name.indexOf('api/events') >= 0)[0];"
+            "return [n.responseEnd, n.domContentLoadedEventEnd,"
+            " h ? h.startTime : -1, h ? h.responseEnd : -1]")
         print("\n1000-node timeline: page shown in %d ms from navigation, "
-              "one draw %.1f ms" % (ready, drawn))
+              "one draw %.1f ms (page loaded at %d ms, its scripts ran by "
+              "%d ms, the history read from %d to %d ms)"
+              % ((ready, drawn) + tuple(parts)))
         svg = drv.execute_script(
             "var s = document.querySelector('svg.timeline');"
             "return [s.dataset.nodes, s.dataset.lanes, s.dataset.grouped]")
@@ -266,5 +274,54 @@ def test_timeline_of_1000_nodes(tmp_path, browser):
         ch.close()
         for n in nodes:
             n.channel = None
+            n.close()
+        d.stop()
+
+
+@needs_browser
+def test_timeline_evictions(tmp_path, browser):
+    """An operator's eviction and a host's quarantine end two lanes, each
+    in its own state, with the reason on hover."""
+    d, base = daemon(tmp_path, ["--admin", "anonymous"])
+    nodes = [Node(d.addr, name=h) for h in ("good-1", "gone-1", "bad-1")]
+    ctl = Control(d.addr)
+    try:
+        for n in nodes:
+            n.join("hosts", min_nodes=1, max_nodes=3, last_call_ms=200,
+                   wait=False)
+        for n in nodes:
+            n.wait_accepted()
+        # The first round may be smaller; the three are in one soon after.
+        rt.wait_for(lambda: ctl.get_job("hosts").world_size == 3, 30,
+                    what="a round of the three")
+        g = ctl.get_job("hosts").generation
+        drv = browser
+        drv.get(base + "#job=hosts")
+        rt.wait_for(lambda: len(drv.execute_script("return " + BANDS)) == g,
+                    30, interval=0.1, what="the generations' bands")
+        ctl.evict_node("hosts", nodes[1].node_id, "disk full")
+        ctl.set_host("bad-1", 3, "ECC errors")       # HOST_STATE_QUARANTINED
+        rt.wait_for(lambda: len(drv.execute_script("return " + BANDS)) ==
+                    g + 2, 30, interval=0.1,
+                    what="the rounds after the evictions")
+        lanes = {int(x[0]): x[1].split()[-1]
+                 for x in drv.execute_script("return " + LANES)}
+        assert [lanes[n.node_id] for n in nodes] == [
+            "running", "evicted", "quarantined"], lanes
+        gone = titles(drv, "g.lane[data-node='%d'] g.mark[data-kind=evicted]"
+                      % nodes[1].node_id)
+        assert len(gone) == 1 and "disk full" in gone[0], gone
+        bad = titles(drv, "g.lane[data-node='%d'] g.mark[data-kind=evicted]"
+                     % nodes[2].node_id)
+        assert len(bad) == 1 and "ECC errors" in bad[0], bad
+        # Neither is a failure: the bands after them are changes of nodes.
+        assert [x[:2] for x in drv.execute_script("return " + BANDS)][-3:] \
+            == [[g, 3], [g + 1, 2], [g + 2, 1]]
+        restarts = titles(drv, "svg.timeline g.mark[data-kind=restart]")
+        assert "disk full" in restarts[-2] and "ECC errors" in restarts[-1], \
+            restarts
+    finally:
+        ctl.close()
+        for n in nodes:
             n.close()
         d.stop()

@@ -206,8 +206,10 @@
 				n.marks.push({ t: t, kind: k, msg: msg });
 				if (k === "lost" || k === "left" || k === "evicted") {
 					interrupted(n, t);
-					set(n, t, k === "evicted" && hostQ[n.host] ?
-					    "quarantined" : k);
+					// A quarantine's eviction names the host.
+					set(n, t, k === "evicted" && (hostQ[n.host] ||
+					    /^node .*? \(node \d+\) evicted: host .* quarantined: /
+					    .test(msg)) ? "quarantined" : k);
 				} else if (k === "failure" || k === "hang")
 					interrupted(n, t);
 				if (k !== "left")
