@@ -70,7 +70,7 @@
 				return;
 			d.events.forEach(add);
 			h.loading = false;
-			if (d.more)
+			if (d.more && d.events.length > 0)
 				return load();
 			h.complete = true;
 			h.failed = "";
@@ -98,15 +98,18 @@
 	}
 
 	// The latest events an update carries; a gap since the last one held
-	// (more than the core keeps happened between two updates) is read
-	// from /api/events instead.
+	// (more happened between two updates than an update carries) is read
+	// from /api/events instead, the timeline drawn as it was meanwhile.
+	// While a read is under way nothing is added: it reads on from the
+	// last seq held, and the update after it adds what came since.
 	function merge(j) {
+		if (hist.loading)
+			return;
 		var evs = j.events.slice().sort(function (a, b) {
 			return a.seq - b.seq;
 		});
-		if (evs.length > 0 && evs[0].seq > hist.last + 1 && hist.last > 0 &&
+		if (evs.length > 0 && evs[0].seq > hist.last + 1 &&
 		    hist.failed === "") {
-			hist.complete = false;
 			load();
 			return;
 		}
