@@ -10,8 +10,9 @@ and the test prints how long the page took to show it.
 /api/events, the history the timeline is drawn from, is checked over plain
 HTTP: every event, in pages, and clear refusals.
 
-With RDZV_SCREENSHOT=PATH the story's timeline is also written there as a
-PNG (how docs/status-timeline.png is made)."""
+With RDZV_TIMELINE_SCREENSHOT=PATH the story's timeline is also written
+there as a PNG (how docs/status-timeline.png is made): the story is then
+spread over a few seconds so that the picture reads."""
 
 import json
 import os
@@ -110,7 +111,7 @@ def test_timeline_tells_a_jobs_story(tmp_path, browser):
                     what="the first generation's band")
         drv.execute_script("window.stillHere = 1")
         # The picture spreads the story out; the test itself does not wait.
-        shot = os.environ.get("RDZV_SCREENSHOT")
+        shot = os.environ.get("RDZV_TIMELINE_SCREENSHOT")
         pace = 1.5 if shot else 0
         time.sleep(pace)
 
