@@ -207,6 +207,10 @@
 			} else if (NODE_MARKS[k] && (p = nodeOf(msg)) !== null) {
 				n = node(p, t);
 				n.marks.push({ t: t, kind: k, msg: msg });
+				// What ends or fails a member is the next
+				// restart's cause; a spare's end is not.
+				if (state(n) === "running" && k !== "host")
+					cause = msg;
 				if (k === "lost" || k === "left" || k === "evicted") {
 					interrupted(n, t);
 					// A quarantine's eviction names the host.
@@ -215,8 +219,6 @@
 					    .test(msg)) ? "quarantined" : k);
 				} else if (k === "failure" || k === "hang")
 					interrupted(n, t);
-				if (k !== "left")
-					cause = msg;
 			} else if (k === "host") {
 				m = /^host (.*) (ok|suspect|quarantined): /.exec(msg);
 				if (!m)
