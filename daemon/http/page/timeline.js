@@ -418,10 +418,15 @@
 			    x: x0, y: AXIS_H, width: w, height: height - AXIS_H }));
 			g.appendChild(svg("rect", { class: "band-head b" + (i % 2),
 			    x: x0, y: AXIS_H, width: w, height: BAND_H }));
-			if (w > 40)
+			// The longest label that fits the band (about 7 px a
+			// character), none in a band too narrow for a number.
+			var fit = ["gen " + b.gen + " · world " + b.world, "gen " +
+			    b.gen, String(b.gen)].find(function (s) {
+				return s.length * 7 + 12 < w;
+			});
+			if (fit !== undefined)
 				g.appendChild(svg("text", { x: x0 + 4, y: AXIS_H + 15,
-				    class: "band-label" }, "gen " + b.gen +
-				    " · world " + b.world));
+				    class: "band-label" }, fit));
 			title(g, b.msg + "\nfrom " + when(b.start, t0) + " to " +
 			    when(b.end, t0));
 			root.appendChild(g);
