@@ -106,14 +106,14 @@ http_api_events_request(struct evhttp_request *req, void *arg)
 		    "10000)");
 		return;
 	}
+	err[0] = '\0';
 	if (rdzv_id_check(job, err, sizeof(err)) != 0 ||
 	    ((v = evhttp_find_header(&q, "after")) != NULL &&
 	    number(v, UINT64_MAX, &after) != 0) ||
 	    ((v = evhttp_find_header(&q, "limit")) != NULL &&
 	    (number(v, API_EVENTS_MAX, &limit) != 0 || limit == 0))) {
-		snprintf(msg, sizeof(msg), "/api/events: %s", rdzv_id_check(job,
-		    err, sizeof(err)) != 0 ? err : "after=SEQ is a number, "
-		    "limit=N is 1 to 10000");
+		snprintf(msg, sizeof(msg), "/api/events: %s", err[0] != '\0' ?
+		    err : "after=SEQ is a number, limit=N is 1 to 10000");
 		evhttp_clear_headers(&q);
 		reply_error(req, HTTP_BADREQUEST, "Bad Request", msg);
 		return;
