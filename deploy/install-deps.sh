@@ -13,7 +13,7 @@ case $what in
 test) pkgs="$pkgs python3-grpcio python3-grpc-tools python3-protobuf
 python3-pytest python3-cryptography python3-torch sqlite3 fiu-utils curl clang libclang-rt-14-dev valgrind
 dpkg-dev debhelper fakeroot lintian bash-completion man-db systemd
-prometheus chromium slurm-wlm munge
+prometheus chromium chromium-driver python3-selenium slurm-wlm munge
 etcd-server etcd-client
 iproute2 nftables ethtool stress-ng" ;;
 demo) pkgs="$pkgs python3-torch" ;;

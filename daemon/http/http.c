@@ -24,8 +24,10 @@
 #include "rdzvd.h"
 #include "tls.h"
 
-/* Generated from daemon/http/page/index.html at build time. */
+/* Generated from daemon/http/page/index.html and timeline.js at build
+ * time. */
 extern const char http_page_index[];
+extern const char http_page_timeline[];
 
 /* Headers and request lines beyond this are refused by evhttp. */
 #define HTTP_MAX_HEADERS	(16 * 1024)
@@ -108,12 +110,30 @@ on_page(struct evhttp_request *req, void *arg)
 	}
 	/* Everything the page needs is in it: nothing else may load. */
 	evhttp_add_header(h, "Content-Security-Policy", "default-src 'none'; "
-	    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+	    "script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
 	    "connect-src 'self'; img-src data:");
 	evhttp_add_header(h, "X-Frame-Options", "DENY");
 	evbuffer_add_reference(b, http_page_index, strlen(http_page_index),
 	    NULL, NULL);
 	http_reply(req, HTTP_OK, "OK", "text/html; charset=utf-8", b);
+	evbuffer_free(b);
+}
+
+/* The timeline's script, which the page loads from here. */
+static void
+on_timeline(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b;
+
+	if (http_request_check(req) != 0)
+		return;
+	if ((b = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		return;
+	}
+	evbuffer_add_reference(b, http_page_timeline,
+	    strlen(http_page_timeline), NULL, NULL);
+	http_reply(req, HTTP_OK, "OK", "text/javascript; charset=utf-8", b);
 	evbuffer_free(b);
 }
 
@@ -124,7 +144,8 @@ on_other(struct evhttp_request *req, void *arg)
 	if (http_request_check(req) != 0)
 		return;
 	http_reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: this server "
-	    "has /, /metrics, /healthz, /readyz and /events");
+	    "has /, /metrics, /healthz, /readyz, /events, /hosts and "
+	    "/api/events");
 }
 
 static void
@@ -176,6 +197,8 @@ http_start(void)
 	evhttp_set_cb(http, "/readyz", on_readyz, NULL);
 	evhttp_set_cb(http, "/events", http_events_request, NULL);
 	evhttp_set_cb(http, "/hosts", http_hosts_request, NULL);
+	evhttp_set_cb(http, "/timeline.js", on_timeline, NULL);
+	evhttp_set_cb(http, "/api/events", http_api_events_request, NULL);
 	evhttp_set_gencb(http, on_other, NULL);
 	if (cfg->tls_cert != NULL)
 		setup_tls();

@@ -49,6 +49,9 @@ void		 http_conn_set_closecb(struct evhttp_connection *,
 /* http_hosts.c: /hosts, the page's view of host memory. */
 void		 http_hosts_request(struct evhttp_request *, void *);
 
+/* http_api.c: /api/events, a job's event history for the timeline. */
+void		 http_api_events_request(struct evhttp_request *, void *);
+
 /* http_events.c: the status page's server-sent events, a sink of
  * follow.c. */
 void		 http_events_start(void);
