@@ -17,6 +17,8 @@ survivor's first step at the smaller world. Faults (--fault):
          on): a hung worker, found by the agents' --hang-timeout (default
          3s for this fault); the survivors are N-1 (or the job steps at
          N again with the stopped worker replaced on its node: said so).
+         The job is N-1:N+1, so that the hung node, which joins again at
+         once, waits for the last call instead of filling max_nodes.
          Needs --worker api, whose steps report progress (rdzv.progress)
 
 Workers (--worker): api (bench/recovery_worker.py, through rdzv.elastic,
@@ -132,7 +134,12 @@ def restart_count(args, endpoint, job):
 
 def node_argv(mode, args, i, endpoint, job):
     n = args.nodes
-    nn = "%d:%d" % (n - FAULTS[args.fault][1], n)
+    # A hung node comes back at once as a new node once its worker is
+    # stopped: with room below max_nodes (one more than run) the job takes
+    # it in after the last call, and the survivors step without it
+    # meanwhile, which is what the stop fault measures.
+    nn = "%d:%d" % (n - FAULTS[args.fault][1],
+                    n + 1 if args.fault == "stop" else n)
     worker = WORKERS[args.worker]
     if mode.startswith("agent"):
         argv = [os.path.join(args.build, "client", "agent", "rdzv-agent"),
