@@ -51,7 +51,7 @@ def test_a_crowd_from_a_few_addresses_shuts_nobody_out(tmp_path):
     d = limited(tmp_path, 256, "--max-connections-per-address", str(PER_ADDR),
                 "--max-health-watchers", str(WATCHERS),
                 "--unauthenticated-idle-timeout", "2s")
-    cap = int(d.wait_line(r"at most (\d+) gRPC connections").group(1))
+    cap = int(d.wait_line(r"room for (\d+) gRPC connections").group(1))
     with d:
         # A running job, before the crowd.
         a1, a2 = Node(d.addr, name="a1"), Node(d.addr, name="a2")

@@ -44,6 +44,8 @@ EXPECTED = [
     ("pythondir", "rdzv-%s.dist-info/entry_points.txt" % VERSION),
     ("pythondir", "rdzv-%s.dist-info/top_level.txt" % VERSION),
     ("libexecdir", "rdzv/rdzv-drain"),
+    # client/agent/meson.build: the workers' preload (masterwait.c).
+    ("libdir", "rdzv/librdzv-masterwait.so"),
 ]
 
 
@@ -57,7 +59,7 @@ def build_dirs(build_root):
     prefix = opts["prefix"]
     dirs = {"prefix": prefix}
     for d in ("bindir", "sbindir", "sysconfdir", "datadir", "mandir",
-              "libexecdir"):
+              "libexecdir", "libdir"):
         dirs[d] = os.path.join(prefix, opts[d])
     unitdir = opts.get("systemdsystemunitdir", "")
     if not unitdir:

@@ -43,6 +43,10 @@ DEB_DIRS = {
     "sysusersdir": "/usr/lib/sysusers.d",
     "pythondir": "/usr/lib/python3/dist-packages",
     "libexecdir": "/usr/libexec",
+    # debhelper's meson build: lib/<multiarch triplet>.
+    "libdir": "/usr/lib/" + subprocess.run(
+        ["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True,
+        text=True).stdout.strip(),
 }
 
 # Runs in the new mount namespace: an overlay of / with its upper layer on
