@@ -191,7 +191,8 @@ failed_attempt(struct session *s, int status, const char *msg,
 		    mono_since(now, s->trying_since) / 1000.0, s->last_error,
 		    strstr(s->last_error, "cannot resolve") != NULL ?
 		    "the host name does not resolve: check it" :
-		    "is it running there?");
+		    strstr(s->last_error, "RESOURCE_EXHAUSTED") != NULL ?
+		    "rdzvd stayed at that limit" : "is it running there?");
 		return;
 	}
 	if (s->cli != NULL && grpc_client_connected(s->cli))
@@ -561,7 +562,11 @@ join_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
 		connect_check(s);
 		return;
 	}
-	if (!joined && !grpc_status_transient(status)) {
+	/* A limit rdzvd has reached (the jobs of an identity, which every
+	 * TCP client shares under `auth none`; its connections) is a busy
+	 * server, not a refusal: retried as any other, its words kept. */
+	if (!joined && !grpc_status_transient(status) &&
+	    status != GRPC_RESOURCE_EXHAUSTED) {
 		refused(s, status, msg);
 		return;
 	}

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
@@ -155,6 +156,34 @@ def test_unreachable(tmp_path):
     assert 1.4 < took < 5, took
     # Nothing ran, so no log directory is left behind.
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_identity_cap_is_busy_not_refused(tmp_path):
+    """With every TCP client one identity (anonymous, as under `auth none`)
+    and its live jobs at the cap, a new job's agent says whose cap it hit
+    and retries as for a busy rdzvd, instead of exiting 4; once a job ends
+    it joins and its job runs (issue 43)."""
+    d = rt.Daemon(tmp_path, ["--max-jobs-per-identity", "1"])
+    try:
+        a = rt.Proc([AGENT, "join", "--id", "cap-a", "--server", d.addr,
+                     "--nnodes", "2", "--", "true"],
+                    env={"TMPDIR": str(tmp_path)})
+        a.wait_line("waiting as participant", timeout=15)
+        b = rt.Proc([AGENT, "join", "--id", "cap-b", "--server", d.addr,
+                     "--nnodes", "1", "--connect-timeout", "60s", "--",
+                     "true"], env={"TMPDIR": str(tmp_path)})
+        b.wait_line(r"anonymous has 1 jobs that have not ended, the limit "
+                    r"per identity .*RESOURCE_EXHAUSTED.*retrying", 15)
+        assert b.p.poll() is None, b.output()
+        rc = subprocess.run([rt.build_path("client", "ctl", "rdzvctl"),
+                             "--server", d.addr, "abort",
+                             "cap-a", "--reason", "make room"],
+                            capture_output=True, text=True, timeout=15)
+        assert rc.returncode == 0, rc.stderr
+        assert b.wait(30) == 0, b.output()
+        a.wait(15)
+    finally:
+        d.stop()
 
 
 def test_refusals(job):
