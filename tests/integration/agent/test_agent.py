@@ -164,6 +164,7 @@ def test_identity_cap_is_busy_not_refused(tmp_path):
     and retries as for a busy rdzvd, instead of exiting 4; once a job ends
     it joins and its job runs (issue 43)."""
     d = rt.Daemon(tmp_path, ["--max-jobs-per-identity", "1"])
+    a = b = None
     try:
         a = rt.Proc([AGENT, "join", "--id", "cap-a", "--server", d.addr,
                      "--nnodes", "2", "--", "true"],
@@ -183,6 +184,10 @@ def test_identity_cap_is_busy_not_refused(tmp_path):
         assert b.wait(30) == 0, b.output()
         a.wait(15)
     finally:
+        for p in (a, b):
+            if p is not None and p.p.poll() is None:
+                p.signal(signal.SIGKILL)
+                p.wait(10)
         d.stop()
 
 
