@@ -59,7 +59,20 @@ def store_process():
                   % (port, e.errno, e.strerror), file=sys.stderr, flush=True)
             sys.exit(1)
         again = record()
-        peers = [s.accept()[0] for _ in range(world - 1)]
+        # A peer says hello first, as torch's store clients do: a
+        # connection that closes without a word is a probe (the agent's
+        # librdzv-masterwait.so, docs/RECOVERY.md), not a rank.
+        peers = []
+        while len(peers) < world - 1:
+            p = s.accept()[0]
+            p.settimeout(30)
+            try:
+                if p.recv(1) == b"h":
+                    peers.append(p)
+                    continue
+            except OSError:
+                pass
+            p.close()
         for p in peers:
             p.sendall(b"k")
         for p in peers:
@@ -71,6 +84,7 @@ def store_process():
         try:
             with socket.create_connection((os.environ["MASTER_ADDR"], port),
                                           timeout=30) as c:
+                c.sendall(b"h")
                 if c.recv(1) == b"k":
                     again = record()
                     c.sendall(b"r")
