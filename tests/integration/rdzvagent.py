@@ -146,9 +146,12 @@ class AgentJob:
             try:
                 last["job"] = self.job()
             except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.NOT_FOUND:
+                # Not created yet, or a read that waited for a slow commit
+                # past its deadline (docs/RDZVD.md): ask again.
+                if e.code() not in (grpc.StatusCode.NOT_FOUND,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
-                return None     # not created yet
+                return None
             return last["job"] if pred(last["job"]) else None
         try:
             return rt.wait_for(ok, timeout, 0.05, what)
