@@ -248,6 +248,9 @@ struct core_node {
 	int64_t			 seen_saved_ms;	/* last_seen_ms as written */
 
 	uint64_t		 reported_gen;	/* its last FAILED; volatile */
+	/* That report was of its own worker killed by a signal: its
+	 * connection closing next is the same death (core_agent.c). */
+	bool			 reported_killed;
 	/* Rule 16: the group rank it held when its last round ended, -1:
 	 * none; persisted, so that stable ranks survive a restart. */
 	int32_t			 prev_rank;

@@ -4,6 +4,7 @@
  * changes the node and lets core_settle() decide what that means for the
  * job.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,10 @@ core_report(struct core *c, struct core_now now, const char *identity,
 	}
 	if (r->outcome == CORE_OUTCOME_FAILED) {
 		n->reported_gen = j->failed_gen = r->generation;
+		n->reported_killed = false;
+		for (uint32_t i = 0; i < r->n_exits; i++)
+			if (r->exits[i].signal == SIGKILL)
+				n->reported_killed = true;
 		j->failed_mono_ms = now.mono_ms;
 		lose_closed_members(n, r->generation);
 	}
@@ -429,7 +434,9 @@ core_leave(struct core *c, struct core_now now, const char *identity,
  * change (a round without it), not a second restart. A member that did
  * report it, or any member once the cause was found (lost with the
  * report), died after the first fault, during the recovery (SPEC §4 rule
- * 15's second failure): a fault of its own, counted once more.
+ * 15's second failure): a fault of its own, counted once more. But a
+ * member whose report was of its own worker killed (SIGKILL: the node was
+ * killed, its agent a moment later) is the same death, not a second one.
  */
 static void
 lose_after_failure(struct core_node *n)
@@ -437,7 +444,8 @@ lose_after_failure(struct core_node *n)
 	struct core_job	*j = n->job;
 	char		 why[CORE_REASON_MAX];
 	bool		 reporter = n->reported_gen == j->failed_gen;
-	bool		 second = reporter || j->cause_gen == j->failed_gen;
+	bool		 second = (reporter && !n->reported_killed) ||
+	    (!reporter && j->cause_gen == j->failed_gen);
 
 	if (j->state != CORE_JOB_RUNNING || n->state != CORE_NODE_PARTICIPANT ||
 	    j->failed_gen == 0 || j->generation != j->failed_gen + 1 ||
@@ -446,10 +454,16 @@ lose_after_failure(struct core_node *n)
 	    j->settings.reconnect_grace_ms)
 		return;
 	core_timer_clear(j->core, &n->lease);
-	textf(why, sizeof(why), "its connection closed just after %s failure "
-	    "of generation %llu %s", reporter ? "its own report of a" : "a",
-	    (unsigned long long)j->failed_gen, second ? "(a second fault, "
-	    "during the recovery)" : "was reported");
+	if (reporter && n->reported_killed)
+		textf(why, sizeof(why), "its connection closed just after it "
+		    "reported its own worker killed in generation %llu (the "
+		    "same death)", (unsigned long long)j->failed_gen);
+	else
+		textf(why, sizeof(why), "its connection closed just after %s "
+		    "failure of generation %llu%s", reporter ? "its own report "
+		    "of a" : "a", (unsigned long long)j->failed_gen, second ?
+		    " (a second fault, during the recovery)" : reporter ? "" :
+		    " was reported");
 	core_event_add(j, "lost", "node %s (node %llu) was lost: %s",
 	    n->hostname, (unsigned long long)n->node_id, why);
 	core_node_end(n, CORE_NODE_LOST, why);

@@ -10,6 +10,9 @@
  * spare takes exactly the place of the node it replaces.
  */
 
+#include <signal.h>
+#include <string.h>
+
 #include "core_harness.h"
 
 /* Closed connection + a peer's failure report: a new round at once. */
@@ -146,6 +149,34 @@ test_report_then_closed(void)
 	CHECK_HAS(n[1]->reason, "a second fault, during the recovery");
 	CHECK(j->generation == 3 && j->round_n == 1);
 	CHECK_INT(j->restart_count, 2);
+
+	/* A node killed with its workers whose agent still told of its own
+	 * worker killed (SIGKILL) before it went: its connection closing is
+	 * the same death, not a second fault. */
+	{
+		struct core_report	r;
+		struct core_exit	killed = { .exit_code = -1,
+					    .signal = SIGKILL };
+
+		j = nodes("r14k", -1, 1, 3, n, 3);
+		memset(&r, 0, sizeof(r));
+		r.session_id = n[2]->session_id;
+		r.generation = 1;
+		r.outcome = CORE_OUTCOME_FAILED;
+		r.exits = &killed;
+		r.n_exits = 1;
+		CHECK_RC(core_report(C, NOW, "alice", &r, NULL, err,
+		    sizeof(err)), 0);
+		turn();
+		CHECK(j->generation == 2 && j->restart_count == 1);
+		tick(5);
+		disconnect(n[2]);
+		CHECK(n[2]->state == CORE_NODE_LOST);
+		CHECK_HAS(n[2]->reason, "it reported its own worker killed "
+		    "in generation 1 (the same death)");
+		CHECK(j->generation == 3 && j->round_n == 2);
+		CHECK_INT(j->restart_count, 1);
+	}
 
 	/* The reporter itself dies during the recovery (issue 40's second
 	 * failure): lost at once too, a fault of its own. */
