@@ -294,7 +294,9 @@ def test_silent_connections_do_not_lock_out_new_clients(tmp_path):
                           what="a client served after one closed")
         m = d.wait_line(r"below max-connections again after (\d+\.\d+) s; "
                         r"(\d+) connections were refused meanwhile")
-        assert int(m.group(2)) == refused, m.string
+        # Ours, and any health probe of the wait above that came before
+        # rdzvd had read the close (a busy machine).
+        assert int(m.group(2)) >= refused, m.string
         assert float(m.group(1)) < 10, m.string
         assert sum("max-connections (5) reached and" in line
                    for line in d.lines) == 1, d.output()

@@ -184,8 +184,10 @@ def test_new_job_forms_while_the_disk_is_slow(tmp_path, request):
         except TimeoutError as e:
             raise AssertionError("%s\n---- rdzvd\n%s" % (e, d.output()[-6000:]))
         assert g == 1, j.outputs()
+        # A read of the job waits for the commit that holds it, which the
+        # slow disk may still be finishing.
         job = j.wait_job(lambda x: x.state == PB.types.JOB_STATE_RUNNING,
-                         timeout=10, what="running")
+                         timeout=2 * SLOW_S + 30, what="running")
         assert job.generation == 1 and job.restart_count == 0, job
         assert node_states(job) == ["NODE_STATE_PARTICIPANT"] * 2, job
         for tag, p in j.agents.items():
