@@ -214,15 +214,18 @@ class Cluster(rdzvagent.AgentJob):
 def elastic_three(c, args=()):
     """n0, n1, n2 of a 2:3 job under --restart in-process, training
     train_elastic.py with a 2 s collective timeout, shorter than the
-    lease (docs/RECOVERY.md)."""
+    lease and than the stop timeout (docs/RECOVERY.md: a kept worker has
+    the stop timeout to take a round once its collective returned; 2 s of
+    each left none on a busy machine, and the master's worker restarted
+    as a process took the round's store with it)."""
     c.worker = TRAIN_ELASTIC
     env = {"TRAIN_STEPS": "100000", "TRAIN_STEP_SECONDS": "0.05",
            "TRAIN_COLLECTIVE_TIMEOUT": "2",
            "PYTHONPATH": os.path.join(rt.SOURCE_ROOT, "python")}
     for i, t in enumerate(["n0", "n1", "n2"]):
         c.agent(t, "2:3", max_restarts=3, env=env,
-                args=["--node-rank", i, "--restart", "in-process"] +
-                list(args))
+                args=["--node-rank", i, "--restart", "in-process",
+                      "--stop-timeout", "10s"] + list(args))
 
 
 @pytest.fixture
