@@ -221,6 +221,11 @@ http_start(void)
 		    strerror(err));
 		return -1;
 	}
+	/* evhttp listens with a backlog of 128: at the connection cap under
+	 * a churn of new connections, a probe's SYN would be dropped (and
+	 * sent again a second later) where it could wait its turn. Linux
+	 * takes a second listen() as a new backlog. */
+	(void)listen(evhttp_bound_socket_get_fd(bound), SOMAXCONN);
 	ep.port = bound_port();
 	endpoint_format(&ep, addr, sizeof(addr));
 	http_conn_start(http, bound, tls);

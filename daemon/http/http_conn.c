@@ -60,6 +60,11 @@
 
 /* How long accepting pauses when we are out of file descriptors. */
 #define ACCEPT_PAUSE_MS		500
+/* A connection that sent nothing for less than this is not closed to make
+ * room while one that did is there: its client may not have had the
+ * moment to send its request (a probe beside a source that churns
+ * connections). */
+#define EVICT_GRACE_MS		50
 /* The cap reached is logged at most this often. */
 #define FULL_SAY_MS		10000
 
@@ -67,6 +72,7 @@ struct hconn {
 	struct bufferevent	*bev;
 	struct evhttp_connection *evcon;	/* NULL until hooked */
 	struct event		*deadline;
+	uint64_t		 born_ms;	/* accepted (mono_ms) */
 	/* The status page's stream on it, told of the end too. */
 	void			(*closecb)(struct evhttp_connection *, void *);
 	void			*closecb_arg;
@@ -81,6 +87,7 @@ static struct {
 	struct evconnlistener	*evl;
 	struct event		*resume_ev;
 	struct event		*hook_ev;
+	struct event		*grace_ev;	/* the oldest's grace ends */
 	struct hconns		 all;		/* hooked */
 	struct hconns		 unhooked;	/* accepted this turn */
 	struct tls_ctx		*tls;
@@ -197,35 +204,99 @@ hconn_closed(struct evhttp_connection *evcon, void *arg)
 	hconn_end(c, &hc.all);
 }
 
+/* What a connection's client has sent of its next request, as far as
+ * evict_one needs to know. */
+enum head_seen { HEAD_NONE, HEAD_PART, HEAD_WHOLE };
+
+/*
+ * |c|'s next request: whole (its head waits in the socket, not yet read:
+ * a client that connected and sent its request at once, such as a probe
+ * of /healthz, while one source churns connections faster than the loop
+ * reads them), begun (bytes read or waiting, a slowloris client's), or
+ * nothing yet. A TLS connection's bytes say nothing before they are
+ * decrypted: any are "begun".
+ */
+static enum head_seen
+head_seen(struct hconn *c, evutil_socket_t s)
+{
+	char buf[1024];
+	ssize_t n;
+
+	n = recv(s, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n >= 4 && hc.tls == NULL &&
+	    memmem(buf, (size_t)n, "\r\n\r\n", 4) != NULL)
+		return HEAD_WHOLE;
+	if (n > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+		return HEAD_PART;
+	return HEAD_NONE;
+}
+
+/* How many connections evict_one looks at, at most, per new one. */
+#define EVICT_SCAN		64
+
 /*
  * At the cap: closes the oldest connection that holds its slot for
- * nothing, one still waiting for (or trickling) a request head or idle
- * between requests, never an event stream or one with a reply still
- * going out. Closing the socket under evhttp makes it free the
- * connection its own way, on a later turn. Returns 0, or -1 when every
- * connection is busy.
+ * nothing: one trickling a request head, or one that sent nothing (idle
+ * between requests, or never) for EVICT_GRACE_MS. Never an event stream,
+ * one with a reply still going out, one whose whole request head waits
+ * in its socket, or a new one that has had no moment to send its request
+ * (grace_cb tries again when the oldest of those is old enough). Closing
+ * the socket under evhttp makes it free the connection its own way, on a
+ * later turn. Returns 0, or -1 when every connection is busy or new.
  */
 static int
 evict_one(void)
 {
-	struct hconn *c;
-	evutil_socket_t s;
+	struct hconn *c, *pick = NULL, *young = NULL;
+	evutil_socket_t s = -1;
+	uint64_t now = mono_ms();
+	int looked = 0;
 
 	TAILQ_FOREACH(c, &hc.all, entry) {
 		if (c->evicted || c->closecb != NULL ||
 		    evbuffer_get_length(bufferevent_get_output(c->bev)) > 0 ||
 		    (s = bufferevent_getfd(c->bev)) < 0)
 			continue;
-		log_debug("HTTP connection closed to make room for a new "
-		    "one: it had no request under way at the cap (%u)",
-		    hc.max);
-		shutdown(s, SHUT_RDWR);
-		c->evicted = 1;
-		hc.n_evicted++;
-		hc.evictions++;
-		return 0;
+		if (looked++ == EVICT_SCAN)
+			break;
+		enum head_seen seen = head_seen(c, s);
+		if (seen == HEAD_WHOLE)
+			continue;
+		if (seen == HEAD_PART ||
+		    mono_since(now, c->born_ms) >= EVICT_GRACE_MS) {
+			pick = c;
+			break;
+		}
+		if (young == NULL)
+			young = c;
 	}
-	return -1;
+	if (pick == NULL) {
+		if (young != NULL && hc.grace_ev != NULL) {
+			uint64_t age = mono_since(now, young->born_ms);
+			struct timeval tv = { 0,
+			    (suseconds_t)(EVICT_GRACE_MS - age) * 1000 };
+			evtimer_add(hc.grace_ev, &tv);
+		}
+		return -1;
+	}
+	log_debug("HTTP connection closed to make room for a new one: it had "
+	    "no request under way at the cap (%u)", hc.max);
+	shutdown(bufferevent_getfd(pick->bev), SHUT_RDWR);
+	pick->evicted = 1;
+	hc.n_evicted++;
+	hc.evictions++;
+	return 0;
+}
+
+/* The oldest connection's grace ended while the listener waited at the
+ * cap: it may make room now. */
+static void
+grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (hc.full && evict_one() == 0) {
+		hc.full = 0;
+		listener_update();
+	}
 }
 
 /*
@@ -382,6 +453,7 @@ hconn_bev(struct event_base *base, void *arg)
 	    evbuffer_add_cb(bufferevent_get_input(bev), input_cb, c) == NULL)
 		fatalx("HTTP listener: out of memory for a connection");
 	c->bev = bev;
+	c->born_ms = mono_ms();
 	/* Until hook_cb has looked at it. */
 	bufferevent_incref(bev);
 	TAILQ_INSERT_TAIL(&hc.unhooked, c, entry);
@@ -440,7 +512,8 @@ http_conn_start(struct evhttp *http, struct evhttp_bound_socket *bound,
 	TAILQ_INIT(&hc.all);
 	TAILQ_INIT(&hc.unhooked);
 	if ((hc.resume_ev = evtimer_new(rdzvd.base, resume_cb, NULL)) == NULL ||
-	    (hc.hook_ev = event_new(rdzvd.base, -1, 0, hook_cb, NULL)) == NULL)
+	    (hc.hook_ev = event_new(rdzvd.base, -1, 0, hook_cb, NULL)) == NULL ||
+	    (hc.grace_ev = evtimer_new(rdzvd.base, grace_cb, NULL)) == NULL)
 		fatalx("HTTP listener: cannot create its timers");
 	evconnlistener_set_error_cb(hc.evl, accept_error_cb);
 	evhttp_set_bevcb(http, hconn_bev, NULL);
@@ -468,6 +541,8 @@ http_conn_stop(void)
 		event_free(hc.resume_ev);
 	if (hc.hook_ev != NULL)
 		event_free(hc.hook_ev);
-	hc.resume_ev = hc.hook_ev = NULL;
+	if (hc.grace_ev != NULL)
+		event_free(hc.grace_ev);
+	hc.resume_ev = hc.hook_ev = hc.grace_ev = NULL;
 	hc.evl = NULL;
 }

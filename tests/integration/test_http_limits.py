@@ -10,9 +10,11 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 
 import grpc
+import pytest
 
 import rdzvtest as rt
 from h2raw import h2_open
@@ -160,6 +162,71 @@ def test_slowloris_at_a_low_descriptor_limit(tmp_path):
         assert 1 <= reached <= 10, reached
         assert len(log) < 200_000, len(log)
         assert d.stop() == 0, log[-3000:]
+
+
+@pytest.mark.parametrize("sends", [b"GET / HTTP/1.1\r\n", b""],
+                         ids=["first-line", "nothing"])
+def test_healthz_under_slowloris_churn(tmp_path, sends):
+    """One source churns: it keeps 300 connections open at a 32-connection
+    cap, each sending the first line of a request and never the rest (or
+    nothing at all), and opens a new one as soon as rdzvd closes one (so
+    the table turns over hundreds of times a second). 20 probes of /healthz on new connections
+    each get 200 within 2 s: a connection whose request came whole is
+    never the one closed to make room, and a new one is not closed before
+    it has had a turn to send its request."""
+    d = limited(tmp_path, 128, "--http-request-timeout", "10s")
+    with d:
+        d.wait_line(r"at most 32 HTTP connections")
+        stop, opened = threading.Event(), [0]
+
+        def churn():
+            live = []
+            while not stop.is_set():
+                while len(live) < 300:
+                    s = socket.socket()
+                    s.setblocking(False)
+                    s.connect_ex(("127.0.0.1", d.http))
+                    live.append([s, False])
+                    opened[0] += 1
+                keep = []
+                for c in live:
+                    try:
+                        if not c[1] and sends:
+                            c[0].send(sends)
+                            c[1] = True
+                        if c[0].recv(1, socket.MSG_PEEK) == b"":
+                            c[0].close()        # rdzvd closed it
+                            continue
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        c[0].close()
+                        continue
+                    keep.append(c)
+                live = keep
+                time.sleep(0.001)
+            for c in live:
+                c[0].close()
+
+        t = threading.Thread(target=churn, daemon=True)
+        t.start()
+        got = []
+        try:
+            rt.wait_for(lambda: opened[0] > 1000, 30,
+                        what="the churn under way")
+            for _ in range(20):
+                try:
+                    got.append(http_get(d.http, "/healthz", timeout=2))
+                except OSError as e:
+                    got.append(repr(e))
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            t.join(10)
+        print("/healthz under churn: %s; %d connections opened"
+              % (got, opened[0]))
+        assert got == [200] * 20, got
+        assert d.stop() == 0, d.output()[-3000:]
 
 
 def test_event_streams_leave_room_for_probes(tmp_path):
