@@ -171,6 +171,13 @@ save_held(uint64_t arg)
 	save_queued = false;
 }
 
+void
+hook_settle(void)
+{
+	if (n_save > 0)
+		save_held(0);
+}
+
 static void
 save(const char *host)
 {

@@ -86,6 +86,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		/* The commit in flight ends and goes out first. */
 		turn_settle("rdzvd is shutting down; try again when it is "
 		    "back");
+		/* A hook's outcome waiting for the next turn goes into this
+		 * last commit (turn_settle dropped the turn's held work). */
+		hook_settle();
 		watch_end_all("rdzvd is shutting down");
 		streams_shutdown("rdzvd is shutting down; resume when it is "
 		    "back");

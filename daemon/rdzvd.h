@@ -365,6 +365,10 @@ void		 hook_hosts_changed(const struct hosts *);
 void		 hook_hosts_loaded(const struct hosts *);
 /* Runs started, and runs that failed (not 0, killed, not started). */
 void		 hook_counts(uint64_t *runs, uint64_t *failures);
+/* Writes into the core the outcomes of runs that ended while a commit was
+ * in flight, which the next turn would have written (shutting down: the
+ * held work is dropped, and turn_flush commits what this wrote). */
+void		 hook_settle(void);
 void		 hook_free(void);
 /* How a host's latest run went (numbered as rdzv.v1.HookRunState). */
 enum hook_state {
