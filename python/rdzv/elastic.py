@@ -287,6 +287,44 @@ def _late(world, absent, limit):
                            (", ..." if len(absent) > 8 else "")))
 
 
+_SAID_S = 0.5        # how long rank 0 waits for the others to hear it
+
+
+def _barrier(store, rank, world, deadline, limit):
+    """Waits until every rank of the round arrived, leaving for a newer
+    round (Restart). At the deadline rank 0, whose store this is, decides
+    which ranks never came and tells the others through the store before
+    it leaves: every rank that came then reports the same absent ranks
+    (rule 17: a round formed after a failure does not count them again).
+    Were each rank to decide alone, rank 0's leaving would close its store
+    under the others, and their report would be a broken connection, an
+    ordinary failure that counts. The others decide alone only when rank 0
+    says nothing for _SAID_S past the deadline."""
+    while store.add("rdzv.elastic/arrived", 0) < world:
+        if restart_pending():
+            raise Restart("a newer round came before this one started")
+        if rank != 0 and store.add("rdzv.elastic/late", 0) > 0:
+            absent = [int(r) for r in
+                      store.get("rdzv.elastic/absent").decode().split()]
+            store.add("rdzv.elastic/heard", 1)
+            raise _late(world, absent, limit)
+        now = time.monotonic()
+        if rank == 0 and now > deadline:
+            absent = _absent(store, world)
+            store.set("rdzv.elastic/absent",
+                      " ".join(str(r) for r in absent))
+            store.add("rdzv.elastic/late", 1)
+            others = world - len(absent) - 1
+            until = now + _SAID_S
+            while store.add("rdzv.elastic/heard", 0) < others and \
+                    time.monotonic() < until:
+                time.sleep(0.005)
+            raise _late(world, absent, limit)
+        if rank != 0 and now > deadline + _SAID_S:
+            raise _late(world, _absent(store, world), limit)
+        time.sleep(0.005)
+
+
 def _init(dist, backend, init_kwargs):
     """init_process_group for the round in the environment, through a
     store made here, once every rank of the round arrived at it. A newer
@@ -305,12 +343,7 @@ def _init(dist, backend, init_kwargs):
         raise _late(world, [0], limit)      # the master's node never came
     store.add("rdzv.elastic/here/%d" % rank, 1)
     store.add("rdzv.elastic/arrived", 1)
-    while store.add("rdzv.elastic/arrived", 0) < world:
-        if restart_pending():
-            raise Restart("a newer round came before this one started")
-        if time.monotonic() > deadline:
-            raise _late(world, _absent(store, world), limit)
-        time.sleep(0.005)
+    _barrier(store, rank, world, deadline, limit)
     kw = {k: v for k, v in init_kwargs.items() if k != "init_method"}
     _start_group(dist, backend, store, rank, world, kw)
 
@@ -373,7 +406,19 @@ def _start_group(dist, backend, store, rank, world, kw):
                 raise Restart("a member of generation %d died while its "
                               "process group connected" % _gen)
     if "error" in box:
-        raise box["error"]
+        # Not raise box["error"]: its traceback holds this frame, which
+        # holds the box: a cycle that keeps the frames of
+        # init_process_group alive, and with them a process group that
+        # its own Restart ended after it connected (torch 1.13 meets at a
+        # store barrier after that). Only the cyclic collector would free
+        # it, at some later time: meanwhile its connections stay open,
+        # and a peer that finished its own init waits on them in its
+        # first collective until the collective timeout.
+        e = box.pop("error")
+        try:
+            raise e
+        finally:
+            del e
     if restart_pending():
         raise Restart("a newer round came while generation %d met" % _gen)
 
