@@ -12,6 +12,7 @@ by its pid at the end.
 """
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -42,14 +43,31 @@ def which(p):
 
 
 def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
+    """|n| distinct loopback ports that nothing listens on, below
+    net.ipv4.ip_local_port_range: the kernel gives the range's ports to
+    outgoing connections (any test's, on a busy machine), which could take
+    one between this check and the Slurm daemon's bind. Another test may
+    still pick the same port by chance: the cluster's start is tried again
+    then (Slurm._start)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    ports = []
+    while len(ports) < n:
+        port = rng.randrange(max(1024, low - 20000), low)
+        if port in ports:
+            continue
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        ports.append(port)
     return ports
 
 
@@ -112,8 +130,17 @@ class Slurm:
                 del self.env[k]
         try:
             self._munge()
-            self._config()
-            self._start()
+            for attempt in range(3):
+                self._config()
+                try:
+                    self._start()
+                    break
+                except RuntimeError as e:
+                    # Another test bound a port picked here first.
+                    if "Address already in use" not in str(e) or \
+                            attempt == 2:
+                        raise
+                    self._stop_slurm()
         except BaseException:
             self.stop()
             raise
@@ -215,6 +242,12 @@ class Slurm:
             return rt.wait_for(ok, timeout, 0.2, "job %s in %s" % (job_id, states))
         except TimeoutError as e:
             raise AssertionError("%s; last %s" % (e, last.get("job")))
+
+    def _stop_slurm(self):
+        """Stops slurmctld and the slurmds, keeping munged."""
+        munge, self.procs = self.procs[:1], self.procs[1:]
+        self.stop()
+        self.procs = munge
 
     def stop(self):
         """Stops every daemon by its pid, slurmd and slurmctld first."""
