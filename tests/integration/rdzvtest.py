@@ -7,8 +7,10 @@ wait polls a condition with a deadline.
 
 import fcntl
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -207,6 +209,34 @@ class Proc:
         if self.p.poll() is None:
             self.signal(signal.SIGKILL)
             self.wait(10)
+
+
+def quiet_ports(n):
+    """|n| distinct loopback ports that nothing listens on, below
+    net.ipv4.ip_local_port_range: the kernel gives the range's ports to
+    outgoing connections (any test's, on a busy machine), which could take
+    one between this check and the daemon's bind. Another test may still
+    pick the same port by chance: a caller that can tries again then."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    ports = []
+    while len(ports) < n:
+        port = rng.randrange(max(1024, low - 20000), low)
+        if port in ports:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        ports.append(port)
+    return ports
 
 
 def listening(proc, timeout=10.0):

@@ -12,11 +12,9 @@ by its pid at the end.
 """
 
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
@@ -40,35 +38,6 @@ def missing():
 
 def which(p):
     return shutil.which(p) or "/usr/sbin/" + p
-
-
-def free_ports(n):
-    """|n| distinct loopback ports that nothing listens on, below
-    net.ipv4.ip_local_port_range: the kernel gives the range's ports to
-    outgoing connections (any test's, on a busy machine), which could take
-    one between this check and the Slurm daemon's bind. Another test may
-    still pick the same port by chance: the cluster's start is tried again
-    then (Slurm._start)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.SystemRandom()
-    ports = []
-    while len(ports) < n:
-        port = rng.randrange(max(1024, low - 20000), low)
-        if port in ports:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            s.close()
-        ports.append(port)
-    return ports
 
 
 CONF = """\
@@ -163,7 +132,7 @@ class Slurm:
             raise RuntimeError("munged exited %s:\n%s" % (p.p.returncode, p.output()))
 
     def _config(self):
-        ports = free_ports(2 + len(NODES))
+        ports = rt.quiet_ports(2 + len(NODES))
         self.ctld_port = ports[0]
         lines = []
         for name, port in zip(NODES, ports[2:]):

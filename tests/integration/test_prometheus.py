@@ -6,7 +6,6 @@ exposition and the example alert rules, which Prometheus also loads."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.skipif(
     PROMETHEUS is None or PROMTOOL is None,
     reason="Debian's prometheus is not installed "
            "(deploy/install-deps.sh test installs it)")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def query(port, q):
@@ -81,7 +72,7 @@ def test_prometheus_scrapes_rdzvd(tmp_path):
         "scrape_configs:\n  - job_name: rdzvd\n"
         "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
         % (RULES, http))
-    port = free_port()
+    port = rt.quiet_ports(1)[0]
     prom = rt.Proc([PROMETHEUS, "--config.file", str(conf),
                     "--storage.tsdb.path", str(tmp_path / "data"),
                     "--web.listen-address", "127.0.0.1:%d" % port])
