@@ -16,7 +16,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 import rdzvtest as rt
 
