@@ -3,7 +3,7 @@
  * over which kept workers take a new assignment instead of being stopped
  * and started again. The agent listens on a unix stream socket,
  * <log-dir>/restart.sock (or the abstract name "@rdzv-agent.PID.restart"
- * when that path is too long), named to the workers in RDZV_RESTART. A
+ * when that path is too long), named to the workers in RDZV_RESTART_SOCKET. A
  * worker that runs its training under rdzv.elastic connects and speaks in
  * lines of text:
  *

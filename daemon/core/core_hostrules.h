@@ -11,8 +11,8 @@
  * carries, which rdzv-agent fills from SLURMD_NODENAME, the hostname, or
  * its --host override.
  */
-#ifndef RDZV_HOSTS_H
-#define RDZV_HOSTS_H
+#ifndef RDZV_CORE_HOSTRULES_H
+#define RDZV_CORE_HOSTRULES_H
 
 #include <sys/queue.h>
 
