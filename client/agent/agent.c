@@ -624,6 +624,7 @@ agent_free(struct agent *a)
 {
 	node_close(&a->node);
 	workers_free(&a->ws);
+	forksrv_free(&a->fs);
 	hang_free(&a->hang);
 	hung_free(a);
 	free(a->absent);
@@ -655,15 +656,21 @@ agent_init(struct agent *a, struct agent_opts *o)
 	a->opts = o;
 	node_names(&a->node, o->host);
 	a->node.offer.gpus = &a->gpucheck;
+	/* The imports of --preload run from now on, beside the GPU check
+	 * and the rendezvous. */
+	forksrv_start(&a->fs, o, workers_masterwait_path());
+	a->ws.fs = &a->fs;
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */
 	rc = gpucheck_node_plan(o, &a->gpucheck, &a->node.offer.nproc);
 	if (rc != 0) {
 		gpucheck_node_free(&a->gpucheck);
+		forksrv_free(&a->fs);
 		return rc;
 	}
 	a->nproc_joined = a->node.offer.nproc;
-	if (setup(a, err, sizeof(err)) != 0) {
+	if (setup(a, err, sizeof(err)) != 0 ||
+	    forksrv_attach(&a->fs, a->node.base) != 0) {
 		fprintf(stderr, "rdzv-agent: %s\n", err);
 		agent_free(a);
 		return AGENT_EXIT_USAGE;
