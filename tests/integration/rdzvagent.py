@@ -21,8 +21,8 @@ AGENT = rt.build_path("client", "agent", "rdzv-agent")
 
 # The agent tests run a second time with the workers forked from a
 # preloaded python (`--preload`, docs/AGENT.md), under meson's
-# agent_preload entry: RDZV_TEST_PRELOAD names the modules.
-PRELOAD = os.environ.get("RDZV_TEST_PRELOAD", "")
+# agent_preload entry: RDZVTEST_PRELOAD names the modules.
+PRELOAD = os.environ.get("RDZVTEST_PRELOAD", "")
 
 
 def preload_args():
