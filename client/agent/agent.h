@@ -196,7 +196,7 @@ struct forksrv {
 	int			 fd;		/* SOCK_SEQPACKET to it */
 	struct event		*ev;
 	const char		*modules;	/* --preload */
-	uint32_t		 lease_ms;	/* bounds a wait for ready */
+	bool			 waited;	/* for ready once: no more */
 	uint64_t		 started_us;
 };
 

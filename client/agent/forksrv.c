@@ -49,10 +49,11 @@
  * process of a few hundred MB takes milliseconds, seconds on a loaded
  * machine. */
 #define SPAWN_WAIT_MS		10000
-/* The most a start waits for the imports to finish (they would be paid
- * by an exec'd worker anyway); bounded by a third of the lease, since the
- * agent's loop waits with it. */
-#define READY_WAIT_MAX_MS	10000
+/* The most the first start waits for the imports to finish (they would
+ * be paid by an exec'd worker anyway); the agent's loop waits with it, so
+ * it is short beside a lease. A server not ready by then serves the next
+ * generation. */
+#define READY_WAIT_MS		5000
 
 extern char **environ;
 
@@ -160,7 +161,6 @@ forksrv_start(struct forksrv *fs, const struct agent_opts *o,
 	if (o->preload == NULL || o->argc == 0)
 		return;
 	fs->modules = o->preload;
-	fs->lease_ms = o->lease_ttl_ms;
 	fs->state = FS_STARTING;
 	fs->started_us = mono_us();
 	if ((len = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0) {
@@ -272,7 +272,8 @@ on_hello(struct forksrv *fs, json_t *m)
 	    1000.0, (double)(mono_us() - fs->started_us) / 1e6);
 }
 
-/* Waits up to |ms| for the server's next message; NULL with |why|. */
+/* Waits up to |ms| for the server's next message; NULL with |why| and
+ * errno ETIMEDOUT when none came in time. */
 static json_t *
 wait_msg(struct forksrv *fs, int ms, char *why, size_t len)
 {
@@ -289,10 +290,12 @@ wait_msg(struct forksrv *fs, int ms, char *why, size_t len)
 		if (left <= 0) {
 			snprintf(why, len, "no answer within %.1f s",
 			    ms / 1000.0);
+			errno = ETIMEDOUT;
 			return NULL;
 		}
 		if (poll(&p, 1, left) < 0 && errno != EINTR) {
 			snprintf(why, len, "poll: %s", strerror(errno));
+			errno = EIO;
 			return NULL;
 		}
 	}
@@ -393,16 +396,18 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 	char why[256], *msg;
 	const char *error;
 	json_t *m;
-	int ms;
 
-	if (fs->state == FS_STARTING) {
-		ms = (int)(fs->lease_ms != 0 ? fs->lease_ms / 3 :
-		    READY_WAIT_MAX_MS);
-		if (ms > READY_WAIT_MAX_MS)
-			ms = READY_WAIT_MAX_MS;
-		if ((m = wait_msg(fs, ms, why, sizeof(why))) == NULL) {
-			gone(fs, "not ready when the workers started: %s",
-			    why);
+	if (fs->state == FS_STARTING && !fs->waited) {
+		fs->waited = true;
+		if ((m = wait_msg(fs, READY_WAIT_MS, why, sizeof(why))) ==
+		    NULL) {
+			if (errno != ETIMEDOUT)
+				gone(fs, "%s", why);
+			else
+				log_warnx("fork server (--preload %s): not "
+				    "ready %.1f s after the workers were due: "
+				    "these start the ordinary way", fs->modules,
+				    READY_WAIT_MS / 1000.0);
 			return -1;
 		}
 		on_hello(fs, m);
