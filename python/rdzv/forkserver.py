@@ -262,6 +262,10 @@ def worker(server, req, fds):
     sys.stdout = sys.__stdout__ = make_stdio(1, "w", unbuffered)
     sys.stderr = sys.__stderr__ = make_stdio(2, "w", unbuffered)
     set_cmdline(argv)
+    sys.orig_argv = list(argv)
+    import warnings
+    warnings.filters[:] = server.warn_filters
+    warnings._filters_mutated()
     return pipe, kind, target, args, argv[0]
 
 
@@ -288,9 +292,19 @@ def run(pipe, kind, target, args, python):
 
 def main(argv):
     """argv: MODULES AGENT_PID AGENT_EXE MASTERWAIT COMMAND..."""
+    import warnings
     modules, agent_pid, agent_exe, masterwait = argv[:4]
+    # Python 3.12 warns at each fork of a process with threads; torch 2.x
+    # starts its thread pool's threads at import (seen with 2.11), and
+    # forking right after the import, before any parallel work, is what
+    # this server is for (docs/AGENT.md, "Warm starts"). The workers get
+    # the filters back (worker()).
+    saved_filters = warnings.filters[:]
+    warnings.filterwarnings("ignore", category=DeprecationWarning,
+                            message=".*fork.*")
     sock = socket.socket(fileno=3)
     server = Server(sock, int(agent_pid), agent_exe, masterwait)
+    server.warn_filters = saved_filters
     t0 = time.monotonic()
     try:
         parse_command(argv[4:])
