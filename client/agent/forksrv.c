@@ -335,27 +335,31 @@ forksrv_attach(struct forksrv *fs, struct event_base *base)
 }
 
 /* The request for one worker: its command, environment and directory,
- * and its GPU check. */
+ * and its GPU check. NULL when one of them is not UTF-8 (JSON carries no
+ * other bytes; such a worker starts by exec) or out of memory. */
 static char *
 request(const struct agent_opts *o, char *const *envp, int device)
 {
-	json_t *req = json_object(), *argv = json_array(), *env = json_array();
-	char cwd[PATH_MAX], *s;
+	json_t *req, *argv, *env;
+	char cwd[PATH_MAX], *s = NULL;
+	bool ok;
 
-	for (int i = 0; i < o->argc; i++)
-		json_array_append_new(argv, json_string(o->argv[i]));
-	for (int i = 0; envp[i] != NULL; i++)
-		json_array_append_new(env, json_string(envp[i]));
-	json_object_set_new(req, "argv", argv);
-	json_object_set_new(req, "env", env);
-	json_object_set_new(req, "cwd", json_string(getcwd(cwd, sizeof(cwd))
-	    != NULL ? cwd : "/"));
-	json_object_set_new(req, "device", json_integer(device));
-	if (device >= 0)
-		json_object_set_new(req, "check", json_pack("{s:s, s:I}",
-		    "policy", gpucheck_policy_name(o->gpucheck.policy),
-		    "bytes", (json_int_t)o->gpucheck.bytes));
-	s = json_dumps(req, JSON_COMPACT);
+	/* The object owns the arrays from the start: one decref frees all. */
+	req = json_pack("{s:[], s:[], s:s, s:i}", "argv", "env", "cwd",
+	    getcwd(cwd, sizeof(cwd)) != NULL ? cwd : "/", "device", device);
+	if (req == NULL)
+		return NULL;
+	argv = json_object_get(req, "argv");
+	env = json_object_get(req, "env");
+	ok = device < 0 || json_object_set_new(req, "check", json_pack(
+	    "{s:s, s:I}", "policy", gpucheck_policy_name(o->gpucheck.policy),
+	    "bytes", (json_int_t)o->gpucheck.bytes)) == 0;
+	for (int i = 0; ok && i < o->argc; i++)
+		ok = json_array_append_new(argv, json_string(o->argv[i])) == 0;
+	for (int i = 0; ok && envp[i] != NULL; i++)
+		ok = json_array_append_new(env, json_string(envp[i])) == 0;
+	if (ok)
+		s = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	return s;
 }
@@ -416,7 +420,9 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 	if (fs->state != FS_READY)
 		return -1;
 	if ((msg = request(o, envp, device)) == NULL) {
-		log_warnx("fork server: out of memory");
+		log_warnx("fork server (--preload %s): the worker's command, "
+		    "environment or directory is not UTF-8: it starts the "
+		    "ordinary way", fs->modules);
 		return -1;
 	}
 	if (send_request(fs->fd, msg, fds) != 0) {

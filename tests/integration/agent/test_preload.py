@@ -215,3 +215,19 @@ def test_server_death_falls_back(tmp_path, request):
         assert a.wait(20) == 128 + signal.SIGTERM, a.output()
     finally:
         job.close()
+
+
+def test_non_utf8_environment_starts_by_exec(tmp_path, request):
+    """An environment the server's socket cannot carry (JSON is UTF-8):
+    that worker starts by exec, said, and the server stays."""
+    job = job_for(tmp_path, request)
+    try:
+        a = job.agent("a", env={"P_ODD": "caf\udce9"})
+        assert a.wait(60) == 0, a.output()
+        w = job.wfile(1)
+        assert not w["preloaded"], w
+        out = a.output()
+        assert "is not UTF-8: it starts the ordinary way" in out, out
+        rdzvagent.check_preloaded(out)
+    finally:
+        job.close()
