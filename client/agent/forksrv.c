@@ -426,7 +426,17 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 		return -1;
 	}
 	if (send_request(fs->fd, msg, fds) != 0) {
-		gone(fs, "cannot send it a worker: %s", strerror(errno));
+		/* A message larger than the socket's buffer (an environment
+		 * of hundreds of KB) is this worker's problem, not the
+		 * server's. */
+		if (errno == EMSGSIZE)
+			log_warnx("fork server (--preload %s): the worker's "
+			    "request (%zu bytes) does not fit its socket: it "
+			    "starts the ordinary way", fs->modules,
+			    strlen(msg));
+		else
+			gone(fs, "cannot send it a worker: %s",
+			    strerror(errno));
 		free(msg);
 		return -1;
 	}
