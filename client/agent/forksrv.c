@@ -57,6 +57,8 @@
 
 extern char **environ;
 
+static json_t	*wait_msg_poll(struct forksrv *, int, char *, size_t);
+
 /* Says once why the server is not used, and makes sure it is gone. */
 static void
 gone(struct forksrv *fs, const char *fmt, ...)
@@ -272,10 +274,29 @@ on_hello(struct forksrv *fs, json_t *m)
 	    1000.0, (double)(mono_us() - fs->started_us) / 1e6);
 }
 
-/* Waits up to |ms| for the server's next message; NULL with |why| and
- * errno ETIMEDOUT when none came in time. */
+/*
+ * Waits up to |ms| for the server's next message; NULL with |why| and
+ * errno ETIMEDOUT when none came in time. The agent's loop waits too: its
+ * cached time is brought up to date after, or the timers the caller adds
+ * next (a worker's GPU check timeout) would count from before the wait
+ * and could fire at once.
+ */
 static json_t *
 wait_msg(struct forksrv *fs, int ms, char *why, size_t len)
+{
+	json_t *m;
+	int saved;
+
+	m = wait_msg_poll(fs, ms, why, len);
+	saved = errno;
+	if (fs->ev != NULL)
+		event_base_update_cache_time(event_get_base(fs->ev));
+	errno = saved;
+	return m;
+}
+
+static json_t *
+wait_msg_poll(struct forksrv *fs, int ms, char *why, size_t len)
 {
 	uint64_t until = mono_us() + (uint64_t)ms * 1000;
 	struct pollfd p = { .fd = fs->fd, .events = POLLIN };
