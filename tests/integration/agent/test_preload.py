@@ -3,8 +3,9 @@ from a python that imported torch while the agent joined. What a fresh
 `python3 script` gives a script (its argv, sys.path[0], __main__, stdio,
 exit code, command line) it gets here too; the agent supervises the worker
 as its own child (its pid, exit statuses and signals, the stop timeout);
-`-m module` works; a preload that fails or a fork server that dies is said
-once and the workers start by exec. The agent tests of worker supervision
+`-m module` works; a preload that fails, a fork server that dies or a
+request it cannot carry is said once and the workers start by exec; workers
+due while it still imports wait for it, their GPU check's timeout intact. The agent tests of worker supervision
 run a second time with --preload (meson's agent_preload).
 """
 
@@ -228,6 +229,35 @@ def test_non_utf8_environment_starts_by_exec(tmp_path, request):
         assert not w["preloaded"], w
         out = a.output()
         assert "is not UTF-8: it starts the ordinary way" in out, out
+        rdzvagent.check_preloaded(out)
+    finally:
+        job.close()
+
+
+def test_slow_import_then_gpu_check(tmp_path, request):
+    """Workers due while the server still imports (a module that takes
+    2 s) wait for it, then run their GPU check (the stand-in libcuda)
+    with its whole --gpucheck-timeout of 1 s counted from their start,
+    not from before the wait, and pass it."""
+    job = job_for(tmp_path, request)
+    try:
+        with open(os.path.join(job.tmp, "slowmod.py"), "w") as f:
+            f.write("import time\ntime.sleep(2)\n")
+        state = os.path.join(job.tmp, "fakecuda-state")
+        os.makedirs(state)
+        a = job.agent("a", preload="torch,slowmod", args=[
+            "--gpucheck", "exclude", "--gpucheck-timeout", "1s"],
+            env={"PYTHONPATH": job.tmp,
+                 "RDZV_LIBCUDA": rt.build_path("tests", "fakecuda",
+                                               "libcuda.so.1"),
+                 "FAKECUDA_STATE": state, "FAKECUDA_DEVICES": "1",
+                 "RDZV_GPUCHECK_BYTES": "1MiB"})
+        assert a.wait(60) == 0, a.output()
+        w = job.wfile(1)
+        assert w["preloaded"], w
+        out = a.output()
+        assert "GPU check failed" not in out, out
+        assert "slowmod imported in" in out, out
         rdzvagent.check_preloaded(out)
     finally:
         job.close()
