@@ -236,13 +236,13 @@ def test_non_utf8_environment_starts_by_exec(tmp_path, request):
 
 def test_slow_import_then_gpu_check(tmp_path, request):
     """Workers due while the server still imports (a module that takes
-    2 s) wait for it, then run their GPU check (the stand-in libcuda)
+    1.2 s more than torch) wait for it, then run their GPU check (the stand-in libcuda)
     with its whole --gpucheck-timeout of 1 s counted from their start,
     not from before the wait, and pass it."""
     job = job_for(tmp_path, request)
     try:
         with open(os.path.join(job.tmp, "slowmod.py"), "w") as f:
-            f.write("import time\ntime.sleep(2)\n")
+            f.write("import time\ntime.sleep(1.2)\n")
         state = os.path.join(job.tmp, "fakecuda-state")
         os.makedirs(state)
         a = job.agent("a", preload="torch,slowmod", args=[
@@ -254,8 +254,8 @@ def test_slow_import_then_gpu_check(tmp_path, request):
                  "RDZV_GPUCHECK_BYTES": "1MiB"})
         assert a.wait(60) == 0, a.output()
         w = job.wfile(1)
-        assert w["preloaded"], w
         out = a.output()
+        assert w["preloaded"], (w, out)
         assert "GPU check failed" not in out, out
         assert "slowmod imported in" in out, out
         rdzvagent.check_preloaded(out)
