@@ -196,7 +196,11 @@ struct forksrv {
 	int			 fd;		/* SOCK_SEQPACKET to it */
 	struct event		*ev;
 	const char		*modules;	/* --preload */
+	bool			 holding;	/* workers wait (forksrv_hold) */
 	bool			 waited;	/* for ready once: no more */
+	struct event		*wait_ev;	/* the bound of that wait */
+	void			(*ready)(void *);	/* they may go */
+	void			*arg;
 	uint64_t		 started_us;
 };
 
@@ -714,6 +718,7 @@ void	report_free(struct report *);
 void	forksrv_start(struct forksrv *, const struct agent_opts *,
 	    const char *masterwait);
 int	forksrv_attach(struct forksrv *, struct event_base *);
+bool	forksrv_hold(struct forksrv *);
 bool	forksrv_usable(const struct forksrv *);
 int	forksrv_spawn(struct forksrv *, const struct agent_opts *,
 	    char *const *envp, const int fds[4], int device, pid_t *pid);

@@ -49,15 +49,28 @@
  * process of a few hundred MB takes milliseconds, seconds on a loaded
  * machine. */
 #define SPAWN_WAIT_MS		10000
-/* The most the first start waits for the imports to finish (they would
- * be paid by an exec'd worker anyway); the agent's loop waits with it, so
- * it is short beside a lease. A server not ready by then serves the next
- * generation. */
-#define READY_WAIT_MS		5000
+/* The most the first workers wait for the imports to finish, the agent's
+ * loop running meanwhile (forksrv_hold): an exec'd worker would pay the
+ * import too, so waiting is never slower unless the server is stuck. */
+#define READY_WAIT_MS		30000
 
 extern char **environ;
 
 static json_t	*wait_msg_poll(struct forksrv *, int, char *, size_t);
+
+/* Workers held for the server (forksrv_hold) may go now. */
+static void
+notify(struct forksrv *fs)
+{
+	if (fs->wait_ev != NULL)
+		event_del(fs->wait_ev);
+	if (fs->holding)
+		fs->waited = true;
+	if (fs->holding && fs->ready != NULL) {
+		fs->holding = false;
+		fs->ready(fs->arg);
+	}
+}
 
 /* Says once why the server is not used, and makes sure it is gone. */
 static void
@@ -88,6 +101,7 @@ gone(struct forksrv *fs, const char *fmt, ...)
 	if (fs->pid > 0)
 		kill(fs->pid, SIGKILL);
 	fs->pid = 0;
+	notify(fs);
 }
 
 /* The server's environment: ours, with the workers' preload in front. */
@@ -268,6 +282,7 @@ on_hello(struct forksrv *fs, json_t *m)
 		return;
 	}
 	fs->state = FS_READY;
+	notify(fs);
 	log_info("fork server %d: %s imported in %.2f s (ready %.2f s after "
 	    "the agent started)", (int)fs->pid, fs->modules,
 	    (double)json_integer_value(json_object_get(m, "import_ms")) /
@@ -343,6 +358,8 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	json_decref(m);
 }
 
+static void	wait_cb(evutil_socket_t, short, void *);
+
 /* Watches the server from the agent's loop. 0, or -1 out of memory. */
 int
 forksrv_attach(struct forksrv *fs, struct event_base *base)
@@ -350,9 +367,48 @@ forksrv_attach(struct forksrv *fs, struct event_base *base)
 	if (fs->fd < 0)
 		return 0;
 	fs->ev = event_new(base, fs->fd, EV_READ | EV_PERSIST, read_cb, fs);
-	if (fs->ev == NULL || event_add(fs->ev, NULL) != 0)
+	fs->wait_ev = evtimer_new(base, wait_cb, fs);
+	if (fs->ev == NULL || fs->wait_ev == NULL ||
+	    event_add(fs->ev, NULL) != 0)
 		return -1;
 	return 0;
+}
+
+/* The server's imports took longer than the first workers would wait. */
+static void
+wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct forksrv *fs = arg;
+
+	if (fs->state != FS_STARTING)
+		return;
+	log_warnx("fork server (--preload %s): still importing %.0f s after "
+	    "the workers were due: these start the ordinary way, later ones "
+	    "from the server once it is ready", fs->modules,
+	    READY_WAIT_MS / 1000.0);
+	notify(fs);
+}
+
+/*
+ * Whether workers due now should wait for the server's imports: true
+ * while it still imports, the first time for up to READY_WAIT_MS; |ready|
+ * (forksrv_start's caller sets it) is called when they may go, from the
+ * loop. False once it is ready, gone, or was waited for once.
+ */
+bool
+forksrv_hold(struct forksrv *fs)
+{
+	struct timeval tv = { READY_WAIT_MS / 1000,
+	    (READY_WAIT_MS % 1000) * 1000 };
+
+	if (fs->state != FS_STARTING || fs->waited || fs->wait_ev == NULL)
+		return false;
+	if (!fs->holding) {
+		fs->holding = true;
+		evtimer_add(fs->wait_ev, &tv);
+		log_debug("fork server: the workers wait for its imports");
+	}
+	return true;
 }
 
 /* The request for one worker: its command, environment and directory,
@@ -422,22 +478,7 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 	const char *error;
 	json_t *m;
 
-	if (fs->state == FS_STARTING && !fs->waited) {
-		fs->waited = true;
-		if ((m = wait_msg(fs, READY_WAIT_MS, why, sizeof(why))) ==
-		    NULL) {
-			if (errno != ETIMEDOUT)
-				gone(fs, "%s", why);
-			else
-				log_warnx("fork server (--preload %s): not "
-				    "ready %.1f s after the workers were due: "
-				    "these start the ordinary way", fs->modules,
-				    READY_WAIT_MS / 1000.0);
-			return -1;
-		}
-		on_hello(fs, m);
-		json_decref(m);
-	}
+	/* Still importing past forksrv_hold's wait: exec, this time. */
 	if (fs->state != FS_READY)
 		return -1;
 	if ((msg = request(o, envp, device)) == NULL) {
@@ -491,7 +532,9 @@ forksrv_free(struct forksrv *fs)
 {
 	if (fs->ev != NULL)
 		event_free(fs->ev);
-	fs->ev = NULL;
+	if (fs->wait_ev != NULL)
+		event_free(fs->wait_ev);
+	fs->ev = fs->wait_ev = NULL;
 	if (fs->fd >= 0)
 		close(fs->fd);
 	fs->fd = -1;

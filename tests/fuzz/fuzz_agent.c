@@ -191,6 +191,12 @@ forksrv_attach(struct forksrv *fs, struct event_base *base)
 	return 0;
 }
 
+bool
+forksrv_hold(struct forksrv *fs)
+{
+	return false;
+}
+
 void
 forksrv_free(struct forksrv *fs)
 {
