@@ -238,9 +238,10 @@ def test_non_utf8_environment_starts_by_exec(tmp_path, request):
 
 def test_slow_import_then_gpu_check(tmp_path, request):
     """Workers due while the server still imports (a module that takes
-    1.2 s; no torch, whose import time varies with the load) wait for it, then run their GPU check (the stand-in libcuda)
-    with its whole --gpucheck-timeout of 1 s counted from their start,
-    not from before the wait, and pass it."""
+    1.2 s; no torch, whose import time varies with the load) wait for it,
+    then run their GPU check (the stand-in libcuda) with its whole
+    --gpucheck-timeout of 1 s counted from their start, not from before
+    the wait, and pass it."""
     job = job_for(tmp_path, request)
     try:
         with open(os.path.join(job.tmp, "slowmod.py"), "w") as f:
