@@ -442,9 +442,9 @@ request(const struct agent_opts *o, char *const *envp, int device)
 }
 
 static int
-send_request(int sock, const char *msg, const int fds[4])
+send_request(int sock, const char *msg, const int fds[5])
 {
-	char ctl[CMSG_SPACE(4 * sizeof(int))];
+	char ctl[CMSG_SPACE(5 * sizeof(int))];
 	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 	    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
@@ -455,8 +455,8 @@ send_request(int sock, const char *msg, const int fds[4])
 	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(4 * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, 4 * sizeof(int));
+	c->cmsg_len = CMSG_LEN(5 * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, 5 * sizeof(int));
 	do {
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
@@ -476,7 +476,9 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 {
 	char why[256], *msg;
 	const char *error;
-	json_t *m;
+	int go[2], all[5];
+	json_t *m = NULL;
+	int rc = -1;
 
 	/* Still importing past forksrv_hold's wait: exec, this time. */
 	if (fs->state != FS_READY)
@@ -487,7 +489,18 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 		    "ordinary way", fs->modules);
 		return -1;
 	}
-	if (send_request(fs->fd, msg, fds) != 0) {
+	/* The worker goes on only once we know its pid (a byte on this
+	 * pipe): one forked by a server that died before it told us
+	 * reads EOF and exits, so that no worker runs unknown to us beside
+	 * the one we then exec in its place. */
+	if (pipe2(go, O_CLOEXEC) != 0) {
+		log_warn("fork server: pipe");
+		free(msg);
+		return -1;
+	}
+	memcpy(all, fds, 4 * sizeof(int));
+	all[4] = go[0];
+	if (send_request(fs->fd, msg, all) != 0) {
 		/* A message larger than the socket's buffer (an environment
 		 * of hundreds of KB) is this worker's problem, not the
 		 * server's. */
@@ -499,25 +512,34 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 		else
 			gone(fs, "cannot send it a worker: %s",
 			    strerror(errno));
-		free(msg);
-		return -1;
+		goto out;
 	}
-	free(msg);
+	close(go[0]);
+	go[0] = -1;
 	if ((m = wait_msg(fs, SPAWN_WAIT_MS, why, sizeof(why))) == NULL) {
 		gone(fs, "starting a worker: %s", why);
-		return -1;
+		goto out;
 	}
 	error = json_string_value(json_object_get(m, "error"));
 	if (error != NULL || json_integer_value(json_object_get(m, "pid")) <=
 	    0) {
 		gone(fs, "it could not start a worker: %s", error != NULL ?
 		    error : "no pid in its answer");
-		json_decref(m);
-		return -1;
+		goto out;
+	}
+	if (write(go[1], "g", 1) != 1) {
+		gone(fs, "cannot tell a worker to go on: %s", strerror(errno));
+		goto out;
 	}
 	*pid = (pid_t)json_integer_value(json_object_get(m, "pid"));
+	rc = 0;
+out:
 	json_decref(m);
-	return 0;
+	free(msg);
+	if (go[0] >= 0)
+		close(go[0]);
+	close(go[1]);
+	return rc;
 }
 
 bool

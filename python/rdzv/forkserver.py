@@ -17,9 +17,10 @@ forked itself (client/agent/forksrv.c says why this way). The server never
 initialises CUDA (torch does not at import) and never starts a thread, so
 forking it is safe.
 
-A request is one JSON message with four descriptors (SCM_RIGHTS): stdin,
-stdout, stderr and the agent's exec pipe (client/agent/workers.c): the
-worker closes the pipe once it is about to run the script, as exec would;
+A request is one JSON message with five descriptors (SCM_RIGHTS): stdin,
+stdout, stderr, the agent's exec pipe (client/agent/workers.c) and a pipe
+on which the agent says "go" once it has the worker's pid. The worker
+closes the exec pipe once it is about to run the script, as exec would;
 a GPU check's result (SPEC §7) is written on it first, by `rdzv-agent
 gpucheck-worker` run from the worker process before the script, as between
 fork and exec. The answer is {"pid": N} or {"error": "..."}.
@@ -132,8 +133,8 @@ class Server:
                 return None
             try:
                 req = json.loads(data)
-                if len(fds) != 4:
-                    raise ValueError("%d descriptors, not 4" % len(fds))
+                if len(fds) != 5:
+                    raise ValueError("%d descriptors, not 5" % len(fds))
                 got = self.fork(req, fds)
             except (ValueError, OSError) as e:
                 for fd in fds:
@@ -181,9 +182,11 @@ class Server:
         return None
 
 
-def adopt(agent_pid):
+def adopt(agent_pid, go):
     """In the worker: once the helper is gone and the agent (a subreaper)
-    is our parent, die with it, as a worker it forked does."""
+    is our parent, die with it, as a worker it forked does; then wait for
+    the agent's word that it knows our pid (EOF: it does not, and starts
+    this worker another way)."""
     deadline = time.monotonic() + 10
     while os.getppid() != agent_pid:
         if time.monotonic() > deadline:
@@ -192,6 +195,15 @@ def adopt(agent_pid):
     lib = libc()
     if lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or \
             os.getppid() != agent_pid:
+        os._exit(126)
+    while True:
+        try:
+            word = os.read(go, 1)
+            break
+        except InterruptedError:
+            continue
+    os.close(go)
+    if word != b"g":
         os._exit(126)
 
 
@@ -219,7 +231,7 @@ def gpucheck(server, req, pipe):
 def worker(server, req, fds):
     """Becomes the worker: its process, signals, descriptors, GPU check,
     environment, directory, stdio and command line; then runs it."""
-    stdin, out, err, pipe = fds
+    stdin, out, err, pipe, go = fds
     server.sock.close()
     os.setpgid(0, 0)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD,
@@ -227,7 +239,7 @@ def worker(server, req, fds):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)   # as python3 starts
-    adopt(server.agent_pid)
+    adopt(server.agent_pid, go)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     os.dup2(stdin, 0)
     os.dup2(out, 1)
