@@ -685,7 +685,8 @@ agent_init(struct agent *a, struct agent_opts *o)
 	}
 	a->nproc_joined = a->node.offer.nproc;
 	if (setup(a, err, sizeof(err)) != 0 ||
-	    forksrv_attach(&a->fs, a->node.base) != 0) {
+	    (forksrv_attach(&a->fs, a->node.base) != 0 &&
+	    snprintf(err, sizeof(err), "out of memory") > 0)) {
 		fprintf(stderr, "rdzv-agent: %s\n", err);
 		agent_free(a);
 		return AGENT_EXIT_USAGE;
