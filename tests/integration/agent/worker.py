@@ -23,10 +23,10 @@ import sys
 # agent's preloaded python (rdzv-agent join --preload torch).
 PRELOADED = "torch" in sys.modules
 
-import json
-import os
-import signal
-import time
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
 
 OUT = os.environ["W_OUT"]
 GEN = int(os.environ["RDZV_GENERATION"])
