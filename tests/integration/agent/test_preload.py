@@ -9,7 +9,6 @@ due while it still imports wait for it, their GPU check's timeout intact. The ag
 run a second time with --preload (meson's agent_preload).
 """
 
-import json
 import os
 import signal
 
