@@ -342,9 +342,29 @@ def main(argv):
     return job
 
 
+def uncaught(e):
+    """An exception out of the script, told as python3 tells it: through
+    sys.excepthook, with the traceback from the script's own frame (not
+    this server's nor runpy's), then exit status 1."""
+    tb = e.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename == "<string>"
+                              or tb.tb_frame.f_code.co_filename.startswith(
+                                  "<frozen runpy")):
+        tb = tb.tb_next
+    # The default hook prints the exception's own traceback: trim that.
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
+    sys.exit(1)
+
+
 if __name__ == "__main__":
     _job = main(sys.argv[1:])
     if isinstance(_job, int):
         sys.exit(_job)
     del main
-    run(*_job)
+    try:
+        run(*_job)
+    except (SystemExit, KeyboardInterrupt):
+        # As python3: SystemExit's code, and death by SIGINT.
+        raise
+    except BaseException as _e:
+        uncaught(_e)

@@ -40,6 +40,8 @@ with open(out + ".tmp", "w") as f:
 os.rename(out + ".tmp", out)
 print("out of rank", os.environ["RANK"])
 mode = os.environ.get("P_MODE", "exit")
+if mode == "raise":
+    raise ValueError("boom")
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if mode in ("sleep", "stubborn"):
@@ -148,6 +150,26 @@ def test_script_as_python_runs_it(tmp_path, request):
         assert "exited with code 3" in out, out
         assert "torch imported in" in out, out
         never_fell_back(out)
+    finally:
+        job.close()
+
+
+def test_uncaught_exception_as_python(tmp_path, request):
+    """An exception out of the script: python3's traceback, from the
+    script's own frame, and exit status 1."""
+    job = job_for(tmp_path, request)
+    try:
+        a = job.agent("a", env={"P_MODE": "raise"})
+        assert a.wait(60) == 1, a.output()
+        assert job.wfile(1)["preloaded"]
+        err = rt.read(os.path.join(job.tmp, "logs-a", "1", "0",
+                                   "stderr.log")).decode()
+        line = SCRIPT.splitlines().index('    raise ValueError("boom")') + 1
+        assert err == ('Traceback (most recent call last):\n'
+                       '  File "%s", line %d, in <module>\n'
+                       '    raise ValueError("boom")\n'
+                       'ValueError: boom\n' % (job.script, line)), err
+        assert "exited with code 1" in a.output(), a.output()
     finally:
         job.close()
 
