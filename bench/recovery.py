@@ -27,6 +27,8 @@ an ordinary init_process_group script with no rdzv import, as existing
 scripts are); both do all_reduce steps. Modes:
 
   agent          rdzv-agent join (workers restarted as new processes)
+  agent-preload  rdzv-agent join --preload torch (new processes, forked
+                 from a python that imported torch when the agent started)
   agent-inproc   rdzv-agent join --restart in-process (workers kept)
   torchrun-rdzv  torchrun with rdzv's rendezvous backend (python/rdzv)
   torchrun-c10d  torchrun with torch's c10d rendezvous (node 0 hosts it)
@@ -62,7 +64,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 WORKERS = {"api": os.path.join(HERE, "recovery_worker.py"),
            "plain": os.path.join(HERE, "recovery_plain.py")}
-MODES = ("agent", "agent-inproc", "torchrun-rdzv", "torchrun-c10d")
+MODES = ("agent", "agent-preload", "agent-inproc", "torchrun-rdzv",
+         "torchrun-c10d")
 
 
 def tree(pid):
@@ -150,6 +153,8 @@ def node_argv(mode, args, i, endpoint, job):
                 os.path.join(args.tmp, "logs-%d" % i)]
         if mode == "agent-inproc":
             argv += ["--restart", "in-process"]
+        if mode == "agent-preload":
+            argv += ["--preload", "torch"]
         if args.hang_timeout:
             argv += ["--hang-timeout", args.hang_timeout]
         return argv + ["--", args.python, worker]
@@ -187,7 +192,7 @@ def run_once(mode, args, k):
     os.makedirs(out)
     daemon, procs, logs = None, [], []
     try:
-        if mode in ("agent", "agent-inproc", "torchrun-rdzv"):
+        if mode.startswith("agent") or mode == "torchrun-rdzv":
             daemon, endpoint = start_rdzvd(args.build, tmp, new_session=True)
         else:
             endpoint = "127.0.0.1:%d" % free_port()

@@ -82,6 +82,10 @@ on_step(void *arg)
 		report_update(&a->node.report, true, false, true);
 		return;
 	}
+	/* --preload: the first workers wait for the imports, which run
+	 * on; forksrv.c steps again when they may go. */
+	if (forksrv_hold(&a->fs))
+		return;
 	a->node.offer.started_gen = a->want.generation;
 	a->cur = a->want;
 	inproc_reset(&a->inproc);
@@ -618,12 +622,22 @@ setup(struct agent *a, char *err, size_t len)
 	    err, len) != 0 ? -1 : 0;
 }
 
+/* The workers held for the fork server's imports may start. */
+static void
+on_forksrv_ready(void *arg)
+{
+	struct agent *a = arg;
+
+	agent_step(a);
+}
+
 /* The one teardown path: accepts a half-built agent. */
 void
 agent_free(struct agent *a)
 {
 	node_close(&a->node);
 	workers_free(&a->ws);
+	forksrv_free(&a->fs);
 	hang_free(&a->hang);
 	hung_free(a);
 	free(a->absent);
@@ -655,15 +669,24 @@ agent_init(struct agent *a, struct agent_opts *o)
 	a->opts = o;
 	node_names(&a->node, o->host);
 	a->node.offer.gpus = &a->gpucheck;
+	/* The imports of --preload run from now on, beside the GPU check
+	 * and the rendezvous. */
+	forksrv_start(&a->fs, o, workers_masterwait_path());
+	a->fs.ready = on_forksrv_ready;
+	a->fs.arg = a;
+	a->ws.fs = &a->fs;
 	/* The GPUs are checked before anything else: the node joins with
 	 * the workers it can run (SPEC §7). */
 	rc = gpucheck_node_plan(o, &a->gpucheck, &a->node.offer.nproc);
 	if (rc != 0) {
 		gpucheck_node_free(&a->gpucheck);
+		forksrv_free(&a->fs);
 		return rc;
 	}
 	a->nproc_joined = a->node.offer.nproc;
-	if (setup(a, err, sizeof(err)) != 0) {
+	if (setup(a, err, sizeof(err)) != 0 ||
+	    (forksrv_attach(&a->fs, a->node.base) != 0 &&
+	    snprintf(err, sizeof(err), "out of memory") > 0)) {
 		fprintf(stderr, "rdzv-agent: %s\n", err);
 		agent_free(a);
 		return AGENT_EXIT_USAGE;

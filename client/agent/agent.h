@@ -111,6 +111,9 @@ struct agent_opts {
 	uint32_t		 rank_policy;	/* rdzv.v1.RankPolicy; 0 the
 						   job's */
 	uint32_t		 reconnect_timeout_ms;
+	/* --preload: modules the fork server imports (forksrv.c); NULL:
+	 * workers start by exec */
+	const char		*preload;
 	char			**argv;		/* the worker command */
 	int			 argc;
 };
@@ -177,6 +180,28 @@ struct logs {
 	char		 dir[512];
 	bool		 made;		/* by us (mkdtemp) */
 	struct logs_next next;
+};
+
+/* ------------------------------------------------------------ forksrv.c */
+
+/* The preloaded fork server (--preload): its life as the agent sees it. */
+struct forksrv {
+	enum {
+		FS_OFF,		/* no --preload */
+		FS_STARTING,	/* importing */
+		FS_READY,
+		FS_GONE,	/* failed or died: said once, exec from now */
+	}			 state;
+	pid_t			 pid;
+	int			 fd;		/* SOCK_SEQPACKET to it */
+	struct event		*ev;
+	const char		*modules;	/* --preload */
+	bool			 holding;	/* workers wait (forksrv_hold) */
+	bool			 waited;	/* for ready once: no more */
+	struct event		*wait_ev;	/* the bound of that wait */
+	void			(*ready)(void *);	/* they may go */
+	void			*arg;
+	uint64_t		 started_us;
 };
 
 /* ------------------------------------------------------------ workers.c */
@@ -252,6 +277,7 @@ struct workers {
 	const char		*ifname;	/* GLOO/NCCL_SOCKET_IFNAME
 						   where unset; "" none */
 	const char		*restart_env;	/* RDZV_RESTART_SOCKET; NULL */
+	struct forksrv		*fs;		/* --preload's; NULL: none */
 };
 
 /* ----------------------------------------------------------- progress.c */
@@ -548,6 +574,7 @@ struct agent {
 	char			 unwant_reason[160];	/* why !have_want */
 	struct assignment	 cur;		/* of the running workers */
 	struct workers		 ws;
+	struct forksrv		 fs;		/* --preload */
 	uint32_t		 nproc_joined;	/* offered at the join: the most */
 	uint64_t		 gen_seen;	/* highest assigned */
 
@@ -687,7 +714,20 @@ void	report_quit(struct report *);
 bool	report_busy(const struct report *);
 void	report_free(struct report *);
 
+/* forksrv.c */
+void	forksrv_start(struct forksrv *, const struct agent_opts *,
+	    const char *masterwait);
+int	forksrv_attach(struct forksrv *, struct event_base *);
+bool	forksrv_hold(struct forksrv *);
+bool	forksrv_usable(const struct forksrv *);
+int	forksrv_spawn(struct forksrv *, const struct agent_opts *,
+	    char *const *envp, const int fds[4], int device, pid_t *pid);
+void	forksrv_free(struct forksrv *);
+
 /* workers.c */
+/* librdzv-masterwait.so's path, NULL where there is none (or
+ * RDZV_MASTER_WAIT=0). */
+const char *workers_masterwait_path(void);
 int	workers_init(struct workers *, struct event_base *,
 	    const struct agent_opts *, struct logs *,
 	    const struct workers_events *);

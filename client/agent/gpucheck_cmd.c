@@ -237,3 +237,59 @@ cmd_gpucheck(int argc, char **argv)
 	free(devs);
 	return (passed == n ? 0 : 1);
 }
+
+/*
+ * `rdzv-agent gpucheck-worker --device N --fd FD [--bytes B]`, not listed:
+ * a preloaded worker's check (forksrv.c, python/rdzv/forkserver.py). The
+ * worker process runs it before its script, as the exec path runs the
+ * check between fork and exec: it writes the result on FD, the worker's
+ * exec pipe, and exits 0 when the device passed, GPUCHECK_EXIT when not,
+ * 2 on bad usage (then the agent sees no result: the check failed).
+ */
+int
+cmd_gpucheck_worker(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "fd", required_argument, NULL, 'f' },
+		{ "bytes", required_argument, NULL, 'b' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct gpucheck_opts opts;
+	long device = -1, fd = -1;
+	long long bytes = 0;
+	char *end;
+	int ch;
+
+	memset(&opts, 0, sizeof opts);
+	opts.policy = GPUCHECK_STRICT;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			device = strtol(optarg, &end, 10);
+			break;
+		case 'f':
+			fd = strtol(optarg, &end, 10);
+			break;
+		case 'b':
+			bytes = strtoll(optarg, &end, 10);
+			break;
+		default:
+			end = (char *)"?";
+			break;
+		}
+		if (*end != '\0')
+			goto usage;
+	}
+	if (device < 0 || device > 1024 || fd < 3 || fd > 1 << 20 ||
+	    bytes < 0 || optind != argc)
+		goto usage;
+	opts.bytes = (size_t)bytes;
+	return gpucheck_run_worker(&opts, (int)device, (int)fd) == 0 ? 0 :
+	    GPUCHECK_EXIT;
+usage:
+	fprintf(stderr, "rdzv-agent: gpucheck-worker: expected --device N "
+	    "--fd FD [--bytes B] (it is run by the agent's fork server)\n");
+	return 2;
+}

@@ -72,6 +72,10 @@
 "                                their new assignment (rdzv.elastic) instead\n" \
 "                                of restarting them (process; the job's\n" \
 "                                setting also turns it on)\n"		\
+"  --preload MODULES             import these (e.g. torch,numpy) in a python\n" \
+"                                started with the agent, and fork each\n" \
+"                                worker from it: no import at each start\n" \
+"                                (python workers only; docs/AGENT.md)\n" \
 "  --hang-timeout DURATION       fail the node when its workers report no\n" \
 "                                progress for this long (default off;\n" \
 "                                the job's setting wins)\n"		\
@@ -402,6 +406,22 @@ set_tee(struct agent_opts *o, const char *v, char *err, size_t len)
 	return 0;
 }
 
+/* --preload: module names, comma-separated, as `import` takes them. */
+static int
+set_preload(struct agent_opts *o, const char *v, char *err, size_t len)
+{
+	if (*v == '\0' || strlen(v) > 400 ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_.,") != strlen(v) || v[0] == ',' || v[0] == '.' ||
+	    strstr(v, ",,") != NULL) {
+		snprintf(err, len, "expected module names separated by commas, "
+		    "such as torch,numpy");
+		return -1;
+	}
+	o->preload = v;
+	return 0;
+}
+
 static int
 set_gpucheck(struct agent_opts *o, const char *v, char *err, size_t len)
 {
@@ -471,6 +491,7 @@ static const struct setting settings[] = {
 	    set_reconnect_timeout },
 	{ "hang-timeout", "RDZV_HANG_TIMEOUT", required_argument,
 	    set_hang_timeout },
+	{ "preload", "RDZV_PRELOAD", required_argument, set_preload },
 	{ "log-level", "RDZV_LOG_LEVEL", required_argument, set_log_level },
 	{ "verbose", NULL, no_argument, set_verbose },
 };
@@ -625,6 +646,18 @@ command_check(const char *cmd, char *err, size_t len)
 	return -1;
 }
 
+/* Whether |cmd| names a python (python, python3, python3.11, a path to
+ * one): the fork server of --preload runs it. */
+static bool
+python_command(const char *cmd)
+{
+	const char *base = strrchr(cmd, '/');
+
+	base = base != NULL ? base + 1 : cmd;
+	return strncmp(base, "python", 6) == 0 &&
+	    strspn(base + 6, "0123456789.") == strlen(base + 6);
+}
+
 /*
  * The defaults, the RDZV_* variables, the flags (up to the command) and
  * the scheduler's values, in that order of weakness; `coproc` (coproc.c)
@@ -673,6 +706,12 @@ cmd_join(int argc, char **argv)
 	if (command_check(o.argv[0], err, sizeof(err)) != 0 ||
 	    advertise_check(o.advertise_addr, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent join: %s\n", err);
+		return AGENT_EXIT_USAGE;
+	}
+	if (o.preload != NULL && !python_command(o.argv[0])) {
+		fprintf(stderr, "rdzv-agent join: --preload %s: the workers' "
+		    "command must be a python (python3 script.py ARGS or "
+		    "python3 -m MODULE ARGS), not %s\n", o.preload, o.argv[0]);
 		return AGENT_EXIT_USAGE;
 	}
 	/* The GPU check's default follows the use of GPUs (SPEC §7). */

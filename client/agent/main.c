@@ -105,6 +105,9 @@ main(int argc, char **argv)
 	}
 	if ((cmd = find_command(argv[1])) != NULL)
 		return cmd->fn(argc - 1, argv + 1);
+	/* Not a user's command: a preloaded worker's GPU check (forksrv.c). */
+	if (strcmp(argv[1], "gpucheck-worker") == 0)
+		return cmd_gpucheck_worker(argc - 1, argv + 1);
 	fprintf(stderr, "rdzv-agent: unknown command '%s'; try "
 	    "'rdzv-agent --help'\n", argv[1]);
 	return AGENT_EXIT_USAGE;

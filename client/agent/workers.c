@@ -3,7 +3,9 @@
  * group, killed with the agent (PR_SET_PDEATHSIG), stdin from /dev/null;
  * their exits come from SIGCHLD, never from polling. A close-on-exec pipe
  * per worker tells us that exec happened (EOF) or failed (errno); with a
- * GPU check it first carries the check's result (SPEC §7).
+ * GPU check it first carries the check's result (SPEC §7). Under
+ * --preload the fork server (forksrv.c) forks them instead, as children of
+ * ours all the same, and the pipe says when the script starts.
  *
  * The set ends once every worker was reaped: on its own (all exited 0, or
  * one failed and we stopped the rest) or because the agent stopped it. It
@@ -252,8 +254,8 @@ spawn_fail(struct workers *ws, struct worker *w, const char *fmt, ...)
  * in a build tree, else where it is installed; none where neither exists
  * or RDZV_MASTER_WAIT is 0. Looked up once.
  */
-static const char *
-masterwait_path(void)
+const char *
+workers_masterwait_path(void)
 {
 	static char path[PATH_MAX + 64];
 	static bool looked;
@@ -298,7 +300,7 @@ spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
 	    .run_id = o->id, .role = o->role, .error_file = w->error_file,
 	    .visible = visible, .progress = ws->progress_env,
 	    .ifname = ws->ifname, .restart = ws->restart_env,
-	    .preload = masterwait_path() };
+	    .preload = workers_masterwait_path() };
 	struct env_vars ev;
 	int out = -1, err = -1, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int ep[2] = { -1, -1 };
@@ -325,12 +327,19 @@ spawn(struct workers *ws, const struct assignment *asg, struct worker *w,
 		spawn_fail(ws, w, "out of memory");
 		goto out;
 	}
-	if ((pid = fork()) < 0) {
-		spawn_fail(ws, w, "fork: %s", strerror(errno));
-		goto out;
+	/* Preloaded (forksrv.c): the same worker, forked from a python that
+	 * imported its modules already; else, or when that fails, exec. */
+	if (ws->fs == NULL || !forksrv_usable(ws->fs) ||
+	    forksrv_spawn(ws->fs, o, s.envp, (const int[4]){ devnull, s.out,
+	    s.err, s.pipe_w }, o->gpucheck.policy != GPUCHECK_OFF ?
+	    s.device : -1, &pid) != 0) {
+		if ((pid = fork()) < 0) {
+			spawn_fail(ws, w, "fork: %s", strerror(errno));
+			goto out;
+		}
+		if (pid == 0)
+			child(&s);
 	}
-	if (pid == 0)
-		child(&s);
 	/* Both sides set the group, so signals reach it whoever runs
 	 * first. */
 	setpgid(pid, pid);

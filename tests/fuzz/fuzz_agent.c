@@ -169,6 +169,39 @@ workers_describe_status(int status, char *buf, size_t len)
 	return buf;
 }
 
+/* No fork server (forksrv.c, built with workers.c): the fuzzed agents
+ * have no --preload. */
+const char *
+workers_masterwait_path(void)
+{
+	return NULL;
+}
+
+void
+forksrv_start(struct forksrv *fs, const struct agent_opts *o,
+    const char *masterwait)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->fd = -1;
+}
+
+int
+forksrv_attach(struct forksrv *fs, struct event_base *base)
+{
+	return 0;
+}
+
+bool
+forksrv_hold(struct forksrv *fs)
+{
+	return false;
+}
+
+void
+forksrv_free(struct forksrv *fs)
+{
+}
+
 /* The set ends, as workers.c's set_ended() tells the agent. */
 static void
 fake_end(struct workers *ws, int how, int rank)

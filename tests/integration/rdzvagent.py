@@ -19,6 +19,24 @@ import rdzvtest as rt
 
 AGENT = rt.build_path("client", "agent", "rdzv-agent")
 
+# The agent tests run a second time with the workers forked from a
+# preloaded python (`--preload`, docs/AGENT.md), under meson's
+# agent_preload entry: RDZVTEST_PRELOAD names the modules.
+PRELOAD = os.environ.get("RDZVTEST_PRELOAD", "")
+
+
+def preload_args():
+    """--preload MODULES in the preload run, else nothing."""
+    return ["--preload", PRELOAD] if PRELOAD else []
+
+
+def check_preloaded(output):
+    """In the preload run, that an agent started no worker by exec (its
+    fork server failed, was not ready in time or could not take one: the
+    test would have proven nothing about preloaded workers)."""
+    if PRELOAD:
+        assert "the ordinary way" not in output, output
+
 
 def job_name(request):
     """A valid rdzv_id from the test's name."""
@@ -81,7 +99,8 @@ class AgentJob:
         |wrapper| (a command line that execs it) if given."""
         argv = list(wrapper) + [AGENT, "join", "--id", self.id, "--server",
                                 server or self.daemon.addr]
-        argv += [str(a) for a in args] + ["--", "/usr/bin/python3", self.worker]
+        argv += [str(a) for a in args] + preload_args()
+        argv += ["--", "/usr/bin/python3", self.worker]
         p = rt.Proc(argv, env=env)
         p.tag = tag
         self.agents[tag] = p
@@ -100,7 +119,15 @@ class AgentJob:
         return res
 
     def by_rank(self, kind, gen):
-        return {r: d for (g, r), d in self.files(kind, gen).items()}
+        got = {r: d for (g, r), d in self.files(kind, gen).items()}
+        # A worker that says whether it found torch imported before its
+        # first line (worker.py, which never imports it) must have been
+        # forked from the preloaded server in the preload run, and never
+        # otherwise.
+        for d in got.values():
+            if "preloaded" in d:
+                assert d["preloaded"] == ("torch" in PRELOAD.split(",")), d
+        return got
 
     def wait_world(self, world, after=0, timeout=30):
         """The first generation above |after| whose ranks 0..world-1 all
@@ -180,6 +207,8 @@ class AgentJob:
         """Ends the agents (SIGTERM first when |gentle|), then any worker
         still running, the Control channel and, unless |keep_daemon| (it
         serves other jobs too), rdzvd."""
+        for p in self.agents.values():
+            check_preloaded(p.output())
         self.stop_workers()
         for p in self.agents.values():
             if p.p.poll() is None:

@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
+import rdzvagent  # noqa: E402
 import rdzvtest as rt  # noqa: E402
 
 SHIM = os.path.join(rt.BUILD_ROOT, "client", "agent",
@@ -111,7 +112,8 @@ def test_agent_preloads_plain_workers(tmp_path):
                 [AGENT, "join", "--server", d.addr, "--id", "masterwait",
                  "--nnodes", "2", "--nproc-per-node", "1", "--node-rank",
                  str(i), "--last-call", "1s", "--tee", "--log-dir",
-                 str(tmp_path / ("logs-%d" % i)), "--", sys.executable,
+                 str(tmp_path / ("logs-%d" % i))] + rdzvagent.preload_args() +
+                ["--", sys.executable,
                  str(script)], stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True,
                 env=dict(os.environ, LD_PRELOAD="")))
@@ -121,3 +123,4 @@ def test_agent_preloads_plain_workers(tmp_path):
     assert [a.returncode for a in agents] == [0, 0], outs
     for out in outs:
         assert "LD_PRELOAD=%s sum=2" % SHIM in out, out
+        rdzvagent.check_preloaded(out)

@@ -17,11 +17,16 @@ writes a torch elastic error file (TORCHELASTIC_ERROR_FILE) saying
 "injected failure: rank R, restart C" and exits 1.
 """
 
-import json
-import os
-import signal
 import sys
-import time
+
+# Never imported here: found imported only in a worker forked from the
+# agent's preloaded python (rdzv-agent join --preload torch).
+PRELOADED = "torch" in sys.modules
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
 
 OUT = os.environ["W_OUT"]
 GEN = int(os.environ["RDZV_GENERATION"])
@@ -30,7 +35,7 @@ RANK = int(os.environ["RANK"])
 
 def write(kind, **kw):
     d = dict(kw, pid=os.getpid(), generation=GEN, rank=RANK,
-             tag=os.environ.get("W_TAG", ""))
+             tag=os.environ.get("W_TAG", ""), preloaded=PRELOADED)
     path = os.path.join(OUT, "%s-g%d-r%d.json" % (kind, GEN, RANK))
     with open(path + ".tmp", "w") as f:
         json.dump(d, f)

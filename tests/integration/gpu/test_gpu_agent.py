@@ -9,6 +9,7 @@ Each agent gets its devices and faults through FAKECUDA_* variables
 wait is bounded.
 """
 
+import glob
 import json
 import os
 import re
@@ -307,6 +308,22 @@ def test_hang_in_worker_killed(job):
     rt.wait_for(lambda: not rdzvagent.alive(hung[0]), 5, what="the hung worker to be gone")
 
 
+def preload_servers(agent):
+    """The fork servers (--preload) among |agent|'s children."""
+    found = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(d + "/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if ppid == agent and len(argv) > 2 and argv[1] == b"-c":
+            found.append(int(d[6:]))
+    return found
+
+
 def test_agent_never_maps_libcuda(job):
     """The agent forks its checks; libcuda is never in its own address
     space, while the checks did run (in other processes)."""
@@ -320,9 +337,20 @@ def test_agent_never_maps_libcuda(job):
     # A count, two probes and two workers' checks: five processes.
     assert len(pids) == 5, calls
     assert a.pid not in pids
-    # The workers' checks ran in the workers themselves (before exec).
     worker_pids = {d["pid"] for d in ws.values()}
-    assert worker_pids <= pids, (worker_pids, pids)
+    if not rdzvagent.PRELOAD:
+        # The workers' checks ran in the workers themselves (before exec).
+        assert worker_pids <= pids, (worker_pids, pids)
+    else:
+        # Forked from the preloaded python, which must never load libcuda,
+        # each worker ran its check in a process of its own (rdzv-agent
+        # gpucheck-worker) before its script.
+        assert not worker_pids & pids, (worker_pids, pids)
+        servers = preload_servers(a.pid)
+        assert len(servers) == 1, servers
+        with open("/proc/%d/maps" % servers[0]) as f:
+            maps = f.read()
+        assert "libcuda" not in maps and "fakecuda" not in maps, maps
 
 
 def test_no_libcuda_gpucheck(tmp_path):
