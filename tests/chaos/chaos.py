@@ -63,8 +63,14 @@ class Observer(threading.Thread):
             t_req = time.time()
             try:
                 j = ctl.get_job(job, events=0, timeout=2)
-                evs = ctl.list_events(job, after_seq=0 if final else
-                                      self.seq[job], timeout=2)
+                # ListEvents answers a page at a time (100 by default).
+                evs, after = [], 0 if final else self.seq[job]
+                while True:
+                    page = ctl.list_events(job, after_seq=after, timeout=2)
+                    evs.extend(page)
+                    if not page or not final:
+                        break
+                    after = page[-1].seq
             except Exception:   # noqa: BLE001 - a standby, a dead replica
                 continue
             self.hist.write(dict(src="observer", job=job, t_req=t_req,
