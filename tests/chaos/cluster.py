@@ -309,7 +309,10 @@ class Cluster:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if any(a.endswith(b"worker.py") for a in argv) and \
+            # The worker is python running worker.py; not the agent (whose
+            # command line ends with it) nor torchrun (which names it).
+            if os.path.basename(argv[0]).startswith(b"python") and \
+                    any(a.endswith(b"worker.py") for a in argv) and \
                     b"rdzv.torchrun" not in argv:
                 res.append(pid)
         return res
