@@ -131,8 +131,10 @@ def main():
     net = netns.Net()
     hosts = sorted({h for _, _, hs, _, _ in cl.JOBS for h in hs})
     plan = nm.schedule(o.seed, o.minutes, o.config, hosts)
-    print("chaos: seed %d, config %s, %.1f minutes, %d faults planned:"
-          % (o.seed, o.config, o.minutes, len(plan)))
+    collective = os.environ.get("CHAOS_COLLECTIVE_S", "2")
+    print("chaos: seed %d, config %s, %.1f minutes, collective timeout %s s, "
+          "%d faults planned:" % (o.seed, o.config, o.minutes, collective,
+                                  len(plan)))
     for at, f in plan:
         print("  %7.2f s  %s" % (at, nm.describe(f)))
     sys.stdout.flush()
@@ -141,6 +143,7 @@ def main():
     try:
         hist.write(dict(src="meta", kind="run", seed=o.seed,
                         config=o.config, minutes=o.minutes,
+                        collective_s=float(collective),
                         faults_planned=len(plan)))
         c = cl.Cluster(net, tmp, hist, o.config, rng)
         c.start_all()
