@@ -236,7 +236,8 @@ class Cluster:
         env = {"CHAOS_OUT": self.out, "CHAOS_JOB": job, "CHAOS_HOST": host,
                "CHAOS_MODE": "elastic" if j["kind"] == "elastic" else "plain",
                "CHAOS_STEP_S": os.environ.get("CHAOS_STEP_S", "0.05"),
-               "CHAOS_COLLECTIVE_S": os.environ.get("CHAOS_COLLECTIVE_S", "2"),
+               "CHAOS_COLLECTIVE_S": os.environ.get("CHAOS_COLLECTIVE_S",
+                                                    "2"),
                "PYTHONPATH": os.path.join(ROOT, "python"),
                "OMP_NUM_THREADS": "1",
                "RDZV_AGENT": AGENT}
