@@ -274,6 +274,7 @@ class Checker:
 
     def figures(self):
         rec = collections.defaultdict(list)
+        self.by_job = collections.defaultdict(list)
         share = {}
         health = {job: self.healthy(job) for job in self.meta}
         for job, h in health.items():
@@ -304,7 +305,9 @@ class Checker:
                     if s["gen"] == g and s["t"] >= u_t:
                         first.setdefault(s["rank"], s["t"])
                 if first:
-                    rec[f["kind"]].append(max(first.values()) - f["start"])
+                    took = max(first.values()) - f["start"]
+                    rec[f["kind"]].append(took)
+                    self.by_job[(f["kind"], job)].append(took)
         return rec, share
 
     def report(self):
