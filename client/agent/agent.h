@@ -338,6 +338,9 @@ struct inproc_events {
 	 * the global ranks |ranks| (rule 17); its failure follows. */
 	void	(*absent)(void *arg, uint64_t gen, const uint32_t *ranks,
 		    size_t n);
+	/* A worker of the set said hello, or the wait for a starting set
+	 * (inproc_starting) ended: decide again. */
+	void	(*ready)(void *arg);
 	void	*arg;
 };
 
@@ -365,6 +368,8 @@ struct inproc {
 	uint64_t		 handing;	/* handed, not taken by all; 0 */
 	int			 hellos;	/* of the set's workers, ever */
 	struct event		*late_timer;
+	uint64_t		 set_us;	/* the set started (mono_us) */
+	struct event		*start_timer;	/* inproc_starting's wait */
 };
 
 /* ------------------------------------------------------------ session.c */
@@ -588,6 +593,7 @@ struct agent {
 	uint32_t		*absent;
 	size_t			 n_absent;
 	bool			 inproc_warned;
+	uint64_t		 start_wait_gen; /* said we wait for it */
 
 	int			 signals;	/* termination signals seen */
 };
@@ -638,6 +644,7 @@ int	inproc_init(struct inproc *, struct event_base *, const char *dir,
 	    const struct workers *, const struct inproc_events *, char *err,
 	    size_t errlen);
 bool	inproc_ready(struct inproc *);
+bool	inproc_starting(struct inproc *, uint32_t window_ms);
 int	inproc_hand(struct inproc *, const struct assignment *,
 	    struct env_worker, uint32_t stop_timeout_ms);
 void	inproc_reset(struct inproc *);

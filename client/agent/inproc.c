@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
 #include "log.h"
 
 #define INPROC_LINE_MAX	1024
@@ -128,6 +129,9 @@ line(struct inproc *ip, struct inproc_peer *p, char *s)
 		p->local_rank = lr;
 		log_debug("local rank %d (process %d) restarts in-process",
 		    lr, (int)p->pid);
+		/* A round may be waiting for this set (inproc_starting). */
+		if (ip->ev.ready != NULL)
+			ip->ev.ready(ip->ev.arg);
 		return;
 	}
 	if (!p->hello)
@@ -239,6 +243,15 @@ late_cb(evutil_socket_t fd, short what, void *arg)
 		ip->ev.late(ip->ev.arg, gen);
 }
 
+static void
+start_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct inproc *ip = arg;
+
+	if (ip->ev.ready != NULL)
+		ip->ev.ready(ip->ev.arg);
+}
+
 /* The peer of local rank |lr| that said hello, or NULL. */
 static struct inproc_peer *
 peer_of(struct inproc *ip, int lr)
@@ -262,6 +275,34 @@ inproc_ready(struct inproc *ip)
 		if (p == NULL || !peer_is_worker(ws, i, p->pid))
 			return false;
 	}
+	return true;
+}
+
+/*
+ * Whether the running set is still starting: every worker runs, not all
+ * of them said hello yet, and less than |window_ms| passed since they
+ * started (a new process imports torch before it reaches rdzv.elastic:
+ * seconds on a busy host). Then the hub hears ready() at the next hello
+ * or when the window ends, and decides again: a round that came
+ * meanwhile waits for these workers rather than restart processes that
+ * are about to take it. Restarting them instead, with rounds coming more
+ * often than a process starts (a kept worker's meeting that times out
+ * waiting for them forms the next), restarted them forever (issue 41).
+ */
+bool
+inproc_starting(struct inproc *ip, uint32_t window_ms)
+{
+	const struct workers *ws = ip->ws;
+	uint64_t ran_ms = mono_since(mono_us(), ip->set_us) / 1000, left;
+	struct timeval tv;
+
+	if (ws->state != WS_RUNNING || ws->alive != ws->n || ws->n == 0 ||
+	    ip->hellos >= ws->n || ran_ms >= window_ms)
+		return false;
+	left = window_ms - ran_ms;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+	evtimer_add(ip->start_timer, &tv);
 	return true;
 }
 
@@ -331,8 +372,11 @@ inproc_reset(struct inproc *ip)
 {
 	ip->handing = 0;
 	ip->hellos = 0;
+	ip->set_us = mono_us();
 	if (ip->late_timer != NULL)
 		evtimer_del(ip->late_timer);
+	if (ip->start_timer != NULL)
+		evtimer_del(ip->start_timer);
 	while (ip->n_peers > 0)
 		peer_drop(ip, ip->n_peers - 1);
 }
@@ -379,7 +423,9 @@ inproc_init(struct inproc *ip, struct event_base *base, const char *dir,
 	ip->accept_ev = event_new(base, ip->fd, EV_READ | EV_PERSIST,
 	    accept_cb, ip);
 	ip->late_timer = evtimer_new(base, late_cb, ip);
+	ip->start_timer = evtimer_new(base, start_cb, ip);
 	if (ip->accept_ev == NULL || ip->late_timer == NULL ||
+	    ip->start_timer == NULL ||
 	    event_add(ip->accept_ev, NULL) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -399,7 +445,9 @@ inproc_free(struct inproc *ip)
 		event_free(ip->accept_ev);
 	if (ip->late_timer != NULL)
 		event_free(ip->late_timer);
-	ip->accept_ev = ip->late_timer = NULL;
+	if (ip->start_timer != NULL)
+		event_free(ip->start_timer);
+	ip->accept_ev = ip->late_timer = ip->start_timer = NULL;
 	if (ip->fd >= 0)
 		close(ip->fd);
 	ip->fd = -1;

@@ -47,8 +47,10 @@ restart_ended(struct agent *a)
  * The running set is to give way to a->want. Under in-process restart,
  * when every worker said hello on the restart socket and the node runs as
  * many workers as before, each is handed its new assignment and kept:
- * true. Else false, and the set is stopped and started again as without
- * the flag; a set whose workers do not use rdzv.elastic is told once.
+ * true. A set still starting (inproc_starting) is waited for: true too,
+ * and the question comes again. Else false, and the set is stopped and
+ * started again as without the flag; a set whose workers do not use
+ * rdzv.elastic is told once.
  */
 bool
 restart_keep(struct agent *a)
@@ -67,6 +69,23 @@ restart_keep(struct agent *a)
 		return false;
 	}
 	if (!inproc_ready(&a->inproc)) {
+		/* Workers started as new processes that have not reached
+		 * rdzv.elastic yet are waited for, up to the stop timeout
+		 * from their start: they take the newest round when they do
+		 * (unless a set never did: then it is not waited for). */
+		if (!a->inproc_warned && inproc_starting(&a->inproc,
+		    a->opts->stop_timeout_ms)) {
+			if (a->start_wait_gen != a->want.generation)
+				log_info("generation %llu: waiting for the "
+				    "workers started for generation %llu to "
+				    "reach rdzv.elastic (up to %.1f s from "
+				    "their start) rather than restart them",
+				    (unsigned long long)a->want.generation,
+				    (unsigned long long)ws->generation,
+				    a->opts->stop_timeout_ms / 1000.0);
+			a->start_wait_gen = a->want.generation;
+			return true;	/* decided again at ready() */
+		}
 		unkept(a, NO_API);
 		return false;
 	}
@@ -168,8 +187,16 @@ on_late(void *arg, uint64_t gen)
 	agent_step(a);
 }
 
+/* A worker said hello, or a starting set's wait ended: decide again. */
+static void
+on_ready(void *arg)
+{
+	agent_step(arg);
+}
+
 const struct inproc_events restart_events = {
 	.failed = on_failed,
 	.late = on_late,
 	.absent = on_absent,
+	.ready = on_ready,
 };

@@ -35,6 +35,15 @@ struct jobinfo {
 	uint32_t		 attempt;
 	struct core_settings	 s;		/* what its agents ask for */
 	const char		*owner;
+	uint32_t		 restarts;	/* restart_count last turn */
+	/* The worker ranks each node was assigned in generation held_gen,
+	 * the newest any node was told of: no two nodes hold one rank. */
+	uint64_t		 held_gen;
+	struct {
+		uint64_t	 node_id;
+		uint32_t	 base, n;
+	}			 held[NAGENTS];
+	int			 nheld;
 };
 
 enum { S_JOIN, S_JOIN_OK, S_JOIN_RETRY, S_RESUME, S_RESUME_OK, S_REPORT, S_REPORT_OK,

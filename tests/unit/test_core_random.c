@@ -9,7 +9,11 @@
  * reopens and restarts; restart_count never passes max_restarts + 1; each
  * ASSIGNMENT a node gets carries a newer generation than the last, and one
  * of the current generation matches the round; a restart changes nothing
- * but connections. RDZV_SEED sets the seed (printed), RDZV_STEPS the steps.
+ * but connections. And two that the chaos soak's checker (tests/chaos,
+ * docs/RELIABILITY.md) judges on real processes: no two nodes are
+ * assigned one worker rank in one generation of a job (invariant 1), and
+ * one input (a fault) costs a job at most one counted restart (invariant
+ * 4). RDZV_SEED sets the seed (printed), RDZV_STEPS the steps.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,6 +131,47 @@ job_index(const char *id)
 	return -1;
 }
 
+/*
+ * The chaos checker's invariant 1 at the core's level: within one
+ * generation of a job, the worker ranks [base, base + nproc) that nodes
+ * are told they hold never overlap between two nodes.
+ */
+static void
+hold_ranks(const struct core_node *n, const struct core_assignment *as)
+{
+	struct jobinfo	*ji = &jobs[job_index(n->job->rdzv_id)];
+	uint32_t	 lo = as->base_rank, hi = lo + as->local_world_size;
+	int		 k;
+
+	if (as->generation < ji->held_gen)
+		return;
+	if (as->generation > ji->held_gen) {
+		ji->held_gen = as->generation;
+		ji->nheld = 0;
+	}
+	for (k = 0; k < ji->nheld; k++) {
+		if (ji->held[k].node_id == n->node_id)
+			break;
+		if (lo < ji->held[k].base + ji->held[k].n &&
+		    ji->held[k].base < hi)
+			die("job %s generation %llu: node %llu assigned ranks "
+			    "%u..%u, node %llu holds %u..%u", n->job->rdzv_id,
+			    (unsigned long long)as->generation,
+			    (unsigned long long)n->node_id, lo, hi - 1,
+			    (unsigned long long)ji->held[k].node_id,
+			    ji->held[k].base,
+			    ji->held[k].base + ji->held[k].n - 1);
+	}
+	if (k == ji->nheld) {
+		if (ji->nheld == NAGENTS)
+			die("more assignments in one generation than agents");
+		ji->nheld++;
+	}
+	ji->held[k].node_id = n->node_id;
+	ji->held[k].base = lo;
+	ji->held[k].n = as->local_world_size;
+}
+
 /* What the agent does with each message of its stream. */
 void
 deliver(struct core_node *n, const struct core_msg *m)
@@ -174,6 +219,7 @@ deliver(struct core_node *n, const struct core_msg *m)
 		if (as->restart_count > as->max_restarts)
 			die("assignment with restart %u of max %u",
 			    as->restart_count, as->max_restarts);
+		hold_ranks(n, as);
 		a->gen = a->last_assign = as->generation;
 		break;
 	case CORE_MSG_STOP:
@@ -210,10 +256,19 @@ check_outside(void)
 		jobs[i].max_gen = j->generation;
 		if (j->attempt < jobs[i].attempt)
 			die("job %s: attempt went back", j->rdzv_id);
+		if (j->attempt != jobs[i].attempt)
+			jobs[i].restarts = 0;
 		jobs[i].attempt = j->attempt;
 		if (j->restart_count > j->settings.max_restarts + 1)
 			die("job %s: restart count %u", j->rdzv_id,
 			    j->restart_count);
+		/* One input is at most one fault: one counted restart (rule
+		 * 13, the chaos checker's invariant 4). A new attempt starts
+		 * the count again. */
+		if (j->restart_count > jobs[i].restarts + 1)
+			die("job %s: restart count %u after %u in one turn",
+			    j->rdzv_id, j->restart_count, jobs[i].restarts);
+		jobs[i].restarts = j->restart_count;
 	}
 	for (i = 0; i < NAGENTS; i++) {
 		struct core_node *n;
@@ -251,6 +306,9 @@ turn(void)
 		jobs[i].known = false;
 		jobs[i].max_gen = 0;
 		jobs[i].attempt = 0;
+		jobs[i].restarts = 0;
+		jobs[i].held_gen = 0;
+		jobs[i].nheld = 0;
 		stats[S_REMOVED]++;
 	}
 	core_changes_clear(C);

@@ -7,6 +7,9 @@ example of in-process restart), or, by TEST_MODE, a variant of it:
           next assignment
   plain   no rdzv.elastic: init_process_group, train once, exit 1 on any
           failure, as an ordinary script does
+
+TEST_START_DELAY (seconds) holds the worker that long before it reaches
+rdzv.elastic, as a slow import of torch on a busy host does.
 """
 
 import importlib.util
@@ -22,6 +25,7 @@ demo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(demo)
 
 MODE = os.environ.get("TEST_MODE", "")
+time.sleep(float(os.environ.get("TEST_START_DELAY", "0")))
 
 if MODE == "stuck":
     step = demo.one_step

@@ -196,6 +196,39 @@ def test_no_api_restarts_processes_with_one_warning(job):
             job.agents[t].output()
 
 
+def test_starting_worker_takes_the_next_round(job):
+    """A round comes while a node's worker is still starting (it has not
+    reached rdzv.elastic yet: a slow import of torch): the agent waits for
+    it, up to the stop timeout from its start, and hands it the new round
+    when it says hello, rather than restart it as a new process (issue 41:
+    rounds that came faster than a process starts restarted it for ever,
+    with "not every worker takes assignments through rdzv.elastic")."""
+    job.agent("a", ["--node-rank", "0"], stop_timeout="20s")
+    job.agent("b", ["--node-rank", "1"], stop_timeout="20s",
+              env={"TEST_START_DELAY": "8"})
+    job.wait_job(lambda x: x.generation >= 1 and
+                 x.state == PB.types.JOB_STATE_RUNNING, 60, "a round of 2")
+    rt.wait_for(lambda: "generation 1: started 1 worker" in
+                job.agents["b"].output(), 30, 0.05, "b's worker started")
+    job.agent("c", ["--node-rank", "2"], stop_timeout="20s")
+    ends = job.wait_files("final", lambda f: len(f) == 3, 90,
+                          "three workers finished")
+    gens = {g for g, _ in ends}
+    assert len(gens) == 1, ends
+    g = gens.pop()
+    assert g >= 2 and all(d["world"] == 3 for d in ends.values()), ends
+    out = job.agents["b"].output()
+    assert WARNING not in out, out
+    assert out.count("started 1 worker") == 1, out
+    assert "waiting for the workers started for generation 1" in out, out
+    assert len({round(d["loss"], 9) for d in ends.values()}) == 1, ends
+    assert job.wait_exits(["a", "b", "c"], timeout=60) == \
+        {t: 0 for t in "abc"}, job.outputs()
+    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
+                     "job closed")
+    assert j.restart_count == 0, j
+
+
 def test_stable_ranks_spare_takes_lost_ranks(job):
     """--rank-policy stable with a spare: kill -9 of the node of group rank
     1; the spare takes exactly its ranks, the survivors keep theirs (and
