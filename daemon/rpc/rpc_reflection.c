@@ -19,6 +19,7 @@
 #include "descriptors.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rdzvd.h"
+#include "xmalloc.h"
 
 #define HOST_MAX	255	/* a DNS name has at most 253 */
 
@@ -202,20 +203,131 @@ answer(struct grpc_call *call, const refl_request *req)
 }
 
 /*
- * Each question, or the client's end of the stream. A client that asks
- * faster than it reads the answers fills the connection's output: the call
- * ends then instead of queueing more.
+ * A stream's questions not yet answered: a client that asks faster than it
+ * reads its answers (300 questions at once on a busy machine) fills the
+ * connection's output, and the answers wait until it reads (HTTP/2 flow
+ * control). The questions behind wait here, packed, and are answered as
+ * room comes back (grpc_call_on_writable). Only a client that keeps asking
+ * while it reads nothing meets the bound, and its stream ends.
  */
+#define WAITING_MAX	1024		/* questions */
+#define WAITING_BYTES	(1u << 20)	/* their packed size */
+
+struct waiting {
+	uint8_t		*buf;
+	size_t		 len;
+};
+
+struct stream {
+	struct waiting	 q[WAITING_MAX];
+	size_t		 head, n, bytes;
+	int		 ended;		/* the client ended its side */
+};
+
+static void	drain(struct grpc_call *, void *);
+
+/* |rc| of answer(): 1 when the answer waits for room (-ENOBUFS), 0 when it
+ * went out, -1 when the call was ended here. */
+static int
+answered(struct grpc_call *call, const refl_request *req, int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOBUFS)
+		return 1;
+	if (rc == -EMSGSIZE)
+		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "reflection: the "
+		    "answer repeats the request, and this request (%zu bytes) "
+		    "is too large for that; ask with shorter names",
+		    protobuf_c_message_get_packed_size(&req->base));
+	else
+		grpc_call_finish(call, GRPC_INTERNAL, "reflection: cannot "
+		    "send the answer: %s", strerror(-rc));
+	return -1;
+}
+
+/* Keeps |req| for later; -1 (the call ended) past the bound. */
+static int
+wait_room(struct grpc_call *call, struct stream *st, const refl_request *req)
+{
+	size_t len = protobuf_c_message_get_packed_size(&req->base);
+	struct waiting *w;
+
+	if (st->n == WAITING_MAX || st->bytes + len > WAITING_BYTES) {
+		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "reflection: "
+		    "the client does not read the answers (%zu questions wait "
+		    "for room); ask again", st->n);
+		return -1;
+	}
+	w = &st->q[(st->head + st->n++) % WAITING_MAX];
+	w->buf = xmalloc(len > 0 ? len : 1);
+	w->len = protobuf_c_message_pack(&req->base, w->buf);
+	st->bytes += w->len;
+	if (st->n == 1)
+		grpc_call_on_writable(call, drain, st);
+	return 0;
+}
+
+/* Room again: the questions that waited, in order, until one waits again. */
+static void
+drain(struct grpc_call *call, void *arg)
+{
+	struct stream *st = arg;
+
+	while (st->n > 0) {
+		struct waiting *w = &st->q[st->head];
+		refl_request *req = grpc__reflection__v1__server_reflection_request__unpack(
+		    NULL, w->len, w->buf);
+		int rc = req == NULL ? -EINVAL : answer(call, req);
+
+		if (req == NULL) {
+			grpc_call_finish(call, GRPC_INTERNAL, "reflection: a "
+			    "question kept for later could not be read back");
+			return;		/* stream_closed frees what waits */
+		}
+		rc = answered(call, req, rc);
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+		if (rc < 0)
+			return;		/* ended: stream_closed frees the rest */
+		if (rc == 1) {
+			grpc_call_on_writable(call, drain, st);
+			return;
+		}
+		free(w->buf);
+		st->bytes -= w->len;
+		st->head = (st->head + 1) % WAITING_MAX;
+		st->n--;
+	}
+	if (st->ended)
+		grpc_call_finish(call, GRPC_OK, NULL);
+}
+
+static void
+stream_closed(struct grpc_call *call, int cancelled, void *arg)
+{
+	struct stream *st = arg;
+
+	while (st->n > 0) {
+		free(st->q[st->head].buf);
+		st->head = (st->head + 1) % WAITING_MAX;
+		st->n--;
+	}
+	free(st);
+}
+
+/* Each question, or the client's end of the stream. */
 static void
 reflection_message(struct grpc_call *call, const ProtobufCMessage *msg,
     void *arg)
 {
 	const refl_request *req = (const refl_request *)msg;
+	struct stream *st = arg;
 	size_t host_len;
-	int rc;
 
 	if (msg == NULL) {
-		grpc_call_finish(call, GRPC_OK, NULL);
+		st->ended = 1;
+		if (st->n == 0)
+			grpc_call_finish(call, GRPC_OK, NULL);
 		return;
 	}
 	/* Every answer repeats the host: a name, not a payload. */
@@ -225,23 +337,17 @@ reflection_message(struct grpc_call *call, const ProtobufCMessage *msg,
 		    HOST_MAX);
 		return;
 	}
-	rc = answer(call, req);
-	if (rc == -EMSGSIZE)
-		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "reflection: the "
-		    "answer repeats the request, and this request (%zu bytes) "
-		    "is too large for that; ask with shorter names",
-		    protobuf_c_message_get_packed_size(msg));
-	else if (rc == -ENOBUFS)
-		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "reflection: "
-		    "the client does not read the answers; ask again");
-	else if (rc != 0)
-		grpc_call_finish(call, GRPC_INTERNAL, "reflection: cannot "
-		    "send the answer: %s", strerror(-rc));
+	/* Behind the questions that wait, in order. */
+	if (st->n > 0 || answered(call, req, answer(call, req)) == 1)
+		(void)wait_room(call, st, req);
 }
 
 void
 rpc_reflection_info(struct grpc_call *call, const ProtobufCMessage *req,
     void *arg)
 {
-	grpc_call_on_message(call, reflection_message, NULL);
+	struct stream *st = xcalloc(1, sizeof(*st));
+
+	grpc_call_on_close(call, stream_closed, st);
+	grpc_call_on_message(call, reflection_message, st);
 }
