@@ -288,6 +288,7 @@ def _late(world, absent, limit):
 
 
 _SAID_S = 0.5        # how long rank 0 waits for the others to hear it
+_LATE = 1 << 40      # taken from the arrival count when rank 0 says late
 
 
 def _barrier(store, rank, world, deadline, limit):
@@ -300,20 +301,26 @@ def _barrier(store, rank, world, deadline, limit):
     under the others, and their report would be a broken connection, an
     ordinary failure that counts. The others decide alone only when rank 0
     says nothing for _SAID_S past the deadline."""
-    while store.add("rdzv.elastic/arrived", 0) < world:
-        if restart_pending():
-            raise Restart("a newer round came before this one started")
-        if rank != 0 and store.add("rdzv.elastic/late", 0) > 0:
+    while True:
+        arrived = store.add("rdzv.elastic/arrived", 0)
+        if arrived >= world:
+            return
+        if rank != 0 and arrived < 0:       # rank 0 said: late
             absent = [int(r) for r in
                       store.get("rdzv.elastic/absent").decode().split()]
             store.add("rdzv.elastic/heard", 1)
             raise _late(world, absent, limit)
+        if restart_pending():
+            raise Restart("a newer round came before this one started")
         now = time.monotonic()
         if rank == 0 and now > deadline:
             absent = _absent(store, world)
             store.set("rdzv.elastic/absent",
                       " ".join(str(r) for r in absent))
-            store.add("rdzv.elastic/late", 1)
+            # The count itself says it (one key to poll), and stays below
+            # 0 for a rank that arrives after: nobody starts a group that
+            # rank 0 left.
+            store.add("rdzv.elastic/arrived", -_LATE)
             others = world - len(absent) - 1
             until = now + _SAID_S
             while store.add("rdzv.elastic/heard", 0) < others and \
