@@ -344,6 +344,12 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 	if (outage_holds(total >= 2 && n > 0 && now > heard &&
 	    now - heard > min_ttl, total, now) || held)
 		n = 0;
+	/* The others fall silent too, just not yet past their leases (their
+	 * last frames came up to a keepalive after this one's): the next
+	 * sweeps tell rdzvd's own outage from this node's loss. A live
+	 * node's keepalive is never older than the floor. */
+	if (n > 0 && total >= 2 && now > heard && now - heard > floor)
+		n = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct core_node *node = lost[i];
 		uint32_t ttl = node->job->settings.lease_ttl_ms;
