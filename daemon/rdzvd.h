@@ -401,7 +401,7 @@ bool		 hook_pending(const char *host);
 void		 hook_on_end(void (*fn)(const char *host));
 
 /* The modules whose interfaces only rdzvd itself uses. */
-#include "rpc.h"
-#include "http.h"
+#include "rpc_int.h"
+#include "http_int.h"
 
 #endif
