@@ -21,6 +21,8 @@
 #include "ha.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc.h"
+#include "http.h"
 #include "store.h"
 #include "auth.h"
 #include "tls.h"
@@ -81,7 +83,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	log_info("%s: shutting down", strsignal((int)sig));
 	notify("STOPPING=1");
-	health_set_serving(0, 1);
+	rpc_health_set_serving(0, 1);
 	if (!rdzvd.standby) {
 		/* The commit in flight ends and goes out first. */
 		turn_settle("rdzvd is shutting down; try again when it is "
@@ -89,8 +91,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		/* A hook's outcome waiting for the next turn goes into this
 		 * last commit (turn_settle dropped the turn's held work). */
 		hook_settle();
-		watch_end_all("rdzvd is shutting down");
-		streams_shutdown("rdzvd is shutting down; resume when it is "
+		rpc_watch_end_all("rdzvd is shutting down");
+		rpc_streams_shutdown("rdzvd is shutting down; resume when it is "
 		    "back");
 		/* Save the exact time left on open deadlines (SPEC §4 rule
 		 * 11). */
@@ -553,13 +555,13 @@ main(int argc, char **argv)
 	if (rdzvd.base == NULL || event_base_priority_init(rdzvd.base, 3) != 0)
 		fatalx("cannot create the event loop");
 	setup_tls();
-	metrics_init();
+	metrics_init(rpc_methods, rpc_n_methods, rpc_streams_count);
 	hook_init(rdzvd.base, rdzvd.cfg.on_quarantine,
 	    rdzvd.cfg.on_quarantine_timeout_ms);
 
 	struct grpc_server_opts so;
 
-	services_server_opts(&so);
+	rpc_services_server_opts(&so);
 	so.max_conns = conns_cap(so.max_conns);
 	so.conn_refused = conn_refused;
 	/* Only where they are logged: ten thousand closing connections need
@@ -573,8 +575,8 @@ main(int argc, char **argv)
 	so.call_ended = metrics_call_ended;
 	share_replay_record();
 	auth_start(&so);
-	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
-	    rdzvd_n_methods, &so);
+	rdzvd.srv = grpc_server_new(rdzvd.base, rpc_methods,
+	    rpc_n_methods, &so);
 	if (rdzvd.srv == NULL)
 		fatal("grpc_server_new");
 
@@ -603,7 +605,7 @@ main(int argc, char **argv)
 		event_free(tlsfail.ev);
 	}
 	http_stop();
-	services_stop();
+	rpc_services_stop();
 	hook_free();
 	ha_free();
 	grpc_server_free(rdzvd.srv);

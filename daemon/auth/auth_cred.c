@@ -22,7 +22,7 @@
 
 #include <openssl/evp.h>
 
-#include "auth.h"
+#include "auth_int.h"
 
 #define PREFIX		"MUNGE:"
 #define PREFIX_LEN	6

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "hash.h"
 
 /* A source with this many refused credentials within FAIR_MEMORY_MS is

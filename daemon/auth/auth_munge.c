@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "buildconf.h"
 #include "clock.h"
 #include "grpc.h"

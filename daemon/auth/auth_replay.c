@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "hash.h"
 
 #define REPLAY_MAX		200000

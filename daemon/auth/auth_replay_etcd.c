@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "etcd.h"
 
 #define KEY_MAX		512

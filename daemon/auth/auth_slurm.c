@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "auth_int.h"
 #include "clock.h"
 #include "grpc.h"
 #include "text.h"

@@ -21,6 +21,7 @@
 #include "config_store.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc.h"
 #include "store.h"
 #include "text.h"
 
@@ -34,7 +35,7 @@ empty_core(void)
 	struct core_config cc;
 	struct core *c;
 
-	services_core_config(&cc);
+	rpc_services_core_config(&cc);
 	if ((c = core_new(&cc)) == NULL)
 		fatalx("out of memory");
 	return c;
@@ -55,8 +56,8 @@ ha_lead(char *err, size_t errlen)
 	rdzvd.core = c;
 	rdzvd.standby = 0;
 	snprintf(rdzvd.leader, sizeof(rdzvd.leader), "%s", rdzvd.advertise);
-	services_start(ha_commit_failed);
-	health_role_changed();
+	rpc_services_start(ha_commit_failed);
+	rpc_health_role_changed();
 	if (role_changed != NULL)
 		role_changed(1);
 	log_info("%s %s: %u job%s", config_store_is_etcd() ? "store" : "database",
@@ -78,10 +79,10 @@ ha_step_down(const char *why)
 	 * leader (already, when our lease ended), and the election tells. */
 	snprintf(rdzvd.leader, sizeof(rdzvd.leader), "%s",
 	    ha_elect_successor());
-	health_role_changed();
+	rpc_health_role_changed();
 	snprintf(msg, sizeof(msg), "rdzvd stopped leading (%.300s); resume "
 	    "on the leader", why);
-	services_step_down(msg);
+	rpc_services_step_down(msg);
 	core_free(rdzvd.core);
 	rdzvd.core = empty_core();
 	if (role_changed != NULL)

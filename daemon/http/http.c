@@ -21,6 +21,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "log.h"
+#include "http_int.h"
 #include "rdzvd.h"
 #include "tls.h"
 

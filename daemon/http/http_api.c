@@ -19,13 +19,14 @@
 
 #include "pbjson.h"
 #include "rdzv_id.h"
+#include "http_int.h"
 #include "rdzvd.h"
 #include "store.h"
 
 #define API_EVENTS_MAX		10000	/* events in one answer */
 
 struct collect {
-	struct arena	*a;
+	struct convert_arena	*a;
 	json_t		*list;
 	uint32_t	 n;
 	uint32_t	 cap;	/* one more than asked: is there more? */
@@ -39,9 +40,9 @@ collect(const struct core_event *e, void *arg)
 
 	if (++c->n == c->cap)
 		return 1;
-	/* event_to_pb points into the event, which the store reuses: the
+	/* convert_event points into the event, which the store reuses: the
 	 * JSON is made before the next row is read. */
-	event_to_pb(c->a, e, &m);
+	convert_event(c->a, e, &m);
 	json_array_append_new(c->list, pbjson_message(&m.base));
 	return 0;
 }
@@ -90,7 +91,7 @@ http_api_events_request(struct evhttp_request *req, void *arg)
 	struct evkeyvalq	 q;
 	const char		*query, *job, *v;
 	unsigned long long	 after = 0, limit = API_EVENTS_MAX;
-	struct arena		 a = { 0 };
+	struct convert_arena		 a = { 0 };
 	char			 err[512], msg[700];
 	json_t			*doc;
 
@@ -136,7 +137,7 @@ http_api_events_request(struct evhttp_request *req, void *arg)
 	int rc = store_events(rdzvd.store, job, after, c.cap, collect, &c,
 	    err, sizeof(err));
 	evhttp_clear_headers(&q);
-	arena_free(&a);
+	convert_free(&a);
 	if (rc != 0) {
 		json_decref(c.list);
 		reply_error(req, HTTP_INTERNAL, "Internal Server Error", err);

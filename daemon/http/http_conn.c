@@ -54,6 +54,7 @@
 #include "clock.h"
 #include "httphead.h"
 #include "log.h"
+#include "http_int.h"
 #include "rdzvd.h"
 #include "xmalloc.h"
 #include "tls.h"

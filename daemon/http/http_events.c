@@ -38,6 +38,7 @@
 
 #include "log.h"
 #include "pbjson.h"
+#include "http_int.h"
 #include "rdzvd.h"
 #include "xmalloc.h"
 

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "pbjson.h"
+#include "http_int.h"
 #include "rdzvd.h"
 
 static int
@@ -32,7 +33,7 @@ http_hosts_request(struct evhttp_request *req, void *arg)
 	const struct host	**v, *h;
 	json_t			*doc, *counts, *list;
 	struct evbuffer		*b;
-	struct arena		 a = { 0 };
+	struct convert_arena		 a = { 0 };
 	char			*text;
 	size_t			 n = 0;
 
@@ -47,8 +48,8 @@ http_hosts_request(struct evhttp_request *req, void *arg)
 	counts = json_object();
 	list = json_array();
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(list, pbjson_message(&host_to_pb(&a, v[i],
-		    now, hs->policy.crash_window_ms)->base));
+		json_array_append_new(list, pbjson_message(&hook_host_to_pb(&a,
+		    v[i], now)->base));
 	for (int s = HOST_OK; s <= HOST_QUARANTINED; s++)
 		json_object_set_new(counts, host_state_name((enum host_state)s),
 		    json_integer(hs->n_state[s]));
@@ -57,7 +58,7 @@ http_hosts_request(struct evhttp_request *req, void *arg)
 	json_object_set_new(doc, "hosts", list);
 	text = pbjson_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
-	arena_free(&a);
+	convert_free(&a);
 	free(v);
 	if (text == NULL || (b = evbuffer_new()) == NULL) {
 		free(text);

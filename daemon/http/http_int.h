@@ -1,22 +1,16 @@
 /*
- * Module daemon/http/: the HTTP listener (SPEC §15) on evhttp: /metrics,
- * /healthz and /readyz, the status page and its server-sent events, /hosts,
- * and the connections' limits. It calls the frame (metrics, follow, role)
- * and the core (read only); main.c starts and stops it. Included by
- * rdzvd.h, whose types it uses.
+ * daemon/http/'s own header, private to it: what its files share (the
+ * reply, the connections, /hosts, the API, the event streams). The
+ * module's public face is http.h.
  */
-#ifndef RDZVD_HTTP_H
-#define RDZVD_HTTP_H
+#ifndef RDZVD_HTTP_INT_H
+#define RDZVD_HTTP_INT_H
+
+#include <stddef.h>
+
+#include "http.h"
 
 struct evhttp_request;
-/* http.c: the HTTP listener: /metrics, /healthz, /readyz, the page. */
-/* Listens on http-listen unless it is none; 0, or -1 when the default
- * address is taken (logged; an address asked for is fatal). */
-int		 http_start(void);
-void		 http_stop(void);
-/* Ends the status page's event streams, which then connect again: they
- * show the core they started on, and the role changed (ha.c). */
-void		 http_pages_reset(void);
 
 /* http_reply.c: what every HTTP handler answers with. */
 /* Sends |body| with the headers every answer carries. */

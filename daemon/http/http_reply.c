@@ -10,6 +10,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "log.h"
+#include "http_int.h"
 #include "rdzvd.h"
 
 void

@@ -5,17 +5,19 @@
  * admin-group (SPEC §11, auth.c). The operator actions answer with the
  * job they changed from here, after the commit.
  */
+#include "auth.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 int
-caller_is_admin(struct grpc_call *call)
+rpc_caller_is_admin(struct grpc_call *call)
 {
 	return (grpc_call_auth_flags(call) & AUTH_FLAG_ADMIN) != 0 ||
 	    config_is_admin(&rdzvd.cfg, grpc_call_identity(call));
 }
 
 struct core_job *
-job_or_finish(struct grpc_call *call, const char *rdzv_id)
+rpc_job_or_finish(struct grpc_call *call, const char *rdzv_id)
 {
 	struct core_job *job;
 	char err[512];
@@ -31,7 +33,7 @@ job_or_finish(struct grpc_call *call, const char *rdzv_id)
 }
 
 const uint8_t *
-session_or_finish(struct grpc_call *call, ProtobufCBinaryData id)
+rpc_session_or_finish(struct grpc_call *call, ProtobufCBinaryData id)
 {
 	if (id.len == CORE_SESSION_LEN)
 		return id.data;
@@ -41,16 +43,16 @@ session_or_finish(struct grpc_call *call, ProtobufCBinaryData id)
 }
 
 void
-answer_job(struct grpc_call *call, void *rdzv_id)
+rpc_answer_job(struct grpc_call *call, void *rdzv_id)
 {
-	struct core_job *job = job_or_finish(call, rdzv_id);
-	struct arena a = { 0 };
+	struct core_job *job = rpc_job_or_finish(call, rdzv_id);
+	struct convert_job_view view = turn_job_view(10);
+	struct convert_arena a = { 0 };
 
 	if (job == NULL)
 		return;
-	grpc_call_reply(call, &job_to_pb(&a, job, turn_now(),
-	    streams_last_seen_ms, 10)->base);
-	arena_free(&a);
+	grpc_call_reply(call, &convert_job(&a, job, turn_now(), &view)->base);
+	convert_free(&a);
 }
 
 int

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 void
 rpc_close_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
@@ -14,10 +15,10 @@ rpc_close_job(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	char err[512];
 
 	int rc = core_close(rdzvd.core, turn_now(), grpc_call_identity(call),
-	    caller_is_admin(call), req->rdzv_id, err, sizeof(err));
+	    rpc_caller_is_admin(call), req->rdzv_id, err, sizeof(err));
 	if (rc != CORE_OK) {
 		grpc_call_finish(call, rpc_status(rc), "%s", err);
 		return;
 	}
-	turn_answer(call, answer_job, xstrdup(req->rdzv_id));
+	turn_answer(call, rpc_answer_job, xstrdup(req->rdzv_id));
 }

@@ -11,6 +11,7 @@
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 static const char *const known[] = {
 	"", "rdzv.v1.Rendezvous", "rdzv.v1.Control", "grpc.health.v1.Health",
@@ -136,7 +137,7 @@ rpc_health_watch(struct grpc_call *call, const ProtobufCMessage *msg,
 }
 
 void
-health_set_serving(int serving, int final)
+rpc_health_set_serving(int serving, int final)
 {
 	rdzvd.serving = serving;
 	/* Finishing a call runs watch_closed, which unlinks it: walk a copy
@@ -152,7 +153,7 @@ health_set_serving(int serving, int final)
 }
 
 void
-health_role_changed(void)
+rpc_health_role_changed(void)
 {
-	health_set_serving(rdzvd.serving, 0);
+	rpc_health_set_serving(rdzvd.serving, 0);
 }

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 /*
  * A session id is 16 random bytes, the agent's secret. They come from a pool
@@ -90,7 +91,7 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		memcpy(j.join_token, req->join_token.data, CORE_TOKEN_LEN);
 	}
 	struct core_gpu *gpus;
-	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &j.gpus_healthy,
+	int rc = convert_gpus(req->gpus, req->n_gpus, &gpus, &j.gpus_healthy,
 	    &j.gpus_total, err, errlen);
 	if (rc != GRPC_OK)
 		return rc;
@@ -119,7 +120,7 @@ rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 
 	if (req->session_id.len == 0) {
 		rc = join(call, req, &node, err, sizeof(err));
-	} else if ((session = session_or_finish(call, req->session_id)) ==
+	} else if ((session = rpc_session_or_finish(call, req->session_id)) ==
 	    NULL) {
 		return;
 	} else {
@@ -139,5 +140,5 @@ rpc_join(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	log_debug("job %s: node %llu (%s) %s", node->job->rdzv_id,
 	    (unsigned long long)node->node_id, node->hostname,
 	    req->session_id.len ? "resumed" : "joined");
-	streams_attach(node, call);
+	rpc_streams_attach(node, call);
 }

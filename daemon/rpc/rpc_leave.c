@@ -3,6 +3,7 @@
  * commit that holds it.
  */
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 static void
 answer(struct grpc_call *call, void *arg)
@@ -15,7 +16,7 @@ void
 rpc_leave(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 {
 	const Rdzv__V1__LeaveRequest *req = (const Rdzv__V1__LeaveRequest *)msg;
-	const uint8_t *session = session_or_finish(call, req->session_id);
+	const uint8_t *session = rpc_session_or_finish(call, req->session_id);
 	char err[512];
 
 	if (session == NULL)

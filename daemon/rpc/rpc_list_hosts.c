@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 static int
 by_name(const void *a, const void *b)
@@ -24,7 +25,7 @@ rpc_list_hosts(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	Rdzv__V1__ListHostsResponse resp = RDZV__V1__LIST_HOSTS_RESPONSE__INIT;
 	const struct hosts *hs = rdzvd.core->hosts;
 	struct core_now now = turn_now();
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 	const struct host **v, *h;
 	size_t n = 0;
 
@@ -33,17 +34,17 @@ rpc_list_hosts(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		    "state %d", (int)req->state);
 		return;
 	}
-	v = arena_alloc(&a, (hs->n + 1) * sizeof(*v));
+	v = convert_alloc(&a, (hs->n + 1) * sizeof(*v));
 	TAILQ_FOREACH(h, &hs->all, entry)
 		if (req->state == 0 || (int)h->state == (int)req->state)
 			v[n++] = h;
 	qsort(v, n, sizeof(*v), by_name);
-	resp.hosts = arena_alloc(&a, (n + 1) * sizeof(*resp.hosts));
+	resp.hosts = convert_alloc(&a, (n + 1) * sizeof(*resp.hosts));
 	for (size_t i = 0; i < n; i++)
-		resp.hosts[resp.n_hosts++] = host_to_pb(&a, v[i], now,
-		    hs->policy.crash_window_ms);
+		resp.hosts[resp.n_hosts++] = hook_host_to_pb(&a, v[i],
+		    now);
 	if (grpc_call_reply(call, &resp.base) == -EMSGSIZE)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "%zu hosts do "
 		    "not fit in one message; raise --max-message", n);
-	arena_free(&a);
+	convert_free(&a);
 }

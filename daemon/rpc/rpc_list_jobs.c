@@ -18,8 +18,12 @@
 #include <string.h>
 
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 #define PAGE_DEFAULT	1000
+
+/* A list holds summaries: no nodes, no events. */
+static const struct convert_job_view summary;
 #define PAGE_MAX	10000
 #define PAGE_BYTES	(1024 * 1024)
 
@@ -71,7 +75,7 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	    (const Rdzv__V1__ListJobsRequest *)msg;
 	Rdzv__V1__ListJobsResponse resp = RDZV__V1__LIST_JOBS_RESPONSE__INIT;
 	struct core_now now = turn_now();
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 	struct core_job *job, **v;
 	struct place from = { 0 };
 	bool has_from = req->page_token[0] != '\0';
@@ -93,7 +97,7 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	if (budget > PAGE_BYTES)
 		budget = PAGE_BYTES;
 
-	v = arena_alloc(&a, (rdzvd.core->n_jobs + 1) * sizeof(*v));
+	v = convert_alloc(&a, (rdzvd.core->n_jobs + 1) * sizeof(*v));
 	TAILQ_FOREACH(job, &rdzvd.core->jobs, entry) {
 		const struct core_job *seen = committed_job(job);
 		if (seen != NULL && (req->all || !core_job_ended(seen)) &&
@@ -102,10 +106,10 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	}
 	qsort(v, n, sizeof(*v), by_creation);
 
-	resp.jobs = arena_alloc(&a, (page < n ? page : n + 1) *
+	resp.jobs = convert_alloc(&a, (page < n ? page : n + 1) *
 	    sizeof(*resp.jobs));
 	for (size_t i = 0; i < n && resp.n_jobs < page; i++) {
-		Rdzv__V1__Job *pb = job_to_pb(&a, v[i], now, NULL, 0);
+		Rdzv__V1__Job *pb = convert_job(&a, v[i], now, &summary);
 		/* The field's tag and length, then the job. */
 		size = protobuf_c_message_get_packed_size(&pb->base) + 6;
 		if (resp.n_jobs > 0 && bytes + size > budget)
@@ -123,5 +127,5 @@ rpc_list_jobs(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "job %s does "
 		    "not fit in one message; raise --max-message",
 		    resp.jobs[0]->rdzv_id);
-	arena_free(&a);
+	convert_free(&a);
 }

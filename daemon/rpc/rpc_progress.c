@@ -5,6 +5,7 @@
  * watchers, at most once a second per job).
  */
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 void
 rpc_progress(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
@@ -12,7 +13,7 @@ rpc_progress(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	const Rdzv__V1__ProgressRequest *req =
 	    (const Rdzv__V1__ProgressRequest *)msg;
 	Rdzv__V1__ProgressResponse resp = RDZV__V1__PROGRESS_RESPONSE__INIT;
-	const uint8_t *session = session_or_finish(call, req->session_id);
+	const uint8_t *session = rpc_session_or_finish(call, req->session_id);
 	char err[512];
 
 	if (session == NULL)

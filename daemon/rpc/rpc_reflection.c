@@ -19,6 +19,7 @@
 #include "descriptors.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 #include "xmalloc.h"
 
 #define HOST_MAX	255	/* a DNS name has at most 253 */
@@ -127,12 +128,12 @@ send_services(struct grpc_call *call, refl_response *resp)
 	Grpc__Reflection__V1__ServiceResponse *items;
 	int rc = -ENOMEM;
 
-	items = calloc(rdzvd_n_methods, sizeof(*items));
-	lr.service = calloc(rdzvd_n_methods, sizeof(*lr.service));
+	items = calloc(rpc_n_methods, sizeof(*items));
+	lr.service = calloc(rpc_n_methods, sizeof(*lr.service));
 	if (items == NULL || lr.service == NULL)
 		goto out;
-	for (size_t i = 0; i < rdzvd_n_methods; i++) {
-		const char *path = rdzvd_methods[i].path + 1;
+	for (size_t i = 0; i < rpc_n_methods; i++) {
+		const char *path = rpc_methods[i].path + 1;
 		size_t len = strcspn(path, "/");
 		size_t j;
 

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 #include "text.h"
 
 static void
@@ -33,7 +34,7 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	uint32_t *restarts;
 	char err[512];
 
-	if (session_or_finish(call, req->session_id) == NULL)
+	if (rpc_session_or_finish(call, req->session_id) == NULL)
 		return;
 	if (req->outcome < RDZV__V1__OUTCOME__OUTCOME_SUCCEEDED ||
 	    req->outcome > RDZV__V1__OUTCOME__OUTCOME_UPDATE) {
@@ -70,7 +71,7 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	r.absent_ranks = req->absent_ranks;
 	r.n_absent = (uint32_t)req->n_absent_ranks;
 	struct core_gpu *gpus;
-	int rc = gpus_from_pb(req->gpus, req->n_gpus, &gpus, &r.gpus_healthy,
+	int rc = convert_gpus(req->gpus, req->n_gpus, &gpus, &r.gpus_healthy,
 	    &r.gpus_total, err, sizeof(err));
 	if (rc != GRPC_OK) {
 		grpc_call_finish(call, rc, "%s", err);

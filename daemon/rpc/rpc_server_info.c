@@ -12,6 +12,7 @@
 #include "config_store.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 #include "store.h"
 
 void

@@ -7,6 +7,7 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 #define HEALTH "/grpc.health.v1.Health/"
 #define RDZV "/rdzv.v1.Rendezvous/"
@@ -117,7 +118,7 @@ READS(rpc_watch, "w")
 READS(rpc_list_events, "e")
 READS(rpc_list_hosts, "h")
 
-const struct grpc_method rdzvd_methods[] = {
+const struct grpc_method rpc_methods[] = {
 	/* Open ones (the last 1) need no credential, and a call of them
 	 * does not prove its connection (grpc.h, max_conns). */
 	{ HEALTH "Check", &grpc__health__v1__health_check_request__descriptor,
@@ -159,11 +160,11 @@ const struct grpc_method rdzvd_methods[] = {
 	    rpc_reflection_info, NULL, 1, 1 },
 };
 
-const size_t rdzvd_n_methods = sizeof(rdzvd_methods) /
-    sizeof(rdzvd_methods[0]);
+const size_t rpc_n_methods = sizeof(rpc_methods) /
+    sizeof(rpc_methods[0]);
 
 void
-services_core_config(struct core_config *cc)
+rpc_services_core_config(struct core_config *cc)
 {
 	core_config_defaults(cc);
 	cc->max_nodes_per_job = rdzvd.cfg.max_nodes_per_job;
@@ -180,7 +181,7 @@ services_core_config(struct core_config *cc)
 }
 
 void
-services_server_opts(struct grpc_server_opts *so)
+rpc_services_server_opts(struct grpc_server_opts *so)
 {
 	*so = (struct grpc_server_opts){
 		.max_message = rdzvd.cfg.max_message,
@@ -207,40 +208,40 @@ turn_done(const struct core *c, struct core_now now)
 }
 
 void
-services_start(void (*commit_failed)(const char *err))
+rpc_services_start(void (*commit_failed)(const char *err))
 {
 	struct turn_out out = {
-		.send = streams_send,
+		.send = rpc_streams_send,
 		.jobs_changed = follow_jobs_changed,
-		.node_removed = streams_forget,
+		.node_removed = rpc_streams_forget,
 		.committed = metrics_commit,
 		.turn_done = turn_done,
 		.hosts_changed = hook_hosts_changed,
 		.commit_failed = commit_failed,
-		.last_seen = streams_last_seen_ms,
+		.last_seen = rpc_streams_last_seen_ms,
 	};
 
 	stall_init();
 	turn_init(&out);
-	streams_init();
+	rpc_streams_init();
 	/* Restored deadlines and leases need the timer armed. */
 	turn_schedule();
 }
 
 void
-services_step_down(const char *why)
+rpc_services_step_down(const char *why)
 {
-	watch_end_all(why);
-	streams_shutdown(why);
+	rpc_watch_end_all(why);
+	rpc_streams_shutdown(why);
 	turn_abandon(why);
-	streams_free();
+	rpc_streams_free();
 	turn_free();
 }
 
 void
-services_stop(void)
+rpc_services_stop(void)
 {
-	streams_free();
+	rpc_streams_free();
 	turn_free();
 	stall_free();
 }

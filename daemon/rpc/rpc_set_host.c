@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 #include "text.h"
 
 /* Well within rdzvctl's call timeout (10 s); a drain takes a second. */
@@ -32,15 +33,14 @@ static void
 reply(struct grpc_call *call, const char *name)
 {
 	const struct host *h = hosts_find(rdzvd.core->hosts, name);
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 
 	if (h == NULL) {
 		grpc_call_finish(call, GRPC_NOT_FOUND, "host %s is gone", name);
 		return;
 	}
-	grpc_call_reply(call, &host_to_pb(&a, h, turn_now(),
-	    rdzvd.core->hosts->policy.crash_window_ms)->base);
-	arena_free(&a);
+	grpc_call_reply(call, &hook_host_to_pb(&a, h, turn_now())->base);
+	convert_free(&a);
 }
 
 static void
@@ -123,7 +123,7 @@ rpc_set_host(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	int rc;
 
 	rc = core_host_set(rdzvd.core, turn_now(), grpc_call_identity(call),
-	    caller_is_admin(call), req->host, (enum host_state)req->state,
+	    rpc_caller_is_admin(call), req->host, (enum host_state)req->state,
 	    req->reason, err, sizeof(err));
 	if (rc != CORE_OK) {
 		grpc_call_finish(call, rpc_status(rc), "%s", err);

@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc_int.h"
 
 #define SWEEP_MS	500
 
@@ -141,7 +142,7 @@ stream_closed(struct grpc_call *call, int cancelled, void *arg)
 }
 
 void
-streams_attach(struct core_node *node, struct grpc_call *call)
+rpc_streams_attach(struct core_node *node, struct grpc_call *call)
 {
 	struct stream *s = find(node->node_id);
 
@@ -153,16 +154,16 @@ streams_attach(struct core_node *node, struct grpc_call *call)
 	s->call = call;
 	s->node_id = node->node_id;
 	if (hash_insert(&streams, hash_u64(s->node_id), s) != 0)
-		fatal("streams_attach");
+		fatal("rpc_streams_attach");
 	grpc_call_on_close(call, stream_closed, s);
 }
 
 void
-streams_send(struct core_node *node, const struct core_msg *msg)
+rpc_streams_send(struct core_node *node, const struct core_msg *msg)
 {
 	struct stream *s = find(node->node_id);
 	Rdzv__V1__JoinEvent ev = RDZV__V1__JOIN_EVENT__INIT;
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 
 	if (s == NULL)
 		return;
@@ -184,9 +185,9 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 		stream_end(s, 1, GRPC_NOT_FOUND, "%s", msg->reason);
 		return;
 	}
-	msg_to_pb(&a, node, msg, &ev);
+	convert_msg(&a, node, msg, &ev);
 	int rc = grpc_call_send(s->call, &ev.base);
-	arena_free(&a);
+	convert_free(&a);
 	if (rc == -ENOBUFS) {
 		/*
 		 * It does not read: its connection holds as much output as
@@ -211,7 +212,7 @@ streams_send(struct core_node *node, const struct core_msg *msg)
 }
 
 void
-streams_forget(uint64_t node_id)
+rpc_streams_forget(uint64_t node_id)
 {
 	struct stream *s = find(node_id);
 
@@ -221,7 +222,7 @@ streams_forget(uint64_t node_id)
 }
 
 size_t
-streams_count(void)
+rpc_streams_count(void)
 {
 	return streams.n - n_timed_out;
 }
@@ -231,7 +232,7 @@ streams_count(void)
  * its HTTP/2 connection (frames, PING answers), which is fresher.
  */
 int64_t
-streams_last_seen_ms(const struct core_node *node, struct core_now now)
+rpc_streams_last_seen_ms(const struct core_node *node, struct core_now now)
 {
 	struct stream *s;
 	uint64_t seen;
@@ -367,7 +368,7 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-streams_init(void)
+rpc_streams_init(void)
 {
 	struct timeval tv = { 0, SWEEP_MS * 1000 };
 
@@ -377,11 +378,11 @@ streams_init(void)
 	outage_start = outage_end = 0;
 	sweep_ev = event_new(rdzvd.base, -1, EV_PERSIST, sweep_cb, NULL);
 	if (sweep_ev == NULL || event_add(sweep_ev, &tv) != 0)
-		fatalx("streams_init: cannot create the sweep timer");
+		fatalx("rpc_streams_init: cannot create the sweep timer");
 }
 
 void
-streams_shutdown(const char *why)
+rpc_streams_shutdown(const char *why)
 {
 	/*
 	 * Not a disconnect: the node keeps its place and resumes when the
@@ -401,7 +402,7 @@ streams_shutdown(const char *why)
 }
 
 void
-streams_free(void)
+rpc_streams_free(void)
 {
 	for (size_t i = 0; i < streams.cap; i++) {
 		struct stream *s = streams.slots[i].item;

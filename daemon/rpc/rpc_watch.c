@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "rdzvd.h"
+#include "rpc_int.h"
 #include "xmalloc.h"
 
 struct watcher {
@@ -96,7 +97,7 @@ rpc_watch(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 }
 
 void
-watch_end_all(const char *why)
+rpc_watch_end_all(const char *why)
 {
 	follow_end_all(&watch_sink, why);
 }

@@ -12,7 +12,6 @@
 
 #include "clock.h"
 #include "etcd_int.h"
-#include "grpc_client_int.h"
 
 #define DEFAULT_TIMEOUT_MS		5000
 #define DEFAULT_CONNECT_TIMEOUT_MS	2000
@@ -414,7 +413,7 @@ ecall_attempt(struct etcd_call *c)
 		return errno != 0 ? -errno : -ENOMEM;
 	/* The reply is kept past the gRPC callbacks (as grpc_unary_sync
 	 * does): it arrives from the loop, after this. */
-	c->cc->keep = &c->reply;
+	grpc_ccall_keep_reply(c->cc, &c->reply);
 	return 0;
 }
 

@@ -325,6 +325,12 @@ grpc_client_stream(struct grpc_client *cli, const char *path,
 }
 
 void
+grpc_ccall_keep_reply(struct grpc_ccall *cc, ProtobufCMessage **keep)
+{
+	cc->keep = keep;
+}
+
+void
 grpc_ccall_cancel(struct grpc_ccall *cc)
 {
 	if (cc == NULL || cc->finished)

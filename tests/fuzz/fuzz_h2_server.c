@@ -44,6 +44,7 @@
 #include "fuzz_peer.h"
 #include "log.h"
 #include "rdzvd.h"
+#include "rpc.h"
 #include "store.h"
 #include "store_be.h"
 #include "store_sqlite.h"
@@ -166,7 +167,7 @@ daemon_start(void)
 	if (rdzvd.base == NULL || event_base_priority_init(rdzvd.base, 3) != 0)
 		abort();
 
-	services_core_config(&cc);
+	rpc_services_core_config(&cc);
 	if ((rdzvd.core = core_new(&cc)) == NULL)
 		abort();
 	if ((rdzvd.store = store_empty(err, sizeof(err))) == NULL ||
@@ -175,13 +176,13 @@ daemon_start(void)
 		fprintf(stderr, "fuzz: %s\n", err);
 		abort();
 	}
-	services_start(commit_failed);
+	rpc_services_start(commit_failed);
 
 	struct grpc_server_opts so;
 
-	services_server_opts(&so);
-	rdzvd.srv = grpc_server_new(rdzvd.base, rdzvd_methods,
-	    rdzvd_n_methods, &so);
+	rpc_services_server_opts(&so);
+	rdzvd.srv = grpc_server_new(rdzvd.base, rpc_methods,
+	    rpc_n_methods, &so);
 	snprintf(rdzvd.listeners[0], sizeof(rdzvd.listeners[0]), "unix:%s",
 	    sock_path);
 	if (rdzvd.srv == NULL ||
@@ -196,7 +197,7 @@ daemon_start(void)
 static void
 daemon_stop(void)
 {
-	services_stop();
+	rpc_services_stop();
 	grpc_server_free(rdzvd.srv);
 	/* The store stays open for the next input (store_empty). */
 	core_free(rdzvd.core);

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "auth.h"
+#include "auth_int.h"
 
 static int
 b64_digit(char c)

@@ -585,6 +585,47 @@ hook_command(void)
 	return hk.command;
 }
 
+_Static_assert((int)HOOK_QUEUED ==
+    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_QUEUED &&
+    (int)HOOK_DROPPED == RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_DROPPED,
+    "enum hook_state is numbered as rdzv.v1.HookRunState");
+
+/* How the on-quarantine command's latest run for a host went; NULL when
+ * none ran since rdzvd started. */
+static Rdzv__V1__HookRun *
+run_to_pb(struct convert_arena *a, const struct hook_last *l)
+{
+	Rdzv__V1__HookRun *m;
+
+	if (l == NULL)
+		return NULL;
+	m = convert_alloc(a, sizeof(*m));
+	rdzv__v1__hook_run__init(m);
+	m->state = (Rdzv__V1__HookRunState)l->state;
+	m->command = (char *)(hook_command() != NULL ? hook_command() : "");
+	m->pid = l->pid;
+	m->exit_code = l->code;
+	m->signal = l->sig;
+	m->output = (char *)l->output;
+	m->started_unix_ms = l->started_ms;
+	m->ended_unix_ms = l->ended_ms;
+	m->reason = (char *)l->reason;
+	return m;
+}
+
+/* A host record and its hook's latest run, as Control.ListHosts, SetHost
+ * and the page show it. */
+Rdzv__V1__Host *
+hook_host_to_pb(struct convert_arena *a, const struct host *h,
+    struct core_now now)
+{
+	Rdzv__V1__Host *m = convert_host(a, h, now,
+	    rdzvd.core->hosts->policy.crash_window_ms);
+
+	m->hook = run_to_pb(a, hook_last(h->name));
+	return m;
+}
+
 bool
 hook_pending(const char *host)
 {

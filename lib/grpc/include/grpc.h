@@ -456,6 +456,11 @@ int grpc_ccall_close_send(struct grpc_ccall *cc);
  * before this returns. */
 void grpc_ccall_cancel(struct grpc_ccall *cc);
 
+/* Keeps a unary call's reply past its callbacks: the first message goes
+ * into *|keep| (the caller frees it with protobuf_c_message_free_unpacked)
+ * instead of being freed after on_message (as grpc_unary_sync does). */
+void grpc_ccall_keep_reply(struct grpc_ccall *cc, ProtobufCMessage **keep);
+
 /* Local address of the client's established connection ("10.0.0.5"), or
  * NULL when not connected. The agent advertises it (SPEC §6). */
 const char *grpc_client_local_addr(const struct grpc_client *cli);

@@ -6,14 +6,15 @@
  * conversion allocates, so a reply is built, sent and released in three
  * lines.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "rdzvd.h"
+#include "convert.h"
+#include "xmalloc.h"
 
 void *
-arena_alloc(struct arena *a, size_t size)
+convert_alloc(struct convert_arena *a, size_t size)
 {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? a->cap * 2 : 16;
@@ -23,7 +24,7 @@ arena_alloc(struct arena *a, size_t size)
 }
 
 void
-arena_free(struct arena *a)
+convert_free(struct convert_arena *a)
 {
 	for (size_t i = 0; i < a->n; i++)
 		free(a->ptrs[i]);
@@ -32,9 +33,9 @@ arena_free(struct arena *a)
 }
 
 static Rdzv__V1__JobSettings *
-settings_to_pb(struct arena *a, const struct core_settings *s)
+settings_to_pb(struct convert_arena *a, const struct core_settings *s)
 {
-	Rdzv__V1__JobSettings *m = arena_alloc(a, sizeof(*m));
+	Rdzv__V1__JobSettings *m = convert_alloc(a, sizeof(*m));
 	rdzv__v1__job_settings__init(m);
 	m->min_nodes = s->min_nodes;
 	m->max_nodes = s->max_nodes;
@@ -51,7 +52,7 @@ settings_to_pb(struct arena *a, const struct core_settings *s)
 }
 
 void
-event_to_pb(struct arena *a, const struct core_event *e, Rdzv__V1__Event *m)
+convert_event(struct convert_arena *a, const struct core_event *e, Rdzv__V1__Event *m)
 {
 	rdzv__v1__event__init(m);
 	m->seq = e->seq;
@@ -62,9 +63,9 @@ event_to_pb(struct arena *a, const struct core_event *e, Rdzv__V1__Event *m)
 }
 
 static Rdzv__V1__GpuResult *
-gpu_to_pb(struct arena *a, const struct core_gpu *g)
+gpu_to_pb(struct convert_arena *a, const struct core_gpu *g)
 {
-	Rdzv__V1__GpuResult *m = arena_alloc(a, sizeof(*m));
+	Rdzv__V1__GpuResult *m = convert_alloc(a, sizeof(*m));
 	rdzv__v1__gpu_result__init(m);
 	m->device = g->device;
 	m->ok = g->ok;
@@ -77,14 +78,15 @@ gpu_to_pb(struct arena *a, const struct core_gpu *g)
 }
 
 /*
- * A connected node not heard for twice the keepalive (its PINGs go
- * unanswered) is silent: its lease runs, from its last frame.
+ * A connected node not heard for |silent_ms| (twice the keepalive: its
+ * PINGs go unanswered) is silent: its lease runs, from its last frame.
  */
 static Rdzv__V1__Node *
-node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
-    int64_t now_ms, const struct core_node_progress *p)
+node_to_pb(struct convert_arena *a, const struct core_node *n,
+    int64_t last_seen_ms, int64_t now_ms, uint32_t silent_ms,
+    const struct core_node_progress *p)
 {
-	Rdzv__V1__Node *m = arena_alloc(a, sizeof(*m));
+	Rdzv__V1__Node *m = convert_alloc(a, sizeof(*m));
 	rdzv__v1__node__init(m);
 	m->node_id = n->node_id;
 	m->hostname = n->hostname;
@@ -99,7 +101,7 @@ node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
 	m->gpus_total = n->gpus_total;
 	if (n->n_gpus > 0) {
 		m->n_gpus = n->n_gpus;
-		m->gpus = arena_alloc(a, n->n_gpus * sizeof(*m->gpus));
+		m->gpus = convert_alloc(a, n->n_gpus * sizeof(*m->gpus));
 		for (uint32_t i = 0; i < n->n_gpus; i++)
 			m->gpus[i] = gpu_to_pb(a, &n->gpus[i]);
 	}
@@ -107,7 +109,7 @@ node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
 	m->joined_unix_ms = n->joined_ms;
 	m->connected = n->connected;
 	m->silent = n->connected && last_seen_ms != 0 &&
-	    now_ms - last_seen_ms >= 2LL * rdzvd.cfg.keepalive_ms;
+	    now_ms - last_seen_ms >= (int64_t)silent_ms;
 	m->has_step = p->has_step;
 	m->step = p->step;
 	m->step_unix_ms = p->step_wall_ms;
@@ -118,10 +120,11 @@ node_to_pb(struct arena *a, const struct core_node *n, int64_t last_seen_ms,
 }
 
 Rdzv__V1__Job *
-job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
-    last_seen_fn last_seen, uint32_t events)
+convert_job(struct convert_arena *a, const struct core_job *j, struct core_now now,
+    const struct convert_job_view *view)
 {
-	Rdzv__V1__Job *m = arena_alloc(a, sizeof(*m));
+	uint32_t events = view->events;
+	Rdzv__V1__Job *m = convert_alloc(a, sizeof(*m));
 	rdzv__v1__job__init(m);
 	m->rdzv_id = (char *)j->rdzv_id;
 	m->owner = j->owner;
@@ -144,27 +147,28 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 	m->attempt = j->attempt;
 	m->held_failure = (char *)j->held_reason;	/* "" when none */
 	/* With the nodes only: a list of jobs does not walk every node. */
-	if (last_seen != NULL)
+	if (view->last_seen != NULL)
 		m->has_lead_step = core_job_progress(j, now, &m->lead_step,
 		    &m->stragglers);
 
-	if (last_seen != NULL && j->n_nodes > 0) {
+	if (view->last_seen != NULL && j->n_nodes > 0) {
 		const struct core_node *n;
 		struct core_node_progress p;
-		m->nodes = arena_alloc(a, j->n_nodes * sizeof(*m->nodes));
+		m->nodes = convert_alloc(a, j->n_nodes * sizeof(*m->nodes));
 		TAILQ_FOREACH(n, &j->nodes, entry) {
 			core_node_progress(n, m->lead_step, now, &p);
 			m->nodes[m->n_nodes++] = node_to_pb(a, n,
-			    last_seen(n, now), now.wall_ms, &p);
+			    view->last_seen(n, now), now.wall_ms,
+			    view->silent_ms, &p);
 		}
 	}
 	if (events > j->events_n)
 		events = j->events_n;
 	if (events > 0) {
-		Rdzv__V1__Event *ev = arena_alloc(a, events * sizeof(*ev));
-		m->events = arena_alloc(a, events * sizeof(*m->events));
+		Rdzv__V1__Event *ev = convert_alloc(a, events * sizeof(*ev));
+		m->events = convert_alloc(a, events * sizeof(*m->events));
 		for (uint32_t i = 0; i < events; i++) {
-			event_to_pb(a, core_job_event(j, j->events_n - events + i),
+			convert_event(a, core_job_event(j, j->events_n - events + i),
 			    &ev[i]);
 			m->events[m->n_events++] = &ev[i];
 		}
@@ -173,13 +177,13 @@ job_to_pb(struct arena *a, const struct core_job *j, struct core_now now,
 }
 
 void
-msg_to_pb(struct arena *a, const struct core_node *node,
+convert_msg(struct convert_arena *a, const struct core_node *node,
     const struct core_msg *msg, Rdzv__V1__JoinEvent *ev)
 {
 	rdzv__v1__join_event__init(ev);
 	switch (msg->kind) {
 	case CORE_MSG_ACCEPTED: {
-		Rdzv__V1__Accepted *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Accepted *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__accepted__init(m);
 		m->node_id = msg->u.accepted.node_id;
 		m->session_id.data = (uint8_t *)msg->u.accepted.session_id;
@@ -192,7 +196,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_WAITING: {
-		Rdzv__V1__Waiting *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Waiting *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__waiting__init(m);
 		m->state = (Rdzv__V1__NodeState)msg->u.waiting.state;
 		m->participants = msg->u.waiting.participants;
@@ -206,7 +210,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 	}
 	case CORE_MSG_ASSIGNMENT: {
 		const struct core_assignment *s = &msg->u.assignment;
-		Rdzv__V1__Assignment *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Assignment *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__assignment__init(m);
 		m->rdzv_id = (char *)node->job->rdzv_id;
 		m->generation = s->generation;
@@ -224,7 +228,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_STOP: {
-		Rdzv__V1__Stop *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Stop *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__stop__init(m);
 		m->generation = msg->u.stop.generation;
 		m->reason = (char *)msg->reason;
@@ -233,7 +237,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_CLOSED: {
-		Rdzv__V1__Closed *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Closed *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__closed__init(m);
 		m->reason = (char *)msg->reason;
 		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_CLOSED;
@@ -241,7 +245,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_FAILED: {
-		Rdzv__V1__Failed *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Failed *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__failed__init(m);
 		m->reason = (char *)msg->reason;
 		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_FAILED;
@@ -249,7 +253,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 		break;
 	}
 	case CORE_MSG_EVICTED: {
-		Rdzv__V1__Evicted *m = arena_alloc(a, sizeof(*m));
+		Rdzv__V1__Evicted *m = convert_alloc(a, sizeof(*m));
 		rdzv__v1__evicted__init(m);
 		m->reason = (char *)msg->reason;
 		ev->event_case = RDZV__V1__JOIN_EVENT__EVENT_EVICTED;
@@ -263,7 +267,7 @@ msg_to_pb(struct arena *a, const struct core_node *node,
 }
 
 int
-gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
+convert_gpus(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
     uint32_t *healthy, uint32_t *total, char *err, size_t errlen)
 {
 	struct core_gpu *g;
@@ -272,10 +276,10 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	*healthy = *total = 0;
 	if (n == 0)
 		return 0;
-	if (n > GPUS_MAX) {
+	if (n > CONVERT_GPUS_MAX) {
 		snprintf(err, errlen, "%zu GPU results; a node has at most %d",
-		    n, GPUS_MAX);
-		return GRPC_INVALID_ARGUMENT;
+		    n, CONVERT_GPUS_MAX);
+		return -1;
 	}
 	g = xcalloc(n, sizeof(*g));
 	for (size_t i = 0; i < n; i++) {
@@ -296,41 +300,13 @@ gpus_from_pb(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 	return 0;
 }
 
-_Static_assert((int)HOOK_QUEUED ==
-    RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_QUEUED &&
-    (int)HOOK_DROPPED == RDZV__V1__HOOK_RUN_STATE__HOOK_RUN_STATE_DROPPED,
-    "enum hook_state is numbered as rdzv.v1.HookRunState");
-
-/* How the on-quarantine command's latest run for a host went; NULL when
- * none ran since rdzvd started. */
-static Rdzv__V1__HookRun *
-hook_to_pb(struct arena *a, const struct hook_last *l)
-{
-	Rdzv__V1__HookRun *m;
-
-	if (l == NULL)
-		return NULL;
-	m = arena_alloc(a, sizeof(*m));
-	rdzv__v1__hook_run__init(m);
-	m->state = (Rdzv__V1__HookRunState)l->state;
-	m->command = (char *)(hook_command() != NULL ? hook_command() : "");
-	m->pid = l->pid;
-	m->exit_code = l->code;
-	m->signal = l->sig;
-	m->output = (char *)l->output;
-	m->started_unix_ms = l->started_ms;
-	m->ended_unix_ms = l->ended_ms;
-	m->reason = (char *)l->reason;
-	return m;
-}
-
 /* A host record as Control.ListHosts and SetHost return it; |window_ms|
  * is the policy's crash window, for the crashes that still count. */
 Rdzv__V1__Host *
-host_to_pb(struct arena *a, const struct host *h, struct core_now now,
+convert_host(struct convert_arena *a, const struct host *h, struct core_now now,
     uint64_t window_ms)
 {
-	Rdzv__V1__Host *m = arena_alloc(a, sizeof(*m));
+	Rdzv__V1__Host *m = convert_alloc(a, sizeof(*m));
 
 	rdzv__v1__host__init(m);
 	m->name = h->name;
@@ -343,9 +319,8 @@ host_to_pb(struct arena *a, const struct host *h, struct core_now now,
 	for (uint32_t i = 0; i < h->n_crash; i++)
 		if (now.wall_ms - h->crash_ms[i] < (int64_t)window_ms)
 			m->recent_crashes++;
-	m->gpus = arena_alloc(a, (h->n_gpus + 1) * sizeof(*m->gpus));
+	m->gpus = convert_alloc(a, (h->n_gpus + 1) * sizeof(*m->gpus));
 	for (uint32_t i = 0; i < h->n_gpus; i++)
 		m->gpus[m->n_gpus++] = gpu_to_pb(a, &h->gpus[i]);
-	m->hook = hook_to_pb(a, hook_last(h->name));
 	return m;
 }

@@ -133,6 +133,23 @@ turn_now(void)
 	};
 }
 
+int64_t
+turn_last_seen(const struct core_node *node, struct core_now now)
+{
+	return out.last_seen != NULL ? out.last_seen(node, now) :
+	    node->last_seen_ms;
+}
+
+struct convert_job_view
+turn_job_view(uint32_t events)
+{
+	return (struct convert_job_view){
+		.last_seen = turn_last_seen,
+		.silent_ms = 2 * rdzvd.cfg.keepalive_ms,
+		.events = events,
+	};
+}
+
 static void
 answer_gone(struct grpc_call *call, int cancelled, void *arg)
 {

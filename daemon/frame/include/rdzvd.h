@@ -14,7 +14,7 @@
  *
  * The path of a Join. lib/grpc/ reads the HEADERS and DATA of a stream,
  * decodes the request with the method table's descriptor
- * (rpc/rpc_services.c: rdzvd_methods) and, under auth = munge, first
+ * (rpc/rpc_services.c: rpc_methods) and, under auth = munge, first
  * waits for auth/ to decode the credential off the loop. rpc/rpc_join.c
  * checks what the core cannot (strings, the session id), calls
  * core_join() or core_resume() with turn_now(), attaches the call to the
@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "convert.h"
 #include "core.h"
 #include "endpoint.h"
 #include "grpc.h"
@@ -208,6 +209,12 @@ void		 turn_init(const struct turn_out *);
 void		 turn_free(void);
 /* The time to give the core now. */
 struct core_now	 turn_now(void);
+/* When |node| was last heard from, the freshest the frame knows (its
+ * connection's, through turn_out.last_seen). */
+int64_t		 turn_last_seen(const struct core_node *, struct core_now);
+/* A job with its nodes as rdzvd shows it now: last seen as above, silent
+ * after twice the keepalive, with its |events| latest events. */
+struct convert_job_view turn_job_view(uint32_t events);
 /* Something changed in the core: commit and send at the end of this turn. */
 void		 turn_schedule(void);
 /* Answers a unary call after this turn's commit: |answer| builds the reply
@@ -273,7 +280,10 @@ void		 stall_commit_took(uint64_t ms);
 
 /* metrics.c: the counters and histograms of /metrics (SPEC §15). */
 struct evbuffer;
-void		 metrics_init(void);
+/* |methods|: what rdzvd serves, for the calls' labels; |agents_connected|
+ * counts the open Join streams. */
+void		 metrics_init(const struct grpc_method *methods,
+		    size_t n_methods, size_t (*agents_connected)(void));
 void		 metrics_free(void);
 /* grpc_server_opts.call_ended: a call by method and status code. */
 void		 metrics_call_ended(const char *path, int status, void *arg);
@@ -341,19 +351,6 @@ int		 follow_snapshot(struct follower *f, struct core_now,
  * follower that matches. */
 void		 follow_jobs_changed(const struct core *, struct core_now);
 
-/*
- * auth.c: who a call comes from when auth = munge (docs/SECURITY.md): the
- * uid of the MUNGE credential each call carries, decoded off the event
- * loop (auth_munge.c), shown as the user's name.
- */
-/* The admin flag grpc_call_proceed gives a member of admin-group. */
-#define AUTH_FLAG_ADMIN	0x1u
-/* Sets the server's authentication hook when auth = munge and starts the
- * decoding threads; exits with a message when they cannot start. */
-void		 auth_start(struct grpc_server_opts *);
-/* Stops the threads; calls still waiting end with UNAVAILABLE. */
-void		 auth_stop(void);
-
 /* hook.c: host state changes logged, on-quarantine run (docs/HEALTH.md). */
 /* command NULL or "": no hook. */
 void		 hook_init(struct event_base *, const char *command,
@@ -399,9 +396,9 @@ const char	*hook_command(void);
 bool		 hook_pending(const char *host);
 /* |fn| is told of the end of each run (one listener: rpc_set_host.c). */
 void		 hook_on_end(void (*fn)(const char *host));
-
-/* The modules whose interfaces only rdzvd itself uses. */
-#include "rpc_int.h"
-#include "http_int.h"
+/* A host record with its latest run, as Control.ListHosts, SetHost and
+ * the page show it (convert_host and the run). */
+Rdzv__V1__Host	*hook_host_to_pb(struct convert_arena *, const struct host *,
+		    struct core_now);
 
 #endif

@@ -53,9 +53,12 @@ static struct {
 	uint64_t		 leases_ended;
 	uint64_t		 ended_pruned;
 	uint64_t		 gpu_failures;
-	/* Calls by method (rdzvd_methods' order; the last: no method) and
+	/* Calls by method (the served methods' order; the last: no method) and
 	 * status code. */
 	uint64_t		(*calls)[NCODES];
+	const struct grpc_method *methods;
+	size_t			 n_methods;
+	size_t			(*agents_connected)(void);
 	uint64_t		 http_requests;
 } m = {
 	.commit = { commit_le, sizeof(commit_le) / sizeof(double),
@@ -65,9 +68,13 @@ static struct {
 };
 
 void
-metrics_init(void)
+metrics_init(const struct grpc_method *methods, size_t n_methods,
+    size_t (*agents_connected)(void))
 {
-	m.calls = xcalloc(rdzvd_n_methods + 1, sizeof(*m.calls));
+	m.methods = methods;
+	m.n_methods = n_methods;
+	m.agents_connected = agents_connected;
+	m.calls = xcalloc(n_methods + 1, sizeof(*m.calls));
 }
 
 void
@@ -93,14 +100,14 @@ observe(struct histogram *h, double v)
 void
 metrics_call_ended(const char *path, int status, void *arg)
 {
-	size_t i = rdzvd_n_methods;
+	size_t i = m.n_methods;
 
 	if (m.calls == NULL)
 		return;
 	if (path != NULL)
-		for (i = 0; i < rdzvd_n_methods; i++)
-			if (rdzvd_methods[i].path == path ||
-			    strcmp(rdzvd_methods[i].path, path) == 0)
+		for (i = 0; i < m.n_methods; i++)
+			if (m.methods[i].path == path ||
+			    strcmp(m.methods[i].path, path) == 0)
 				break;
 	if (status < 0 || status >= NCODES)
 		status = 2;	/* UNKNOWN */
@@ -273,9 +280,9 @@ method_label(size_t i)
 {
 	const char *p;
 
-	if (i == rdzvd_n_methods)
+	if (i == m.n_methods)
 		return "unknown";
-	p = rdzvd_methods[i].path;
+	p = m.methods[i].path;
 	return *p == '/' ? p + 1 : p;
 }
 
@@ -321,7 +328,7 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 		evbuffer_add_printf(b, "rdzvd_nodes{state=\"%s\"} %llu\n",
 		    core_node_state_name(s), (unsigned long long)nodes[s]);
 	gauge(b, "rdzvd_agents_connected", "Agents with an open Join stream.",
-	    (double)streams_count());
+	    (double)m.agents_connected());
 	head(b, "rdzvd_hosts", "gauge", "Hosts rdzvd remembers, by state "
 	    "(docs/HEALTH.md).");
 	for (int s = HOST_OK; s <= HOST_QUARANTINED; s++)
@@ -373,7 +380,7 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 
 	head(b, "rdzvd_grpc_calls_total", "counter", "gRPC calls handled, by "
 	    "method and status code.");
-	for (size_t i = 0; m.calls != NULL && i <= rdzvd_n_methods; i++)
+	for (size_t i = 0; m.calls != NULL && i <= m.n_methods; i++)
 		for (int s = 0; s < NCODES; s++)
 			if (m.calls[i][s] != 0)
 				evbuffer_add_printf(b, "rdzvd_grpc_calls_total"

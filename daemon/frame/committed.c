@@ -7,7 +7,7 @@
  * a shallow copy of the job's own fields as they were when its last commit
  * ended; a job no commit has held yet is left out. The copy's lists
  * (nodes, events) are not its own and are never walked: only a summary is
- * built from it (job_to_pb without nodes or events).
+ * built from it (convert_job without nodes or events).
  *
  * Copies are taken when the store was loaded (every job is durable then)
  * and refreshed after each commit for the jobs it wrote, so a turn costs a

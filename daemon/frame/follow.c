@@ -3,7 +3,7 @@
  * the status page's event streams (http_events.c) are two sinks of it:
  * after each commit (turn_out.jobs_changed) every changed or removed job
  * becomes a protobuf Job once per level of detail that someone follows,
- * by job_to_pb, and each follower that matches gets that message; a sink
+ * by convert_job, and each follower that matches gets that message; a sink
  * only encodes and sends it (protobuf for Watch, JSON for the page). So the
  * two see the same jobs at the same moments in the same words.
  */
@@ -92,12 +92,15 @@ matches(const struct follower *f, const struct core_job *j)
 }
 
 static Rdzv__V1__Job *
-to_pb(struct arena *a, const struct core_job *j, struct core_now now,
+to_pb(struct convert_arena *a, const struct core_job *j, struct core_now now,
     enum follow_detail d)
 {
-	return job_to_pb(a, j, now, d != FOLLOW_SUMMARY ?
-	    streams_last_seen_ms : NULL, d == FOLLOW_EVENTS ?
+	struct convert_job_view view = turn_job_view(d == FOLLOW_EVENTS ?
 	    FOLLOW_EVENTS_SHOWN : 0);
+
+	if (d == FOLLOW_SUMMARY)
+		view.last_seen = NULL;
+	return convert_job(a, j, now, &view);
 }
 
 /* Latest ended first. */
@@ -113,11 +116,11 @@ by_ended_desc(const void *x, const void *y)
 static int
 send_one(struct follower *f, const struct core_job *j, struct core_now now)
 {
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 	int rc;
 
 	rc = f->sink->send(f->arg, to_pb(&a, j, now, f->detail), 0, now);
-	arena_free(&a);
+	convert_free(&a);
 	return rc;
 }
 
@@ -179,7 +182,7 @@ changed_one(const struct core_job *j, int removed, struct core_now now)
 {
 	Rdzv__V1__Job *pb[FOLLOW_NDETAIL] = { NULL };
 	struct follower *f, *next;
-	struct arena a = { 0 };
+	struct convert_arena a = { 0 };
 
 	for (f = TAILQ_FIRST(&followers); f != NULL; f = next) {
 		next = TAILQ_NEXT(f, entry);
@@ -192,7 +195,7 @@ changed_one(const struct core_job *j, int removed, struct core_now now)
 			pb[f->detail] = to_pb(&a, j, now, f->detail);
 		f->sink->send(f->arg, pb[f->detail], removed, now);
 	}
-	arena_free(&a);
+	convert_free(&a);
 }
 
 void
