@@ -1,6 +1,10 @@
 /*
  * rdzvd: the cluster-wide rendezvous daemon. It runs in the foreground, logs
  * to stderr and tells systemd when it is ready (SPEC §13).
+ *
+ * Calls: lib/base, daemon/store, daemon/frame, daemon/auth, daemon/rpc,
+ *   daemon/http, daemon/ha.
+ * Called by: none (the program rdzvd).
  */
 #include <sys/resource.h>
 #include <sys/stat.h>

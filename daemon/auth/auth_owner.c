@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "auth_int.h"
+#include "core.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "text.h"

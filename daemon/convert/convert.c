@@ -52,7 +52,8 @@ settings_to_pb(struct convert_arena *a, const struct core_settings *s)
 }
 
 void
-convert_event(struct convert_arena *a, const struct core_event *e, Rdzv__V1__Event *m)
+convert_event(struct convert_arena *a, const struct core_event *e,
+    Rdzv__V1__Event *m)
 {
 	rdzv__v1__event__init(m);
 	m->seq = e->seq;
@@ -120,8 +121,8 @@ node_to_pb(struct convert_arena *a, const struct core_node *n,
 }
 
 Rdzv__V1__Job *
-convert_job(struct convert_arena *a, const struct core_job *j, struct core_now now,
-    const struct convert_job_view *view)
+convert_job(struct convert_arena *a, const struct core_job *j,
+    struct core_now now, const struct convert_job_view *view)
 {
 	uint32_t events = view->events;
 	Rdzv__V1__Job *m = convert_alloc(a, sizeof(*m));
@@ -168,7 +169,8 @@ convert_job(struct convert_arena *a, const struct core_job *j, struct core_now n
 		Rdzv__V1__Event *ev = convert_alloc(a, events * sizeof(*ev));
 		m->events = convert_alloc(a, events * sizeof(*m->events));
 		for (uint32_t i = 0; i < events; i++) {
-			convert_event(a, core_job_event(j, j->events_n - events + i),
+			convert_event(a,
+			    core_job_event(j, j->events_n - events + i),
 			    &ev[i]);
 			m->events[m->n_events++] = &ev[i];
 		}
@@ -303,8 +305,8 @@ convert_gpus(Rdzv__V1__GpuResult **gpus, size_t n, struct core_gpu **out,
 /* A host record as Control.ListHosts and SetHost return it; |window_ms|
  * is the policy's crash window, for the crashes that still count. */
 Rdzv__V1__Host *
-convert_host(struct convert_arena *a, const struct host *h, struct core_now now,
-    uint64_t window_ms)
+convert_host(struct convert_arena *a, const struct host *h,
+    struct core_now now, uint64_t window_ms)
 {
 	Rdzv__V1__Host *m = convert_alloc(a, sizeof(*m));
 

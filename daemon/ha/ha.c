@@ -19,6 +19,7 @@
 #include "ha.h"
 #include "ha_elect.h"
 #include "config_store.h"
+#include "core.h"
 #include "log.h"
 #include "rdzvd.h"
 #include "rpc.h"

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "convert.h"
+#include "core.h"
 #include "http.h"
 
 struct evhttp_request;

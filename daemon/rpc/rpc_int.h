@@ -7,6 +7,8 @@
 #ifndef RDZVD_RPC_INT_H
 #define RDZVD_RPC_INT_H
 
+#include "convert.h"
+#include "core.h"
 #include "rdzvd.h"
 #include "rpc.h"
 

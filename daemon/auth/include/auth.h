@@ -5,8 +5,8 @@
  * The frame's main.c starts and stops it; the RPC handlers read the flag
  * it gives an admin. Its internals are in auth_int.h.
  *
- * Calls: lib/base, lib/grpc, lib/etcd, daemon.
- * Called by: daemon/rpc.
+ * Calls: lib/base, lib/grpc, lib/etcd, daemon/core, daemon/frame.
+ * Called by: daemon, daemon/rpc.
  */
 #ifndef RDZVD_AUTH_H
 #define RDZVD_AUTH_H

@@ -11,7 +11,7 @@
  * it sits below all three.
  *
  * Calls: lib/base, proto, daemon/core.
- * Called by: daemon, daemon/rpc, daemon/http.
+ * Called by: daemon/frame, daemon/http, daemon/rpc.
  */
 #ifndef RDZVD_CONVERT_H
 #define RDZVD_CONVERT_H

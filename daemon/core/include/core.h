@@ -27,9 +27,14 @@
  *
  * Module daemon/core/ (librdzvcore): owns every job, node, round and event
  * in memory and the rules that change them. It calls only lib/'s base
- * (hash, text, rdzv_id, xmalloc); the store, the RPC handlers, the HTTP
- * listener and the frame call it, never the reverse. Its outcomes are its
+ * (hash, text, rdzv_id, xmalloc); the store, the conversion to protobuf,
+ * the frame, the RPC handlers, the HTTP listener, auth (a job's owner) and
+ * the election call it, never the reverse. Its outcomes are its
  * own (enum core_result); the RPC edge maps them to gRPC statuses.
+ *
+ * Calls: lib/base.
+ * Called by: daemon/auth, daemon/convert, daemon/frame, daemon/ha,
+ *   daemon/http, daemon/rpc, daemon/store.
  */
 #ifndef RDZV_CORE_H
 #define RDZV_CORE_H

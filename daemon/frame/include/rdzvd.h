@@ -1,16 +1,23 @@
 /*
  * rdzvd's frame and its map. The daemon is one event loop (libevent) and
- * these modules, each in its folder with a header saying what it owns:
+ * these modules under daemon/, each a folder with a static library and a
+ * public header in its include/ folder saying what it owns, from the top:
  *
- *   lib/grpc/      HTTP/2 connections and gRPC calls (nghttp2, OpenSSL)
- *   auth/          who a caller is (MUNGE, Slurm job owners), off the loop
- *   rpc/           one file per RPC; the Join streams; core <-> protobuf
- *   core/          the rendezvous rules (SPEC §4): no I/O, no clock
- *   store/         the durable copy: SQLite or etcd
+ *   main.c         the program: starts and stops the modules below
  *   ha/            the election and the replica's role (etcd)
  *   http/          /metrics, probes, the status page (evhttp)
- *   here           main, config, the turn, the stall clock, the role,
- *                  metrics, the journal, the host hook, followers
+ *   rpc/           one file per RPC; the Join streams
+ *   auth/          who a caller is (MUNGE, Slurm job owners), off the loop
+ *   frame/         this header: config, the turn, the stall clock, the
+ *                  role, metrics, the journal, the host hook, followers
+ *   convert/       core state as protobuf messages
+ *   store/         the durable copy: SQLite or etcd
+ *   core/          the rendezvous rules (SPEC §4): no I/O, no clock
+ *
+ * and lib/ below them all (base/, grpc/: HTTP/2 connections and gRPC
+ * calls, etcd/). A module calls only the modules below it; what a module
+ * above must hear of (a turn's output, when a node was last heard, the
+ * count of streams) comes down as a hook it registers.
  *
  * The path of a Join. lib/grpc/ reads the HEADERS and DATA of a stream,
  * decodes the request with the method table's descriptor
@@ -31,8 +38,12 @@
  * it held. A failed commit sends nothing (turn_out.commit_failed: SQLite
  * exits, etcd steps down).
  *
- * Below, the frame's interfaces and those of the modules without a header
- * of their own, grouped by the file that defines them.
+ * Module daemon/frame/ (librdzvframe): below, its interfaces, grouped by
+ * the file that defines them (config_store.h: the store as configured).
+ *
+ * Calls: lib/base, lib/grpc, lib/etcd, proto, daemon/core, daemon/store,
+ *   daemon/convert.
+ * Called by: daemon, daemon/auth, daemon/ha, daemon/http, daemon/rpc.
  */
 #ifndef RDZVD_H
 #define RDZVD_H

@@ -3,9 +3,15 @@
  * leader and standby (ha.c). The election on etcd (ha_elect.h) tells it
  * when to take either.
  *
- * Module daemon/ha/: owns the election and the replica's role changes. It
- * calls lib/etcd/, the store (to load and drop state) and the frame (role.c,
- * the store's settings in config_store.c); main.c starts it.
+ * Module daemon/ha/ (librdzvha): owns the election and the replica's role
+ * changes. It calls lib/etcd/, the store (to load and drop state), the
+ * core (a new one to load into), the frame (role.c, the store's settings
+ * in config_store.c) and the RPC services (to start and stop serving a
+ * core); the program (main.c) starts it.
+ *
+ * Calls: lib/base, lib/etcd, daemon/core, daemon/store, daemon/frame,
+ *   daemon/rpc.
+ * Called by: daemon.
  */
 #ifndef RDZVD_HA_H
 #define RDZVD_HA_H

@@ -6,9 +6,8 @@
  * and role; the program (daemon/main.c) starts and stops it. Its
  * internals are in http_int.h.
  *
- * Calls: lib/base, proto, daemon/core, daemon/store, daemon/convert,
- *   daemon/frame.
- * Called by: daemon, daemon/ha.
+ * Calls: lib/base, daemon/core, daemon/store, daemon/convert, daemon/frame.
+ * Called by: daemon.
  */
 #ifndef RDZVD_HTTP_H
 #define RDZVD_HTTP_H

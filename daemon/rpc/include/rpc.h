@@ -7,8 +7,8 @@
  * the followers, the counters. Its internals are in rpc_int.h.
  *
  * Calls: lib/base, lib/grpc, proto, daemon/core, daemon/store,
- *   daemon/convert, daemon/auth, daemon.
- * Called by: daemon/ha.
+ *   daemon/convert, daemon/auth, daemon/frame.
+ * Called by: daemon, daemon/ha.
  */
 #ifndef RDZVD_RPC_H
 #define RDZVD_RPC_H

@@ -15,7 +15,12 @@
  *
  * Module daemon/store/ (librdzvstore): owns the durable copy and both
  * backends. It calls the core (to load it and to read a turn's changes),
- * lib/etcd/ and lib/'s base; the frame (main.c, turn.c) calls it.
+ * lib/etcd/ and lib/'s base; the program (main.c: open, load), the frame
+ * (turn.c: commit), the election (load, drop) and, to read its kind and
+ * settings, the RPC handlers and the HTTP listener call it.
+ *
+ * Calls: lib/base, lib/etcd, proto, daemon/core.
+ * Called by: daemon, daemon/frame, daemon/ha, daemon/http, daemon/rpc.
  */
 #ifndef RDZV_STORE_H
 #define RDZV_STORE_H

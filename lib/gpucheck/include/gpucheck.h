@@ -8,9 +8,12 @@
  * calls it in child processes (a worker between fork and exec, or a probe
  * child). Nothing here logs or exits.
  *
- * Module lib/gpucheck/: owns the check's steps and its embedded kernel. It
+ * Module lib/gpucheck/ (librdzvgpucheck): owns the check's steps and its embedded kernel. It
  * calls libcuda (by dlopen) and lib/'s base; rdzv-agent calls it, in child
  * processes only.
+ *
+ * Calls: lib/base.
+ * Called by: client/agent.
  */
 #ifndef RDZV_GPUCHECK_H
 #define RDZV_GPUCHECK_H

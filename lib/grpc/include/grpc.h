@@ -18,9 +18,13 @@
  * and OpenSSL write to sockets a peer may have closed, and lib/ does not
  * change a program's signal dispositions.
  *
- * Module lib/grpc/: owns the HTTP/2 connections, calls and the message
+ * Module lib/grpc/ (librdzvgrpc): owns the HTTP/2 connections, calls and the message
  * framing (grpc_wire.h). It calls lib/'s base and the libraries; every
  * program and lib/etcd/ call it.
+ *
+ * Calls: lib/base.
+ * Called by: client/agent, client/common, daemon/auth, daemon/frame,
+ *   daemon/rpc, lib/etcd.
  */
 #ifndef RDZV_GRPC_H
 #define RDZV_GRPC_H
