@@ -51,24 +51,36 @@ def hook_script(tmp, name, body):
     return path
 
 
+def record_args(out):
+    """Shell lines that write the hook's arguments, one a line, to args-N
+    in |out|, N counting the runs (each run starts after the one before it
+    ended in these tests): numbered, not named by the hook's pid, since
+    pids wrap (at 32768 on a small host) and a name's digits change, so
+    their order is not the runs' order. Written whole, then renamed, so
+    that a reader never sees half of it. Counted by the shell itself, so
+    that a hung hook gets to its sleep well within its 1 s timeout on a
+    busy host."""
+    return ('n=0; for f in %s/args-*; do [ -e "$f" ] && n=$((n + 1)); done\n'
+            'printf "%%s\\n" "$@" > %s/.args-$n\n'
+            'mv %s/.args-$n %s/args-$n\n' % (out, out, out, out))
+
+
 def recording_hook(tmp):
-    """A hook that writes each argument on a line of args-N (N counts the
-    runs) and prints a line for rdzvd's log."""
+    """A hook that records its arguments (record_args) and prints a line
+    for rdzvd's log."""
     out = os.path.join(tmp, "hook")
     os.makedirs(out)
     return out, hook_script(tmp, "hook.sh",
-                            'n=$(ls %s | wc -l)\n'
-                            'printf "%%s\\n" "$@" > %s/.args-$n\n'
-                            'mv %s/.args-$n %s/args-$n\n'
-                            'echo "drained $1"\n' % (out, out, out, out))
+                            record_args(out) + 'echo "drained $1"\n')
 
 
 def hook_runs(out):
+    """The arguments of each run record_args saw, in the runs' order."""
     runs = []
-    for f in sorted(os.listdir(out)):
-        if f.startswith("args-"):
-            with open(os.path.join(out, f)) as fp:
-                runs.append(fp.read().split("\n")[:-1])
+    names = [f for f in os.listdir(out) if f.startswith("args-")]
+    for f in sorted(names, key=lambda f: int(f[len("args-"):])):
+        with open(os.path.join(out, f)) as fp:
+            runs.append(fp.read().split("\n")[:-1])
     return runs
 
 
@@ -257,9 +269,9 @@ def test_hook_gets_arguments_not_a_shell_and_is_killed_at_its_timeout(tmp_path):
     answers calls throughout; a non-admin may not act on a host."""
     out, _ = recording_hook(str(tmp_path))
     hook = hook_script(str(tmp_path), "slow.sh",
-                       'printf "%%s\\n" "$@" > %s/args-$$\n'
+                       record_args(out) +
                        'case "$1" in hang*) echo going to sleep; '
-                       'exec sleep 60;; esac\n' % out)
+                       'exec sleep 60;; esac\n')
     d = rt.Daemon(tmp_path, ["--admin", "anonymous", "--on-quarantine", hook,
                              "--on-quarantine-timeout", "1s",
                              "--http-listen", "none"])
@@ -317,6 +329,9 @@ def test_hook_gets_arguments_not_a_shell_and_is_killed_at_its_timeout(tmp_path):
         assert len(hook_runs(out)) == 3
         r = ctl(d, "host", "quarantine", "esc", "--reason", "again")
         assert r.returncode == 0, r.stderr
+        # rdzvctl waited for that run: it has ended, its record is there.
+        assert r.stdout.splitlines()[1] == "on-quarantine: %s esc exited " \
+            "0" % hook, r.stdout
         assert len(hook_runs(out)) == 4
         assert hook_runs(out)[3] == ["esc", "quarantined by anonymous: again"]
     finally:
