@@ -672,13 +672,29 @@ void	node_quit(struct node *, int status, bool leave, const char *msg);
 void	node_close(struct node *);
 void	node_free(struct node *);
 
-/* coproc.c */
-int	cmd_coproc(int argc, char **argv);
-void	coproc_usage(FILE *);	/* coproc --help, help coproc */
+/*
+ * One command of rdzv-agent, as rdzvctl's are (tmux's cmd_entry): each
+ * cmd_*.c exports one, with its usage and options; main.c lists them.
+ */
+struct cmd_entry {
+	const char	*name;
+	const char	*usage;		/* its lines in the general usage */
+	int		(*exec)(int argc, char **argv);	/* argv[0]: name */
+	void		(*help)(FILE *);	/* COMMAND --help, help COMMAND */
+};
 
-/* join.c */
-int	cmd_join(int argc, char **argv);
-void	join_usage(FILE *);	/* join --help, help join */
+/* cmd_coproc.c */
+extern const struct cmd_entry cmd_coproc_entry;
+
+/* cmd_gpucheck.c */
+extern const struct cmd_entry cmd_gpucheck_entry;
+/* `gpucheck-worker`: one device's check for a preloaded worker (forksrv.c),
+ * run by the worker process; argv[0] is "gpucheck-worker". */
+int	cmd_gpucheck_worker(int argc, char **argv);
+
+/* cmd_join.c */
+extern const struct cmd_entry cmd_join_entry;
+/* join's options, which coproc takes too. */
 int	join_options(struct agent_opts *, int argc, char **argv,
 	    void (*usage)(FILE *), char *err, size_t errlen);
 

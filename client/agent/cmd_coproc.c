@@ -54,7 +54,7 @@
 "went away.\n"								\
 RDZV_EXIT_HELP
 
-void
+static void
 coproc_usage(FILE *f)
 {
 	help_text(f, COPROC_HELP);
@@ -464,7 +464,7 @@ coproc_run(struct agent_opts *o)
 	return rc;
 }
 
-int
+static int
 cmd_coproc(int argc, char **argv)
 {
 	struct agent_opts o;
@@ -500,3 +500,12 @@ cmd_coproc(int argc, char **argv)
 	}
 	return coproc_run(&o);
 }
+
+const struct cmd_entry cmd_coproc_entry = {
+	.name = "coproc",
+	.usage = "coproc --id ID [options]\n"
+	    "        join a job for a launcher that runs the workers itself\n"
+	    "        (torchrun): JSON lines on stdin and stdout",
+	.exec = cmd_coproc,
+	.help = coproc_usage,
+};

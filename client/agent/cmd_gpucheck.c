@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "agent.h"
 #include "gpucheck_run.h"
 #include "helpfmt.h"
 #include "parse.h"
@@ -19,7 +20,7 @@
 
 #define DEFAULT_TIMEOUT_MS	60000
 
-void
+static void
 gpucheck_usage(FILE *f)
 {
 	help_text(f,
@@ -117,7 +118,7 @@ print_json(const struct gpucheck_result *rs, int n, size_t bytes)
 	json_decref(doc);
 }
 
-int
+static int
 cmd_gpucheck(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -237,6 +238,14 @@ cmd_gpucheck(int argc, char **argv)
 	free(devs);
 	return (passed == n ? 0 : 1);
 }
+
+const struct cmd_entry cmd_gpucheck_entry = {
+	.name = "gpucheck",
+	.usage = "gpucheck [--device N|all] [-o json]\n"
+	    "        check this node's GPUs by hand",
+	.exec = cmd_gpucheck,
+	.help = gpucheck_usage,
+};
 
 /*
  * `rdzv-agent gpucheck-worker --device N --fd FD [--bytes B]`, not listed:
