@@ -8,14 +8,13 @@
  * everything has stopped. What the workers, their GPU checks and the
  * reports tell (the *_events callbacks below) is decided here too: what
  * to report, when to stop a set at once (a GPU failed under exclude), when
- * to exit (agent_quit). agent_run() owns the struct agent: agent_init()
+ * to exit (node_quit). agent_run() owns the struct agent: agent_init()
  * sets it up, agent_free() is the one teardown path.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +29,6 @@
 /* After the workers' stop timeout, how long an exit may still take:
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
-
-static void	agent_quit(struct agent *, int status, bool leave,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* ------------------------------------------------------------ decisions */
 
@@ -95,7 +91,7 @@ on_step(void *arg)
 	    (int)a->cur.local_world_size,
 	    a->node.session.hang_timeout_ms) != 0 ||
 	    workers_start(ws, &a->cur, &a->gpucheck) != 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
+		node_quit(&a->node, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
 		    (unsigned long long)a->cur.generation);
 		return;
@@ -132,20 +128,6 @@ on_quitting(void *arg)
 	struct agent *a = arg;
 
 	a->have_want = false;
-}
-
-/* The agent exits with |status| once its workers have stopped; |leave|:
- * it leaves the job first. The first decision to exit is the one. */
-static void
-agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	node_quit(&a->node, status, leave, msg);
 }
 
 /* ------------------------------------------------------ session events */
@@ -259,8 +241,9 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;
 	if (assignment_check(a->opts->id, a->nproc_joined, a->gen_seen, pb,
 	    why, sizeof(why)) != 0) {
-		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&a->node.session), why);
+		node_quit(&a->node, AGENT_EXIT_PROTOCOL, true,
+		    "protocol error from %s: %s",
+		    session_server(&a->node.session), why);
 		return;
 	}
 	a->gen_seen = pb->generation;
@@ -340,7 +323,7 @@ on_session_ended(void *arg, int status, const char *msg)
 {
 	struct agent *a = arg;
 
-	agent_quit(a, status, false, "%s", msg);
+	node_quit(&a->node, status, false, "%s", msg);
 }
 
 static const struct session_events session_events = {
@@ -425,8 +408,9 @@ on_worker_checked(void *arg, const struct worker *w,
 	case GPUCHECK_DO_LEAVE:
 		/* rdzvd shows the failure, though the node leaves. */
 		report_update(&a->node.report, false, false, true);
-		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
-		    "(--health-check strict: leaving the job)", desc);
+		node_quit(&a->node, AGENT_EXIT_FAILED, true,
+		    "GPU check failed: %s (--health-check strict: leaving "
+		    "the job)", desc);
 		break;
 	case GPUCHECK_DO_STOP:
 		workers_stop(&a->ws, WS_END_GPUCHECK, "a GPU failed its check");
@@ -456,8 +440,8 @@ offer_fewer_gpus(struct agent *a)
 	if (left < 0)
 		return;
 	if (left == 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
-		    "passes the check any more: leaving the job");
+		node_quit(&a->node, AGENT_EXIT_FAILED, true, "no GPU of "
+		    "this node passes the check any more: leaving the job");
 		return;
 	}
 	a->node.offer.nproc = (uint32_t)left;
@@ -577,7 +561,7 @@ on_signal(void *arg, int sig)
 		workers_kill(&a->ws);
 		return;
 	}
-	agent_quit(a, 128 + sig, true, "%s: stopping the workers and "
+	node_quit(&a->node, 128 + sig, true, "%s: stopping the workers and "
 	    "leaving job %s", strsignal(sig), a->opts->id);
 }
 

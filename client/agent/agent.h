@@ -22,7 +22,8 @@
  * through what its functions return; it never calls agent.c, and no two
  * of them call each other in a circle (report.c reads the session's state,
  * the session does not call report.c). agent.c alone starts and stops the
- * workers and decides to exit (agent_quit).
+ * workers and decides to exit (node_quit, the one quit path of join and
+ * coproc).
  */
 #ifndef RDZV_AGENT_H
 #define RDZV_AGENT_H
@@ -663,9 +664,11 @@ void	node_names(struct node *, const char *host);
 int	node_run(struct node *);
 /* Decides again on the next loop turn: no decision runs inside another. */
 void	node_step(struct node *);
-/* The exit with |status| (|leave|: leave the job first). The first
- * decision to exit is the one; |msg| is logged as its status wants. */
-void	node_quit(struct node *, int status, bool leave, const char *msg);
+/* The exit with |status| (|leave|: leave the job first), the one quit
+ * path of join and coproc. The first decision to exit is the one; its
+ * message is logged as its status wants. */
+void	node_quit(struct node *, int status, bool leave, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
 /* Ends the session and the reports (their calls cancelled), then frees
  * the loop: the owner frees its own parts between the two. Both accept a
  * half-built node. */

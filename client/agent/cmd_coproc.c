@@ -14,7 +14,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +69,6 @@ struct coproc {
 	struct grpc_ccall	*close_cc;
 };
 
-static void	coproc_quit(struct coproc *, int status, bool leave,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
 /* One line of stdout; takes ownership of |o|. A launcher that no longer
  * reads is gone. */
 static void
@@ -88,8 +84,9 @@ emit(struct coproc *c, json_t *o)
 		fatalx("out of memory");
 	if (printf("%s\n", s) < 0 || fflush(stdout) != 0) {
 		if (!c->node.quitting)
-			coproc_quit(c, AGENT_EXIT_FAILED, false, "cannot write "
-			    "to the launcher: %s", strerror(errno));
+			node_quit(&c->node, AGENT_EXIT_FAILED, false,
+			    "cannot write to the launcher: %s",
+			    strerror(errno));
 	}
 	free(s);
 }
@@ -121,19 +118,6 @@ on_quitting(void *arg)
 		event_del(c->in_ev);
 }
 
-/* The first decision to exit is the one; |leave|: a planned departure. */
-static void
-coproc_quit(struct coproc *c, int status, bool leave, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	node_quit(&c->node, status, leave, msg);
-}
-
 /* ------------------------------------------------------ session events */
 
 static void
@@ -157,8 +141,9 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;
 	if (assignment_check(c->opts->id, c->node.offer.nproc, c->gen, pb, why,
 	    sizeof(why)) != 0) {
-		coproc_quit(c, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&c->node.session), why);
+		node_quit(&c->node, AGENT_EXIT_PROTOCOL, true,
+		    "protocol error from %s: %s",
+		    session_server(&c->node.session), why);
 		return;
 	}
 	if (pb->generation <= c->gen)
@@ -225,7 +210,7 @@ on_session_ended(void *arg, int status, const char *msg)
 
 	emit(c, json_pack("{s:s, s:i, s:s}", "event", "ended", "status",
 	    status, "message", msg));
-	coproc_quit(c, status, false, "%s", msg);
+	node_quit(&c->node, status, false, "%s", msg);
 }
 
 static const struct session_events session_events = {
@@ -341,7 +326,7 @@ command(struct coproc *c, const char *line)
 		err = do_report(c, cmd);
 	} else if (strcmp(name, "leave") == 0) {
 		json_unpack(cmd, "{s?:s}", "reason", &reason);
-		coproc_quit(c, AGENT_EXIT_OK, true, "leaving job %s: %s",
+		node_quit(&c->node, AGENT_EXIT_OK, true, "leaving job %s: %s",
 		    c->opts->id, reason);
 	} else if (strcmp(name, "close") == 0) {
 		err = close_job(c);
@@ -376,14 +361,14 @@ stdin_cb(evutil_socket_t fd, short what, void *arg)
 		free(line);
 	}
 	if (!c->node.quitting && evbuffer_get_length(c->in) > COPROC_LINE_MAX) {
-		coproc_quit(c, AGENT_EXIT_USAGE, true, "a command line of more "
-		    "than %d bytes from the launcher", COPROC_LINE_MAX);
+		node_quit(&c->node, AGENT_EXIT_USAGE, true, "a command line "
+		    "of more than %d bytes from the launcher", COPROC_LINE_MAX);
 		return;
 	}
 	if (rc <= 0 && !c->node.quitting)
-		coproc_quit(c, AGENT_EXIT_FAILED, false, "the launcher is gone "
-		    "(%s): ending without a Leave", rc == 0 ? "end of stdin" :
-		    strerror(errno));
+		node_quit(&c->node, AGENT_EXIT_FAILED, false, "the launcher "
+		    "is gone (%s): ending without a Leave",
+		    rc == 0 ? "end of stdin" : strerror(errno));
 }
 
 static void
@@ -391,8 +376,8 @@ on_signal(void *arg, int sig)
 {
 	struct coproc *c = arg;
 
-	coproc_quit(c, 128 + sig, true, "%s: leaving job %s", strsignal(sig),
-	    c->opts->id);
+	node_quit(&c->node, 128 + sig, true, "%s: leaving job %s",
+	    strsignal(sig), c->opts->id);
 }
 
 /* ------------------------------------------------------------ lifetime */

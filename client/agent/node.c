@@ -7,6 +7,7 @@
  * a deadline after which whatever still runs is dropped. What differs
  * between the two comes in through struct node_hooks.
  */
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,10 +114,16 @@ node_run(struct node *n)
 }
 
 void
-node_quit(struct node *n, int status, bool leave, const char *msg)
+node_quit(struct node *n, int status, bool leave, const char *fmt, ...)
 {
 	struct timeval tv = { (time_t)(n->quit_ms / 1000),
 	    (suseconds_t)(n->quit_ms % 1000) * 1000 };
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 
 	/* The first decision to exit is the one. */
 	if (n->quitting) {

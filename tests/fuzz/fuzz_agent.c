@@ -3,7 +3,7 @@
  * of the Join stream, handed to session_event() (client/agent/session.c)
  * as the stream's callback hands them, and behind it agent.c's decisions
  * (assignment_check, which refuses impossible assignments, on_assignment,
- * on_stop, the end of the session, agent_step, agent_quit) and what they
+ * on_stop, the end of the session, agent_step, node_quit) and what they
  * set off in report.c and logs.c. The agent is built by agent_init() as
  * a run builds it (no GPU check; --log-dir in a private directory; its
  * rdzvd is a unix socket nobody listens on, so its Reports and Leave fail
