@@ -99,14 +99,14 @@ on_step(void *arg)
 	/* The next round gets a new master port, as torchrun's does. */
 	if (a->opts->master_port == 0) {
 		a->node.offer.master_port =
-		    agent_free_port((uint16_t)a->cur.master_port);
+		    port_next((uint16_t)a->cur.master_port);
 		report_update(&a->node.report, false, true, false);
 	}
 }
 
 /* Decides again on the next loop turn, out of whatever callback asked:
  * no decision runs inside another. */
-void
+static void
 agent_step(struct agent *a)
 {
 	node_step(&a->node);
@@ -253,7 +253,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		    (unsigned long long)pb->generation);
 		return;
 	}
-	if (agent_master_port_taken(&a->node, pb))
+	if (port_master_taken(&a->node, pb))
 		return;		/* a new round comes, with a new port */
 	memset(w, 0, sizeof(*w));
 	w->generation = pb->generation;
@@ -532,6 +532,42 @@ static const struct progress_events progress_events = {
 	.hung = hung_found,
 };
 
+/* ------------------------------------------------------- fence events */
+
+/* What fencing may stop: the workers that run as wanted. */
+static uint64_t
+on_fence_running(void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->ws.state != WS_RUNNING || a->node.quitting || !a->have_want ||
+	    a->want.generation != a->ws.generation)
+		return 0;
+	return a->ws.generation;
+}
+
+/* rdzvd cannot have heard from this node for the lease (fence.c): the
+ * workers of |gen| stop until it answers. */
+static void
+on_fenced(void *arg, uint64_t gen, const char *why)
+{
+	struct agent *a = arg;
+
+	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "%s", why);
+	/* Their generation lost its workers here: if rdzvd still holds it
+	 * when it hears us again, that is a failure of it (a new round),
+	 * not a node that waits idle in it; if not, the report is stale. */
+	report_outcome(&a->node.report, gen,
+	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
+	a->have_want = false;
+	agent_step(a);
+}
+
+static const struct fence_events fence_events = {
+	.running = on_fence_running,
+	.fenced = on_fenced,
+};
+
 static const struct workers_events workers_events = {
 	.checked = on_worker_checked,
 	.execd = on_workers_execd,
@@ -577,8 +613,9 @@ setup(struct agent *a, char *err, size_t len)
 	struct workers_events wev = workers_events;
 	struct progress_events pev = progress_events;
 	struct inproc_events iev = restart_events;
+	struct fence_events fev = fence_events;
 
-	sev.arg = wev.arg = pev.arg = iev.arg = a;
+	sev.arg = wev.arg = pev.arg = iev.arg = fev.arg = a;
 	if (node_setup(&a->node, a->opts, &hooks, &sev,
 	    a->opts->stop_timeout_ms + QUIT_SLACK_MS, err, len) != 0)
 		return -1;
@@ -589,7 +626,8 @@ setup(struct agent *a, char *err, size_t len)
 	}
 	if (workers_init(&a->ws, a->node.base, a->opts, &a->logs, &wev) != 0 ||
 	    hang_init(&a->hang, a->node.base, on_hang_dumped, a) != 0 ||
-	    hung_init(a) != 0 || fence_init(a) != 0) {
+	    hung_init(a) != 0 || fence_init(&a->fence, a->node.base,
+	    &a->node.session, &a->progress, &fev) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
@@ -626,7 +664,7 @@ agent_free(struct agent *a)
 	hung_free(a);
 	free(a->absent);
 	a->absent = NULL;
-	fence_free(a);
+	fence_free(&a->fence);
 	progress_free(&a->progress);
 	inproc_free(&a->inproc);
 	if (a->prepare_ev != NULL)
@@ -676,7 +714,7 @@ agent_init(struct agent *a, struct agent_opts *o)
 		return AGENT_EXIT_USAGE;
 	}
 	a->node.offer.master_port = o->master_port != 0 ? o->master_port :
-	    agent_free_port(0);
+	    port_next(0);
 	return 0;
 }
 

@@ -519,9 +519,23 @@ struct report {
 
 /* -------------------------------------------------------------- agent.c */
 
+/* What fencing asks of the hub (fence.c); each is called with |arg|. */
+struct fence_events {
+	/* The generation whose workers run as wanted; 0: none, nothing to
+	 * fence. */
+	uint64_t (*running)(void *arg);
+	/* rdzvd cannot have heard from this node for the lease: the workers
+	 * of |gen| are to stop; |why| says so. */
+	void	(*fenced)(void *arg, uint64_t gen, const char *why);
+	void	*arg;
+};
+
 /* Fencing's state (fence.c). */
 struct fence {
 	struct event		*ev;		/* its tick */
+	const struct session	*session;	/* read: rdzvd last heard */
+	const struct progress_watch *progress;	/* read: workers' steps */
+	struct fence_events	 events;
 	uint64_t		 heard_ms;	/* rdzvd last heard, mono */
 	bool			 stepping_said;
 };
@@ -601,8 +615,6 @@ struct agent {
 
 /* agent.c */
 int	agent_init(struct agent *, struct agent_opts *);
-/* Decides again on the next loop turn (what runs against what should). */
-void	agent_step(struct agent *);
 void	agent_free(struct agent *);
 int	agent_run(struct agent_opts *);
 
@@ -612,9 +624,9 @@ void	waiting_news(struct session *, const Rdzv__V1__Waiting *);
 void	waiting_over(struct session *);
 void	waiting_free(struct session *);
 /* port.c: the master port this node offers, held until it is used. */
-uint16_t agent_free_port(uint16_t in_use);
-bool	agent_port_usable(uint16_t port);
-bool	agent_master_port_taken(struct node *, const Rdzv__V1__Assignment *);
+uint16_t port_next(uint16_t in_use);
+bool	port_usable(uint16_t port);
+bool	port_master_taken(struct node *, const Rdzv__V1__Assignment *);
 int	assignment_check(const char *job_id, uint32_t nproc,
 	    uint64_t gen_seen, const Rdzv__V1__Assignment *, char *why,
 	    size_t len);
@@ -625,8 +637,10 @@ void	assignment_log(const Rdzv__V1__Assignment *);
 void	netif_choose(struct agent *);
 
 /* fence.c */
-int	fence_init(struct agent *);
-void	fence_free(struct agent *);
+int	fence_init(struct fence *, struct event_base *,
+	    const struct session *, const struct progress_watch *,
+	    const struct fence_events *);
+void	fence_free(struct fence *);
 
 /* hung.c: the hub's part of a hang. */
 int	hung_init(struct agent *);

@@ -148,7 +148,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	}
 	if (pb->generation <= c->gen)
 		return;		/* a resume repeats it */
-	if (agent_master_port_taken(&c->node, pb))
+	if (port_master_taken(&c->node, pb))
 		return;		/* a new round comes, with a new port */
 	c->gen = pb->generation;
 	c->node.offer.started_gen = pb->generation;
@@ -168,7 +168,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	/* The next round's store gets a new port, as torch's own rounds do
 	 * (pytorch#135712: a reused store hands out stale values). */
 	if (c->opts->master_port == 0) {
-		c->node.offer.master_port = agent_free_port(
+		c->node.offer.master_port = port_next(
 		    (uint16_t)pb->master_port);
 		report_update(&c->node.report, false, true, false);
 	}
@@ -285,7 +285,7 @@ do_report(struct coproc *c, json_t *cmd)
 /*
  * The launcher's store could not bind the master port of |generation| on
  * this node (the rare race the held port leaves: another program listens
- * on it). As agent_master_port_taken() does before a round: a new port,
+ * on it). As port_master_taken() does before a round: a new port,
  * and a new round that counts no restart.
  */
 static const char *
@@ -300,7 +300,7 @@ do_port_taken(struct coproc *c, json_t *cmd)
 	if (c->opts->master_port != 0)
 		return "the master port is fixed (--master-port): no other "
 		    "can be offered";
-	c->node.offer.master_port = agent_free_port(0);
+	c->node.offer.master_port = port_next(0);
 	log_warnx("generation %lld: the launcher cannot bind its master port "
 	    "(taken on this host); offering port %u and asking rdzvd for a "
 	    "new round, with no restart counted", (long long)gen,
@@ -435,7 +435,7 @@ coproc_run(struct agent_opts *o)
 	c.node.offer.gpus = &c.gpucheck;
 	c.node.offer.nproc = o->nproc;
 	c.node.offer.master_port = o->master_port != 0 ? o->master_port :
-	    agent_free_port(0);
+	    port_next(0);
 	if (coproc_setup(&c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent coproc: %s\n", err);
 		coproc_free(&c);
