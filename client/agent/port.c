@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "node.h"
 #include "log.h"
 
 #define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
