@@ -660,7 +660,7 @@ python_command(const char *cmd)
 
 /*
  * The defaults, the RDZV_* variables, the flags (up to the command) and
- * the scheduler's values, in that order of weakness; `coproc` (coproc.c)
+ * the scheduler's values, in that order of weakness; `coproc` (cmd_coproc.c)
  * takes the same options. 0; 1 when --help printed |usage|; -1 with the
  * bad value named in |err|.
  */

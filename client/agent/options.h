@@ -43,7 +43,7 @@ enum nproc_mode {
 };
 
 /* What `join` was told, after flags, RDZV_* variables and the scheduler's
- * values (join.c, sched.c). Strings point into argv or the environment. */
+ * values (cmd_join.c, sched.c). Strings point into argv or the environment. */
 struct agent_opts {
 	struct client_opts	 client;
 	const char		*id;

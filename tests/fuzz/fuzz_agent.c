@@ -400,7 +400,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	setup_once();
 
-	/* join.c's defaults, then what a test's agent is given. */
+	/* cmd_join.c's defaults, then what a test's agent is given. */
 	memset(&o, 0, sizeof(o));
 	o.client.server = sock;
 	o.client.connect_timeout_ms = 10000;
