@@ -29,9 +29,9 @@
  *              socket), logs.c and env.c (log files and environment);
  *
  * and options.h, what the agent was told and what a node offers. fence.c
- * (with fence_rule.c) stops workers rdzvd cannot have heard of for a
- * lease. masterwait.c is a library preloaded into the workers, not part
- * of the agent process.
+ * (with fence_rule.c) says when rdzvd cannot have heard from the node for
+ * a lease, and the hub stops the workers. masterwait.c is a library
+ * preloaded into the workers, not part of the agent process.
  *
  * A module tells its owner what happened through the table of callbacks
  * the owner gave it at init (session_events, report_events,
@@ -39,7 +39,7 @@
  * node_hooks), or through what its functions return; none of them calls
  * agent.c, and no two of them call each other in a circle (report.c reads
  * the session's state, the session does not call report.c). Only
- * cmd_join.c calls agent.c (agent_run). agent.c alone starts and stops
+ * cmd_join.c calls agent.c (agent_run). The hub alone starts and stops
  * the workers and decides to exit, through node_quit, the one quit path
  * of join and coproc.
  *
