@@ -8,14 +8,13 @@
  * everything has stopped. What the workers, their GPU checks and the
  * reports tell (the *_events callbacks below) is decided here too: what
  * to report, when to stop a set at once (a GPU failed under exclude), when
- * to exit (agent_quit). agent_run() owns the struct agent: agent_init()
+ * to exit (node_quit). agent_run() owns the struct agent: agent_init()
  * sets it up, agent_free() is the one teardown path.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +29,6 @@
 /* After the workers' stop timeout, how long an exit may still take:
  * the Leave's and Reports' deadlines, and some. */
 #define QUIT_SLACK_MS	15000
-
-static void	agent_quit(struct agent *, int status, bool leave,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* ------------------------------------------------------------ decisions */
 
@@ -95,7 +91,7 @@ on_step(void *arg)
 	    (int)a->cur.local_world_size,
 	    a->node.session.hang_timeout_ms) != 0 ||
 	    workers_start(ws, &a->cur, &a->gpucheck) != 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "cannot start the "
+		node_quit(&a->node, AGENT_EXIT_FAILED, true, "cannot start the "
 		    "workers of generation %llu",
 		    (unsigned long long)a->cur.generation);
 		return;
@@ -103,14 +99,14 @@ on_step(void *arg)
 	/* The next round gets a new master port, as torchrun's does. */
 	if (a->opts->master_port == 0) {
 		a->node.offer.master_port =
-		    agent_free_port((uint16_t)a->cur.master_port);
+		    port_next((uint16_t)a->cur.master_port);
 		report_update(&a->node.report, false, true, false);
 	}
 }
 
 /* Decides again on the next loop turn, out of whatever callback asked:
  * no decision runs inside another. */
-void
+static void
 agent_step(struct agent *a)
 {
 	node_step(&a->node);
@@ -134,20 +130,6 @@ on_quitting(void *arg)
 	a->have_want = false;
 }
 
-/* The agent exits with |status| once its workers have stopped; |leave|:
- * it leaves the job first. The first decision to exit is the one. */
-static void
-agent_quit(struct agent *a, int status, bool leave, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	node_quit(&a->node, status, leave, msg);
-}
-
 /* ------------------------------------------------------ session events */
 
 static void
@@ -164,89 +146,6 @@ on_joined(void *arg)
 	report_flush(&a->node.report);
 }
 
-/* What MASTER_ADDR can hold (struct assignment, env.h). */
-#define ADDR_CAP	sizeof(((struct assignment *)0)->master_addr)
-
-/*
- * "node rank" (the group rank) beside the session's "node id" (rdzvd's
- * counter across jobs): two numbers a reader must not mix up.
- */
-void
-assignment_log(const Rdzv__V1__Assignment *pb)
-{
-	log_info("generation %llu: node rank %u of %u node%s, worker ranks %u "
-	    "to %u of %u, master %s:%u, restart %u of max %u",
-	    (unsigned long long)pb->generation, pb->group_rank,
-	    pb->group_world_size, plural(pb->group_world_size), pb->base_rank,
-	    pb->base_rank + pb->local_world_size - 1, pb->world_size,
-	    pb->master_addr, pb->master_port, pb->restart_count,
-	    pb->max_restarts);
-}
-
-/*
- * An assignment must fit what this node offered and describe a world at
- * all; a server that says otherwise is broken or lying, and its numbers
- * would fork workers or hand out ranks (issue 12). |gen_seen| is the
- * newest generation seen so far, |nproc| the workers offered at the join.
- * Returns 0, or -1 with what was wrong in |why|. coproc.c checks with it
- * too.
- */
-int
-assignment_check(const char *job_id, uint32_t nproc, uint64_t gen_seen,
-    const Rdzv__V1__Assignment *pb, char *why, size_t len)
-{
-	uint64_t end = (uint64_t)pb->base_rank + pb->local_world_size;
-
-	if (pb->generation < gen_seen) {
-		snprintf(why, len, "generation %llu after generation %llu: "
-		    "generations only grow", (unsigned long long)pb->generation,
-		    (unsigned long long)gen_seen);
-		return -1;
-	}
-	if (pb->rdzv_id != NULL && pb->rdzv_id[0] != '\0' &&
-	    strcmp(pb->rdzv_id, job_id) != 0) {
-		snprintf(why, len, "an assignment for job '%.*s', not %s",
-		    (int)utf8_prefix(pb->rdzv_id, 128), pb->rdzv_id, job_id);
-		return -1;
-	}
-	if (pb->local_world_size > nproc) {
-		snprintf(why, len, "generation %llu asks for %u worker%s; this "
-		    "node offered %u", (unsigned long long)pb->generation,
-		    pb->local_world_size, plural(pb->local_world_size), nproc);
-		return -1;
-	}
-	if (end > pb->world_size) {
-		snprintf(why, len, "generation %llu: ranks %u to %llu are "
-		    "outside a world of %u", (unsigned long long)pb->generation,
-		    pb->base_rank, (unsigned long long)end - 1, pb->world_size);
-		return -1;
-	}
-	/* The workers are told these as MASTER_ADDR and MASTER_PORT: a port
-	 * no socket can have, or an address cut short, would only fail
-	 * later and somewhere else. */
-	if (pb->master_port == 0 || pb->master_port > 65535) {
-		snprintf(why, len, "generation %llu: master port %u is not a "
-		    "TCP port (1 to 65535)", (unsigned long long)pb->generation,
-		    pb->master_port);
-		return -1;
-	}
-	if (pb->master_addr == NULL || pb->master_addr[0] == '\0' ||
-	    strlen(pb->master_addr) >= ADDR_CAP) {
-		snprintf(why, len, "generation %llu: master address of %zu "
-		    "bytes (1 to %zu)", (unsigned long long)pb->generation,
-		    pb->master_addr != NULL ? strlen(pb->master_addr) : 0,
-		    ADDR_CAP - 1);
-		return -1;
-	}
-	if (pb->group_rank >= pb->group_world_size) {
-		snprintf(why, len, "generation %llu: node rank %u is outside a "
-		    "group of %u", (unsigned long long)pb->generation,
-		    pb->group_rank, pb->group_world_size);
-		return -1;
-	}
-	return 0;
-}
-
 static void
 on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 {
@@ -259,8 +158,9 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;
 	if (assignment_check(a->opts->id, a->nproc_joined, a->gen_seen, pb,
 	    why, sizeof(why)) != 0) {
-		agent_quit(a, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&a->node.session), why);
+		node_quit(&a->node, AGENT_EXIT_PROTOCOL, true,
+		    "protocol error from %s: %s",
+		    session_server(&a->node.session), why);
 		return;
 	}
 	a->gen_seen = pb->generation;
@@ -270,7 +170,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		    (unsigned long long)pb->generation);
 		return;
 	}
-	if (agent_master_port_taken(&a->node, pb))
+	if (port_master_taken(&a->node, pb))
 		return;		/* a new round comes, with a new port */
 	memset(w, 0, sizeof(*w));
 	w->generation = pb->generation;
@@ -340,7 +240,7 @@ on_session_ended(void *arg, int status, const char *msg)
 {
 	struct agent *a = arg;
 
-	agent_quit(a, status, false, "%s", msg);
+	node_quit(&a->node, status, false, "%s", msg);
 }
 
 static const struct session_events session_events = {
@@ -425,8 +325,9 @@ on_worker_checked(void *arg, const struct worker *w,
 	case GPUCHECK_DO_LEAVE:
 		/* rdzvd shows the failure, though the node leaves. */
 		report_update(&a->node.report, false, false, true);
-		agent_quit(a, AGENT_EXIT_FAILED, true, "GPU check failed: %s "
-		    "(--health-check strict: leaving the job)", desc);
+		node_quit(&a->node, AGENT_EXIT_FAILED, true,
+		    "GPU check failed: %s (--health-check strict: leaving "
+		    "the job)", desc);
 		break;
 	case GPUCHECK_DO_STOP:
 		workers_stop(&a->ws, WS_END_GPUCHECK, "a GPU failed its check");
@@ -456,8 +357,8 @@ offer_fewer_gpus(struct agent *a)
 	if (left < 0)
 		return;
 	if (left == 0) {
-		agent_quit(a, AGENT_EXIT_FAILED, true, "no GPU of this node "
-		    "passes the check any more: leaving the job");
+		node_quit(&a->node, AGENT_EXIT_FAILED, true, "no GPU of "
+		    "this node passes the check any more: leaving the job");
 		return;
 	}
 	a->node.offer.nproc = (uint32_t)left;
@@ -548,6 +449,42 @@ static const struct progress_events progress_events = {
 	.hung = hung_found,
 };
 
+/* ------------------------------------------------------- fence events */
+
+/* What fencing may stop: the workers that run as wanted. */
+static uint64_t
+on_fence_running(void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->ws.state != WS_RUNNING || a->node.quitting || !a->have_want ||
+	    a->want.generation != a->ws.generation)
+		return 0;
+	return a->ws.generation;
+}
+
+/* rdzvd cannot have heard from this node for the lease (fence.c): the
+ * workers of |gen| stop until it answers. */
+static void
+on_fenced(void *arg, uint64_t gen, const char *why)
+{
+	struct agent *a = arg;
+
+	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "%s", why);
+	/* Their generation lost its workers here: if rdzvd still holds it
+	 * when it hears us again, that is a failure of it (a new round),
+	 * not a node that waits idle in it; if not, the report is stale. */
+	report_outcome(&a->node.report, gen,
+	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
+	a->have_want = false;
+	agent_step(a);
+}
+
+static const struct fence_events fence_events = {
+	.running = on_fence_running,
+	.fenced = on_fenced,
+};
+
 static const struct workers_events workers_events = {
 	.checked = on_worker_checked,
 	.execd = on_workers_execd,
@@ -577,7 +514,7 @@ on_signal(void *arg, int sig)
 		workers_kill(&a->ws);
 		return;
 	}
-	agent_quit(a, 128 + sig, true, "%s: stopping the workers and "
+	node_quit(&a->node, 128 + sig, true, "%s: stopping the workers and "
 	    "leaving job %s", strsignal(sig), a->opts->id);
 }
 
@@ -593,8 +530,9 @@ setup(struct agent *a, char *err, size_t len)
 	struct workers_events wev = workers_events;
 	struct progress_events pev = progress_events;
 	struct inproc_events iev = restart_events;
+	struct fence_events fev = fence_events;
 
-	sev.arg = wev.arg = pev.arg = iev.arg = a;
+	sev.arg = wev.arg = pev.arg = iev.arg = fev.arg = a;
 	if (node_setup(&a->node, a->opts, &hooks, &sev,
 	    a->opts->stop_timeout_ms + QUIT_SLACK_MS, err, len) != 0)
 		return -1;
@@ -605,7 +543,8 @@ setup(struct agent *a, char *err, size_t len)
 	}
 	if (workers_init(&a->ws, a->node.base, a->opts, &a->logs, &wev) != 0 ||
 	    hang_init(&a->hang, a->node.base, on_hang_dumped, a) != 0 ||
-	    hung_init(a) != 0 || fence_init(a) != 0) {
+	    hung_init(a) != 0 || fence_init(&a->fence, a->node.base,
+	    &a->node.session, &a->progress, &fev) != 0) {
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
@@ -642,7 +581,7 @@ agent_free(struct agent *a)
 	hung_free(a);
 	free(a->absent);
 	a->absent = NULL;
-	fence_free(a);
+	fence_free(&a->fence);
 	progress_free(&a->progress);
 	inproc_free(&a->inproc);
 	if (a->prepare_ev != NULL)
@@ -692,7 +631,7 @@ agent_init(struct agent *a, struct agent_opts *o)
 		return AGENT_EXIT_USAGE;
 	}
 	a->node.offer.master_port = o->master_port != 0 ? o->master_port :
-	    agent_free_port(0);
+	    port_next(0);
 	return 0;
 }
 

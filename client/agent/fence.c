@@ -19,6 +19,10 @@
  * generation is reported FAILED (sent when rdzvd is reached again): a
  * job that rdzvd held meanwhile restarts instead of keeping a node with
  * no workers in its round; a node rdzvd lost finds the report stale.
+ *
+ * Fencing reads the session and the progress watch and decides when; the
+ * hub (agent.c) says what runs and stops it, through the fence_events it
+ * gave fence_init(): this file never calls agent.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,35 +39,35 @@
 static void
 fence_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct agent *a = arg;
-	struct fence *f = &a->fence;
-	uint64_t now = mono_ms(), ttl = a->node.session.lease_ttl_ms, acked;
-	uint64_t moved = a->progress.moved_us / 1000;
+	struct fence *f = arg;
+	const struct session *s = f->session;
+	uint64_t now = mono_ms(), ttl = s->lease_ttl_ms, acked, gen;
+	uint64_t moved = f->progress->moved_us / 1000;
 	enum fence_verdict v;
+	char why[160];
 
 	f->heard_ms = fence_heard(f->heard_ms,
-	    grpc_client_last_seen_ms(a->node.session.cli));
+	    grpc_client_last_seen_ms(s->cli));
 	/* rdzvd's host took our bytes (it reads them when it runs: a stalled
 	 * rdzvd counts no silence), or refused us (no rdzvd runs there to
 	 * judge us): either way it cannot have given our ranks away. Both
 	 * are read after |now| and may be later than it (fence_rule.c). */
-	acked = grpc_client_acked_ms(a->node.session.cli);
-	if (!grpc_client_connected(a->node.session.cli) &&
-	    a->node.session.close_err == -ECONNREFUSED)
+	acked = grpc_client_acked_ms(s->cli);
+	if (!grpc_client_connected(s->cli) && s->close_err == -ECONNREFUSED)
 		acked = now;
 	f->heard_ms = fence_heard(f->heard_ms, acked);
 	v = fence_decide(now, f->heard_ms, moved, ttl);
 	if (v == FENCE_KEEP)
 		f->stepping_said = false;
-	if (a->ws.state != WS_RUNNING || a->node.quitting || !a->have_want ||
-	    a->want.generation != a->ws.generation || v == FENCE_KEEP)
+	if (v == FENCE_KEEP ||
+	    (gen = f->events.running(f->events.arg)) == 0)
 		return;
 	if (v == FENCE_STEPPING) {
 		if (!f->stepping_said)
 			log_warnx("generation %llu: rdzvd has not been heard "
 			    "for %.1f s (lease %.1f s) but the workers still "
 			    "step with every peer: they keep running",
-			    (unsigned long long)a->ws.generation,
+			    (unsigned long long)gen,
 			    mono_since(now, f->heard_ms) / 1000.0,
 			    ttl / 1000.0);
 		f->stepping_said = true;
@@ -72,34 +76,33 @@ fence_cb(evutil_socket_t fd, short what, void *arg)
 	log_warnx("generation %llu: rdzvd cannot have heard from this node "
 	    "for %.1f s, its lease_ttl %.1f s: it may have given the node's "
 	    "ranks away; stopping the workers (fencing) until rdzvd answers",
-	    (unsigned long long)a->ws.generation,
+	    (unsigned long long)gen,
 	    mono_since(now, f->heard_ms) / 1000.0, ttl / 1000.0);
-	snprintf(a->unwant_reason, sizeof(a->unwant_reason), "fenced: rdzvd "
-	    "has not been heard for the lease (%.1f s)", ttl / 1000.0);
-	/* Their generation lost its workers here: if rdzvd still holds it
-	 * when it hears us again, that is a failure of it (a new round),
-	 * not a node that waits idle in it; if not, the report is stale. */
-	report_outcome(&a->node.report, a->ws.generation,
-	    RDZV__V1__OUTCOME__OUTCOME_FAILED, NULL, 0, a->unwant_reason);
-	a->have_want = false;
-	agent_step(a);
+	snprintf(why, sizeof(why), "fenced: rdzvd has not been heard for the "
+	    "lease (%.1f s)", ttl / 1000.0);
+	f->events.fenced(f->events.arg, gen, why);
 }
 
 int
-fence_init(struct agent *a)
+fence_init(struct fence *f, struct event_base *base,
+    const struct session *s, const struct progress_watch *progress,
+    const struct fence_events *events)
 {
 	struct timeval tv = { 0, FENCE_TICK_MS * 1000 };
 
-	a->fence.ev = event_new(a->node.base, -1, EV_PERSIST, fence_cb, a);
-	if (a->fence.ev == NULL || event_add(a->fence.ev, &tv) != 0)
+	f->session = s;
+	f->progress = progress;
+	f->events = *events;
+	f->ev = event_new(base, -1, EV_PERSIST, fence_cb, f);
+	if (f->ev == NULL || event_add(f->ev, &tv) != 0)
 		return -1;
 	return 0;
 }
 
 void
-fence_free(struct agent *a)
+fence_free(struct fence *f)
 {
-	if (a->fence.ev != NULL)
-		event_free(a->fence.ev);
-	a->fence.ev = NULL;
+	if (f->ev != NULL)
+		event_free(f->ev);
+	f->ev = NULL;
 }

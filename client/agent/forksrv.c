@@ -41,7 +41,7 @@
 
 #include <jansson.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "forksrv_py.h"
 #include "log.h"
 

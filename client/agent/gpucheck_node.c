@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "log.h"
 #include "text.h"
 

@@ -95,13 +95,4 @@ uint64_t gpucheck_elapsed_us(const struct gpucheck_result *);
 void	gpucheck_describe(const struct gpucheck_result *r, char *buf,
 	    size_t len);
 
-/* `rdzv-agent gpucheck [--device N|all] [-o json]`; returns the exit
- * status. argv[0] is "gpucheck". */
-int	cmd_gpucheck(int argc, char **argv);
-/* Its usage and options, as `gpucheck --help` and `help gpucheck` print. */
-void	gpucheck_usage(FILE *);
-/* `gpucheck-worker`: one device's check for a preloaded worker (forksrv.c),
- * run by the worker process; argv[0] is "gpucheck-worker". */
-int	cmd_gpucheck_worker(int argc, char **argv);
-
 #endif

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "log.h"
 
 #define HANG_PYSPY_MS	10000	/* the longest wait for py-spy */

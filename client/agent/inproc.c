@@ -33,7 +33,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "clock.h"
 #include "log.h"
 

@@ -27,7 +27,7 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "log.h"
 #include "text.h"
 

@@ -1,6 +1,7 @@
 /*
  * rdzv-agent: one per node per job. Subcommands, tmux style: each lives in
- * a file of its own and is listed in the table below.
+ * a file of its own (cmd_*.c), which exports its entry with its usage and
+ * options; the table below lists them.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -9,24 +10,10 @@
 #include "agent.h"
 #include "log.h"
 
-struct cmd_entry {
-	const char	*name;
-	const char	*usage;
-	int		(*fn)(int, char **);
-	void		(*help)(FILE *);	/* its usage and options */
-};
-
-static const struct cmd_entry cmds[] = {
-	{ "join", "join --id ID [options] -- CMD [ARGS...]\n"
-	    "        join a job and run its workers on this node",
-	    cmd_join, join_usage },
-	{ "coproc", "coproc --id ID [options]\n"
-	    "        join a job for a launcher that runs the workers itself\n"
-	    "        (torchrun): JSON lines on stdin and stdout",
-	    cmd_coproc, coproc_usage },
-	{ "gpucheck", "gpucheck [--device N|all] [-o json]\n"
-	    "        check this node's GPUs by hand",
-	    cmd_gpucheck, gpucheck_usage },
+static const struct cmd_entry *cmds[] = {
+	&cmd_join_entry,
+	&cmd_coproc_entry,
+	&cmd_gpucheck_entry,
 };
 
 static void
@@ -34,7 +21,7 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: rdzv-agent COMMAND [options]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %s\n", cmds[i].usage);
+		fprintf(f, "  %s\n", cmds[i]->usage);
 	fprintf(f, "\n`rdzv-agent help COMMAND` (or `rdzv-agent COMMAND "
 	    "--help`) describes a\ncommand's options.\n");
 }
@@ -43,8 +30,8 @@ static const struct cmd_entry *
 find_command(const char *name)
 {
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (strcmp(name, cmds[i].name) == 0)
-			return &cmds[i];
+		if (strcmp(name, cmds[i]->name) == 0)
+			return cmds[i];
 	return NULL;
 }
 
@@ -71,7 +58,8 @@ help(int argc, char **argv)
 		fprintf(stderr, "rdzv-agent: help: unknown command '%s'; the "
 		    "commands are", argv[2]);
 		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-			fprintf(stderr, "%s %s", i > 0 ? "," : "", cmds[i].name);
+			fprintf(stderr, "%s %s", i > 0 ? "," : "",
+			    cmds[i]->name);
 		fputc('\n', stderr);
 		return AGENT_EXIT_USAGE;
 	}
@@ -104,7 +92,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if ((cmd = find_command(argv[1])) != NULL)
-		return cmd->fn(argc - 1, argv + 1);
+		return cmd->exec(argc - 1, argv + 1);
 	/* Not a user's command: a preloaded worker's GPU check (forksrv.c). */
 	if (strcmp(argv[1], "gpucheck-worker") == 0)
 		return cmd_gpucheck_worker(argc - 1, argv + 1);

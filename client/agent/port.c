@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "node.h"
 #include "log.h"
 
 #define FALLBACK_PORT	29500	/* torch's default MASTER_PORT */
@@ -85,7 +85,7 @@ store_socket(uint16_t port, uint16_t *bound)
  * any other port held before is let go.
  */
 uint16_t
-agent_free_port(uint16_t in_use)
+port_next(uint16_t in_use)
 {
 	uint16_t port = 0;
 	int fd, e = 0;
@@ -125,7 +125,7 @@ agent_free_port(uint16_t in_use)
  * store then tells what is wrong.
  */
 bool
-agent_port_usable(uint16_t port)
+port_usable(uint16_t port)
 {
 	uint16_t got;
 	int fd;
@@ -146,7 +146,7 @@ agent_port_usable(uint16_t port)
  * "master_port"). True: the assignment is skipped; the new round comes.
  */
 bool
-agent_master_port_taken(struct node *n, const Rdzv__V1__Assignment *pb)
+port_master_taken(struct node *n, const Rdzv__V1__Assignment *pb)
 {
 	uint16_t port = (uint16_t)pb->master_port;
 
@@ -155,9 +155,9 @@ agent_master_port_taken(struct node *n, const Rdzv__V1__Assignment *pb)
 	for (int i = 0; i < 2; i++)
 		ours |= held[i].fd >= 0 && held[i].port == port;
 	if (n->opts->master_port != 0 || pb->group_rank != 0 || !ours ||
-	    pb->master_port > 65535 || agent_port_usable(port))
+	    pb->master_port > 65535 || port_usable(port))
 		return false;
-	n->offer.master_port = agent_free_port(0);
+	n->offer.master_port = port_next(0);
 	log_warnx("generation %llu: master port %u is taken on this host "
 	    "(another program listens on it); offering port %u and asking "
 	    "rdzvd for a new round, with no restart counted",

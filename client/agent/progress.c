@@ -25,7 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "log.h"
 #include "progress_msg.h"
 

@@ -16,7 +16,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "agent.h"
+#include "node.h"
+#include "workers.h"
 #include "log.h"
 
 #define REPORT_TIMEOUT_MS	10000

@@ -115,7 +115,7 @@ restart_keep(struct agent *a)
 	/* The next round gets a new master port, as after a start. */
 	if (a->opts->master_port == 0) {
 		a->node.offer.master_port =
-		    agent_free_port((uint16_t)a->cur.master_port);
+		    port_next((uint16_t)a->cur.master_port);
 		report_update(&a->node.report, false, true, false);
 	}
 	return true;
@@ -184,14 +184,16 @@ on_late(void *arg, uint64_t gen)
 	a->node.offer.started_gen = a->kept_from;
 	ws->generation = a->kept_from;
 	workers_stop(ws, WS_END_STOPPED, "it did not take the new round");
-	agent_step(a);
+	node_step(&a->node);
 }
 
 /* A worker said hello, or a starting set's wait ended: decide again. */
 static void
 on_ready(void *arg)
 {
-	agent_step(arg);
+	struct agent *a = arg;
+
+	node_step(&a->node);
 }
 
 const struct inproc_events restart_events = {

@@ -24,7 +24,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "agent.h"
+#include "node.h"
+#include "workers.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "rdzv/v1/control.pb-c.h"
 #include "log.h"

@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "agent.h"
+#include "node.h"
 #include "clock.h"
 #include "log.h"
 #include "text.h"

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "workers.h"
 #include "log.h"
 #include "text.h"
 

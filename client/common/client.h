@@ -9,6 +9,12 @@
  * cleartext HTTP/2 (SPEC §6, §10, §13). --auth munge (RDZV_AUTH) attaches
  * a fresh MUNGE credential to every call, from the munged of
  * --munge-socket (RDZV_MUNGE_SOCKET; docs/SECURITY.md).
+ *
+ * client.c (the options), servers.c (the list and the leader), munge.c
+ * (the credential) and names.c (the protocol's names as users read them).
+ *
+ * Calls: lib/base, lib/grpc, proto.
+ * Called by: client/agent, client/ctl.
  */
 #ifndef RDZV_CLIENT_H
 #define RDZV_CLIENT_H

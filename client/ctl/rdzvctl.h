@@ -2,6 +2,9 @@
  * rdzvctl, the operator's view of rdzvd (SPEC §8): one file per command,
  * each exporting a struct ctl_cmd that main.c lists, as tmux's cmd-*.c do;
  * shared helpers for talking to rdzvd, tables, JSON and times.
+ *
+ * Calls: lib/base, proto, client/common.
+ * Called by: none (a program).
  */
 #ifndef RDZVCTL_H
 #define RDZVCTL_H

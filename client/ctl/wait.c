@@ -76,6 +76,9 @@ struct waiter {
 	Rdzv__V1__Job		*job;		/* the last state seen; NULL
 						   before it appeared */
 	bool			 appear;	/* wait for it to appear */
+	uint64_t		 away_since;	/* the stream was lost, mono
+						   ms; 0: it is not */
+	uint64_t		 backoff_ms;	/* before the next try */
 };
 
 static int
@@ -373,19 +376,67 @@ sleep_ms(uint64_t ms)
 		;
 }
 
+/*
+ * The Watch stream ended: rdzvd restarted or went away. Waits a backoff,
+ * then reads the job again, so that wait_exec() watches it again once
+ * rdzvd answers; the job goes on meanwhile. -1: watch again; else the exit
+ * status (rdzvd refused, stayed away too long, or the job was deleted).
+ */
+static int
+watch_lost(struct waiter *w, uint64_t deadline)
+{
+	struct ctl	*ctl = w->ctl;
+	Rdzv__V1__Job	*job;
+	uint64_t	 now = mono_ms();
+	int		 status;
+
+	if (w->away_since == 0)
+		w->away_since = now;
+	if (w->status != GRPC_UNAVAILABLE &&
+	    w->status != GRPC_DEADLINE_EXCEEDED &&
+	    w->status != GRPC_RESOURCE_EXHAUSTED &&
+	    w->status != GRPC_OK && w->status != GRPC_CANCELLED)
+		return ctl_fail(ctl, w->status, w->message);
+	if (mono_since(now, w->away_since) >= RECONNECT_MS) {
+		fprintf(stderr, "rdzvctl: %s: lost for %d s while waiting for "
+		    "job %s: %s\n", ctl->server, RECONNECT_MS / 1000,
+		    w->rdzv_id, w->message);
+		return CTL_EXIT_UNAVAILABLE;
+	}
+	sleep_ms(deadline != 0 && deadline - now < w->backoff_ms ?
+	    deadline - now : w->backoff_ms);
+	w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+	    w->backoff_ms * 2;
+	status = get_job_quiet(w, &job);
+	if (status == GRPC_OK) {
+		job_keep(w, job);
+		w->away_since = 0;
+	} else if (status == GRPC_NOT_FOUND && w->appear && missing(w)) {
+		job_keep(w, NULL);
+		w->away_since = 0;
+	} else if (status == GRPC_NOT_FOUND) {
+		fprintf(stderr, "rdzvctl: job %s was deleted before it "
+		    "ended\n", w->rdzv_id);
+		return CTL_EXIT_NOT_FOUND;
+	} else if (status != GRPC_UNAVAILABLE &&
+	    status != GRPC_DEADLINE_EXCEEDED)
+		return ctl_fail(ctl, status, w->message);
+	return -1;
+}
+
 static int
 wait_exec(struct ctl *ctl, int argc, char **argv)
 {
 	struct waiter	 w;
 	Rdzv__V1__Job	*job;
-	uint64_t	 start = mono_ms(), deadline = 0, away_since = 0;
-	uint64_t	 backoff = BACKOFF_MIN_MS, now, left = 0;
+	uint64_t	 start = mono_ms(), deadline = 0, now, left = 0;
 	uint64_t	 appear_ms, appear_at = 0;
 	bool		 was_missing = false, said = false;
-	int		 rc, status;
+	int		 rc;
 
 	memset(&w, 0, sizeof(w));
 	w.ctl = ctl;
+	w.backoff_ms = BACKOFF_MIN_MS;
 	w.rdzv_id = argv[0];
 	w.appear = !ctl->must_exist;
 	if (ctl->timeout_ms > 0)
@@ -445,47 +496,8 @@ wait_exec(struct ctl *ctl, int argc, char **argv)
 		case END_LOST:
 			break;
 		}
-
-		/* The stream ended: rdzvd restarted or went away. Watch
-		 * again once it answers; the job goes on meanwhile. */
-		now = mono_ms();
-		if (away_since == 0)
-			away_since = now;
-		if (w.status != GRPC_UNAVAILABLE &&
-		    w.status != GRPC_DEADLINE_EXCEEDED &&
-		    w.status != GRPC_RESOURCE_EXHAUSTED &&
-		    w.status != GRPC_OK && w.status != GRPC_CANCELLED) {
-			rc = ctl_fail(ctl, w.status, w.message);
+		if ((rc = watch_lost(&w, deadline)) != -1)
 			goto out;
-		}
-		if (mono_since(now, away_since) >= RECONNECT_MS) {
-			fprintf(stderr, "rdzvctl: %s: lost for %d s while "
-			    "waiting for job %s: %s\n", ctl->server,
-			    RECONNECT_MS / 1000, w.rdzv_id, w.message);
-			rc = CTL_EXIT_UNAVAILABLE;
-			goto out;
-		}
-		sleep_ms(deadline != 0 && deadline - now < backoff ?
-		    deadline - now : backoff);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-		    backoff * 2;
-		status = get_job_quiet(&w, &job);
-		if (status == GRPC_OK) {
-			job_keep(&w, job);
-			away_since = 0;
-		} else if (status == GRPC_NOT_FOUND && w.appear && missing(&w)) {
-			job_keep(&w, NULL);
-			away_since = 0;
-		} else if (status == GRPC_NOT_FOUND) {
-			fprintf(stderr, "rdzvctl: job %s was deleted before "
-			    "it ended\n", w.rdzv_id);
-			rc = CTL_EXIT_NOT_FOUND;
-			goto out;
-		} else if (status != GRPC_UNAVAILABLE &&
-		    status != GRPC_DEADLINE_EXCEEDED) {
-			rc = ctl_fail(ctl, status, w.message);
-			goto out;
-		}
 	}
 out:
 	if (w.job != NULL)

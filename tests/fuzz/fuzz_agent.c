@@ -3,7 +3,7 @@
  * of the Join stream, handed to session_event() (client/agent/session.c)
  * as the stream's callback hands them, and behind it agent.c's decisions
  * (assignment_check, which refuses impossible assignments, on_assignment,
- * on_stop, the end of the session, agent_step, agent_quit) and what they
+ * on_stop, the end of the session, agent_step, node_quit) and what they
  * set off in report.c and logs.c. The agent is built by agent_init() as
  * a run builds it (no GPU check; --log-dir in a private directory; its
  * rdzvd is a unix socket nobody listens on, so its Reports and Leave fail
@@ -400,7 +400,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	setup_once();
 
-	/* join.c's defaults, then what a test's agent is given. */
+	/* cmd_join.c's defaults, then what a test's agent is given. */
 	memset(&o, 0, sizeof(o));
 	o.client.server = sock;
 	o.client.connect_timeout_ms = 10000;

@@ -14,7 +14,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +53,7 @@
 "went away.\n"								\
 RDZV_EXIT_HELP
 
-void
+static void
 coproc_usage(FILE *f)
 {
 	help_text(f, COPROC_HELP);
@@ -69,9 +68,6 @@ struct coproc {
 	uint64_t		 gen;		/* the newest assignment */
 	struct grpc_ccall	*close_cc;
 };
-
-static void	coproc_quit(struct coproc *, int status, bool leave,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* One line of stdout; takes ownership of |o|. A launcher that no longer
  * reads is gone. */
@@ -88,8 +84,9 @@ emit(struct coproc *c, json_t *o)
 		fatalx("out of memory");
 	if (printf("%s\n", s) < 0 || fflush(stdout) != 0) {
 		if (!c->node.quitting)
-			coproc_quit(c, AGENT_EXIT_FAILED, false, "cannot write "
-			    "to the launcher: %s", strerror(errno));
+			node_quit(&c->node, AGENT_EXIT_FAILED, false,
+			    "cannot write to the launcher: %s",
+			    strerror(errno));
 	}
 	free(s);
 }
@@ -121,19 +118,6 @@ on_quitting(void *arg)
 		event_del(c->in_ev);
 }
 
-/* The first decision to exit is the one; |leave|: a planned departure. */
-static void
-coproc_quit(struct coproc *c, int status, bool leave, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	node_quit(&c->node, status, leave, msg);
-}
-
 /* ------------------------------------------------------ session events */
 
 static void
@@ -157,13 +141,14 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 		return;
 	if (assignment_check(c->opts->id, c->node.offer.nproc, c->gen, pb, why,
 	    sizeof(why)) != 0) {
-		coproc_quit(c, AGENT_EXIT_PROTOCOL, true, "protocol error from "
-		    "%s: %s", session_server(&c->node.session), why);
+		node_quit(&c->node, AGENT_EXIT_PROTOCOL, true,
+		    "protocol error from %s: %s",
+		    session_server(&c->node.session), why);
 		return;
 	}
 	if (pb->generation <= c->gen)
 		return;		/* a resume repeats it */
-	if (agent_master_port_taken(&c->node, pb))
+	if (port_master_taken(&c->node, pb))
 		return;		/* a new round comes, with a new port */
 	c->gen = pb->generation;
 	c->node.offer.started_gen = pb->generation;
@@ -183,7 +168,7 @@ on_assignment(void *arg, const Rdzv__V1__Assignment *pb)
 	/* The next round's store gets a new port, as torch's own rounds do
 	 * (pytorch#135712: a reused store hands out stale values). */
 	if (c->opts->master_port == 0) {
-		c->node.offer.master_port = agent_free_port(
+		c->node.offer.master_port = port_next(
 		    (uint16_t)pb->master_port);
 		report_update(&c->node.report, false, true, false);
 	}
@@ -225,7 +210,7 @@ on_session_ended(void *arg, int status, const char *msg)
 
 	emit(c, json_pack("{s:s, s:i, s:s}", "event", "ended", "status",
 	    status, "message", msg));
-	coproc_quit(c, status, false, "%s", msg);
+	node_quit(&c->node, status, false, "%s", msg);
 }
 
 static const struct session_events session_events = {
@@ -300,7 +285,7 @@ do_report(struct coproc *c, json_t *cmd)
 /*
  * The launcher's store could not bind the master port of |generation| on
  * this node (the rare race the held port leaves: another program listens
- * on it). As agent_master_port_taken() does before a round: a new port,
+ * on it). As port_master_taken() does before a round: a new port,
  * and a new round that counts no restart.
  */
 static const char *
@@ -315,7 +300,7 @@ do_port_taken(struct coproc *c, json_t *cmd)
 	if (c->opts->master_port != 0)
 		return "the master port is fixed (--master-port): no other "
 		    "can be offered";
-	c->node.offer.master_port = agent_free_port(0);
+	c->node.offer.master_port = port_next(0);
 	log_warnx("generation %lld: the launcher cannot bind its master port "
 	    "(taken on this host); offering port %u and asking rdzvd for a "
 	    "new round, with no restart counted", (long long)gen,
@@ -341,7 +326,7 @@ command(struct coproc *c, const char *line)
 		err = do_report(c, cmd);
 	} else if (strcmp(name, "leave") == 0) {
 		json_unpack(cmd, "{s?:s}", "reason", &reason);
-		coproc_quit(c, AGENT_EXIT_OK, true, "leaving job %s: %s",
+		node_quit(&c->node, AGENT_EXIT_OK, true, "leaving job %s: %s",
 		    c->opts->id, reason);
 	} else if (strcmp(name, "close") == 0) {
 		err = close_job(c);
@@ -376,14 +361,14 @@ stdin_cb(evutil_socket_t fd, short what, void *arg)
 		free(line);
 	}
 	if (!c->node.quitting && evbuffer_get_length(c->in) > COPROC_LINE_MAX) {
-		coproc_quit(c, AGENT_EXIT_USAGE, true, "a command line of more "
-		    "than %d bytes from the launcher", COPROC_LINE_MAX);
+		node_quit(&c->node, AGENT_EXIT_USAGE, true, "a command line "
+		    "of more than %d bytes from the launcher", COPROC_LINE_MAX);
 		return;
 	}
 	if (rc <= 0 && !c->node.quitting)
-		coproc_quit(c, AGENT_EXIT_FAILED, false, "the launcher is gone "
-		    "(%s): ending without a Leave", rc == 0 ? "end of stdin" :
-		    strerror(errno));
+		node_quit(&c->node, AGENT_EXIT_FAILED, false, "the launcher "
+		    "is gone (%s): ending without a Leave",
+		    rc == 0 ? "end of stdin" : strerror(errno));
 }
 
 static void
@@ -391,8 +376,8 @@ on_signal(void *arg, int sig)
 {
 	struct coproc *c = arg;
 
-	coproc_quit(c, 128 + sig, true, "%s: leaving job %s", strsignal(sig),
-	    c->opts->id);
+	node_quit(&c->node, 128 + sig, true, "%s: leaving job %s",
+	    strsignal(sig), c->opts->id);
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -450,7 +435,7 @@ coproc_run(struct agent_opts *o)
 	c.node.offer.gpus = &c.gpucheck;
 	c.node.offer.nproc = o->nproc;
 	c.node.offer.master_port = o->master_port != 0 ? o->master_port :
-	    agent_free_port(0);
+	    port_next(0);
 	if (coproc_setup(&c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rdzv-agent coproc: %s\n", err);
 		coproc_free(&c);
@@ -464,7 +449,7 @@ coproc_run(struct agent_opts *o)
 	return rc;
 }
 
-int
+static int
 cmd_coproc(int argc, char **argv)
 {
 	struct agent_opts o;
@@ -500,3 +485,12 @@ cmd_coproc(int argc, char **argv)
 	}
 	return coproc_run(&o);
 }
+
+const struct cmd_entry cmd_coproc_entry = {
+	.name = "coproc",
+	.usage = "coproc --id ID [options]\n"
+	    "        join a job for a launcher that runs the workers itself\n"
+	    "        (torchrun): JSON lines on stdin and stdout",
+	.exec = cmd_coproc,
+	.help = coproc_usage,
+};

@@ -85,7 +85,7 @@
 CLIENT_OPTIONS_HELP							\
 RDZV_EXIT_HELP
 
-void
+static void
 join_usage(FILE *f)
 {
 	help_text(f, JOIN_HELP);
@@ -660,7 +660,7 @@ python_command(const char *cmd)
 
 /*
  * The defaults, the RDZV_* variables, the flags (up to the command) and
- * the scheduler's values, in that order of weakness; `coproc` (coproc.c)
+ * the scheduler's values, in that order of weakness; `coproc` (cmd_coproc.c)
  * takes the same options. 0; 1 when --help printed |usage|; -1 with the
  * bad value named in |err|.
  */
@@ -678,7 +678,7 @@ join_options(struct agent_opts *o, int argc, char **argv,
 	return rc;
 }
 
-int
+static int
 cmd_join(int argc, char **argv)
 {
 	struct agent_opts o;
@@ -720,3 +720,11 @@ cmd_join(int argc, char **argv)
 		    GPUCHECK_EXCLUDE;
 	return agent_run(&o);
 }
+
+const struct cmd_entry cmd_join_entry = {
+	.name = "join",
+	.usage = "join --id ID [options] -- CMD [ARGS...]\n"
+	    "        join a job and run its workers on this node",
+	.exec = cmd_join,
+	.help = join_usage,
+};

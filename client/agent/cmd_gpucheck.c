@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "agent.h"
 #include "gpucheck_run.h"
 #include "helpfmt.h"
 #include "parse.h"
@@ -19,7 +20,7 @@
 
 #define DEFAULT_TIMEOUT_MS	60000
 
-void
+static void
 gpucheck_usage(FILE *f)
 {
 	help_text(f,
@@ -117,8 +118,19 @@ print_json(const struct gpucheck_result *rs, int n, size_t bytes)
 	json_decref(doc);
 }
 
-int
-cmd_gpucheck(int argc, char **argv)
+/* What `gpucheck` was asked: the check's options, one device or all. */
+struct gpucheck_args {
+	struct gpucheck_opts	 opts;
+	int			 one;		/* -1: all */
+	bool			 json;
+};
+
+/*
+ * gpucheck's options. True: check as |a| says; false: the command ends
+ * now with |*status| (--help, or a bad option named on stderr).
+ */
+static bool
+gpucheck_args(int argc, char **argv, struct gpucheck_args *a, int *status)
 {
 	static const struct option longopts[] = {
 		{ "device", required_argument, NULL, 'd' },
@@ -130,17 +142,16 @@ cmd_gpucheck(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct gpucheck_opts	 opts;
-	struct gpucheck_result	*rs;
-	uint64_t		 ms;
-	const char		*device = "all", *output = "table";
-	char			 why[512], *end;
-	int			 ch, count, one = -1, n, i, *devs, passed;
-	int			 idx;
+	uint64_t	 ms;
+	const char	*device = "all", *output = "table";
+	char		*end;
+	int		 ch, idx;
 
-	memset(&opts, 0, sizeof opts);
-	opts.policy = GPUCHECK_STRICT;
-	opts.timeout_ms = DEFAULT_TIMEOUT_MS;
+	memset(a, 0, sizeof(*a));
+	a->opts.policy = GPUCHECK_STRICT;
+	a->opts.timeout_ms = DEFAULT_TIMEOUT_MS;
+	a->one = -1;
+	*status = 2;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "o:h", longopts, &idx)) != -1) {
 		switch (ch) {
@@ -156,50 +167,63 @@ cmd_gpucheck(int argc, char **argv)
 				fprintf(stderr, "rdzv-agent: gpucheck: "
 				    "--%s %s: not a duration such as 30s or "
 				    "500ms\n", longopts[idx].name, optarg);
-				return (2);
+				return false;
 			}
-			opts.timeout_ms = (uint32_t)ms;
+			a->opts.timeout_ms = (uint32_t)ms;
 			break;
 		case 'b':
-			if (parse_size(optarg, &opts.bytes) != 0 ||
-			    opts.bytes < 4) {
+			if (parse_size(optarg, &a->opts.bytes) != 0 ||
+			    a->opts.bytes < 4) {
 				fprintf(stderr, "rdzv-agent: gpucheck: "
 				    "--bytes %s: not a size such as 256MiB\n",
 				    optarg);
-				return (2);
+				return false;
 			}
 			break;
 		case 'h':
 			gpucheck_usage(stdout);
-			return (0);
+			*status = 0;
+			return false;
 		default:
 			gpucheck_usage(stderr);
-			return (2);
+			return false;
 		}
 	}
 	if (optind != argc) {
 		fprintf(stderr, "rdzv-agent: gpucheck: unexpected argument "
 		    "%s\n", argv[optind]);
 		gpucheck_usage(stderr);
-		return (2);
+		return false;
 	}
 	if (strcmp(output, "table") != 0 && strcmp(output, "json") != 0) {
 		fprintf(stderr, "rdzv-agent: gpucheck: -o %s: use table or "
 		    "json\n", output);
-		return (2);
+		return false;
 	}
+	a->json = strcmp(output, "json") == 0;
 	if (strcmp(device, "all") != 0) {
 		long v = strtol(device, &end, 10);
 
 		if (*device == '\0' || *end != '\0' || v < 0 || v > 4096) {
 			fprintf(stderr, "rdzv-agent: gpucheck: --device %s: "
 			    "use a device number or all\n", device);
-			return (2);
+			return false;
 		}
-		one = (int)v;
+		a->one = (int)v;
 	}
+	return true;
+}
 
-	if (gpucheck_run_count(opts.timeout_ms, &count, why, sizeof why) != 0) {
+/* Checks the devices |a| names and prints the results: the exit status. */
+static int
+gpucheck_devices(const struct gpucheck_args *a)
+{
+	struct gpucheck_result	*rs;
+	char			 why[512];
+	int			 count, n, i, *devs, passed;
+
+	if (gpucheck_run_count(a->opts.timeout_ms, &count, why,
+	    sizeof why) != 0) {
 		fprintf(stderr, "rdzv-agent: gpucheck: %s (install the "
 		    "NVIDIA driver, or set RDZV_LIBCUDA to the path of its "
 		    "libcuda.so.1)\n", why);
@@ -210,13 +234,13 @@ cmd_gpucheck(int argc, char **argv)
 		    "GPU on this node\n");
 		return (1);
 	}
-	if (one >= count) {
+	if (a->one >= count) {
 		fprintf(stderr, "rdzv-agent: gpucheck: --device %d: this "
-		    "node has %d GPU%s (0 to %d)\n", one, count,
+		    "node has %d GPU%s (0 to %d)\n", a->one, count,
 		    plural(count), count - 1);
 		return (2);
 	}
-	n = one >= 0 ? 1 : count;
+	n = a->one >= 0 ? 1 : count;
 	rs = calloc((size_t)n, sizeof *rs);
 	devs = calloc((size_t)n, sizeof *devs);
 	if (rs == NULL || devs == NULL) {
@@ -226,10 +250,10 @@ cmd_gpucheck(int argc, char **argv)
 		return (1);
 	}
 	for (i = 0; i < n; i++)
-		devs[i] = one >= 0 ? one : i;
-	passed = gpucheck_run_devices(&opts, devs, n, rs);
-	if (strcmp(output, "json") == 0)
-		print_json(rs, n, gpucheck_bytes(&opts));
+		devs[i] = a->one >= 0 ? a->one : i;
+	passed = gpucheck_run_devices(&a->opts, devs, n, rs);
+	if (a->json)
+		print_json(rs, n, gpucheck_bytes(&a->opts));
 	else
 		print_table(rs, n);
 	fflush(stdout);
@@ -237,6 +261,25 @@ cmd_gpucheck(int argc, char **argv)
 	free(devs);
 	return (passed == n ? 0 : 1);
 }
+
+static int
+cmd_gpucheck(int argc, char **argv)
+{
+	struct gpucheck_args	a;
+	int			status;
+
+	if (!gpucheck_args(argc, argv, &a, &status))
+		return (status);
+	return (gpucheck_devices(&a));
+}
+
+const struct cmd_entry cmd_gpucheck_entry = {
+	.name = "gpucheck",
+	.usage = "gpucheck [--device N|all] [-o json]\n"
+	    "        check this node's GPUs by hand",
+	.exec = cmd_gpucheck,
+	.help = gpucheck_usage,
+};
 
 /*
  * `rdzv-agent gpucheck-worker --device N --fd FD [--bytes B]`, not listed:
