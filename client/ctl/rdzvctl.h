@@ -3,7 +3,7 @@
  * each exporting a struct ctl_cmd that main.c lists, as tmux's cmd-*.c do;
  * shared helpers for talking to rdzvd, tables, JSON and times.
  *
- * Calls: lib/base, proto, client/common.
+ * Calls: lib/base, lib/grpc, proto, client/common.
  * Called by: none (a program).
  */
 #ifndef RDZVCTL_H
@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "exitcodes.h"
+#include "grpc.h"
 #include "helpfmt.h"
 #include "names.h"
 #include "rdzv/v1/control.pb-c.h"

@@ -23,8 +23,8 @@
  * program and lib/etcd/ call it.
  *
  * Calls: lib/base.
- * Called by: client/agent, client/common, daemon/auth, daemon/frame,
- *   daemon/rpc, lib/etcd.
+ * Called by: client/agent, client/common, client/ctl, daemon/auth,
+ *   daemon/frame, daemon/rpc, lib/etcd.
  */
 #ifndef RDZV_GRPC_H
 #define RDZV_GRPC_H
