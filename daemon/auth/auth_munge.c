@@ -169,16 +169,110 @@ set_msg(struct auth_result *r, int status, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Why munged would not decode the credential, in the words a user needs:
+ * munged's own failures are UNAVAILABLE (try again), the credential's are
+ * UNAUTHENTICATED. */
+static void
+decode_failed(struct auth_result *r, munge_ctx_t ctx, munge_err_t e,
+    const char *sock)
+{
+	const char *why = munge_ctx_strerror(ctx) != NULL ?
+	    munge_ctx_strerror(ctx) : munge_strerror(e);
+
+	switch (e) {
+	case EMUNGE_CRED_REPLAYED:
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential replayed: "
+		    "munged has decoded it before, and each credential is "
+		    "good for one call");
+		break;
+	case EMUNGE_CRED_EXPIRED:
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential expired: "
+		    "it is older than its time to live (are this node's and "
+		    "rdzvd's clocks in sync?)");
+		break;
+	case EMUNGE_CRED_REWOUND:
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential rewound: "
+		    "it was made in rdzvd's future (are this node's and "
+		    "rdzvd's clocks in sync?)");
+		break;
+	case EMUNGE_SOCKET:
+	case EMUNGE_TIMEOUT:
+	case EMUNGE_SNAFU:
+	case EMUNGE_NO_MEMORY:
+		r->munged_down = 1;
+		set_msg(r, GRPC_UNAVAILABLE, "rdzvd cannot decode MUNGE "
+		    "credentials: munged at %s: %s", sock, why);
+		break;
+	default:
+		set_msg(r, GRPC_UNAUTHENTICATED, "invalid MUNGE credential: %s "
+		    "(does this node's munged use the cluster's key?)", why);
+		break;
+	}
+}
+
+/*
+ * munged forgets what it decoded when it restarts; rdzvd does not until the
+ * credential expires (auth_replay.c), whatever it was made for. 0 for a
+ * credential not seen before.
+ */
+static int
+check_replay(struct auth_result *r, munge_ctx_t ctx, const char *cred)
+{
+	uint8_t key[AUTH_CRED_KEY_LEN];
+	const char *why = NULL;
+	time_t made = 0;
+	int ttl = 0, seen;
+
+	munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, &made);
+	munge_ctx_get(ctx, MUNGE_OPT_TTL, &ttl);
+	/* auth.c let through only a canonical text, whose key this is. */
+	seen = auth_cred_key(cred, key, &why) != 0 ? -1 :
+	    auth_replay_seen(key, made + (ttl > 0 ? ttl : 0) +
+	    REPLAY_MARGIN_S, &r->replay_forgot);
+	if (seen == 0)
+		return 0;
+	set_msg(r, seen > 0 ? GRPC_UNAUTHENTICATED : GRPC_INTERNAL,
+	    seen > 0 ? "MUNGE credential replayed: rdzvd has seen it "
+	    "before, and each credential is good for one call" :
+	    "rdzvd could not check its record of credentials (out of "
+	    "memory, or the replicas' shared record in etcd did not "
+	    "answer); try again");
+	return -1;
+}
+
+/*
+ * The client names the call and digests its request in the payload
+ * (lib/credbind.h): a credential taken from one call is no good for
+ * another, nor for the same method with another request. 0 when the
+ * payload is |want|.
+ */
+static int
+check_binding(struct auth_result *r, const void *payload, int len,
+    const char *path, const char *want)
+{
+	if (payload == NULL || (size_t)len < strlen(path) + 1 ||
+	    memcmp(payload, path, strlen(path)) != 0 ||
+	    ((const char *)payload)[strlen(path)] != ' ') {
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
+		    "another call than %s", path);
+		return -1;
+	}
+	if ((size_t)len != strlen(want) || memcmp(payload, want,
+	    (size_t)len) != 0) {
+		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
+		    "another request than this %s: a credential is good only "
+		    "for the exact request it was made for", path);
+		return -1;
+	}
+	return 0;
+}
+
 void
 auth_munge_decode(const char *socket, const char *admin_group,
     const char *cred, const char *path, const char *want,
     struct auth_result *r)
 {
 	const char *sock = socket != NULL ? socket : DEFAULT_SOCKET;
-	uint8_t key[AUTH_CRED_KEY_LEN];
-	const char *why = NULL;
-	time_t made = 0;
-	int ttl = 0, seen;
 	munge_ctx_t ctx;
 	munge_err_t e;
 	void *payload = NULL;
@@ -195,76 +289,13 @@ auth_munge_decode(const char *socket, const char *admin_group,
 	if (socket != NULL)
 		munge_ctx_set(ctx, MUNGE_OPT_SOCKET, (char *)socket);
 	e = munge_decode(cred, ctx, &payload, &len, &uid, &gid);
-	switch (e) {
-	case EMUNGE_SUCCESS:
-		break;
-	case EMUNGE_CRED_REPLAYED:
-		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential replayed: "
-		    "munged has decoded it before, and each credential is "
-		    "good for one call");
-		goto out;
-	case EMUNGE_CRED_EXPIRED:
-		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential expired: "
-		    "it is older than its time to live (are this node's and "
-		    "rdzvd's clocks in sync?)");
-		goto out;
-	case EMUNGE_CRED_REWOUND:
-		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential rewound: "
-		    "it was made in rdzvd's future (are this node's and "
-		    "rdzvd's clocks in sync?)");
-		goto out;
-	case EMUNGE_SOCKET:
-	case EMUNGE_TIMEOUT:
-	case EMUNGE_SNAFU:
-	case EMUNGE_NO_MEMORY:
-		r->munged_down = 1;
-		set_msg(r, GRPC_UNAVAILABLE, "rdzvd cannot decode MUNGE "
-		    "credentials: munged at %s: %s", sock,
-		    munge_ctx_strerror(ctx) != NULL ? munge_ctx_strerror(ctx) :
-		    munge_strerror(e));
-		goto out;
-	default:
-		set_msg(r, GRPC_UNAUTHENTICATED, "invalid MUNGE credential: %s "
-		    "(does this node's munged use the cluster's key?)",
-		    munge_ctx_strerror(ctx) != NULL ? munge_ctx_strerror(ctx) :
-		    munge_strerror(e));
+	if (e != EMUNGE_SUCCESS) {
+		decode_failed(r, ctx, e, sock);
 		goto out;
 	}
-	/* munged forgets what it decoded when it restarts; rdzvd does not
-	 * until the credential expires (auth_replay.c), whatever it was
-	 * made for. */
-	munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, &made);
-	munge_ctx_get(ctx, MUNGE_OPT_TTL, &ttl);
-	/* auth.c let through only a canonical text, whose key this is. */
-	seen = auth_cred_key(cred, key, &why) != 0 ? -1 :
-	    auth_replay_seen(key, made + (ttl > 0 ? ttl : 0) +
-	    REPLAY_MARGIN_S, &r->replay_forgot);
-	if (seen != 0) {
-		set_msg(r, seen > 0 ? GRPC_UNAUTHENTICATED : GRPC_INTERNAL,
-		    seen > 0 ? "MUNGE credential replayed: rdzvd has seen it "
-		    "before, and each credential is good for one call" :
-		    "rdzvd could not check its record of credentials (out of "
-		    "memory, or the replicas' shared record in etcd did not "
-		    "answer); try again");
+	if (check_replay(r, ctx, cred) != 0 ||
+	    check_binding(r, payload, len, path, want) != 0)
 		goto out;
-	}
-	/* The client names the call and digests its request in the payload
-	 * (lib/credbind.h): a credential taken from one call is no good for
-	 * another, nor for the same method with another request. */
-	if (payload == NULL || (size_t)len < strlen(path) + 1 ||
-	    memcmp(payload, path, strlen(path)) != 0 ||
-	    ((char *)payload)[strlen(path)] != ' ') {
-		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
-		    "another call than %s", path);
-		goto out;
-	}
-	if ((size_t)len != strlen(want) || memcmp(payload, want,
-	    (size_t)len) != 0) {
-		set_msg(r, GRPC_UNAUTHENTICATED, "MUNGE credential made for "
-		    "another request than this %s: a credential is good only "
-		    "for the exact request it was made for", path);
-		goto out;
-	}
 	if (identity_of(uid, r->identity, sizeof(r->identity), &pw_gid,
 	    &has_pw, &err) != 0) {
 		set_msg(r, GRPC_UNAVAILABLE, "rdzvd cannot look up uid %u: %s",

@@ -4,12 +4,13 @@
  * Every input takes the time from the daemon, changes the state, and lets
  * core_settle() (core_round.c) apply the rules of SPEC §4 to the job once,
  * so one input never causes two rounds. Joins live in core_join.c, round
- * forming, ranking and departures in core_round.c, operator actions in
- * core_operator.c, restore and the invariant check in core_restore.c, the
- * plumbing in core_timer.c (deadlines), core_objects.c (change tracking,
- * removal), core_event.c (the history, words) and core_outbox.c (the
- * messages for each node). The files call downward only: the plumbing,
- * owner, round, core, join, hosts, agent, operator.
+ * forming, ranking and departures in core_round.c, a job's end in
+ * core_end.c, operator actions in core_operator.c, restore and the
+ * invariant check in core_restore.c, the plumbing in core_timer.c
+ * (deadlines), core_objects.c (change tracking, removal), core_event.c (the
+ * history, words) and core_outbox.c (the messages for each node). The files
+ * call downward only: the plumbing, owner, end, round, core, join, hosts,
+ * agent, operator.
  *
  * Choices where SPEC leaves room (docs/RENDEZVOUS.md explains them too):
  *

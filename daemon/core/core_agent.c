@@ -293,20 +293,11 @@ lose_closed_members(struct core_node *by, uint64_t generation)
 	}
 }
 
-int
-core_report(struct core *c, struct core_now now, const char *identity,
-    const struct core_report *r, uint32_t *restart_count, char *err,
-    size_t errlen)
+/* A report's fields the core cannot take, named; 0 when it can. */
+static int
+report_check(const struct core_job *j, const struct core_report *r,
+    char *err, size_t errlen)
 {
-	struct core_node	*n;
-	struct core_job		*j;
-	int			 rc;
-
-	core_set_now(c, now);
-	if ((rc = session_node(c, identity, r->session_id, "report to", &n,
-	    err, errlen)) != 0)
-		return rc;
-	j = n->job;
 	if (r->outcome != CORE_OUTCOME_SUCCEEDED &&
 	    r->outcome != CORE_OUTCOME_FAILED &&
 	    r->outcome != CORE_OUTCOME_UPDATE) {
@@ -324,6 +315,81 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		    j->rdzv_id, CORE_NPROC_MAX, r->nproc);
 		return CORE_INVALID;
 	}
+	return 0;
+}
+
+/* Rule 7: a node's workers all exited 0, and the first success starts
+ * closing. */
+static void
+report_succeeded(struct core_node *n, const struct core_report *r)
+{
+	struct core_job	*j = n->job;
+
+	core_node_set_state(n, CORE_NODE_SUCCEEDED);
+	core_event_add(j, "succeeded", "node %s (node %llu): every worker of "
+	    "generation %llu exited 0", n->hostname,
+	    (unsigned long long)n->node_id, (unsigned long long)r->generation);
+	if (j->state == CORE_JOB_RUNNING) {
+		j->state = CORE_JOB_CLOSING;
+		textf(j->reason, sizeof(j->reason), "node %s (node %llu) "
+		    "succeeded; no new rounds", n->hostname,
+		    (unsigned long long)n->node_id);
+		core_timer_clear(j->core, &j->last_call);
+		core_event_add(j, "closing", "%s", j->reason);
+	}
+}
+
+/*
+ * Rule 6; or, while closing, rule 7's failure. A hang counts as any
+ * failure; only its words and event kind differ. When the report names the
+ * failure's culprits (rule 17), their loss is the failure, not the report.
+ */
+static void
+report_failed(struct core_node *n, struct core_now now,
+    const struct core_report *r)
+{
+	struct core_job	*j = n->job;
+	bool		 hang = r->cause == CORE_CAUSE_HANG ||
+			    r->cause == CORE_CAUSE_STUCK;
+	char		 what[CORE_REASON_MAX];
+
+	textf(what, sizeof(what), "node %s (node %llu) %s in generation "
+	    "%llu%s%s", n->hostname, (unsigned long long)n->node_id,
+	    hang ? "hung" : "reported a worker failure",
+	    (unsigned long long)r->generation,
+	    r->message != NULL && *r->message != '\0' ? ": " : "",
+	    r->message != NULL ? r->message : "");
+	core_event_add(j, hang ? "hang" : "failure", "%s", what);
+	if (core_culprits(n, r) == 0) {
+		if (!j->pend_failure)
+			textcpy(j->pend_reason, sizeof(j->pend_reason), what);
+		j->pend_failure = true;
+	}
+	n->reported_gen = j->failed_gen = r->generation;
+	n->reported_killed = false;
+	for (uint32_t i = 0; i < r->n_exits; i++)
+		if (r->exits[i].signal == SIGKILL)
+			n->reported_killed = true;
+	j->failed_mono_ms = now.mono_ms;
+	lose_closed_members(n, r->generation);
+}
+
+int
+core_report(struct core *c, struct core_now now, const char *identity,
+    const struct core_report *r, uint32_t *restart_count, char *err,
+    size_t errlen)
+{
+	struct core_node	*n;
+	struct core_job		*j;
+	int			 rc;
+
+	core_set_now(c, now);
+	if ((rc = session_node(c, identity, r->session_id, "report to", &n,
+	    err, errlen)) != 0)
+		return rc;
+	j = n->job;
+	if ((rc = report_check(j, r, err, errlen)) != 0)
+		return rc;
 	if (r->has_gpus)
 		gpus_update(n, r);
 	if (restart_count != NULL)
@@ -338,55 +404,10 @@ core_report(struct core *c, struct core_now now, const char *identity,
 		return 0;
 	if ((rc = report_fence(n, r, err, errlen)) != 0)
 		return rc;
-
-	if (r->outcome == CORE_OUTCOME_SUCCEEDED) {
-		core_node_set_state(n, CORE_NODE_SUCCEEDED);
-		core_event_add(j, "succeeded", "node %s (node %llu): every "
-		    "worker of generation %llu exited 0", n->hostname,
-		    (unsigned long long)n->node_id,
-		    (unsigned long long)r->generation);
-		/* Rule 7: the first success starts closing. */
-		if (j->state == CORE_JOB_RUNNING) {
-			j->state = CORE_JOB_CLOSING;
-			textf(j->reason, sizeof(j->reason), "node %s (node "
-			    "%llu) succeeded; no new rounds", n->hostname,
-			    (unsigned long long)n->node_id);
-			core_timer_clear(c, &j->last_call);
-			core_event_add(j, "closing", "%s", j->reason);
-		}
-	} else {
-		/* Rule 6; or, while closing, rule 7's failure. A hang counts
-		 * as any failure; only its words and event kind differ. When
-		 * the report names the failure's culprits (rule 17), their
-		 * loss is the failure, not the report. */
-		bool hang = r->cause == CORE_CAUSE_HANG ||
-		    r->cause == CORE_CAUSE_STUCK;
-		char what[CORE_REASON_MAX];
-
-		textf(what, sizeof(what), "node %s (node %llu) %s in "
-		    "generation %llu%s%s", n->hostname,
-		    (unsigned long long)n->node_id, hang ? "hung" :
-		    "reported a worker failure",
-		    (unsigned long long)r->generation,
-		    r->message != NULL && *r->message != '\0' ?
-		    ": " : "", r->message != NULL ? r->message : "");
-		core_event_add(j, hang ? "hang" : "failure", "%s", what);
-		if (core_culprits(n, r) == 0) {
-			if (!j->pend_failure)
-				textcpy(j->pend_reason,
-				    sizeof(j->pend_reason), what);
-			j->pend_failure = true;
-		}
-	}
-	if (r->outcome == CORE_OUTCOME_FAILED) {
-		n->reported_gen = j->failed_gen = r->generation;
-		n->reported_killed = false;
-		for (uint32_t i = 0; i < r->n_exits; i++)
-			if (r->exits[i].signal == SIGKILL)
-				n->reported_killed = true;
-		j->failed_mono_ms = now.mono_ms;
-		lose_closed_members(n, r->generation);
-	}
+	if (r->outcome == CORE_OUTCOME_SUCCEEDED)
+		report_succeeded(n, r);
+	else
+		report_failed(n, now, r);
 	/* Before the round is settled, so that a host quarantined by this
 	 * report is left out of the next one. */
 	core_report_host(n, r);

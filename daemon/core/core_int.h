@@ -59,12 +59,14 @@ void		 core_msg_drop(struct core *, struct core_node *);
 
 /* core_round.c */
 void		 core_settle(struct core_job *);
-void		 core_job_fail(struct core_job *, const char *reason);
 void		 core_rounds_clear(struct core *);
-void		 core_job_close(struct core_job *, const char *reason);
 void		 core_round_clear(struct core_job *);
 void		 core_node_end(struct core_node *, enum core_node_state,
 		    const char *reason);
+
+/* core_end.c */
+void		 core_job_fail(struct core_job *, const char *reason);
+void		 core_job_close(struct core_job *, const char *reason);
 
 /* core_owner.c */
 struct core_owner *core_owner_get(struct core *, const char *name);

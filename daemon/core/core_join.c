@@ -318,6 +318,77 @@ join_existing(const struct core *c, const struct core_job *j,
 	return 0;
 }
 
+/* A job's first join makes it, with the join's settings and the
+ * daemon's defaults for what the join left out. */
+static struct core_job *
+job_create(struct core *c, struct core_now now, const char *rdzv_id,
+    const char *identity, struct core_settings *s)
+{
+	struct core_job *j;
+
+	j = core_job_new(c, rdzv_id, identity);
+	settings_fill(s, &c->cfg.defaults);
+	j->settings = *s;
+	j->created_ms = now.wall_ms;
+	textf(j->reason, sizeof(j->reason), "round 1 is open");
+	core_event_add(j, "created", "created by %s: nodes %u:%u, "
+	    "max_restarts %u", identity, s->min_nodes, s->max_nodes,
+	    s->max_restarts);
+	return j;
+}
+
+/* Rule 1 and rule 3: an open round takes a new node in; else it waits for
+ * the next round, or it is a spare. */
+static enum core_node_state
+joined_state(const struct core_job *j)
+{
+	if (j->state == CORE_JOB_WAITING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] < j->settings.max_nodes)
+		return CORE_NODE_PARTICIPANT;
+	if (j->state == CORE_JOB_RUNNING &&
+	    j->n_state[CORE_NODE_PARTICIPANT] +
+	    j->n_state[CORE_NODE_WAITING] < j->settings.max_nodes)
+		return CORE_NODE_WAITING;
+	return CORE_NODE_SPARE;
+}
+
+/* The joining node, as the join describes it, indexed by its token. */
+static struct core_node *
+node_create(struct core *c, struct core_now now, struct core_job *j,
+    const struct core_join *req)
+{
+	/* Before the node exists: core_node_new() counts it waiting. */
+	enum core_node_state	 st = joined_state(j);
+	struct core_node	*n;
+
+	n = core_node_new(j, c->next_node_id, req->session_id, req->hostname,
+	    req->advertise_addr);
+	core_node_set_state(n, st);
+	n->master_port = req->master_port;
+	n->nproc = req->nproc;
+	n->has_rank_hint = req->has_rank_hint;
+	n->rank_hint = req->has_rank_hint ? req->rank_hint : 0;
+	n->arrival = c->next_arrival++;
+	n->joined_ms = n->last_seen_ms = now.wall_ms;
+	n->connected = true;
+	if (req->has_token) {
+		n->has_token = true;
+		memcpy(n->join_token, req->join_token, CORE_TOKEN_LEN);
+		if (hash_insert(&c->by_token, hash_bytes(n->join_token,
+		    CORE_TOKEN_LEN), n) != 0)
+			abort();
+	}
+	n->gpus_healthy = req->gpus_healthy;
+	n->gpus_total = req->gpus_total;
+	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);
+	core_node_dirty(n);
+	core_event_add(j, "join", "node %s (node %llu) joined as %s: nproc "
+	    "%u%s", n->hostname, (unsigned long long)n->node_id,
+	    core_node_state_name(n->state), n->nproc,
+	    n->has_rank_hint ? "" : ", no rank hint");
+	return n;
+}
+
 int
 core_join(struct core *c, struct core_now now, const struct core_join *req,
     struct core_node **nodep, char *err, size_t errlen)
@@ -326,7 +397,6 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 	struct core_settings	 s;
 	struct core_job		*j;
 	struct core_node	*n;
-	enum core_node_state	 st;
 	size_t			 host_from;
 	int			 rc;
 
@@ -360,54 +430,11 @@ core_join(struct core *c, struct core_now now, const struct core_join *req,
 		return CORE_ERROR;
 	}
 
-	if (j == NULL) {
-		j = core_job_new(c, req->rdzv_id, identity);
-		settings_fill(&s, &c->cfg.defaults);
-		j->settings = s;
-		j->created_ms = now.wall_ms;
-		textf(j->reason, sizeof(j->reason), "round 1 is open");
-		core_event_add(j, "created", "created by %s: nodes %u:%u, "
-		    "max_restarts %u", identity, s.min_nodes, s.max_nodes,
-		    s.max_restarts);
-	} else if (j->state == CORE_JOB_FAILED || requeued(j, req->attempt))
+	if (j == NULL)
+		j = job_create(c, now, req->rdzv_id, identity, &s);
+	else if (j->state == CORE_JOB_FAILED || requeued(j, req->attempt))
 		job_reopen(j, req->attempt);
-
-	/* Rule 1 and rule 3: an open round takes it in; else wait or spare. */
-	if (j->state == CORE_JOB_WAITING &&
-	    j->n_state[CORE_NODE_PARTICIPANT] < j->settings.max_nodes)
-		st = CORE_NODE_PARTICIPANT;
-	else if (j->state == CORE_JOB_RUNNING &&
-	    j->n_state[CORE_NODE_PARTICIPANT] +
-	    j->n_state[CORE_NODE_WAITING] < j->settings.max_nodes)
-		st = CORE_NODE_WAITING;
-	else
-		st = CORE_NODE_SPARE;
-	n = core_node_new(j, c->next_node_id, req->session_id, req->hostname,
-	    req->advertise_addr);
-	core_node_set_state(n, st);
-	n->master_port = req->master_port;
-	n->nproc = req->nproc;
-	n->has_rank_hint = req->has_rank_hint;
-	n->rank_hint = req->has_rank_hint ? req->rank_hint : 0;
-	n->arrival = c->next_arrival++;
-	n->joined_ms = n->last_seen_ms = now.wall_ms;
-	n->connected = true;
-	if (req->has_token) {
-		n->has_token = true;
-		memcpy(n->join_token, req->join_token, CORE_TOKEN_LEN);
-		if (hash_insert(&c->by_token, hash_bytes(n->join_token,
-		    CORE_TOKEN_LEN), n) != 0)
-			abort();
-	}
-	n->gpus_healthy = req->gpus_healthy;
-	n->gpus_total = req->gpus_total;
-	n->gpus_dirty = core_node_set_gpus(n, req->gpus, req->n_gpus);
-	core_node_dirty(n);
-	core_event_add(j, "join", "node %s (node %llu) joined as %s: nproc "
-	    "%u%s", n->hostname, (unsigned long long)n->node_id,
-	    core_node_state_name(n->state), n->nproc,
-	    n->has_rank_hint ? "" : ", no rank hint");
-
+	n = node_create(c, now, j, req);
 	core_host_changed(c, host_from, j);
 
 	core_queue_accepted(n, false);

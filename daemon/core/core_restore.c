@@ -206,20 +206,19 @@ core_restore_finish(struct core *c, struct core_now now,
 	return 0;
 }
 
+/* Each node of the job: its own, indexed, in arrival order, leased only
+ * while it may come back, and in the round at its rank. Counts them by
+ * state into |cnt| and in all into |*nn|. */
 static int
-check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
-    char *err, size_t errlen)
+check_nodes(const struct core *c, const struct core_job *j, uint32_t *cnt,
+    uint32_t *nn, char *err, size_t errlen)
 {
 	const struct core_node	*n;
-	uint32_t		 cnt[CORE_NODE_NSTATES] = { 0 }, nn = 0, i;
-	uint32_t		 base = 0, p, w, s, min, max;
 	uint64_t		 arrival = 0;
 	bool			 ended = core_job_ended(j);
 
-	if (core_job_find(c, j->rdzv_id) != j || j->core != c || j->removed)
-		return errf(-1, err, errlen, "job %s: not indexed", j->rdzv_id);
 	TAILQ_FOREACH(n, &j->nodes, entry) {
-		nn++;
+		(*nn)++;
 		if (n->job != j || n->removed || n->state < 1 ||
 		    n->state >= CORE_NODE_NSTATES)
 			return errf(-1, err, errlen, "job %s: node %llu bad",
@@ -245,8 +244,18 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 			    "rank %d not in the round", j->rdzv_id,
 			    (unsigned long long)n->node_id, n->group_rank);
 	}
-	*nnodes += nn;
-	i = 0;
+	return 0;
+}
+
+/* The ended list holds exactly the nodes that are not live, and the job's
+ * counters agree with the nodes counted. */
+static int
+check_counts(const struct core_job *j, const uint32_t *cnt, uint32_t nn,
+    char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	uint32_t		 i = 0;
+
 	TAILQ_FOREACH(n, &j->ended, ended_entry) {
 		if (!n->in_ended || core_node_live(n) || n->job != j)
 			return errf(-1, err, errlen, "job %s: ended list wrong",
@@ -258,10 +267,21 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		return errf(-1, err, errlen, "job %s: %u nodes in the ended list",
 		    j->rdzv_id, i);
 	if (nn != j->n_nodes ||
-	    memcmp(cnt, j->n_state, sizeof(cnt)) != 0)
+	    memcmp(cnt, j->n_state, sizeof(j->n_state)) != 0)
 		return errf(-1, err, errlen, "job %s: node counters wrong",
 		    j->rdzv_id);
-	for (i = 0; i < j->round_n; i++) {
+	return 0;
+}
+
+/* The round: ranks in order, base ranks the prefix sums of nproc, one
+ * generation, the world size their sum, and the master rank 0's. */
+static int
+check_round(const struct core_job *j, char *err, size_t errlen)
+{
+	const struct core_node	*n;
+	uint32_t		 base = 0;
+
+	for (uint32_t i = 0; i < j->round_n; i++) {
 		n = j->round[i];
 		if (n->job != j || n->group_rank != (int32_t)i ||
 		    n->base_rank != base || n->generation != j->generation)
@@ -280,11 +300,15 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 	    j->master_port != j->round[0]->master_port))
 		return errf(-1, err, errlen, "job %s: master is not rank 0's",
 		    j->rdzv_id);
-	if (j->restart_count > j->settings.max_restarts + 1 ||
-	    (j->state != CORE_JOB_FAILED &&
-	    j->restart_count > j->settings.max_restarts))
-		return errf(-1, err, errlen, "job %s: restart count %u of max %u",
-		    j->rdzv_id, j->restart_count, j->settings.max_restarts);
+	return 0;
+}
+
+/* What each job state allows of its nodes by state and of its timers. */
+static int
+check_state(const struct core_job *j, const uint32_t *cnt, char *err,
+    size_t errlen)
+{
+	uint32_t p, w, s, min, max;
 
 	p = cnt[CORE_NODE_PARTICIPANT];
 	w = cnt[CORE_NODE_WAITING];
@@ -311,7 +335,7 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 			return errf(-1, err, errlen, "job %s: running round wrong "
 			    "(p %u w %u s %u round %u)", j->rdzv_id, p, w, s,
 			    j->round_n);
-		for (i = 0; i < j->round_n; i++) {
+		for (uint32_t i = 0; i < j->round_n; i++) {
 			if (j->round[i]->state != CORE_NODE_PARTICIPANT)
 				return errf(-1, err, errlen, "job %s: round member "
 				    "not a participant", j->rdzv_id);
@@ -336,6 +360,28 @@ check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
 		return errf(-1, err, errlen, "job %s: bad state", j->rdzv_id);
 	}
 	return 0;
+}
+
+static int
+check_job(const struct core *c, const struct core_job *j, size_t *nnodes,
+    char *err, size_t errlen)
+{
+	uint32_t cnt[CORE_NODE_NSTATES] = { 0 }, nn = 0;
+
+	if (core_job_find(c, j->rdzv_id) != j || j->core != c || j->removed)
+		return errf(-1, err, errlen, "job %s: not indexed", j->rdzv_id);
+	if (check_nodes(c, j, cnt, &nn, err, errlen) != 0)
+		return -1;
+	*nnodes += nn;
+	if (check_counts(j, cnt, nn, err, errlen) != 0 ||
+	    check_round(j, err, errlen) != 0)
+		return -1;
+	if (j->restart_count > j->settings.max_restarts + 1 ||
+	    (j->state != CORE_JOB_FAILED &&
+	    j->restart_count > j->settings.max_restarts))
+		return errf(-1, err, errlen, "job %s: restart count %u of max %u",
+		    j->rdzv_id, j->restart_count, j->settings.max_restarts);
+	return check_state(j, cnt, err, errlen);
 }
 
 /* Every ended job is on its owner's list, once, in the order they ended;

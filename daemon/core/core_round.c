@@ -1,7 +1,8 @@
 /*
  * Rounds: applying SPEC §4 to a job after an input (core_settle), forming
- * and ranking rounds, and ending jobs. Forming a round is one pass over the
- * job's nodes and one sort; everything else here is O(1) per input.
+ * and ranking rounds (core_end.c ends jobs). Forming a round is one pass
+ * over the job's nodes and one sort; everything else here is O(1) per
+ * input.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -584,6 +585,82 @@ hold_failure(struct core_job *j, bool *failure, bool loss, bool change,
 }
 
 /*
+ * Rule 13: no waiting for nobody. A job whose nodes have all gone (scancel,
+ * a requeue) ends now, not at its join timeout.
+ */
+static void
+fail_all_gone(struct core_job *j)
+{
+	uint32_t lost = j->n_state[CORE_NODE_LOST];
+	uint32_t evicted = j->n_state[CORE_NODE_EVICTED];
+	const struct core_node *last = TAILQ_LAST(&j->ended, core_nodes);
+	char why[CORE_REASON_MAX + 64];
+
+	if (j->held_failure)
+		held_set(j, NULL);	/* nobody is away any more */
+	if (lost == 0 && evicted == 0) {
+		core_job_fail(j, "cancelled: every node left");
+		return;
+	}
+	textf(why, sizeof(why), "every node has gone (%u left, %u lost, %u "
+	    "evicted); last, node %s (node %llu) was %s: %s",
+	    j->n_state[CORE_NODE_LEFT], lost, evicted,
+	    last != NULL ? last->hostname : "?",
+	    last != NULL ? (unsigned long long)last->node_id : 0,
+	    last != NULL ? core_node_state_name(last->state) : "?",
+	    last != NULL && last->reason != NULL ? last->reason :
+	    "no reason recorded");
+	core_job_fail(j, why);
+}
+
+/*
+ * A running job: a failure restarts it or, past max_restarts, fails it
+ * (rules 5 and 6); a change re-rounds it; waiting nodes make one new round
+ * (rule 3). |reason| is the caller's, hold_failure() may rewrite it.
+ */
+static void
+round_running_settle(struct core_job *j, bool failure, bool change,
+    bool loss, bool lc_due, char *reason, const char *gone)
+{
+	struct core	*c = j->core;
+	char		 why[CORE_REASON_MAX + 64];
+	uint32_t	 p = j->n_state[CORE_NODE_PARTICIPANT];
+	uint32_t	 w = j->n_state[CORE_NODE_WAITING];
+
+	if (hold_failure(j, &failure, loss, change, reason))
+		return;
+	if (failure) {
+		j->restart_count++;
+		core_job_dirty(j);
+		if (j->restart_count > j->settings.max_restarts) {
+			textf(why, sizeof(why), "%s; restart %u exceeds "
+			    "max_restarts %u", reason, j->restart_count,
+			    j->settings.max_restarts);
+			core_job_fail(j, why);
+		} else {
+			reround(j, reason, gone, loss);
+			j->failure_round_ms = c->now.mono_ms;
+			j->failure_gen = j->generation;
+		}
+	} else if (change)
+		reround(j, reason, gone, false);
+	else if (w > 0) {
+		if (p + w >= j->settings.max_nodes || lc_due) {
+			textf(why, sizeof(why), "%u waiting node%s taken in",
+			    w, plural(w));
+			reround(j, why, NULL, false);
+		} else if (!core_timer_armed(&j->last_call)) {
+			core_timer_set(c, &j->last_call, c->now.mono_ms +
+			    j->settings.last_call_timeout_ms);
+			core_job_dirty(j);
+		}
+	} else if (core_timer_armed(&j->last_call)) {
+		core_timer_clear(c, &j->last_call);
+		core_job_dirty(j);
+	}
+}
+
+/*
  * Applies the rules to a job after an input or a deadline: once, whatever
  * happened, so simultaneous changes make one round.
  */
@@ -597,7 +674,6 @@ core_settle(struct core_job *j)
 	bool		 failure = j->pend_failure, change = j->pend_change;
 	bool		 loss = j->pend_loss;
 	bool		 lc_due, join_due;
-	uint32_t	 p, w;
 
 	memcpy(reason, j->pend_reason, sizeof(reason));
 	if (j->pend_gone[0] != '\0') {
@@ -621,32 +697,10 @@ core_settle(struct core_job *j)
 		}
 		held_set(j, NULL);
 	}
-	p = j->n_state[CORE_NODE_PARTICIPANT];
-	w = j->n_state[CORE_NODE_WAITING];
-
-	/* Rule 13: no waiting for nobody. A job whose nodes have all gone
-	 * (scancel, a requeue) ends now, not at its join timeout. */
 	if ((j->state == CORE_JOB_WAITING || j->state == CORE_JOB_RUNNING) &&
-	    p + w + j->n_state[CORE_NODE_SPARE] == 0) {
-		uint32_t lost = j->n_state[CORE_NODE_LOST];
-		uint32_t evicted = j->n_state[CORE_NODE_EVICTED];
-		const struct core_node *last = TAILQ_LAST(&j->ended, core_nodes);
-
-		if (j->held_failure)
-			held_set(j, NULL);	/* nobody is away any more */
-		if (lost == 0 && evicted == 0)
-			core_job_fail(j, "cancelled: every node left");
-		else {
-			textf(why, sizeof(why), "every node has gone (%u left, "
-			    "%u lost, %u evicted); last, node %s (node %llu) "
-			    "was %s: %s", j->n_state[CORE_NODE_LEFT], lost,
-			    evicted, last != NULL ? last->hostname : "?",
-			    last != NULL ? (unsigned long long)last->node_id : 0,
-			    last != NULL ? core_node_state_name(last->state) : "?",
-			    last != NULL && last->reason != NULL ? last->reason :
-			    "no reason recorded");
-			core_job_fail(j, why);
-		}
+	    j->n_state[CORE_NODE_PARTICIPANT] + j->n_state[CORE_NODE_WAITING] +
+	    j->n_state[CORE_NODE_SPARE] == 0) {
+		fail_all_gone(j);
 		return;
 	}
 
@@ -655,40 +709,8 @@ core_settle(struct core_job *j)
 		round_open_settle(j, lc_due, join_due, gone, loss);
 		break;
 	case CORE_JOB_RUNNING:
-		if (hold_failure(j, &failure, loss, change, reason))
-			break;
-		if (failure) {
-			/* Rules 5 and 6. */
-			j->restart_count++;
-			core_job_dirty(j);
-			if (j->restart_count > j->settings.max_restarts) {
-				textf(why, sizeof(why), "%s; restart %u "
-				    "exceeds max_restarts %u", reason,
-				    j->restart_count, j->settings.max_restarts);
-				core_job_fail(j, why);
-			} else {
-				reround(j, reason, gone, loss);
-				j->failure_round_ms = c->now.mono_ms;
-				j->failure_gen = j->generation;
-			}
-		} else if (change)
-			reround(j, reason, gone, false);
-		else if (w > 0) {
-			/* Rule 3: one new round for the waiting nodes. */
-			if (p + w >= j->settings.max_nodes || lc_due) {
-				textf(why, sizeof(why), "%u waiting node%s "
-				    "taken in", w, plural(w));
-				reround(j, why, NULL, false);
-			} else if (!core_timer_armed(&j->last_call)) {
-				core_timer_set(c, &j->last_call,
-				    c->now.mono_ms +
-				    j->settings.last_call_timeout_ms);
-				core_job_dirty(j);
-			}
-		} else if (core_timer_armed(&j->last_call)) {
-			core_timer_clear(c, &j->last_call);
-			core_job_dirty(j);
-		}
+		round_running_settle(j, failure, change, loss, lc_due, reason,
+		    gone);
 		break;
 	case CORE_JOB_CLOSING:
 		/* Rule 7. */
@@ -696,70 +718,13 @@ core_settle(struct core_job *j)
 			textf(why, sizeof(why), "%s while the job was "
 			    "closing", reason);
 			core_job_fail(j, why);
-		} else if (p == 0)
+		} else if (j->n_state[CORE_NODE_PARTICIPANT] == 0)
 			core_job_close(j, "every participant finished");
 		break;
 	case CORE_JOB_CLOSED:
 	case CORE_JOB_FAILED:
 		break;
 	}
-}
-
-static void
-job_end(struct core_job *j, enum core_job_state st, const char *reason)
-{
-	struct core	*c = j->core;
-
-	j->state = st;
-	textcpy(j->reason, sizeof(j->reason), reason);
-	j->ended_ms = c->now.wall_ms;
-	j->rejoin_lost[0] = '\0';
-	core_timer_clear(c, &j->last_call);
-	core_timer_clear(c, &j->join_deadline);
-	core_timer_set(c, &j->retention, c->now.mono_ms + c->cfg.retention_ms);
-	core_job_dirty(j);
-	core_owner_job_ended(j);
-}
-
-/* Every agent is told; live nodes end with the job. */
-void
-core_job_fail(struct core_job *j, const char *reason)
-{
-	struct core_node	*n;
-	struct core_msg		 m;
-
-	job_end(j, CORE_JOB_FAILED, reason);
-	TAILQ_FOREACH(n, &j->nodes, entry) {
-		if (!core_node_live(n) && n->state != CORE_NODE_SUCCEEDED)
-			continue;
-		if (core_node_live(n))
-			core_node_set_state(n, CORE_NODE_FAILED);
-		core_msg_init(&m, CORE_MSG_FAILED);
-		textcpy(m.reason, sizeof(m.reason), reason);
-		core_msg_queue(n, &m);
-	}
-	core_event_add(j, "failed", "%s", reason);
-}
-
-void
-core_job_close(struct core_job *j, const char *reason)
-{
-	struct core_node	*n;
-	struct core_msg		 m;
-
-	job_end(j, CORE_JOB_CLOSED, reason);
-	TAILQ_FOREACH(n, &j->nodes, entry) {
-		if (!core_node_live(n) && n->state != CORE_NODE_SUCCEEDED)
-			continue;
-		if (core_node_live(n)) {
-			core_node_set_state(n, CORE_NODE_LEFT);
-			core_node_set_reason(n, "the job closed");
-		}
-		core_msg_init(&m, CORE_MSG_CLOSED);
-		textcpy(m.reason, sizeof(m.reason), reason);
-		core_msg_queue(n, &m);
-	}
-	core_event_add(j, "closed", "%s", reason);
 }
 
 void

@@ -235,152 +235,234 @@ set_group(struct config *cfg, const char *val, char *err, size_t errlen)
  */
 static int set_level = 1;
 
+/* What apply()'s helpers return for a value they cannot read, so that one
+ * message says so for every kind. */
+#define BAD_VALUE 1
+
+/* A string setting; the store's settings print empty when unset
+ * (--check-config), so read back, empty is unset again. */
+static int
+set_str(struct config *cfg, const struct setting *st, const char *val)
+{
+	char **p = (char **)((char *)cfg + st->off);
+
+	free(*p);
+	if (st->off == OFF(store))
+		cfg->store_given = 0;
+	if (*val == '\0' && (st->off == OFF(store) ||
+	    st->off == OFF(admin_group) ||
+	    st->off == OFF(munge_socket) ||
+	    st->off == OFF(etcd_ca) || st->off == OFF(etcd_cert) ||
+	    st->off == OFF(etcd_key))) {
+		*p = NULL;
+		return 0;
+	}
+	*p = xstrdup(val);
+	if (st->off == OFF(db))
+		cfg->db_given = set_level;
+	if (st->off == OFF(store))
+		cfg->store_given = set_level;
+	return 0;
+}
+
+/* A flag given bare (val NULL) is true. */
+static int
+set_bool(int *p, const char *val)
+{
+	if (val == NULL || strcasecmp(val, "true") == 0 ||
+	    strcasecmp(val, "yes") == 0 || strcmp(val, "1") == 0)
+		*p = 1;
+	else if (strcasecmp(val, "false") == 0 ||
+	    strcasecmp(val, "no") == 0 || strcmp(val, "0") == 0)
+		*p = 0;
+	else
+		return BAD_VALUE;
+	return 0;
+}
+
+static int
+add_listen(struct config *cfg, const char *val, char *err, size_t errlen)
+{
+	if (cfg->n_listen == RDZVD_MAX_LISTEN) {
+		snprintf(err, errlen, "listen: at most %d listeners",
+		    RDZVD_MAX_LISTEN);
+		return -1;
+	}
+	if (endpoint_parse(val, RDZV_DEFAULT_PORT,
+	    &cfg->listen[cfg->n_listen], err, errlen) != 0)
+		return -1;
+	cfg->n_listen++;
+	return 0;
+}
+
+static int
+add_admin(struct config *cfg, const char *val, char *err, size_t errlen)
+{
+	if (cfg->n_admins == RDZVD_MAX_ADMINS) {
+		snprintf(err, errlen, "admin: at most %d admins",
+		    RDZVD_MAX_ADMINS);
+		return -1;
+	}
+	cfg->admins[cfg->n_admins++] = xstrdup(val);
+	return 0;
+}
+
+/* A number in the setting's unit (bytes, a count, milliseconds, a file
+ * mode), as out_of_bounds() checks it. */
+static int
+parse_number(const struct setting *st, const char *val, uint64_t *v)
+{
+	unsigned long ul;
+	size_t sz;
+	char *end;
+
+	switch (st->kind) {
+	case K_SIZE:
+		if (parse_size(val, &sz) != 0 || sz == 0)
+			return BAD_VALUE;
+		*v = sz;
+		return 0;
+	case K_U32:
+		errno = 0;
+		ul = strtoul(val, &end, 10);
+		/* 0 only where the bounds start at it ("0: never"). */
+		if (errno != 0 || *end != '\0' || end == val ||
+		    (ul == 0 && st->min != 0) || ul > UINT32_MAX || *val == '-')
+			return BAD_VALUE;
+		*v = ul;
+		return 0;
+	case K_DURATION_S:
+		return parse_duration(val, 1000, v) != 0 ? BAD_VALUE : 0;
+	case K_DURATION_MS:
+		if (parse_duration(val, 1, v) != 0 || *v > UINT32_MAX)
+			return BAD_VALUE;
+		return 0;
+	case K_MODE:
+		errno = 0;
+		ul = strtoul(val, &end, 8);
+		if (errno != 0 || *end != '\0' || end == val || *val == '-' ||
+		    *val == '+' || *val == ' ')
+			return BAD_VALUE;
+		*v = ul;
+		return 0;
+	default:
+		return BAD_VALUE;
+	}
+}
+
+/* A number read, checked against its bounds, and stored in the field's
+ * own type (seconds for K_DURATION_S, which is read in milliseconds). */
+static int
+set_number(struct config *cfg, const struct setting *st, const char *val,
+    char *err, size_t errlen)
+{
+	char *field = (char *)cfg + st->off;
+	uint64_t v;
+
+	if (parse_number(st, val, &v) != 0)
+		return BAD_VALUE;
+	if (out_of_bounds(st, v, val, err, errlen))
+		return -1;
+	switch (st->kind) {
+	case K_SIZE:
+		*(size_t *)field = (size_t)v;
+		break;
+	case K_DURATION_S:
+		*(uint32_t *)field = (uint32_t)(v / 1000);
+		break;
+	case K_MODE:
+		*(unsigned int *)field = (unsigned int)v;
+		break;
+	default:
+		*(uint32_t *)field = (uint32_t)v;
+		break;
+	}
+	return 0;
+}
+
+/* The value's index in the setting's help, "a|b: ...". */
+static int
+set_choice(struct config *cfg, const struct setting *st, const char *val)
+{
+	int i = 0;
+
+	for (const char *h = st->help; *h != ':' && *h != '\0'; i++) {
+		size_t n = strcspn(h, "|:");
+		if (strlen(val) == n && strncmp(h, val, n) == 0) {
+			*(int *)((char *)cfg + st->off) = i;
+			return 0;
+		}
+		h += n + (h[n] == '|');
+	}
+	return BAD_VALUE;
+}
+
+static int
+set_http_listen(struct config *cfg, const char *val, char *err,
+    size_t errlen)
+{
+	cfg->http_given = 1;
+	if (strcasecmp(val, "none") == 0) {
+		cfg->http_off = 1;
+		return 0;
+	}
+	if (endpoint_parse(val, RDZVD_HTTP_PORT, &cfg->http_listen,
+	    err, errlen) != 0)
+		return -1;
+	if (cfg->http_listen.kind != ENDPOINT_TCP) {
+		snprintf(err, errlen, "http-listen: %s is not ADDR:PORT "
+		    "(or none)", val);
+		return -1;
+	}
+	cfg->http_off = 0;
+	return 0;
+}
+
+/* One setting from the file or a flag; on error |err| names the setting. */
 static int
 apply(struct config *cfg, const struct setting *st, const char *val,
     char *err, size_t errlen)
 {
-	char *base = (char *)cfg;
-	uint64_t ms;
-	size_t sz;
-	int lvl;
+	int lvl, rc = BAD_VALUE;
 
 	switch (st->kind) {
-	case K_STR: {
-		char **p = (char **)(base + st->off);
-		free(*p);
-		/* The store's settings print empty when unset (--check-config);
-		 * read back, empty is unset again. */
-		if (st->off == OFF(store))
-			cfg->store_given = 0;
-		if (*val == '\0' && (st->off == OFF(store) ||
-		    st->off == OFF(admin_group) ||
-		    st->off == OFF(munge_socket) ||
-		    st->off == OFF(etcd_ca) || st->off == OFF(etcd_cert) ||
-		    st->off == OFF(etcd_key))) {
-			*p = NULL;
-			return 0;
-		}
-		*p = xstrdup(val);
-		if (st->off == OFF(db))
-			cfg->db_given = set_level;
-		if (st->off == OFF(store))
-			cfg->store_given = set_level;
-		return 0;
-	}
-	case K_BOOL: {
-		int *p = (int *)(base + st->off);
-		if (val == NULL || strcasecmp(val, "true") == 0 ||
-		    strcasecmp(val, "yes") == 0 || strcmp(val, "1") == 0)
-			*p = 1;
-		else if (strcasecmp(val, "false") == 0 ||
-		    strcasecmp(val, "no") == 0 || strcmp(val, "0") == 0)
-			*p = 0;
-		else
-			break;
-		return 0;
-	}
+	case K_STR:
+		rc = set_str(cfg, st, val);
+		break;
+	case K_BOOL:
+		rc = set_bool((int *)((char *)cfg + st->off), val);
+		break;
 	case K_LISTEN:
-		if (cfg->n_listen == RDZVD_MAX_LISTEN) {
-			snprintf(err, errlen, "listen: at most %d listeners",
-			    RDZVD_MAX_LISTEN);
-			return -1;
-		}
-		if (endpoint_parse(val, RDZV_DEFAULT_PORT,
-		    &cfg->listen[cfg->n_listen], err, errlen) != 0)
-			return -1;
-		cfg->n_listen++;
-		return 0;
+		rc = add_listen(cfg, val, err, errlen);
+		break;
 	case K_ADMIN:
-		if (cfg->n_admins == RDZVD_MAX_ADMINS) {
-			snprintf(err, errlen, "admin: at most %d admins",
-			    RDZVD_MAX_ADMINS);
-			return -1;
-		}
-		cfg->admins[cfg->n_admins++] = xstrdup(val);
-		return 0;
+		rc = add_admin(cfg, val, err, errlen);
+		break;
 	case K_SIZE:
-		if (parse_size(val, &sz) != 0 || sz == 0)
-			break;
-		if (out_of_bounds(st, sz, val, err, errlen))
-			return -1;
-		*(size_t *)(base + st->off) = sz;
-		return 0;
-	case K_U32: {
-		char *end;
-		errno = 0;
-		unsigned long v = strtoul(val, &end, 10);
-		/* 0 only where the bounds start at it ("0: never"). */
-		if (errno != 0 || *end != '\0' || end == val ||
-		    (v == 0 && st->min != 0) || v > UINT32_MAX || *val == '-')
-			break;
-		if (out_of_bounds(st, v, val, err, errlen))
-			return -1;
-		*(uint32_t *)(base + st->off) = (uint32_t)v;
-		return 0;
-	}
+	case K_U32:
 	case K_DURATION_S:
-		if (parse_duration(val, 1000, &ms) != 0)
-			break;
-		if (out_of_bounds(st, ms, val, err, errlen))
-			return -1;
-		*(uint32_t *)(base + st->off) = (uint32_t)(ms / 1000);
-		return 0;
 	case K_DURATION_MS:
-		if (parse_duration(val, 1, &ms) != 0 || ms > UINT32_MAX)
-			break;
-		if (out_of_bounds(st, ms, val, err, errlen))
-			return -1;
-		*(uint32_t *)(base + st->off) = (uint32_t)ms;
-		return 0;
+	case K_MODE:
+		rc = set_number(cfg, st, val, err, errlen);
+		break;
 	case K_LOGLEVEL:
-		if ((lvl = log_level_parse(val)) < 0)
-			break;
-		*(int *)(base + st->off) = lvl;
-		return 0;
-	case K_MODE: {
-		char *end;
-		errno = 0;
-		unsigned long v = strtoul(val, &end, 8);
-		if (errno != 0 || *end != '\0' || end == val || *val == '-' ||
-		    *val == '+' || *val == ' ')
-			break;
-		if (out_of_bounds(st, v, val, err, errlen))
-			return -1;
-		*(unsigned int *)(base + st->off) = (unsigned int)v;
-		return 0;
-	}
-	case K_GROUP:
-		return set_group(cfg, val, err, errlen);
-	case K_CHOICE: {
-		/* The value's index in the setting's help, "a|b: ...". */
-		int i = 0;
-		for (const char *h = st->help; *h != ':' && *h != '\0'; i++) {
-			size_t n = strcspn(h, "|:");
-			if (strlen(val) == n && strncmp(h, val, n) == 0) {
-				*(int *)(base + st->off) = i;
-				return 0;
-			}
-			h += n + (h[n] == '|');
+		if ((lvl = log_level_parse(val)) >= 0) {
+			*(int *)((char *)cfg + st->off) = lvl;
+			rc = 0;
 		}
 		break;
-	}
+	case K_GROUP:
+		rc = set_group(cfg, val, err, errlen);
+		break;
+	case K_CHOICE:
+		rc = set_choice(cfg, st, val);
+		break;
 	case K_HTTP:
-		cfg->http_given = 1;
-		if (strcasecmp(val, "none") == 0) {
-			cfg->http_off = 1;
-			return 0;
-		}
-		if (endpoint_parse(val, RDZVD_HTTP_PORT, &cfg->http_listen,
-		    err, errlen) != 0)
-			return -1;
-		if (cfg->http_listen.kind != ENDPOINT_TCP) {
-			snprintf(err, errlen, "http-listen: %s is not ADDR:PORT "
-			    "(or none)", val);
-			return -1;
-		}
-		cfg->http_off = 0;
-		return 0;
+		rc = set_http_listen(cfg, val, err, errlen);
+		break;
 	}
+	if (rc != BAD_VALUE)
+		return rc;
 	snprintf(err, errlen, "%s: invalid value '%s'", st->name,
 	    val != NULL ? val : "");
 	return -1;
@@ -503,14 +585,13 @@ defaults(struct config *cfg)
 	    0);
 }
 
-void
-config_load(struct config *cfg, int argc, char **argv)
+/* Every setting as a long option (its code 1000 + its index), then the
+ * options that are not settings. */
+static void
+fill_longopts(struct option *longopts)
 {
-	struct option longopts[N_SETTINGS + 6];
 	size_t n = 0;
-	char err[512];
 
-	defaults(cfg);
 	for (size_t i = 0; i < N_SETTINGS; i++)
 		longopts[n++] = (struct option){ settings[i].name,
 		    settings[i].kind == K_BOOL ? no_argument : required_argument,
@@ -522,10 +603,18 @@ config_load(struct config *cfg, int argc, char **argv)
 	longopts[n++] = (struct option){ "migrate-store", required_argument,
 	    NULL, 'M' };
 	longopts[n] = (struct option){ 0 };
+}
 
-	/* First pass: only --config, --check-config, --help, --version. */
+/* First pass: only --config, --check-config, --help, --version, then the
+ * file they name (or the default one, which may be missing). */
+static void
+read_file_first(struct config *cfg, int argc, char **argv,
+    const struct option *longopts)
+{
 	const char *file = NULL;
 	int explicit_file = 0, opt;
+	char err[512];
+
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
 		if (opt == 'c') {
@@ -550,27 +639,38 @@ config_load(struct config *cfg, int argc, char **argv)
 			exit(2);
 		}
 	}
+}
 
-	/* Second pass: flags win over the file; a list given by flags
-	 * replaces the file's list. */
-	int listen_flag = 0, admin_flag = 0;
+/* One line, as rdzv-agent and rdzvctl say it: the help is a flag away. */
+static void
+bad_option(int opt, int argc, char **argv)
+{
+	const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] :
+	    "?";
+
+	if (opt == ':')
+		fprintf(stderr, "rdzvd: option '%s' needs a value; see 'rdzvd "
+		    "--help'\n", bad);
+	else
+		fprintf(stderr, "rdzvd: unknown option '%s'; see 'rdzvd "
+		    "--help'\n", bad);
+	exit(2);
+}
+
+/* Second pass: flags win over the file; a list given by flags replaces the
+ * file's list. */
+static void
+apply_flags(struct config *cfg, int argc, char **argv,
+    const struct option *longopts)
+{
+	int listen_flag = 0, admin_flag = 0, opt;
+	char err[512];
+
 	optind = 0;
 	set_level = 2;
 	while ((opt = getopt_long(argc, argv, ":c:hV", longopts, NULL)) != -1) {
-		/* One line, as rdzv-agent and rdzvctl say it: the help is
-		 * a flag away. */
-		if (opt == '?' || opt == ':') {
-			const char *bad = optind > 0 && optind <= argc ?
-			    argv[optind - 1] : "?";
-
-			if (opt == ':')
-				fprintf(stderr, "rdzvd: option '%s' needs a "
-				    "value; see 'rdzvd --help'\n", bad);
-			else
-				fprintf(stderr, "rdzvd: unknown option '%s'; "
-				    "see 'rdzvd --help'\n", bad);
-			exit(2);
-		}
+		if (opt == '?' || opt == ':')
+			bad_option(opt, argc, argv);
 		if (opt == 'M') {
 			free(cfg->migrate_from);
 			cfg->migrate_from = xstrdup(optarg);
@@ -605,7 +705,13 @@ config_load(struct config *cfg, int argc, char **argv)
 		    "--help'\n", argv[optind]);
 		exit(2);
 	}
+}
 
+/* The defaults that depend on what was given: a listener, the database
+ * path, and the store the database path names. */
+static void
+fill_unset(struct config *cfg)
+{
 	if (cfg->n_listen == 0)
 		endpoint_parse("127.0.0.1", RDZV_DEFAULT_PORT, &cfg->listen[
 		    cfg->n_listen++], NULL, 0);
@@ -627,6 +733,18 @@ config_load(struct config *cfg, int argc, char **argv)
 		cfg->store = xmalloc(len);
 		snprintf(cfg->store, len, "sqlite:%s", cfg->db);
 	}
+}
+
+void
+config_load(struct config *cfg, int argc, char **argv)
+{
+	struct option longopts[N_SETTINGS + 6];
+
+	defaults(cfg);
+	fill_longopts(longopts);
+	read_file_first(cfg, argc, argv, longopts);
+	apply_flags(cfg, argc, argv, longopts);
+	fill_unset(cfg);
 }
 
 int

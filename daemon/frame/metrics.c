@@ -286,16 +286,10 @@ method_label(size_t i)
 	return *p == '/' ? p + 1 : p;
 }
 
-void
-metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
+/* Which rdzvd this is and whether it serves. */
+static void
+write_daemon(struct evbuffer *b)
 {
-	const struct core *c = rdzvd.core;
-	const struct core_job *j;
-	uint64_t jobs[6] = { 0 }, nodes[CORE_NODE_NSTATES] = { 0 };
-	uint64_t stragglers = 0, lead;
-	uint32_t k;
-	struct core_now now = turn_now();
-
 	head(b, "rdzvd_build_info", "gauge", "rdzvd's version, always 1.");
 	evbuffer_add_printf(b, "rdzvd_build_info{version=\"%s\"} 1\n",
 	    RDZV_VERSION);
@@ -309,6 +303,19 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    !rdzvd.standby);
 	gauge(b, "rdzvd_leader", "1 while this replica leads (always with "
 	    "SQLite), 0 on a standby.", !rdzvd.standby);
+}
+
+/* What the core holds now: jobs and nodes by state, agents, hosts.
+ * Returns the stragglers counted on the way, for write_rendezvous(). */
+static uint64_t
+write_held(struct evbuffer *b)
+{
+	const struct core *c = rdzvd.core;
+	const struct core_job *j;
+	uint64_t jobs[6] = { 0 }, nodes[CORE_NODE_NSTATES] = { 0 };
+	uint64_t stragglers = 0, lead, runs, failures;
+	uint32_t k;
+	struct core_now now = turn_now();
 
 	TAILQ_FOREACH(j, &c->jobs, entry) {
 		if (j->state >= 1 && j->state <= 5)
@@ -334,17 +341,19 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	for (int s = HOST_OK; s <= HOST_QUARANTINED; s++)
 		evbuffer_add_printf(b, "rdzvd_hosts{state=\"%s\"} %u\n",
 		    host_state_name((enum host_state)s), c->hosts->n_state[s]);
-	{
-		uint64_t runs, failures;
+	hook_counts(&runs, &failures);
+	counter(b, "rdzvd_quarantine_hook_runs_total", "Runs of the "
+	    "on-quarantine command started.", runs);
+	counter(b, "rdzvd_quarantine_hook_failures_total", "Runs of "
+	    "the on-quarantine command that failed, timed out or could "
+	    "not start.", failures);
+	return stragglers;
+}
 
-		hook_counts(&runs, &failures);
-		counter(b, "rdzvd_quarantine_hook_runs_total", "Runs of the "
-		    "on-quarantine command started.", runs);
-		counter(b, "rdzvd_quarantine_hook_failures_total", "Runs of "
-		    "the on-quarantine command that failed, timed out or could "
-		    "not start.", failures);
-	}
-
+/* What the rendezvous has done: rounds, restarts, losses, stragglers. */
+static void
+write_rendezvous(struct evbuffer *b, uint64_t stragglers)
+{
 	counter(b, "rdzvd_rounds_total", "Rounds formed (assignments sent).",
 	    m.rounds);
 	head(b, "rdzvd_restarts_total", "counter", "Restarts of a job's "
@@ -367,6 +376,12 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    "reported by agents' health checks.", m.gpu_failures);
 	histogram(b, "rdzvd_rendezvous_seconds", "From a round being sought "
 	    "to its assignments being sent.", &m.rendezvous);
+}
+
+/* The store's commits, the one place a slow disk shows. */
+static void
+write_store(struct evbuffer *b)
+{
 	histogram(b, "rdzvd_store_commit_seconds", "Time of one store "
 	    "transaction (a turn's changes), fsync included.", &m.commit);
 	counter(b, "rdzvd_store_transactions_total", "Store transactions "
@@ -377,7 +392,12 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	gauge(b, "rdzvd_calls_held", "Calls and stream ends waiting for the "
 	    "commit in flight (docs/RDZVD.md, the commit pipeline).",
 	    (double)turn_held_count());
+}
 
+/* The servers: gRPC calls and connections, HTTP connections and requests. */
+static void
+write_servers(struct evbuffer *b, size_t http_conns, size_t sse_clients)
+{
 	head(b, "rdzvd_grpc_calls_total", "counter", "gRPC calls handled, by "
 	    "method and status code.");
 	for (size_t i = 0; m.calls != NULL && i <= m.n_methods; i++)
@@ -395,4 +415,16 @@ metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
 	    "(server-sent events).", (double)sse_clients);
 	counter(b, "rdzvd_http_requests_total", "HTTP requests answered.",
 	    m.http_requests);
+}
+
+void
+metrics_write(struct evbuffer *b, size_t http_conns, size_t sse_clients)
+{
+	uint64_t stragglers;
+
+	write_daemon(b);
+	stragglers = write_held(b);
+	write_rendezvous(b, stragglers);
+	write_store(b);
+	write_servers(b, http_conns, sse_clients);
 }

@@ -273,49 +273,52 @@ chunk_add(Rdzv__Store__V1__Log *log, uint8_t ***bufs, size_t **lens, size_t *n)
 	return 0;
 }
 
-/*
- * The job's part of the turn's new events and rounds, cut into chunks: a
- * chunk closes when the next item would take it past STORE_ETCD_CHUNK, so
- * that one turn of ten thousand joins still fits etcd's request limit.
- */
-int
-enc_log(const struct core *c, const struct core_job *j, uint8_t ***bufs,
-    size_t **lens, size_t *n)
+/* The messages enc_log() builds for one job's part of a turn, in arrays
+ * sized for it and freed together; the log points into them. */
+struct log_msgs {
+	Rdzv__Store__V1__Event	 *em, **ep;
+	Rdzv__Store__V1__Round	 *rm, **rp;
+	Rdzv__Store__V1__Member	 *mm, **mp;
+};
+
+static int
+log_msgs_alloc(struct log_msgs *lm, size_t ne, size_t nr, size_t nm)
 {
-	Rdzv__Store__V1__Log	  log = RDZV__STORE__V1__LOG__INIT;
-	Rdzv__Store__V1__Event	 *em = NULL, **ep = NULL;
-	Rdzv__Store__V1__Round	 *rm = NULL, **rp = NULL;
-	Rdzv__Store__V1__Member	 *mm = NULL, **mp = NULL;
-	size_t			  i, k, ne = 0, nr = 0, nm = 0, size = 0;
-	int			  rc = -1;
+	lm->em = calloc(ne + 1, sizeof(*lm->em));
+	lm->ep = calloc(ne + 1, sizeof(*lm->ep));
+	lm->rm = calloc(nr + 1, sizeof(*lm->rm));
+	lm->rp = calloc(nr + 1, sizeof(*lm->rp));
+	lm->mm = calloc(nm + 1, sizeof(*lm->mm));
+	lm->mp = calloc(nm + 1, sizeof(*lm->mp));
+	if (lm->em == NULL || lm->ep == NULL || lm->rm == NULL ||
+	    lm->rp == NULL || lm->mm == NULL || lm->mp == NULL)
+		return -1;
+	return 0;
+}
 
-	*bufs = NULL;
-	*lens = NULL;
-	*n = 0;
-	for (i = 0; i < c->n_new_events; i++)
-		ne += c->new_events[i].job == j;
-	for (i = 0; i < c->n_new_rounds; i++)
-		if (c->new_rounds[i].job == j) {
-			nr++;
-			nm += c->new_rounds[i].n;
-		}
-	if (ne == 0 && nr == 0)
-		return 0;
-	em = calloc(ne + 1, sizeof(*em));
-	ep = calloc(ne + 1, sizeof(*ep));
-	rm = calloc(nr + 1, sizeof(*rm));
-	rp = calloc(nr + 1, sizeof(*rp));
-	mm = calloc(nm + 1, sizeof(*mm));
-	mp = calloc(nm + 1, sizeof(*mp));
-	if (em == NULL || ep == NULL || rm == NULL || rp == NULL ||
-	    mm == NULL || mp == NULL)
-		goto out;
+static void
+log_msgs_free(struct log_msgs *lm)
+{
+	free(lm->em);
+	free(lm->ep);
+	free(lm->rm);
+	free(lm->rp);
+	free(lm->mm);
+	free(lm->mp);
+}
 
-	/* Rounds first, each in a chunk of its own when it is big. */
-	log.rounds = rp;
-	for (i = 0, k = 0, nm = 0; i < c->n_new_rounds; i++) {
+/* The job's new rounds, all into the first chunk; returns the size they
+ * take there. */
+static size_t
+log_rounds(const struct core *c, const struct core_job *j,
+    struct log_msgs *lm, Rdzv__Store__V1__Log *log)
+{
+	size_t k = 0, nm = 0, size = 0;
+
+	log->rounds = lm->rp;
+	for (size_t i = 0; i < c->n_new_rounds; i++) {
 		const struct core_round *r = &c->new_rounds[i];
-		Rdzv__Store__V1__Round *m = &rm[k];
+		Rdzv__Store__V1__Round *m = &lm->rm[k];
 
 		if (r->job != j)
 			continue;
@@ -326,25 +329,39 @@ enc_log(const struct core *c, const struct core_job *j, uint8_t ***bufs,
 		m->master_port = r->master_port;
 		m->restart_count = r->restart_count;
 		m->formed_ms = c->now.wall_ms;
-		m->members = &mp[nm];
+		m->members = &lm->mp[nm];
 		for (uint32_t x = 0; x < r->n; x++) {
-			rdzv__store__v1__member__init(&mm[nm]);
-			mm[nm].node_id = r->members[x].node_id;
-			mm[nm].group_rank = r->members[x].group_rank;
-			mm[nm].base_rank = r->members[x].base_rank;
-			mm[nm].nproc = r->members[x].nproc;
-			mp[nm] = &mm[nm];
-			nm++;
+			Rdzv__Store__V1__Member *mm = &lm->mm[nm];
+
+			rdzv__store__v1__member__init(mm);
+			mm->node_id = r->members[x].node_id;
+			mm->group_rank = r->members[x].group_rank;
+			mm->base_rank = r->members[x].base_rank;
+			mm->nproc = r->members[x].nproc;
+			lm->mp[nm++] = mm;
 		}
 		m->n_members = r->n;
-		rp[k++] = m;
-		log.n_rounds++;
+		lm->rp[k++] = m;
+		log->n_rounds++;
 		size += rdzv__store__v1__round__get_packed_size(m) + 8;
 	}
-	log.events = ep;
-	for (i = 0, k = 0; i < c->n_new_events; i++) {
+	return size;
+}
+
+/* The job's new events after the rounds (|size| so far), closing a chunk
+ * whenever the next event would take it past STORE_ETCD_CHUNK, and then
+ * the last chunk. */
+static int
+log_events(const struct core *c, const struct core_job *j,
+    struct log_msgs *lm, Rdzv__Store__V1__Log *log, size_t size,
+    uint8_t ***bufs, size_t **lens, size_t *n)
+{
+	size_t k = 0;
+
+	log->events = lm->ep;
+	for (size_t i = 0; i < c->n_new_events; i++) {
 		const struct core_event *e = &c->new_events[i];
-		Rdzv__Store__V1__Event *m = &em[k];
+		Rdzv__Store__V1__Event *m = &lm->em[k];
 		size_t sz;
 
 		if (e->job != j)
@@ -357,35 +374,61 @@ enc_log(const struct core *c, const struct core_job *j, uint8_t ***bufs,
 		m->message = S(e->message);
 		sz = rdzv__store__v1__event__get_packed_size(m) + 4;
 		if (size + sz > STORE_ETCD_CHUNK &&
-		    (log.n_events > 0 || log.n_rounds > 0)) {
-			if (chunk_add(&log, bufs, lens, n) != 0)
-				goto out;
-			log.events = &ep[k];
-			log.n_events = 0;
-			log.n_rounds = 0;
+		    (log->n_events > 0 || log->n_rounds > 0)) {
+			if (chunk_add(log, bufs, lens, n) != 0)
+				return -1;
+			log->events = &lm->ep[k];
+			log->n_events = 0;
+			log->n_rounds = 0;
 			size = 0;
 		}
-		ep[k++] = m;
-		log.n_events++;
+		lm->ep[k++] = m;
+		log->n_events++;
 		size += sz;
 	}
-	if ((log.n_events > 0 || log.n_rounds > 0) &&
-	    chunk_add(&log, bufs, lens, n) != 0)
-		goto out;
-	rc = 0;
-out:
+	if ((log->n_events > 0 || log->n_rounds > 0) &&
+	    chunk_add(log, bufs, lens, n) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * The job's part of the turn's new events and rounds, cut into chunks: a
+ * chunk closes when the next item would take it past STORE_ETCD_CHUNK, so
+ * that one turn of ten thousand joins still fits etcd's request limit.
+ */
+int
+enc_log(const struct core *c, const struct core_job *j, uint8_t ***bufs,
+    size_t **lens, size_t *n)
+{
+	Rdzv__Store__V1__Log	 log = RDZV__STORE__V1__LOG__INIT;
+	struct log_msgs		 lm = { 0 };
+	size_t			 ne = 0, nr = 0, nm = 0, size;
+	int			 rc = -1;
+
+	*bufs = NULL;
+	*lens = NULL;
+	*n = 0;
+	for (size_t i = 0; i < c->n_new_events; i++)
+		ne += c->new_events[i].job == j;
+	for (size_t i = 0; i < c->n_new_rounds; i++)
+		if (c->new_rounds[i].job == j) {
+			nr++;
+			nm += c->new_rounds[i].n;
+		}
+	if (ne == 0 && nr == 0)
+		return 0;
+	if (log_msgs_alloc(&lm, ne, nr, nm) == 0) {
+		size = log_rounds(c, j, &lm, &log);
+		rc = log_events(c, j, &lm, &log, size, bufs, lens, n);
+	}
 	if (rc != 0) {
 		enc_chunks_free(*bufs, *lens, *n);
 		*bufs = NULL;
 		*lens = NULL;
 		*n = 0;
 	}
-	free(em);
-	free(ep);
-	free(rm);
-	free(rp);
-	free(mm);
-	free(mp);
+	log_msgs_free(&lm);
 	return rc;
 }
 

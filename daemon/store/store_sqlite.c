@@ -5,9 +5,9 @@
  * when COMMIT returns. Every statement is prepared once for the store's
  * life. A failed commit poisons the store: memory is ahead of the disk,
  * and only a restart (which reloads the disk) can make them agree again.
- * Opening is in store_sqlite_open.c, loading in store_sqlite_load.c (host
- * records in store_sqlite_hosts.c); docs/STORE.md is
- * the operator's view of all this.
+ * Opening is in store_sqlite_open.c, the statements' SQL in
+ * store_sqlite_stmt.c, loading in store_sqlite_load.c (host records in
+ * store_sqlite_hosts.c); docs/STORE.md is the operator's view of all this.
  */
 #include <stdbool.h>
 #include <stdarg.h>

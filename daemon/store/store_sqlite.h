@@ -116,6 +116,10 @@ int		 sqlstore_open(const char *path, struct sqlstore **out,
 void		 sqlstore_close(struct sqlstore *);
 const char	*sqlstore_path(const struct sqlstore *);
 
+/* store_sqlite_stmt.c: prepares every ST_* statement into s->st. */
+int		 sqlstore_prepare_all(struct sqlstore *, char *err,
+		    size_t errlen);
+
 /* store_sqlite_load.c */
 int		 sqlstore_load(struct sqlstore *, struct core *,
 		    struct core_now now, char *err, size_t errlen);
