@@ -318,9 +318,10 @@ join_validate(const struct core *c, const struct core_join *req,
 		    s->rank_policy : s->restart);
 		return CORE_INVALID;
 	}
-	/* The preload comes from req->preload alone, checked. */
+	/* The preload comes from req->preload alone, checked; "" is unset,
+	 * as protobuf has it. */
 	s->preload[0] = '\0';
-	if (req->preload != NULL) {
+	if (req->preload != NULL && req->preload[0] != '\0') {
 		if (preload_check(req, err, errlen) != 0)
 			return CORE_INVALID;
 		textf(s->preload, sizeof(s->preload), "%s", req->preload);

@@ -348,9 +348,13 @@ test_preload_setting(void)
 	CHECK((m = accepted_of(c)) != NULL &&
 	    strcmp(m->u.accepted.settings.preload,
 	    "torch,numpy.linalg,_ext9") == 0);
-	/* None asked: none (the default). */
+	/* None asked, or "" (a JoinRequest's unset string): none. */
 	c = join("cold", "a", 1, 1, 1);
 	CHECK_STR(c->job->settings.preload, "");
+	r = req("cold2", "a", 1, 1, 1);
+	r.preload = "";
+	c = join_req(&r, 0);
+	CHECK(c != NULL && c->job->settings.preload[0] == '\0');
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		r = req("bad", "a", 1, 1, 1);
