@@ -1,8 +1,9 @@
 """The preload as a job setting (issue 45, docs/AGENT.md "Warm starts"):
 the first agent's --preload creates the job with it, and an agent that
 joins without the flag starts the fork server when rdzvd accepts it and
-forks its worker from it; rdzvctl status shows the setting; a preload that
-is not a list of module names is refused by rdzvd, naming the name."""
+forks its worker from it; a node's own --preload wins for its node;
+rdzvctl status shows the setting; a preload that is not a list of module
+names is refused by rdzvd, naming the name."""
 
 import json
 import subprocess
@@ -61,22 +62,27 @@ def test_job_preload_reaches_an_agent_without_the_flag(tmp_path, request):
 
 
 def test_node_flag_wins_for_its_node(tmp_path, request):
-    """A node's own --preload wins for its node over the job's, said once;
-    a job created without a preload stays without one, and an agent
-    without the flag then runs its worker by exec (no fork server)."""
+    """A node's own --preload wins for its node over the job's, said once:
+    the job preloads torch (agent a's flag), agent b's --preload json forks
+    b's worker from a server that imported json and not torch."""
     job = tp.job_for(tmp_path, request)
     try:
-        a = job.agent("a", preload=None, args=["--nnodes", "2"])
+        a = job.agent("a", args=["--nnodes", "2"])
         a.wait_line("joined job %s" % job.id, 30)
-        b = job.agent("b", preload="torch", args=["--nnodes", "2"])
+        b = job.agent("b", preload="json", args=["--nnodes", "2"])
         for p in (a, b):
             assert p.wait(90) == 0, job.outputs()
         by_pre = sorted(job.wfile(1, rank)["preloaded"] for rank in (0, 1))
         assert by_pre == [False, True], by_pre
-        assert "fork server" not in a.output(), a.output()
+        out_b = b.output()
+        said = ("job %s preloads torch; this node preloads json (--preload "
+                "wins for its own node)" % job.id)
+        assert out_b.count(said) == 1, out_b
+        assert "json imported in" in out_b, out_b
+        tp.never_fell_back(out_b)
         st = json.loads(ctl(job.daemon.addr, "-o", "json", "status",
                             job.id))
-        assert st["settings"]["preload"] == "", st
+        assert st["settings"]["preload"] == "torch", st
     finally:
         job.close()
 
