@@ -186,70 +186,90 @@ ident_byte(unsigned char ch)
 	    (ch >= '0' && ch <= '9') || ch == '_';
 }
 
+/* Whether the bytes from |a| up to |b| are printable ASCII: what a message
+ * may quote as it is. */
+static bool
+printable(const char *a, const char *b)
+{
+	for (; a < b; a++)
+		if ((unsigned char)*a < 0x20 || (unsigned char)*a > 0x7e)
+			return false;
+	return true;
+}
+
+/* Why byte |q| of a module name that starts at |name| and ends before
+ * |end| is not one; NULL where it may be there. */
+static const char *
+preload_byte_bad(const char *name, const char *q, const char *end)
+{
+	unsigned char	ch = (unsigned char)*q;
+	bool		part_start = q == name || q[-1] == '.';
+
+	if (ch == '.')
+		return part_start || q + 1 == end ?
+		    "a '.' must be between two parts" : NULL;
+	if (!ident_byte(ch))
+		return "it has a character other than letters, digits, '_' "
+		    "and '.'";
+	if (part_start && ch >= '0' && ch <= '9')
+		return "a part starts with a digit";
+	return NULL;
+}
+
 /*
  * Issue 45: a job's preload is a list of module names the agents pass to
  * `import` in their fork server: names separated by commas, each of dotted
  * parts of letters, digits and '_' that do not start with a digit. It is
  * checked here, before any agent imports it, so that a typo is refused to
- * the one who made it and not found by every node in turn.
+ * the one who made it and not found by every node in turn. The message
+ * quotes what it can print as it is, and names the rest by position.
  */
 static int
 preload_check(const struct core_join *req, char *err, size_t errlen)
 {
-	const char	*p = req->preload, *name, *end;
-	size_t		 len, i;
+	const char	*p = req->preload, *name, *end, *why;
+	size_t		 len = strlen(p);
 	unsigned	 k = 0;
-	bool		 printable = true;
 
-	len = strlen(p);
 	if (len > CORE_PRELOAD_MAX) {
 		textf(err, errlen, "job %s: preload is %zu bytes, over the "
 		    "limit of %d; preload fewer modules (--preload)",
 		    req->rdzv_id, len, CORE_PRELOAD_MAX);
 		return -1;
 	}
-	for (i = 0; i < len; i++)
-		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] > 0x7e)
-			printable = false;
 	for (name = p;; name = end + 1) {
 		k++;
-		end = strchr(name, ',');
-		if (end == NULL)
+		if ((end = strchr(name, ',')) == NULL)
 			end = p + len;
 		if (end == name) {
 			textf(err, errlen, "job %s: preload \"%s\": module "
 			    "name %u is empty; give names separated by single "
 			    "commas, such as torch,numpy (--preload)",
-			    req->rdzv_id, printable ? p : "?", k);
+			    req->rdzv_id, printable(p, p + len) ? p : "?", k);
 			return -1;
 		}
 		for (const char *q = name; q < end; q++) {
-			unsigned char ch = (unsigned char)*q;
-			bool part_start = q == name || q[-1] == '.';
-
-			if (ident_byte(ch) && !(part_start && ch >= '0' &&
-			    ch <= '9'))
+			if ((why = preload_byte_bad(name, q, end)) == NULL)
 				continue;
-			if (ch == '.' && !part_start && q + 1 < end)
-				continue;
-			if (!printable)
+			if (!printable(q, q + 1))
 				textf(err, errlen, "job %s: preload module name "
 				    "%u has byte 0x%02x, which no module name "
 				    "has; give names of letters, digits, '_' "
 				    "and '.', such as torch,numpy (--preload)",
-				    req->rdzv_id, k, ch);
+				    req->rdzv_id, k, (unsigned char)*q);
+			else if (!printable(name, end))
+				textf(err, errlen, "job %s: preload module name "
+				    "%u is not a module name (%s); give names "
+				    "of letters, digits, '_' and '.', separated "
+				    "by commas, such as torch,numpy (--preload)",
+				    req->rdzv_id, k, why);
 			else
 				textf(err, errlen, "job %s: preload module name "
 				    "\"%.*s\" is not a module name (%s); give "
 				    "names of letters, digits, '_' and '.', "
 				    "separated by commas, such as torch,numpy "
 				    "(--preload)", req->rdzv_id,
-				    (int)(end - name), name, ch == '.' ?
-				    "a '.' must be between two parts" :
-				    ch >= '0' && ch <= '9' ?
-				    "a part starts with a digit" :
-				    "it has a character other than letters, "
-				    "digits, '_' and '.'");
+				    (int)(end - name), name, why);
 			return -1;
 		}
 		if (*end == '\0')

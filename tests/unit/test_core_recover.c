@@ -321,6 +321,8 @@ test_preload_setting(void)
 		{ "numpy,9lives", "\"9lives\" is not a module name (a part "
 		    "starts with a digit)" },
 		{ "torch,\xc3\xa9", "module name 2 has byte 0xc3" },
+		{ "torch..x\xc3\xa9", "module name 1 is not a module name (a "
+		    "'.' must be between two parts)" },
 	};
 	const struct core_msg	*m;
 	struct core_node	*a, *b, *c;
