@@ -32,7 +32,8 @@ def test_job_preload_reaches_an_agent_without_the_flag(tmp_path, request):
     """Agent a creates the 2-node job with --preload torch; agent b has no
     --preload (nor RDZV_PRELOAD): told the job's preload in Accepted, it
     starts the fork server then, and its worker runs forked from it (torch
-    imported before the script's first line, the agent its parent)."""
+    imported before the script's first line, the agent its parent).
+    rdzvctl status shows the setting, also after rdzvd restarted."""
     job = tp.job_for(tmp_path, request)
     try:
         a = job.agent("a", args=["--nnodes", "2"])
@@ -57,6 +58,12 @@ def test_job_preload_reaches_an_agent_without_the_flag(tmp_path, request):
         assert st["settings"]["preload"] == "torch", st
         text = ctl(job.daemon.addr, "status", job.id)
         assert ", preload torch\n" in text, text
+        # A restarted rdzvd has it from its database.
+        assert job.daemon.stop() == 0, job.daemon.output()[-3000:]
+        job.daemon = rt.Daemon(job.tmp)
+        st = json.loads(ctl(job.daemon.addr, "-o", "json", "status",
+                            job.id))
+        assert st["settings"]["preload"] == "torch", st
     finally:
         job.close()
 
