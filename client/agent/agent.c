@@ -156,6 +156,14 @@ preload_job(struct agent *a)
 	}
 	if (job[0] == '\0' || a->fs.state != FS_OFF)
 		return;
+	if (!forksrv_python(a->opts->argv[0])) {
+		if (!a->fs.job_told)
+			log_info("job %s preloads %s, but this node's workers "
+			    "are not a python (%s): they start by exec",
+			    a->opts->id, job, a->opts->argv[0]);
+		a->fs.job_told = true;
+		return;
+	}
 	log_info("job %s preloads %s: starting the fork server", a->opts->id,
 	    job);
 	forksrv_start(&a->fs, a->opts, job, "the job's preload",

@@ -471,8 +471,16 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		s->lease_ttl_ms = js->lease_ttl_ms;
 		s->job_restart_inproc = js->restart ==
 		    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS;
-		snprintf(s->job_preload, sizeof(s->job_preload), "%s",
-		    js->preload != NULL ? js->preload : "");
+		/* rdzvd bounds it; a longer one is not cut into another. */
+		if (js->preload != NULL &&
+		    strlen(js->preload) >= sizeof(s->job_preload)) {
+			log_warnx("job %s: rdzvd sent a preload of %zu bytes; "
+			    "ignored", id, strlen(js->preload));
+			s->job_preload[0] = '\0';
+		} else {
+			snprintf(s->job_preload, sizeof(s->job_preload), "%s",
+			    js->preload != NULL ? js->preload : "");
+		}
 	}
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;

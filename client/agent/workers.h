@@ -91,7 +91,7 @@ struct forksrv {
 	const char		*origin;	/* "--preload", or the job's */
 	struct event_base	*base;		/* the agent's loop, attached */
 	bool			 job_told;	/* that the job's preload is
-						   another (agent.c) */
+						   not this node's (agent.c) */
 	bool			 holding;	/* workers wait (forksrv_hold) */
 	bool			 waited;	/* for ready once: no more */
 	struct event		*wait_ev;	/* the bound of that wait */

@@ -94,6 +94,29 @@ def test_node_flag_wins_for_its_node(tmp_path, request):
         job.close()
 
 
+def test_job_preload_needs_a_python(tmp_path, request):
+    """An agent without --preload whose workers are not a python starts
+    them by exec, saying so once, in a job that preloads torch."""
+    job = tp.job_for(tmp_path, request)
+    try:
+        a = job.agent("a", args=["--nnodes", "2"])
+        a.wait_line("joined job %s" % job.id, 30)
+        b = job.agent("b", preload=None, args=["--nnodes", "2"],
+                      cmd=["/bin/sh", "-c", "exit 0"])
+        for p in (a, b):
+            assert p.wait(90) == 0, job.outputs()
+        out_b = b.output()
+        said = ("job %s preloads torch, but this node's workers are not a "
+                "python (/bin/sh): they start by exec" % job.id)
+        assert out_b.count(said) == 1, out_b
+        assert "fork server" not in out_b, out_b
+        # a's worker (whatever its rank) ran forked; b's wrote nothing.
+        ws = list(job.files("w", 1).values())
+        assert len(ws) == 1 and ws[0]["preloaded"], ws
+    finally:
+        job.close()
+
+
 @pytest.mark.parametrize("preload,says", [
     ("torch,num-py", 'preload module name "num-py" is not a module name'),
     ("torch,,numpy", "module name 2 is empty"),
