@@ -132,12 +132,51 @@ on_quitting(void *arg)
 
 /* ------------------------------------------------------ session events */
 
+/*
+ * The job's preload (issue 45, docs/AGENT.md "Warm starts"): where this
+ * node has no --preload of its own, the fork server starts now, when rdzvd
+ * accepted the node, and imports while the node waits for the others; its
+ * first workers wait for it as they do for --preload's. This node's own
+ * --preload wins for this node: it was started with the agent.
+ */
+static void
+preload_job(struct agent *a)
+{
+	const char *job = a->node.session.job_preload;
+
+	if (a->opts->preload != NULL) {
+		if (job[0] != '\0' && strcmp(job, a->opts->preload) != 0 &&
+		    !a->fs.job_told) {
+			log_info("job %s preloads %s; this node preloads %s "
+			    "(--preload wins for its own node)", a->opts->id,
+			    job, a->opts->preload);
+			a->fs.job_told = true;
+		}
+		return;
+	}
+	if (job[0] == '\0' || a->fs.state != FS_OFF)
+		return;
+	if (!forksrv_python(a->opts->argv[0])) {
+		if (!a->fs.job_told)
+			log_info("job %s preloads %s, but this node's workers "
+			    "are not a python (%s): they start by exec",
+			    a->opts->id, job, a->opts->argv[0]);
+		a->fs.job_told = true;
+		return;
+	}
+	log_info("job %s preloads %s: starting the fork server", a->opts->id,
+	    job);
+	forksrv_start(&a->fs, a->opts, job, "the job's preload",
+	    workers_masterwait_path());
+}
+
 static void
 on_joined(void *arg)
 {
 	struct agent *a = arg;
 
 	netif_choose(a);
+	preload_job(a);
 	/* rdzvd keeps steps in memory only: after a resume (perhaps on a
 	 * restarted or another rdzvd) it hears the latest again. */
 	if (a->progress.has_step)
@@ -610,7 +649,9 @@ agent_init(struct agent *a, struct agent_opts *o)
 	a->node.offer.gpus = &a->gpucheck;
 	/* The imports of --preload run from now on, beside the GPU check
 	 * and the rendezvous. */
-	forksrv_start(&a->fs, o, workers_masterwait_path());
+	forksrv_init(&a->fs);
+	forksrv_start(&a->fs, o, o->preload, "--preload",
+	    workers_masterwait_path());
 	a->fs.ready = on_forksrv_ready;
 	a->fs.arg = a;
 	a->ws.fs = &a->fs;

@@ -116,7 +116,7 @@ struct agent {
 	char			 unwant_reason[160];	/* why !have_want */
 	struct assignment	 cur;		/* of the running workers */
 	struct workers		 ws;
-	struct forksrv		 fs;		/* --preload */
+	struct forksrv		 fs;		/* --preload, the job's */
 	uint32_t		 nproc_joined;	/* offered at the join: the most */
 	uint64_t		 gen_seen;	/* highest assigned */
 

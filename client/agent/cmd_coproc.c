@@ -474,10 +474,12 @@ cmd_coproc(int argc, char **argv)
 		return AGENT_EXIT_USAGE;
 	}
 	/* The launcher starts its workers itself: nothing to fork them from
-	 * (docs/AGENT.md). A site-wide RDZV_PRELOAD must not stop torchrun. */
+	 * (docs/AGENT.md). A site-wide RDZV_PRELOAD must not stop torchrun.
+	 * It is still the job's setting if this node creates the job, as
+	 * the other settings are (issue 45). */
 	if (o.preload != NULL)
-		log_warnx("coproc: --preload %s is not used: the launcher starts "
-		    "the workers itself", o.preload);
+		log_warnx("coproc: --preload %s is not used on this node: the "
+		    "launcher starts the workers itself", o.preload);
 	if (o.nproc_mode != NPROC_FIXED && o.nproc_mode != NPROC_SLURM) {
 		fprintf(stderr, "rdzv-agent coproc: --nproc-per-node must be "
 		    "the number of the launcher's workers, not gpu or auto\n");

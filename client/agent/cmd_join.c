@@ -406,16 +406,16 @@ set_tee(struct agent_opts *o, const char *v, char *err, size_t len)
 	return 0;
 }
 
-/* --preload: module names, comma-separated, as `import` takes them. */
+/* --preload: module names, comma-separated, as `import` takes them (and
+ * as rdzvd takes a job's: it is the job's setting when this node creates
+ * the job). */
 static int
 set_preload(struct agent_opts *o, const char *v, char *err, size_t len)
 {
-	if (*v == '\0' || strlen(v) > 400 ||
-	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789_.,") != strlen(v) || v[0] == ',' || v[0] == '.' ||
-	    strstr(v, ",,") != NULL) {
-		snprintf(err, len, "expected module names separated by commas, "
-		    "such as torch,numpy");
+	if (!forksrv_modules_ok(v)) {
+		snprintf(err, len, "expected module names (letters, digits, "
+		    "'_' and '.') separated by commas, such as torch,numpy, "
+		    "%d bytes at most", FORKSRV_MODULES_MAX);
 		return -1;
 	}
 	o->preload = v;
@@ -646,18 +646,6 @@ command_check(const char *cmd, char *err, size_t len)
 	return -1;
 }
 
-/* Whether |cmd| names a python (python, python3, python3.11, a path to
- * one): the fork server of --preload runs it. */
-static bool
-python_command(const char *cmd)
-{
-	const char *base = strrchr(cmd, '/');
-
-	base = base != NULL ? base + 1 : cmd;
-	return strncmp(base, "python", 6) == 0 &&
-	    strspn(base + 6, "0123456789.") == strlen(base + 6);
-}
-
 /*
  * The defaults, the RDZV_* variables, the flags (up to the command) and
  * the scheduler's values, in that order of weakness; `coproc` (cmd_coproc.c)
@@ -708,7 +696,7 @@ cmd_join(int argc, char **argv)
 		fprintf(stderr, "rdzv-agent join: %s\n", err);
 		return AGENT_EXIT_USAGE;
 	}
-	if (o.preload != NULL && !python_command(o.argv[0])) {
+	if (o.preload != NULL && !forksrv_python(o.argv[0])) {
 		fprintf(stderr, "rdzv-agent join: --preload %s: the workers' "
 		    "command must be a python (python3 script.py ARGS or "
 		    "python3 -m MODULE ARGS), not %s\n", o.preload, o.argv[0]);

@@ -1,9 +1,11 @@
 /*
- * The preloaded fork server (`join --preload MODULES`, docs/AGENT.md "Warm
- * starts"): one python process, started with the agent, that imports the
- * modules while the agent waits for its rendezvous and then forks each
- * worker already imported (python/rdzv/forkserver.py, whose source is
- * built into the agent, forksrv_py.h).
+ * The preloaded fork server (`join --preload MODULES`, or the job's preload
+ * setting, docs/AGENT.md "Warm starts"): one python process, started with
+ * the agent (--preload) or when rdzvd accepts the node into a job that
+ * preloads (the job's setting), that imports the modules while the agent
+ * waits for its rendezvous and then forks each worker already imported
+ * (python/rdzv/forkserver.py, whose source is built into the agent,
+ * forksrv_py.h).
  *
  * Supervision stays the agent's own. The server forks a helper that forks
  * the worker and exits; the agent is a child subreaper
@@ -57,6 +59,8 @@
 extern char **environ;
 
 static json_t	*wait_msg_poll(struct forksrv *, int, char *, size_t);
+static void	 read_cb(evutil_socket_t, short, void *);
+static void	 wait_cb(evutil_socket_t, short, void *);
 
 /* Workers held for the server (forksrv_hold) may go now. */
 static void
@@ -88,8 +92,9 @@ gone(struct forksrv *fs, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	log_warnx("fork server (--preload %s): %s; workers start the "
-	    "ordinary way from now on (a new python each)", fs->modules, why);
+	log_warnx("fork server (%s %s): %s; workers start the "
+	    "ordinary way from now on (a new python each)", fs->origin,
+	    fs->modules, why);
 	fs->state = FS_GONE;
 	if (fs->ev != NULL)
 		event_del(fs->ev);
@@ -157,28 +162,115 @@ server_child(int sock, pid_t agent, char **argv, char **envp)
 	_exit(127);
 }
 
+/* Whether |cmd| names a python (python, python3, python3.11, a path to
+ * one): the fork server runs it. */
+bool
+forksrv_python(const char *cmd)
+{
+	const char *base = strrchr(cmd, '/');
+
+	base = base != NULL ? base + 1 : cmd;
+	return strncmp(base, "python", 6) == 0 &&
+	    strspn(base + 6, "0123456789.") == strlen(base + 6);
+}
+
+/* A byte of a module name's part: an ASCII letter, digit or '_'. */
+static bool
+ident_byte(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9') || ch == '_';
+}
+
 /*
- * Starts the server for |o| (o->preload set) unless it cannot be: then it
- * says why, once, and the workers start by exec. Called first thing, so
- * that the imports run while the GPUs are checked and the node joins.
+ * Whether |v| is a preload `import` takes, by the rule rdzvd checks a
+ * job's by (daemon/core/core_join.c): names separated by single commas,
+ * each of dotted parts of letters, digits and '_' that start with no
+ * digit, FORKSRV_MODULES_MAX bytes at most.
+ */
+bool
+forksrv_modules_ok(const char *v)
+{
+	size_t	len = strlen(v);
+	bool	part_start = true;
+
+	if (len == 0 || len > FORKSRV_MODULES_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		if (ch == ',' || ch == '.') {
+			if (part_start)
+				return false;	/* an empty name or part */
+			part_start = true;
+			continue;
+		}
+		if (!ident_byte(ch) || (part_start && ch >= '0' && ch <= '9'))
+			return false;
+		part_start = false;
+	}
+	return !part_start;
+}
+
+void
+forksrv_init(struct forksrv *fs)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->fd = -1;
+	fs->state = FS_OFF;
+}
+
+/* Watches the server from the agent's loop, once both are there. 0, or -1
+ * out of memory. */
+static int
+watch(struct forksrv *fs)
+{
+	if (fs->fd < 0 || fs->base == NULL || fs->ev != NULL)
+		return 0;
+	fs->ev = event_new(fs->base, fs->fd, EV_READ | EV_PERSIST, read_cb,
+	    fs);
+	fs->wait_ev = evtimer_new(fs->base, wait_cb, fs);
+	if (fs->ev == NULL || fs->wait_ev == NULL ||
+	    event_add(fs->ev, NULL) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Starts the server importing |modules| for the workers of |o|, where none
+ * was started yet (forksrv_init), unless it cannot be: then it says why,
+ * once, and the workers start by exec. |origin| names where the modules
+ * came from in what it says ("--preload", "the job's preload"). Called
+ * first thing for --preload, so that the imports run while the GPUs are
+ * checked and the node joins; for the job's setting, when rdzvd accepts
+ * the node, so that they run while it waits for the other nodes.
  */
 void
 forksrv_start(struct forksrv *fs, const struct agent_opts *o,
-    const char *masterwait)
+    const char *modules, const char *origin, const char *masterwait)
 {
 	char exe[PATH_MAX], pidbuf[32], **argv = NULL, **envp = NULL;
 	int sv[2] = { -1, -1 }, n = 0;
 	ssize_t len;
 	pid_t pid;
 
-	memset(fs, 0, sizeof(*fs));
-	fs->fd = -1;
-	fs->state = FS_OFF;
-	if (o->preload == NULL || o->argc == 0)
+	if (fs->state != FS_OFF || modules == NULL || modules[0] == '\0' ||
+	    o->argc == 0)
 		return;
-	fs->modules = o->preload;
+	snprintf(fs->modules, sizeof(fs->modules), "%s", modules);
+	fs->origin = origin;
 	fs->state = FS_STARTING;
 	fs->started_us = mono_us();
+	/* --preload was checked with the options; a job's comes from rdzvd,
+	 * which checks it too, but it is this node's python that runs it. */
+	if (!forksrv_modules_ok(modules)) {
+		gone(fs, "not a list of module names");
+		return;
+	}
+	if (!forksrv_python(o->argv[0])) {
+		gone(fs, "the workers' command is %s, not a python", o->argv[0]);
+		return;
+	}
 	if ((len = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0) {
 		gone(fs, "cannot find the agent's own program: %s",
 		    strerror(errno));
@@ -195,7 +287,7 @@ forksrv_start(struct forksrv *fs, const struct agent_opts *o,
 	argv[n++] = o->argv[0];
 	argv[n++] = (char *)"-c";
 	argv[n++] = (char *)forksrv_py;
-	argv[n++] = (char *)o->preload;
+	argv[n++] = fs->modules;
 	argv[n++] = pidbuf;
 	argv[n++] = exe;
 	argv[n++] = (char *)(masterwait != NULL ? masterwait : "");
@@ -220,8 +312,10 @@ forksrv_start(struct forksrv *fs, const struct agent_opts *o,
 	fs->pid = pid;
 	fs->fd = sv[0];
 	sv[0] = -1;
-	log_debug("fork server %d: importing %s with %s", (int)pid,
-	    o->preload, o->argv[0]);
+	log_debug("fork server %d: importing %s (%s) with %s", (int)pid,
+	    fs->modules, origin, o->argv[0]);
+	if (watch(fs) != 0)
+		gone(fs, "out of memory");
 out:
 	if (envp != NULL) {
 		for (int i = 0; envp[i] != NULL; i++)
@@ -358,20 +452,13 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	json_decref(m);
 }
 
-static void	wait_cb(evutil_socket_t, short, void *);
-
-/* Watches the server from the agent's loop. 0, or -1 out of memory. */
+/* The agent's loop, which watches the server from now on (and one
+ * started later). 0, or -1 out of memory. */
 int
 forksrv_attach(struct forksrv *fs, struct event_base *base)
 {
-	if (fs->fd < 0)
-		return 0;
-	fs->ev = event_new(base, fs->fd, EV_READ | EV_PERSIST, read_cb, fs);
-	fs->wait_ev = evtimer_new(base, wait_cb, fs);
-	if (fs->ev == NULL || fs->wait_ev == NULL ||
-	    event_add(fs->ev, NULL) != 0)
-		return -1;
-	return 0;
+	fs->base = base;
+	return watch(fs);
 }
 
 /* The server's imports took longer than the first workers would wait. */
@@ -382,9 +469,9 @@ wait_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (fs->state != FS_STARTING)
 		return;
-	log_warnx("fork server (--preload %s): still importing %.0f s after "
+	log_warnx("fork server (%s %s): still importing %.0f s after "
 	    "the workers were due: these start the ordinary way, later ones "
-	    "from the server once it is ready", fs->modules,
+	    "from the server once it is ready", fs->origin, fs->modules,
 	    READY_WAIT_MS / 1000.0);
 	notify(fs);
 }
@@ -484,9 +571,9 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 	if (fs->state != FS_READY)
 		return -1;
 	if ((msg = request(o, envp, device)) == NULL) {
-		log_warnx("fork server (--preload %s): the worker's command, "
+		log_warnx("fork server (%s %s): the worker's command, "
 		    "environment or directory is not UTF-8: it starts the "
-		    "ordinary way", fs->modules);
+		    "ordinary way", fs->origin, fs->modules);
 		return -1;
 	}
 	/* The worker goes on only once we know its pid (a byte on this
@@ -505,9 +592,9 @@ forksrv_spawn(struct forksrv *fs, const struct agent_opts *o,
 		 * of hundreds of KB) is this worker's problem, not the
 		 * server's. */
 		if (errno == EMSGSIZE)
-			log_warnx("fork server (--preload %s): the worker's "
+			log_warnx("fork server (%s %s): the worker's "
 			    "request (%zu bytes) does not fit its socket: it "
-			    "starts the ordinary way", fs->modules,
+			    "starts the ordinary way", fs->origin, fs->modules,
 			    strlen(msg));
 		else
 			gone(fs, "cannot send it a worker: %s",

@@ -94,6 +94,8 @@ struct session {
 	uint32_t		 lease_ttl_ms;	/* the job's; 0 unknown */
 	int			 close_err;	/* the last connection's end */
 	bool			 job_restart_inproc;	/* the job's setting */
+	/* The job's preload (issue 45), as Accepted told it; "": none. */
+	char			 job_preload[256];
 	bool			 hang_warned;
 	/* A join went to an rdzvd that answered: it may hold our node. */
 	bool			 join_sent;

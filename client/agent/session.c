@@ -471,6 +471,16 @@ on_accepted(struct session *s, const Rdzv__V1__Accepted *acc)
 		s->lease_ttl_ms = js->lease_ttl_ms;
 		s->job_restart_inproc = js->restart ==
 		    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS;
+		/* rdzvd bounds it; a longer one is not cut into another. */
+		if (js->preload != NULL &&
+		    strlen(js->preload) >= sizeof(s->job_preload)) {
+			log_warnx("job %s: rdzvd sent a preload of %zu bytes; "
+			    "ignored", id, strlen(js->preload));
+			s->job_preload[0] = '\0';
+		} else {
+			snprintf(s->job_preload, sizeof(s->job_preload), "%s",
+			    js->preload != NULL ? js->preload : "");
+		}
 	}
 	s->node_id = acc->node_id;
 	s->state = SESSION_JOINED;
@@ -606,6 +616,9 @@ send_join(struct session *s)
 		if (o->restart_inproc)
 			req.restart =
 			    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS;
+		/* Our --preload is the job's if this join creates it. */
+		if (o->preload != NULL)
+			req.preload = (char *)o->preload;
 		req.hostname = (char *)of->hostname;
 		/* Where rdzvd sees us from is the interface that reaches
 		 * the cluster; over a unix socket, our host name. */

@@ -72,10 +72,14 @@ struct logs {
 
 /* ------------------------------------------------------------ forksrv.c */
 
-/* The preloaded fork server (--preload): its life as the agent sees it. */
+/* A preload's bound, as rdzvd's for a job's (CORE_PRELOAD_MAX). */
+#define FORKSRV_MODULES_MAX	255
+
+/* The preloaded fork server (--preload, or the job's preload): its life
+ * as the agent sees it. */
 struct forksrv {
 	enum {
-		FS_OFF,		/* no --preload */
+		FS_OFF,		/* no preload (yet) */
 		FS_STARTING,	/* importing */
 		FS_READY,
 		FS_GONE,	/* failed or died: said once, exec from now */
@@ -83,7 +87,11 @@ struct forksrv {
 	pid_t			 pid;
 	int			 fd;		/* SOCK_SEQPACKET to it */
 	struct event		*ev;
-	const char		*modules;	/* --preload */
+	char			 modules[FORKSRV_MODULES_MAX + 1];
+	const char		*origin;	/* "--preload", or the job's */
+	struct event_base	*base;		/* the agent's loop, attached */
+	bool			 job_told;	/* that the job's preload is
+						   not this node's (agent.c) */
 	bool			 holding;	/* workers wait (forksrv_hold) */
 	bool			 waited;	/* for ready once: no more */
 	struct event		*wait_ev;	/* the bound of that wait */
@@ -295,8 +303,11 @@ int	logs_stderr_tail(const char *error_file, const char *prefix,
 	    char *buf, size_t len);
 
 /* forksrv.c */
+bool	forksrv_python(const char *cmd);
+bool	forksrv_modules_ok(const char *modules);
+void	forksrv_init(struct forksrv *);
 void	forksrv_start(struct forksrv *, const struct agent_opts *,
-	    const char *masterwait);
+	    const char *modules, const char *origin, const char *masterwait);
 int	forksrv_attach(struct forksrv *, struct event_base *);
 bool	forksrv_hold(struct forksrv *);
 bool	forksrv_usable(const struct forksrv *);

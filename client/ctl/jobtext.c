@@ -201,6 +201,9 @@ print_settings(FILE *f, const Rdzv__V1__JobSettings *s)
 		fprintf(f, ", ranks stable");
 	if (s->restart == RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS)
 		fprintf(f, ", restart in-process");
+	/* And the preload (issue 45; docs/AGENT.md "Warm starts"). */
+	if (s->preload != NULL && s->preload[0] != '\0')
+		fprintf(f, ", preload %s", s->preload);
 	fputc('\n', f);
 }
 

@@ -80,6 +80,8 @@ settings(const Rdzv__V1__JobSettings *s)
 	set(o, "restart", text(s->restart ==
 	    RDZV__V1__RESTART_MODE__RESTART_MODE_IN_PROCESS ? "in-process" :
 	    "process"));
+	/* Issue 45: the modules its agents preload; "": none. */
+	set(o, "preload", text(s->preload));
 	rest(o, &s->base, (const char *const[]){ NULL });
 	return o;
 }

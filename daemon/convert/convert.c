@@ -48,6 +48,7 @@ settings_to_pb(struct convert_arena *a, const struct core_settings *s)
 	m->hang_timeout_ms = s->hang_timeout_ms;
 	m->rank_policy = (Rdzv__V1__RankPolicy)s->rank_policy;
 	m->restart = (Rdzv__V1__RestartMode)s->restart;
+	m->preload = (char *)s->preload;
 	return m;
 }
 

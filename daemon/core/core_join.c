@@ -178,6 +178,105 @@ over_limit(const struct core *c, const struct core_join *req,
 	return true;
 }
 
+/* A byte a Python module name may have: ASCII letters, digits, '_'. */
+static bool
+ident_byte(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* Whether the bytes from |a| up to |b| are printable ASCII: what a message
+ * may quote as it is. */
+static bool
+printable(const char *a, const char *b)
+{
+	for (; a < b; a++)
+		if ((unsigned char)*a < 0x20 || (unsigned char)*a > 0x7e)
+			return false;
+	return true;
+}
+
+/* Why byte |q| of a module name that starts at |name| and ends before
+ * |end| is not one; NULL where it may be there. */
+static const char *
+preload_byte_bad(const char *name, const char *q, const char *end)
+{
+	unsigned char	ch = (unsigned char)*q;
+	bool		part_start = q == name || q[-1] == '.';
+
+	if (ch == '.')
+		return part_start || q + 1 == end ?
+		    "a '.' must be between two parts" : NULL;
+	if (!ident_byte(ch))
+		return "it has a character other than letters, digits, '_' "
+		    "and '.'";
+	if (part_start && ch >= '0' && ch <= '9')
+		return "a part starts with a digit";
+	return NULL;
+}
+
+/*
+ * Issue 45: a job's preload is a list of module names the agents pass to
+ * `import` in their fork server: names separated by commas, each of dotted
+ * parts of letters, digits and '_' that do not start with a digit. It is
+ * checked here, before any agent imports it, so that a typo is refused to
+ * the one who made it and not found by every node in turn. The message
+ * quotes what it can print as it is, and names the rest by position.
+ */
+static int
+preload_check(const struct core_join *req, char *err, size_t errlen)
+{
+	const char	*p = req->preload, *name, *end, *why;
+	size_t		 len = strlen(p);
+	unsigned	 k = 0;
+
+	if (len > CORE_PRELOAD_MAX) {
+		textf(err, errlen, "job %s: preload is %zu bytes, over the "
+		    "limit of %d; preload fewer modules (--preload)",
+		    req->rdzv_id, len, CORE_PRELOAD_MAX);
+		return -1;
+	}
+	for (name = p;; name = end + 1) {
+		k++;
+		if ((end = strchr(name, ',')) == NULL)
+			end = p + len;
+		if (end == name) {
+			textf(err, errlen, "job %s: preload \"%s\": module "
+			    "name %u is empty; give names separated by single "
+			    "commas, such as torch,numpy (--preload)",
+			    req->rdzv_id, printable(p, p + len) ? p : "?", k);
+			return -1;
+		}
+		for (const char *q = name; q < end; q++) {
+			if ((why = preload_byte_bad(name, q, end)) == NULL)
+				continue;
+			if (!printable(q, q + 1))
+				textf(err, errlen, "job %s: preload module name "
+				    "%u has byte 0x%02x, which no module name "
+				    "has; give names of letters, digits, '_' "
+				    "and '.', such as torch,numpy (--preload)",
+				    req->rdzv_id, k, (unsigned char)*q);
+			else if (!printable(name, end))
+				textf(err, errlen, "job %s: preload module name "
+				    "%u is not a module name (%s); give names "
+				    "of letters, digits, '_' and '.', separated "
+				    "by commas, such as torch,numpy (--preload)",
+				    req->rdzv_id, k, why);
+			else
+				textf(err, errlen, "job %s: preload module name "
+				    "\"%.*s\" is not a module name (%s); give "
+				    "names of letters, digits, '_' and '.', "
+				    "separated by commas, such as torch,numpy "
+				    "(--preload)", req->rdzv_id,
+				    (int)(end - name), name, why);
+			return -1;
+		}
+		if (*end == '\0')
+			return 0;
+	}
+}
+
 static int
 join_validate(const struct core *c, const struct core_join *req,
     struct core_settings *s, char *err, size_t errlen)
@@ -238,6 +337,14 @@ join_validate(const struct core *c, const struct core_join *req,
 		    "rank_policy" : "restart", s->rank_policy > CORE_RANK_STABLE ?
 		    s->rank_policy : s->restart);
 		return CORE_INVALID;
+	}
+	/* The preload comes from req->preload alone, checked; "" is unset,
+	 * as protobuf has it. */
+	s->preload[0] = '\0';
+	if (req->preload != NULL && req->preload[0] != '\0') {
+		if (preload_check(req, err, errlen) != 0)
+			return CORE_INVALID;
+		textf(s->preload, sizeof(s->preload), "%s", req->preload);
 	}
 	return 0;
 }

@@ -74,6 +74,7 @@ join(struct grpc_call *call, const Rdzv__V1__JoinRequest *req,
 		.rank_hint = req->rank_hint,
 		.attempt = req->attempt,
 		.allocation_nodes = req->allocation_nodes,
+		.preload = req->preload,
 	};
 
 	if (req->hostname[0] == '\0') {

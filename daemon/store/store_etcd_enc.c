@@ -111,6 +111,7 @@ enc_job(const struct core_job *j, const struct ejob *ej, size_t *len)
 	m.restart = j->settings.restart;
 	m.n_refused = j->n_refused;
 	m.refusal_failed = j->refusal_failed;
+	m.preload = S(j->settings.preload);
 	m.wver = ej->wver;
 	for (i = 0; i < ej->nb; i++) {
 		rdzv__store__v1__bucket_ref__init(&refs[i]);
@@ -478,6 +479,11 @@ dec_job(struct core *c, const Rdzv__Store__V1__Job *m, char *err, size_t errlen)
 	snprintf(j->rejoin_lost, sizeof(j->rejoin_lost), "%s", m->rejoin_lost);
 	j->n_refused = m->n_refused;
 	j->refusal_failed = m->refusal_failed;
+	if (strlen(m->preload) > CORE_PRELOAD_MAX)
+		return errf(-1, err, errlen, "job %s: preload is over %d bytes",
+		    j->rdzv_id, CORE_PRELOAD_MAX);
+	snprintf(j->settings.preload, sizeof(j->settings.preload), "%s",
+	    m->preload);
 	return 0;
 }
 

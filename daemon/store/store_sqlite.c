@@ -188,6 +188,7 @@ put_job(struct sqlstore *s, const struct core_job *j, char *err, size_t errlen)
 	bind_i64(&b, j->settings.restart);
 	bind_i64(&b, j->n_refused);
 	bind_i64(&b, j->refusal_failed);
+	bind_text(&b, j->settings.preload);
 	return run(s, &b, err, errlen, "writing job %s", j->rdzv_id);
 }
 

@@ -24,7 +24,7 @@
 	"attempt, created_ms, updated_ms, ended_ms, event_seq, "	   \
 	"last_call_left_ms, join_left_ms, held_reason, rejoin_timeout_ms, " \
 	"rejoin_lost, hang_timeout_ms, rank_policy, restart, n_refused, "   \
-	"refusal_failed"
+	"refusal_failed, preload"
 /* A node's columns as schema 7 made them (its migration copies these). */
 #define NODE_COLS_7	"node_id, rdzv_id, session_id, hostname, "	\
 	"advertise_addr, master_port, nproc, rank_hint, state, group_rank, " \

@@ -128,6 +128,10 @@ row_job(struct sqlstore *s, struct core *c, sqlite3_stmt *st, char *err,
 		return errf(-1, err, errlen, "job %s: n_refused is out of "
 		    "range", id);
 	j->refusal_failed = sqlite3_column_int(st, 27) != 0;
+	if (strlen(col_text(st, 28)) > CORE_PRELOAD_MAX)
+		return errf(-1, err, errlen, "job %s: preload is over %d bytes",
+		    id, CORE_PRELOAD_MAX);
+	snprintf(set->preload, sizeof(set->preload), "%s", col_text(st, 28));
 	return 0;
 }
 

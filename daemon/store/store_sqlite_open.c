@@ -245,6 +245,9 @@ static const char *const migrations[] = {
 	"  allocation_nodes INTEGER NOT NULL,"
 	"  attempt INTEGER NOT NULL,"
 	"  left_ms INTEGER NOT NULL);"),
+	/* 9 -> 10: a job's preload (issue 45; docs/AGENT.md "Warm starts");
+	 * older jobs: none. */
+	("ALTER TABLE jobs ADD COLUMN preload TEXT NOT NULL DEFAULT '';"),
 };
 #define STORE_SCHEMA	((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -21,7 +21,7 @@ static const char *const statements[ST_COUNT] = {
 	[ST_EVENTS_DEL] = "DELETE FROM events WHERE rdzv_id = ?1",
 	[ST_JOB_PUT] = "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, "
 	    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) "
+	    "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29) "
 	    "ON CONFLICT (rdzv_id) DO UPDATE SET "
 	    "owner = ?2, min_nodes = ?3, max_nodes = ?4, "
 	    "last_call_timeout_ms = ?5, join_timeout_ms = ?6, "
@@ -32,7 +32,7 @@ static const char *const statements[ST_COUNT] = {
 	    "last_call_left_ms = ?19, join_left_ms = ?20, held_reason = ?21, "
 	    "rejoin_timeout_ms = ?22, rejoin_lost = ?23, "
 	    "hang_timeout_ms = ?24, rank_policy = ?25, restart = ?26, "
-	    "n_refused = ?27, refusal_failed = ?28",
+	    "n_refused = ?27, refusal_failed = ?28, preload = ?29",
 	[ST_REFUSALS_DEL] = "DELETE FROM refusals",
 	[ST_REFUSAL_PUT] = "INSERT INTO refusals (rdzv_id, identity, why, "
 	    "allocation_nodes, attempt, left_ms) VALUES (?1, ?2, ?3, ?4, ?5, "

@@ -170,19 +170,36 @@ workers_describe_status(int status, char *buf, size_t len)
 }
 
 /* No fork server (forksrv.c, built with workers.c): the fuzzed agents
- * have no --preload. */
+ * have no --preload, and start none for a job's preload either. */
 const char *
 workers_masterwait_path(void)
 {
 	return NULL;
 }
 
+bool
+forksrv_python(const char *cmd)
+{
+	return false;
+}
+
+bool
+forksrv_modules_ok(const char *modules)
+{
+	return false;
+}
+
 void
-forksrv_start(struct forksrv *fs, const struct agent_opts *o,
-    const char *masterwait)
+forksrv_init(struct forksrv *fs)
 {
 	memset(fs, 0, sizeof(*fs));
 	fs->fd = -1;
+}
+
+void
+forksrv_start(struct forksrv *fs, const struct agent_opts *o,
+    const char *modules, const char *origin, const char *masterwait)
+{
 }
 
 int

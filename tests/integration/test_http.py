@@ -396,11 +396,12 @@ def test_page_and_watch_say_the_same(daemon):
                 v = int(v)
             assert got == v, (k, got, v)
         def setting(k, v):
-            # Enums as the words rdzvctl prints, numbers as numbers.
+            # Enums as the words rdzvctl prints, numbers as numbers,
+            # strings (the preload) as they are.
             for prefix in ("RANK_POLICY_", "RESTART_MODE_"):
                 if isinstance(v, str) and v.startswith(prefix):
                     return v[len(prefix):].lower()
-            return int(v)
+            return v if k == "preload" else int(v)
         assert js["settings"] == {k: setting(k, v) for k, v in MessageToDict(
             pb.settings, preserving_proto_field_name=True,
             including_default_value_fields=True).items()}
@@ -408,7 +409,8 @@ def test_page_and_watch_say_the_same(daemon):
 
     with Control(daemon.addr) as ctl, Node(daemon.addr, name="a") as a:
         a.join("same", min_nodes=1, max_nodes=2, max_restarts=3,
-               last_call_ms=100)
+               last_call_ms=100,
+               extra=lambda r: setattr(r, "preload", "torch"))
         gen = a.wait_assignment().generation
         watch = ctl.watch("same")
         es = EventStream(daemon.http, "/events?job=same")
@@ -416,6 +418,8 @@ def test_page_and_watch_say_the_same(daemon):
             first = next(watch).job
             name, ev = es.next()
             assert name == "job" and same(first, ev["job"])
+            assert first.settings.preload == "torch"    # issue 45
+            assert ev["job"]["settings"]["preload"] == "torch"
             # A restart: the next change of each is the same job again.
             a.report(gen, "FAILED", message="worker 0 exited 1")
             a.wait_assignment(after=gen)

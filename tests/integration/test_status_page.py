@@ -254,8 +254,8 @@ def test_many_ended_jobs(tmp_path, browser):
 
 def test_page_marks_stragglers(tmp_path, browser):
     """Nodes' training steps (Rendezvous.Progress, docs/HEALTH.md) in the
-    job's node table, a straggler marked as one, the hang timeout among
-    the settings."""
+    job's node table, a straggler marked as one, the hang timeout and the
+    preload (issue 45) among the settings."""
     d = rt.Daemon(tmp_path, ["--http-listen", "127.0.0.1:0",
                              "--straggler-steps", "5",
                              "--straggler-seconds", "0"])
@@ -265,12 +265,15 @@ def test_page_marks_stragglers(tmp_path, browser):
     try:
         for i, n in enumerate(nodes):
             n.join("steps-1", min_nodes=2, max_nodes=2, rank_hint=i,
-                   extra=lambda r: setattr(r, "hang_timeout_ms", 600000))
+                   extra=lambda r: (setattr(r, "hang_timeout_ms", 600000),
+                                    setattr(r, "preload", "torch,numpy")))
         gen = nodes[0].wait_assignment().generation
         page = open_tab(browser, "http://127.0.0.1:%d/#job=steps-1" % http)
         rt.wait_for(lambda: "hang timeout" in (page.eval(TEXT) or ""), 30,
                     interval=0.1, what="the job's detail")
         assert "600 s" in page.eval(TEXT)
+        assert re.search(r"\bpreload\s+torch,numpy\n", page.eval(TEXT)), \
+            page.eval(TEXT)
         nodes[0].progress(gen, 40)
         nodes[1].progress(gen, 3)
         cell = ("Array.from(document.querySelectorAll('td.straggler'))"

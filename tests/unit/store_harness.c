@@ -372,6 +372,7 @@ compare_job(const struct core_job *a, const struct core_job *b)
 	CHECK_INT(a->settings.hang_timeout_ms, b->settings.hang_timeout_ms);
 	CHECK_INT(a->settings.rank_policy, b->settings.rank_policy);
 	CHECK_INT(a->settings.restart, b->settings.restart);
+	CHECK_STR(a->settings.preload, b->settings.preload);
 	CHECK_STR(a->rejoin_lost, b->rejoin_lost);
 	CHECK_INT(a->state, b->state);
 	CHECK_STR(a->reason, b->reason);

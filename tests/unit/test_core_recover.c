@@ -7,7 +7,9 @@
  * only a blip comes back as a refused resume and joins again as a new
  * node, placed by the usual rules: no ghost, no duplicate ranks.
  * Rule 16: with rank policy stable, survivors keep their ranks and a
- * spare takes exactly the place of the node it replaces.
+ * spare takes exactly the place of the node it replaces. Issue 45: the
+ * job's preload, which agents fork restarted workers from, is checked,
+ * kept and told.
  */
 
 #include <signal.h>
@@ -281,7 +283,108 @@ test_stable_shrink_moves_only_what_must(void)
 	teardown();
 }
 
+/* The Accepted message node |n| got last; NULL: none. */
+static const struct core_msg *
+accepted_of(const struct core_node *n)
+{
+	const struct core_msg	*m = NULL;
+	size_t			 i;
+
+	for (i = 0; i < nrecs; i++)
+		if (recs[i].node_id == n->node_id &&
+		    recs[i].m.kind == CORE_MSG_ACCEPTED)
+			m = &recs[i].m;
+	return m;
+}
+
+/*
+ * Issue 45: the join that creates a job sets its preload, every node is
+ * told it in Accepted, and a later join that asks another (or none) gets
+ * the job's, as with the restart mode. Names that `import` cannot take
+ * are refused, naming the name and what is wrong with it, and make no job.
+ */
+static void
+test_preload_setting(void)
+{
+	static const struct {
+		const char	*preload, *says;
+	} bad[] = {
+		{ "torch,,numpy", "module name 2 is empty" },
+		{ ",torch", "module name 1 is empty" },
+		{ "torch,", "module name 2 is empty" },
+		{ "torch,num-py", "module name \"num-py\" is not a module name "
+		    "(it has a character other than letters, digits" },
+		{ "torch nn", "\"torch nn\" is not a module name" },
+		{ "torch..nn", "\"torch..nn\" is not a module name (a '.' "
+		    "must be between two parts)" },
+		{ "torch.", "\"torch.\" is not a module name (a '.' must" },
+		{ "numpy,9lives", "\"9lives\" is not a module name (a part "
+		    "starts with a digit)" },
+		{ "torch,\xc3\xa9", "module name 2 has byte 0xc3" },
+		{ "torch..x\xc3\xa9", "module name 1 is not a module name (a "
+		    "'.' must be between two parts)" },
+	};
+	const struct core_msg	*m;
+	struct core_node	*a, *b, *c;
+	struct core_join	 r;
+	char			 big[CORE_PRELOAD_MAX + 2];
+	size_t			 i;
+
+	setup(NULL);
+	r = req("warm", "a", 1, 3, 3);
+	r.preload = "torch,numpy.linalg,_ext9";
+	a = join_req(&r, 0);
+	CHECK_STR(a->job->settings.preload, "torch,numpy.linalg,_ext9");
+	r = req("warm", "b", 1, 3, 3);		/* asks none: the job's */
+	b = join_req(&r, 0);
+	r = req("warm", "c", 1, 3, 3);
+	r.preload = "numpy";			/* asks another: the job's */
+	c = join_req(&r, 0);
+	CHECK_STR(a->job->settings.preload, "torch,numpy.linalg,_ext9");
+	CHECK((m = accepted_of(a)) != NULL &&
+	    strcmp(m->u.accepted.settings.preload,
+	    "torch,numpy.linalg,_ext9") == 0);
+	CHECK((m = accepted_of(b)) != NULL &&
+	    strcmp(m->u.accepted.settings.preload,
+	    "torch,numpy.linalg,_ext9") == 0);
+	CHECK((m = accepted_of(c)) != NULL &&
+	    strcmp(m->u.accepted.settings.preload,
+	    "torch,numpy.linalg,_ext9") == 0);
+	/* None asked, or "" (a JoinRequest's unset string): none. */
+	c = join("cold", "a", 1, 1, 1);
+	CHECK_STR(c->job->settings.preload, "");
+	r = req("cold2", "a", 1, 1, 1);
+	r.preload = "";
+	c = join_req(&r, 0);
+	CHECK(c != NULL && c->job->settings.preload[0] == '\0');
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = req("bad", "a", 1, 1, 1);
+		r.preload = bad[i].preload;
+		join_req(&r, CORE_INVALID);
+		CHECK_HAS(err, "job bad: preload");
+		CHECK_HAS(err, bad[i].says);
+		CHECK_HAS(err, "(--preload)");
+		CHECK(core_job_find(C, "bad") == NULL);
+	}
+	/* The bound: 255 bytes are taken, 256 refused. */
+	memset(big, 'm', sizeof(big));
+	big[CORE_PRELOAD_MAX + 1] = '\0';
+	r = req("bad", "a", 1, 1, 1);
+	r.preload = big;
+	join_req(&r, CORE_INVALID);
+	CHECK_HAS(err, "job bad: preload is 256 bytes, over the limit of 255");
+	big[CORE_PRELOAD_MAX] = '\0';
+	r = req("big", "a", 1, 1, 1);
+	r.preload = big;
+	c = join_req(&r, 0);
+	CHECK(c != NULL && strlen(c->job->settings.preload) ==
+	    CORE_PRELOAD_MAX);
+	teardown();
+}
+
 static const struct test tests[] = {
+	{ "preload_setting", test_preload_setting },
 	{ "stable_spare_takes_lost_ranks", test_stable_spare_takes_lost_ranks },
 	{ "stable_shrink_moves_only_what_must",
 	    test_stable_shrink_moves_only_what_must },

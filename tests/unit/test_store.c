@@ -42,6 +42,7 @@ test_roundtrip(void)
 	r = req("run", "hostb", 2, 2, 3);
 	r.settings.max_restarts = 3;
 	r.settings.hang_timeout_ms = 600000;
+	r.preload = "torch,numpy.linalg";	/* issue 45 */
 	r.has_rank_hint = true;
 	r.rank_hint = 1;
 	r.gpus_healthy = 2;
@@ -140,8 +141,12 @@ test_roundtrip(void)
 	lc_left = j->last_call_left_ms;
 	CHECK(lc_left > 0 && lc_left <= 30000);
 
+	CHECK_INT(q("SELECT count(*) FROM jobs WHERE rdzv_id = 'run' AND "
+	    "preload = 'torch,numpy.linalg'"), 1);
 	L = reload();
 	compare_cores(C, L);
+	CHECK_STR(core_job_find(L, "run")->settings.preload,
+	    "torch,numpy.linalg");
 
 	/* Rule 11: leases from now, deadlines with the time they had. */
 	n = core_node_find(L, a->node_id);

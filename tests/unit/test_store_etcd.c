@@ -199,12 +199,14 @@ test_load_again(void)
 	core_free(C);
 	C = M;
 	r = req("a2", "h3", 1, 1, 1);
+	r.preload = "torch,numpy";	/* issue 45: kept in the job record */
 	join_only(&r);
 	CHECK_INT(store_commit(other, C, err, sizeof(err)), 0);
 	turn_send(false);
 	L = core_new(NULL);
 	CHECK_INT(store_load(S, L, NOW, err, sizeof(err)), 0);
 	compare_cores(C, L);
+	CHECK_STR(core_job_find(L, "a2")->settings.preload, "torch,numpy");
 	CHECK_INT(L->next_node_id, C->next_node_id);
 	/* Loading into a core that has jobs is refused. */
 	CHECK_INT(store_load(S, L, NOW, err, sizeof(err)), -1);

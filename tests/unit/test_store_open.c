@@ -88,7 +88,7 @@ test_newer_schema(void)
 	CHECK(s == NULL);
 	CHECK_CONTAINS(err, dbpath);
 	CHECK_CONTAINS(err, "schema version 99");
-	CHECK_CONTAINS(err, "version 9 that this rdzvd knows");
+	CHECK_CONTAINS(err, "version 10 that this rdzvd knows");
 	after = slurp(dbpath, &na);
 	CHECK(after != NULL && na == nb && memcmp(before, after, nb) == 0);
 	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
@@ -104,6 +104,13 @@ test_newer_schema(void)
  * keys are off on this connection (SQLite's default), so rebuilding nodes
  * keeps the gpus that refer to them.
  */
+/* Schema 10 back to 9: a job's preload goes. */
+static const char undo_v10[] =
+	"BEGIN;"
+	"ALTER TABLE jobs DROP COLUMN preload;"
+	"PRAGMA user_version = 9;"
+	"COMMIT;";
+
 /* Schema 9 back to 8: a node's previous rank and join token go. */
 static const char undo_v9[] =
 	"BEGIN;"
@@ -271,6 +278,7 @@ test_migrate_v6(void)
 	    "generation, group_rank");
 	ev_before = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
 	CHECK(strstr(before, "six|1|") != NULL);
+	exec_file(undo_v10);
 	exec_file(undo_v9);
 	exec_file(undo_v8);
 	exec_file(undo_v7);
@@ -281,7 +289,7 @@ test_migrate_v6(void)
 	    "'nodes_by_job'"), 1);
 
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 9);
+	CHECK_INT(q("PRAGMA user_version"), 10);
 	after = rows("SELECT * FROM assignments ORDER BY rdzv_id, "
 	    "generation, group_rank");
 	ev_after = rows("SELECT * FROM events ORDER BY rdzv_id, seq");
@@ -324,6 +332,42 @@ test_migrate_v6(void)
 }
 
 /*
+ * A database of schema 9 (before issue 45) gets the preload column: its
+ * jobs preload nothing, load as they were written, and a new job's
+ * preload is written and read back.
+ */
+static void
+test_migrate_v9(void)
+{
+	struct core_join	 r;
+	struct core		*L;
+
+	setup("v9.db");
+	join("old", "h1", 2, 1, 1);
+	store_close(S);
+	S = NULL;
+	exec_file(undo_v10);
+	CHECK_INT(q("PRAGMA user_version"), 9);
+	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
+	CHECK_INT(q("PRAGMA user_version"), 10);
+	CHECK_INT(q("SELECT count(*) FROM jobs WHERE rdzv_id = 'old' AND "
+	    "preload = ''"), 1);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	r = req("warm", "h2", 1, 1, 1);
+	r.preload = "torch";
+	CHECK(join_only(&r) != NULL);
+	turn();
+	CHECK_INT(q("SELECT count(*) FROM jobs WHERE rdzv_id = 'warm' AND "
+	    "preload = 'torch'"), 1);
+	L = reload();
+	compare_cores(C, L);
+	core_free(L);
+	teardown();
+}
+
+/*
  * A database written by the first schema (made here by undoing migrations
  * 7, 5, 4, 3 and 2 on a fresh one; 6 added tables only) is migrated in
  * place and keeps its jobs; a job's rejoin_timeout becomes its join
@@ -338,6 +382,7 @@ test_migrate_v1(void)
 	join("old", "h1", 2, 1, 1);
 	store_close(S);
 	S = NULL;
+	exec_file(undo_v10);
 	exec_file(undo_v9);
 	exec_file(undo_v8);
 	exec_file(undo_v7);
@@ -357,7 +402,7 @@ test_migrate_v1(void)
 	}
 	CHECK_INT(q("PRAGMA user_version"), 1);
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
-	CHECK_INT(q("PRAGMA user_version"), 9);
+	CHECK_INT(q("PRAGMA user_version"), 10);
 	L = reload();
 	compare_cores(C, L);
 	core_free(L);
@@ -460,7 +505,7 @@ test_open_settings(void)
 	CHECK_INT(sqlite3_step(st), SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 2);
 	sqlite3_finalize(st);
-	CHECK_INT(q("PRAGMA user_version"), 9);
+	CHECK_INT(q("PRAGMA user_version"), 10);
 	/* Also from outside, as the sqlite3 CLI would see it. */
 	CHECK_INT(q("SELECT count(*) FROM sqlite_master WHERE name IN "
 	    "('jobs', 'nodes', 'events', 'rounds', 'assignments', 'meta', "
@@ -474,7 +519,7 @@ test_open_settings(void)
 	CHECK_INT(store_open(dbpath, &S, err, sizeof(err)), 0);
 	store_close(S);
 	S = NULL;
-	CHECK_INT(q("PRAGMA user_version"), 9);
+	CHECK_INT(q("PRAGMA user_version"), 10);
 }
 
 /* Load refuses data that would hand out a generation twice. */
@@ -504,6 +549,7 @@ main(int argc, char **argv)
 	static const struct test tests[] = {
 		{ "open_settings", test_open_settings },
 		{ "newer_schema", test_newer_schema },
+		{ "migrate_v9", test_migrate_v9 },
 		{ "migrate_v1", test_migrate_v1 },
 		{ "migrate_v6", test_migrate_v6 },
 		{ "garbage", test_garbage },

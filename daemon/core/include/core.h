@@ -57,6 +57,7 @@
 #define CORE_KIND_MAX		16	/* event kinds */
 #define CORE_EVENTS_KEPT	100	/* per job, in memory */
 #define CORE_NPROC_MAX		65536
+#define CORE_PRELOAD_MAX	255	/* a job's preload (issue 45) */
 /*
  * Rule 13 with rejoin_timeout 0: how long a round left short by a leave or
  * an eviction waits before it fails. scancel sends SIGTERM to every agent
@@ -113,6 +114,13 @@ struct core_settings {
 	/* Rules 16 and 15; 0 in a join: unset. */
 	uint8_t		rank_policy;		/* enum core_rank_policy */
 	uint8_t		restart;		/* enum core_restart_mode */
+	/*
+	 * Issue 45: the Python modules the agents preload in a fork server,
+	 * comma-separated (docs/AGENT.md "Warm starts"); "": none. The job
+	 * only carries it. A join sets it through core_join.preload, which
+	 * is checked before it is copied here.
+	 */
+	char		preload[CORE_PRELOAD_MAX + 1];
 };
 
 /* Numbered as rdzv.v1.RankPolicy and rdzv.v1.RestartMode. */
@@ -559,6 +567,10 @@ struct core_join {
 	uint32_t		 attempt;	/* the scheduler's run; 0 unknown */
 	/* The nodes of its scheduler allocation; 0: not in one. */
 	uint32_t		 allocation_nodes;
+	/* The job's preload the join asks for (issue 45): module names of
+	 * letters, digits, '_' and '.', comma-separated, at most
+	 * CORE_PRELOAD_MAX bytes; NULL or "": unset. */
+	const char		*preload;
 	uint8_t			 session_id[CORE_SESSION_LEN];
 	/*
 	 * The agent's token for this join, the same in every retry of it
