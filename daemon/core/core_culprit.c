@@ -29,8 +29,11 @@
  * process imports torch before it reaches rdzv.elastic, which takes longer
  * than the collective timeout the meeting waits on a busy host. While it
  * is connected and within the start-up allowance (CORE_START_ALLOWANCE_MS
- * from its "starting") it is excused: kept, not counted, and on neither
- * side of the vote. When every absent member is excused the job re-rounds
+ * from its "starting"), or its workers came up only while the round ran
+ * (the round formed while they were starting; the meeting gave up on them
+ * just before they arrived, and its report can come after their
+ * "started"), it is excused: kept, not counted, and on neither side of
+ * the vote. When every absent member is excused the job re-rounds
  * without a restart (the excused nodes' workers take the new round once
  * they are up). Were they lost instead, their agents would join again,
  * start new processes again, be taken in and lost again, a restart counted
@@ -82,16 +85,23 @@ lose_culprit(struct core_node *m, const char *why, bool counted_already)
 }
 
 /*
- * Whether absent |m| is excused: its agent said its workers are starting
- * as new processes (they import torch before they reach the meeting), it
- * is still connected, and it has been starting for less than the
- * allowance. *|ms| gets how long it has been starting.
+ * Whether absent |m| is excused: it is still connected, and its agent
+ * said its workers are starting as new processes (they import torch
+ * before they reach the meeting) less than the allowance ago, or they
+ * came up only while this round ran: the round formed while they were
+ * starting, and its meeting gave up on them just before they arrived.
+ * *|ms| gets how long they were starting.
  */
 static bool
 excused(const struct core_node *m, uint64_t now, uint64_t *ms)
 {
-	*ms = now >= m->starting_ms ? now - m->starting_ms : 0;
-	return m->starting && m->connected && *ms < CORE_START_ALLOWANCE_MS;
+	uint64_t	end = m->starting ? now : m->started_ms;
+
+	*ms = end >= m->starting_ms ? end - m->starting_ms : 0;
+	if (!m->connected || *ms >= CORE_START_ALLOWANCE_MS)
+		return false;
+	return m->starting || (m->started_gen != 0 &&
+	    m->started_gen == m->job->generation);
 }
 
 /*

@@ -262,10 +262,14 @@ struct core_node {
 
 	/* Core-private below. */
 	/* Its workers are starting as new processes ("starting" report,
-	 * until "started"), since starting_ms (core monotonic); volatile:
-	 * rule 17 excuses it from a meeting for CORE_START_ALLOWANCE_MS. */
+	 * until "started"), since starting_ms (core monotonic); they came
+	 * up at started_ms in the job's generation started_gen (0: not
+	 * since the last start). Volatile: rule 17 excuses it from a
+	 * meeting it missed (core_culprit.c). */
 	bool			 starting;
 	uint64_t		 starting_ms;
+	uint64_t		 started_ms;
+	uint64_t		 started_gen;
 	struct core_timer	 lease;		/* armed while disconnected */
 	bool			 lease_grace;	/* it runs reconnect_grace (its
 						   connection closed), not
