@@ -269,6 +269,9 @@ def test_starting_node_missed_by_the_meeting_is_kept(job, slow_rank):
     assert j.generation >= 2 and {g for g, _ in ends} == {j.generation}
     assert out.count("started 1 worker") == 1, out
     assert WARNING not in out, out
+    # The journal says why the rounds came without a restart.
+    log = job.daemon.output()
+    assert "job %s: starting: node " % job.id in log, log[-3000:]
     print("%d meeting%s missed the starting node, none counted"
           % (len(excused), "" if len(excused) == 1 else "s"))
 
