@@ -96,6 +96,7 @@ on_step(void *arg)
 		    (unsigned long long)a->cur.generation);
 		return;
 	}
+	restart_started(a);
 	/* The next round gets a new master port, as torchrun's does. */
 	if (a->opts->master_port == 0) {
 		a->node.offer.master_port =

@@ -159,6 +159,7 @@ void	hung_found(void *arg);
 bool	restart_inproc_on(const struct agent *);
 bool	restart_keep(struct agent *);
 void	restart_ended(struct agent *);
+void	restart_started(struct agent *);
 extern const struct inproc_events restart_events;
 
 /*

@@ -148,6 +148,16 @@ struct update_report {
 	uint64_t		 port_taken_gen;	/* see report_port_taken */
 };
 
+/* Whether the node's workers are starting as new processes (UPDATE
+ * "starting" until "started", rule 17): only the latest state goes. */
+struct start_report {
+	bool			 pending;
+	struct grpc_ccall	*cc;
+	unsigned int		 seq, sent_seq;
+	bool			 starting;	/* the state to tell */
+	uint64_t		 generation;	/* of the set */
+};
+
 /* What the reports tell the hub. */
 struct report_events {
 	/* A call ended: an exiting agent may have waited for it. */
@@ -163,6 +173,7 @@ struct report {
 	bool			 quitting;	/* outcomes are moot */
 	struct outcome_report	 outcome;
 	struct update_report	 update;
+	struct start_report	 start;
 	struct progress_report	 progress;
 	struct event		*retry_ev;
 	struct grpc_ccall	*leave_cc;
@@ -233,6 +244,9 @@ void	report_update(struct report *, bool nproc, bool master_port,
 /* The master port of |generation| was taken: the update of the new port
  * asks for a new round that counts no restart. */
 void	report_port_taken(struct report *, uint64_t generation);
+/* The workers of |generation| start as new processes (true) or all of
+ * them reached rdzv.elastic, or the set ended (false). */
+void	report_starting(struct report *, uint64_t generation, bool starting);
 void	report_flush(struct report *);
 void	report_forget(struct report *);
 void	report_leave(struct report *, const char *reason);

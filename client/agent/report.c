@@ -1,7 +1,8 @@
 /*
  * What the agent tells rdzvd after its Join: the outcome of a generation's
  * workers (Report SUCCEEDED/FAILED, fenced by generation), changes of its
- * offer (Report UPDATE: nproc, master port, GPU results) and a planned
+ * offer (Report UPDATE: nproc, master port, GPU results), whether its
+ * workers are starting (Report UPDATE "starting"/"started") and a planned
  * Leave. Outcomes and updates must arrive: they wait for the session while
  * the stream is down and are sent again after the resume (the agent calls
  * report_flush() once the session is back). The calls go on the session's
@@ -27,6 +28,7 @@
 
 static void	send_outcome(struct report *);
 static void	send_update(struct report *);
+static void	send_start(struct report *);
 
 static void
 retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -280,6 +282,69 @@ send_update(struct report *rp)
 	gpucheck_pb_free(&gpb);
 }
 
+static void
+start_done(struct grpc_ccall *cc, int status, const char *msg, void *arg)
+{
+	struct report *rp = arg;
+	struct start_report *st = &rp->start;
+
+	st->cc = NULL;
+	if (st->pending) {
+		if (status == GRPC_OK || !keep(rp, status, "report of the "
+		    "workers' start", msg)) {
+			if (st->seq == st->sent_seq)
+				st->pending = false;
+			report_flush(rp);
+		} else
+			st->sent_seq = 0;	/* after a resume or a second */
+	}
+	done(rp);
+}
+
+/*
+ * Under in-process restart the other nodes' kept workers meet a round at
+ * once, and a node whose workers start as new processes (they import
+ * torch first) would miss that meeting and be lost for it. rdzvd excuses
+ * it while it says so (SPEC §4 rule 17), within a start-up allowance.
+ * Only a change goes; a newer state replaces one not yet sent. An rdzvd
+ * that does not know the causes refuses them (INVALID_ARGUMENT): nothing
+ * more is tried, and it counts the node absent as it always did.
+ */
+void
+report_starting(struct report *rp, uint64_t generation, bool starting)
+{
+	struct start_report *st = &rp->start;
+
+	if (st->starting == starting)
+		return;
+	st->starting = starting;
+	st->generation = generation;
+	st->seq++;
+	st->pending = true;
+	report_flush(rp);
+}
+
+static void
+send_start(struct report *rp)
+{
+	const struct session *s = rp->session;
+	struct start_report *st = &rp->start;
+	Rdzv__V1__ReportRequest req = RDZV__V1__REPORT_REQUEST__INIT;
+
+	req.session_id.data = (uint8_t *)s->id;
+	req.session_id.len = s->id_len;
+	req.generation = st->generation;
+	req.outcome = RDZV__V1__OUTCOME__OUTCOME_UPDATE;
+	req.cause = st->starting ? "starting" : "started";
+	st->sent_seq = st->seq;
+	log_debug("generation %llu: the workers %s",
+	    (unsigned long long)st->generation, st->starting ? "are starting" :
+	    "started");
+	st->cc = grpc_client_call(s->cli, "/rdzv.v1.Rendezvous/Report",
+	    &req.base, &rdzv__v1__report_response__descriptor,
+	    REPORT_TIMEOUT_MS, NULL, start_done, rp);
+}
+
 static void	progress_flush(struct report *);
 
 static void
@@ -372,6 +437,9 @@ report_flush(struct report *rp)
 	if (rp->update.pending && rp->update.cc == NULL &&
 	    rp->update.seq != rp->update.sent_seq)
 		send_update(rp);
+	if (rp->start.pending && rp->start.cc == NULL && !rp->quitting &&
+	    rp->start.seq != rp->start.sent_seq)
+		send_start(rp);
 }
 
 /* The session is gone (a refused resume): what it would have said is
@@ -388,10 +456,13 @@ report_forget(struct report *rp)
 	u->pending = false;
 	u->nproc = u->master_port = u->gpucheck = false;
 	u->port_taken_gen = 0;
+	rp->start.pending = rp->start.starting = false;
 	if (rp->outcome.cc != NULL)
 		grpc_ccall_cancel(rp->outcome.cc);
 	if (u->cc != NULL)
 		grpc_ccall_cancel(u->cc);
+	if (rp->start.cc != NULL)
+		grpc_ccall_cancel(rp->start.cc);
 }
 
 static void

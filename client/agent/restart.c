@@ -34,13 +34,38 @@ unkept(struct agent *a, const char *why)
 		"(docs/RECOVERY.md)"
 
 /* A set ended under in-process restart: if its workers never spoke to
- * the restart socket, say so (once). */
+ * the restart socket, say so (once). It is not starting any more. */
 void
 restart_ended(struct agent *a)
 {
 	if (restart_inproc_on(a) && a->ws.end == WS_END_FAILED &&
 	    a->inproc.hellos < a->ws.n)
 		unkept(a, NO_API);
+	report_starting(&a->node.report, a->ws.generation, false);
+}
+
+/*
+ * A new set of workers just started as new processes. Under in-process
+ * restart the other nodes' kept workers are at the round's meeting within
+ * moments, while these import torch first: rdzvd hears that they are
+ * starting, so that the meeting missing them does not lose this node
+ * (SPEC §4 rule 17), until every one said hello (restart_hello) or the
+ * set ended (restart_ended).
+ */
+void
+restart_started(struct agent *a)
+{
+	if (restart_inproc_on(a))
+		report_starting(&a->node.report, a->ws.generation, true);
+}
+
+/* A worker said hello: once all of them did, the set is up. */
+static void
+restart_hello(struct agent *a)
+{
+	if (a->ws.state == WS_RUNNING && a->ws.n > 0 &&
+	    a->inproc.hellos >= a->ws.n)
+		report_starting(&a->node.report, a->ws.generation, false);
 }
 
 /*
@@ -193,6 +218,7 @@ on_ready(void *arg)
 {
 	struct agent *a = arg;
 
+	restart_hello(a);
 	node_step(&a->node);
 }
 

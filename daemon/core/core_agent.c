@@ -214,6 +214,31 @@ port_taken(struct core_node *n, const struct core_report *r)
 }
 
 /*
+ * The node's workers start as new processes, or all of them reached
+ * rdzv.elastic (or the set ended). Only the change counts: a repeated
+ * "starting" does not move the start, so a node cannot stretch rule 17's
+ * allowance by saying it again. The generation its workers came up in is
+ * kept: that round formed while they were starting, and its meeting may
+ * have given up on them just before they arrived (the report of it can
+ * come after "started"). In memory only, nothing to save: after a daemon
+ * restart the node counts as not starting.
+ */
+void
+core_node_starting(struct core_node *n, bool starting)
+{
+	uint64_t	now = n->job->core->now.mono_ms;
+
+	if (starting && !n->starting) {
+		n->starting_ms = now;
+		n->started_gen = 0;
+	} else if (!starting && n->starting) {
+		n->started_ms = now;
+		n->started_gen = n->job->generation;
+	}
+	n->starting = starting;
+}
+
+/*
  * The node's offer changed. A fresh master port is kept for the next
  * round. Fewer workers (a GPU failed its worker's check) change the world
  * of a running job, so it re-rounds at once, as a planned change: every
@@ -230,6 +255,9 @@ offer_update(struct core_node *n, const struct core_report *r)
 	}
 	if (r->cause == CORE_CAUSE_MASTER_PORT)
 		port_taken(n, r);
+	else if (r->cause == CORE_CAUSE_STARTING ||
+	    r->cause == CORE_CAUSE_STARTED)
+		core_node_starting(n, r->cause == CORE_CAUSE_STARTING);
 	if (r->nproc == 0 || r->nproc == n->nproc)
 		return;
 	/* A round that cannot be re-formed keeps the nproc it was made with

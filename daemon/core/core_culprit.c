@@ -22,6 +22,23 @@
  * reporting): a node cut off from every peer sees all of them absent, and
  * must not take the job's healthy majority down with it. Its report then
  * counts as a plain failure, as without rule 17.
+ *
+ * A member whose agent said its workers are starting as new processes (a
+ * spare taken in, a node that joined again, a set restarted as processes
+ * under in-process restart) was not yet expected at the meeting: a new
+ * process imports torch before it reaches rdzv.elastic, which takes longer
+ * than the collective timeout the meeting waits on a busy host. While it
+ * is connected and within the start-up allowance (CORE_START_ALLOWANCE_MS
+ * from its "starting"), or its workers came up only while the round ran
+ * (the round formed while they were starting; the meeting gave up on them
+ * just before they arrived, and its report can come after their
+ * "started"), it is excused: kept, not counted, and on neither side of
+ * the vote. When every absent member is excused the job re-rounds
+ * without a restart (the excused nodes' workers take the new round once
+ * they are up). Were they lost instead, their agents would join again,
+ * start new processes again, be taken in and lost again, a restart counted
+ * every round (issue 41). Past the allowance a still-starting node is lost
+ * as any absent member.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -67,13 +84,73 @@ lose_culprit(struct core_node *m, const char *why, bool counted_already)
 	}
 }
 
+/*
+ * Whether absent |m| is excused: it is still connected, and its agent
+ * said its workers are starting as new processes (they import torch
+ * before they reach the meeting) less than the allowance ago, or they
+ * came up only while this round ran: the round formed while they were
+ * starting, and its meeting gave up on them just before they arrived.
+ * *|ms| gets how long they were starting.
+ */
+static bool
+excused(const struct core_node *m, uint64_t now, uint64_t *ms)
+{
+	uint64_t	end = m->starting ? now : m->started_ms;
+
+	*ms = end >= m->starting_ms ? end - m->starting_ms : 0;
+	if (!m->connected || *ms >= CORE_START_ALLOWANCE_MS)
+		return false;
+	return m->starting || (m->started_gen != 0 &&
+	    m->started_gen == m->job->generation);
+}
+
+/*
+ * The absent members still starting their workers are excused: kept, and
+ * in the next round again. With |all| they were every absent member: the
+ * job re-rounds at once as a planned change (the kept workers wait for the
+ * next round), no restart counted. Returns how many were excused.
+ */
+static uint32_t
+excuse(struct core_node *by, const struct core_report *r, bool all)
+{
+	struct core_job		*j = by->job;
+	struct core_node	*m;
+	char			 t[32];
+	uint64_t		 now = j->core->now.mono_ms, ms;
+	uint32_t		 i, n = 0;
+
+	for (i = 0; i < j->round_n; i++) {
+		m = j->round[i];
+		if (m == by || m->state != CORE_NODE_PARTICIPANT ||
+		    !holds_absent(m, r->absent_ranks, r->n_absent) ||
+		    !excused(m, now, &ms))
+			continue;
+		core_fmt_secs(t, sizeof(t), ms);
+		core_event_add(j, "starting", "node %s (node %llu) was still "
+		    "starting its workers (for %s): the meeting of generation "
+		    "%llu missed it; %s", m->hostname,
+		    (unsigned long long)m->node_id, t,
+		    (unsigned long long)j->generation, all ? "not counted" :
+		    "kept");
+		if (n++ == 0 && all && !j->pend_failure && !j->pend_change)
+			textf(j->pend_reason, sizeof(j->pend_reason), "node "
+			    "%.*s (node %llu) was still starting its workers",
+			    (int)utf8_prefix(m->hostname, 64), m->hostname,
+			    (unsigned long long)m->node_id);
+	}
+	if (all)
+		j->pend_change = true;
+	return n;
+}
+
 uint32_t
 core_culprits(struct core_node *by, const struct core_report *r)
 {
 	struct core_job		*j = by->job;
 	struct core_node	*m;
 	char			 why[CORE_REASON_MAX];
-	uint32_t		 i, absent = 0, present = 0;
+	uint64_t		 now = j->core->now.mono_ms, ms;
+	uint32_t		 i, absent = 0, present = 0, starting = 0;
 	bool			 counted;
 
 	if (j->state != CORE_JOB_RUNNING)
@@ -90,22 +167,29 @@ core_culprits(struct core_node *by, const struct core_report *r)
 	}
 	if (r->n_absent == 0)
 		return 0;
+	/* Excused members were not expected at the meeting yet: they count
+	 * on neither side of the vote. */
 	for (i = 0; i < j->round_n; i++) {
 		m = j->round[i];
 		if (m->state != CORE_NODE_PARTICIPANT)
 			continue;
-		if (m != by && holds_absent(m, r->absent_ranks, r->n_absent))
-			absent++;
-		else
+		if (m == by || !holds_absent(m, r->absent_ranks, r->n_absent))
 			present++;
+		else if (excused(m, now, &ms))
+			starting++;
+		else
+			absent++;
 	}
+	if (absent == 0 && starting > 0)
+		return excuse(by, r, true);
 	if (absent == 0 || absent > present)
 		return 0;
 	counted = j->failure_gen == j->generation;
 	for (i = 0; i < j->round_n; i++) {
 		m = j->round[i];
 		if (m == by || m->state != CORE_NODE_PARTICIPANT ||
-		    !holds_absent(m, r->absent_ranks, r->n_absent))
+		    !holds_absent(m, r->absent_ranks, r->n_absent) ||
+		    excused(m, now, &ms))
 			continue;
 		textf(why, sizeof(why), "it took no part in generation %llu: "
 		    "its ranks never arrived at the round's meeting (node "
@@ -116,5 +200,7 @@ core_culprits(struct core_node *by, const struct core_report *r)
 		    "failure that formed this round, not counted again" : "");
 		lose_culprit(m, why, counted);
 	}
+	if (starting > 0)
+		excuse(by, r, false);
 	return absent;
 }

@@ -118,6 +118,18 @@ void		 core_report_host(struct core_node *,
 /* core_agent.c */
 void		 core_lease_expired(struct core_node *);
 
+/*
+ * Rule 17's start-up allowance: how long a node that said its workers are
+ * starting as new processes (an UPDATE "starting") is excused from a
+ * round's meeting it missed. A new process imports torch before it reaches
+ * rdzv.elastic: seconds, tens of seconds on a busy host; two minutes is
+ * well past that, and bounds what a node that never says "started" costs.
+ */
+#define CORE_START_ALLOWANCE_MS	120000
+
+/* core_agent.c: a node's workers start ("starting") or started. */
+void		 core_node_starting(struct core_node *, bool starting);
+
 /* core_culprit.c: rule 17. The nodes a failure report of |by| names as
  * the failure's culprits are lost; how many (0: none, a plain failure). */
 uint32_t	 core_culprits(struct core_node *by,

@@ -3,7 +3,9 @@
  * the job created or reopened, a round started (workers, nodes, restart
  * count), a round opened short of nodes, nodes gone (lost, left, evicted,
  * with how), a failure reported that did something (a restart, the end,
- * a hold for an away node), every hang (docs/HEALTH.md: rare, and where
+ * a hold for an away node), a node excused from a meeting because its
+ * workers were still starting (rule 17: why a round came without a
+ * restart), every hang (docs/HEALTH.md: rare, and where
  * to look for stacks), closing, and the end with its reason. Joins,
  * successes, GPU results and the reports that follow the first are per
  * node and stay in the job's events (rdzvctl events). Nodes that go or
@@ -27,7 +29,7 @@ grouped(const char *kind)
 	return strcmp(kind, "lost") == 0 || strcmp(kind, "left") == 0 ||
 	    strcmp(kind, "evicted") == 0 || strcmp(kind, "failure") == 0 ||
 	    strcmp(kind, "hang") == 0 || strcmp(kind, "nproc") == 0 ||
-	    strcmp(kind, "refused") == 0;
+	    strcmp(kind, "refused") == 0 || strcmp(kind, "starting") == 0;
 }
 
 /* What a counted failure leads to in its turn. */

@@ -43,7 +43,8 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 		return;
 	}
 	/* "hang" and "stuck" go with a failure (core_report reads them only
-	 * there), "master_port" only with an update. */
+	 * there), "master_port", "starting" and "started" only with an
+	 * update. */
 	if (req->cause[0] == '\0')
 		r.cause = CORE_CAUSE_WORKER;
 	else if (strcmp(req->cause, "hang") == 0)
@@ -53,10 +54,17 @@ rpc_report(struct grpc_call *call, const ProtobufCMessage *msg, void *arg)
 	else if (strcmp(req->cause, "master_port") == 0 &&
 	    req->outcome == RDZV__V1__OUTCOME__OUTCOME_UPDATE)
 		r.cause = CORE_CAUSE_MASTER_PORT;
+	else if (strcmp(req->cause, "starting") == 0 &&
+	    req->outcome == RDZV__V1__OUTCOME__OUTCOME_UPDATE)
+		r.cause = CORE_CAUSE_STARTING;
+	else if (strcmp(req->cause, "started") == 0 &&
+	    req->outcome == RDZV__V1__OUTCOME__OUTCOME_UPDATE)
+		r.cause = CORE_CAUSE_STARTED;
 	else {
 		grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "unknown cause "
 		    "'%.*s' for this outcome: expected \"hang\" or \"stuck\" "
-		    "with a failure, \"master_port\" with an update, or none",
+		    "with a failure, \"master_port\", \"starting\" or "
+		    "\"started\" with an update, or none",
 		    (int)utf8_prefix(req->cause, 64), req->cause);
 		return;
 	}

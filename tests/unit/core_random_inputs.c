@@ -185,7 +185,7 @@ do_report(void)
 {
 	struct agent		*a = random_agent(true);
 	struct core_report	 r;
-	uint32_t		 restarts;
+	uint32_t		 restarts, absent[3];
 	int			 rc;
 
 	if (a == NULL)
@@ -205,6 +205,16 @@ do_report(void)
 	if (r.outcome == CORE_OUTCOME_UPDATE) {
 		r.nproc = rndn(5);		/* 0: unchanged */
 		r.master_port = rndn(3) == 0 ? 0 : 30000 + rndn(1000);
+		/* Workers starting as new processes, or up (rule 17). */
+		if (chance(30))
+			r.cause = chance(50) ? CORE_CAUSE_STARTING :
+			    CORE_CAUSE_STARTED;
+	} else if (r.outcome == CORE_OUTCOME_FAILED && chance(30)) {
+		/* A meeting that missed some ranks (rule 17). */
+		r.n_absent = 1 + rndn(3);
+		for (uint32_t i = 0; i < r.n_absent; i++)
+			absent[i] = rndn(8);
+		r.absent_ranks = absent;
 	}
 	stats[S_REPORT]++;
 	rc = core_report(C, NOW, jobs[a->job].owner, &r, &restarts, err,

@@ -5,11 +5,14 @@
  * next round forms without them, one fault costs one restart (none more
  * when the round was formed to recover from that fault), and a reporter
  * cut off from most of its peers cannot take the healthy majority down.
+ * A node whose workers are still starting as new processes is excused
+ * from a meeting it missed, within the start-up allowance.
  */
 
 #include <string.h>
 
 #include "core_harness.h"
+#include "core_int.h"		/* CORE_START_ALLOWANCE_MS */
 
 /* A FAILED report of |gen| by |n| with |cause| and |n_absent| ranks. */
 static int
@@ -178,6 +181,195 @@ test_absent_names_only_members(void)
 	teardown();
 }
 
+/* An UPDATE of |n|: its workers of |gen| are starting, or started. */
+static int
+starting(struct core_node *n, uint64_t gen, bool yes)
+{
+	struct core_report	r;
+	int			rc;
+
+	memset(&r, 0, sizeof(r));
+	r.session_id = n->session_id;
+	r.generation = gen;
+	r.outcome = CORE_OUTCOME_UPDATE;
+	r.cause = yes ? CORE_CAUSE_STARTING : CORE_CAUSE_STARTED;
+	err[0] = '\0';
+	rc = core_report(C, NOW, "alice", &r, NULL, err, sizeof(err));
+	turn();
+	return rc;
+}
+
+static bool
+has_event(const struct core_job *j, const char *kind, const char *part)
+{
+	for (uint32_t i = 0; i < j->events_n; i++) {
+		const struct core_event *e =
+		    &j->events[(j->events_start + i) % j->events_cap];
+		if (strcmp(e->kind, kind) == 0 && strstr(e->message, part))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Issue 41: a node whose workers start as new processes (they import
+ * torch first) misses the round's meeting. It is kept and no restart is
+ * counted: the job re-rounds at once with it. Once its workers started,
+ * missing a meeting is a fault again.
+ */
+static void
+test_starting_absent_is_kept(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("starting", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	tick(3100);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 0);
+	CHECK(has_event(j, "starting", "node c (node "));
+	CHECK(has_event(j, "starting", "was still starting its workers "
+	    "(for 3.1 s): the meeting of generation 1 missed it; not "
+	    "counted"));
+	CHECK(last_is(n[2], CORE_MSG_ASSIGNMENT));
+	CHECK_INT(last_msg(n[2])->u.assignment.generation, 2);
+	CHECK_INT(last_msg(n[2])->u.assignment.restart_count, 0);
+	/* The other bystander's report of generation 1 is stale. */
+	CHECK_RC(blame(n[1], 1, CORE_CAUSE_WORKER, &absent, 1), CORE_REFUSED);
+	CHECK_INT(j->restart_count, 0);
+	/* Its workers came up during generation 2: its meeting may have
+	 * given up on them just before (the report comes after). */
+	tick(2000);
+	CHECK_RC(starting(n[2], 2, false), 0);
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(has_event(j, "starting", "(for 5.1 s): the meeting of "
+	    "generation 2 missed it; not counted"));
+	CHECK(j->generation == 3 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 0);
+	/* Up before generation 3 formed: missing its meeting is a fault. */
+	CHECK_RC(blame(n[0], 3, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "took no part in generation 3");
+	CHECK(j->generation == 4 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/*
+ * Two fresh nodes still starting are more than the one that arrived: not
+ * a reporter cut off from its peers (they said themselves why they are
+ * late), so they are excused as well. A starting node that is also absent
+ * beside a member that is not: that one is lost (one restart), the
+ * starting one kept, and it does not count as arrived in the vote.
+ */
+static void
+test_starting_and_absent_together(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent[2];
+
+	setup(NULL);
+	j = nodes("two", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[1], 1, true), 0);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	CHECK_RC(starting(n[1], 1, false), 0);	/* up in generation 1 */
+	absent[0] = n[1]->base_rank;
+	absent[1] = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	CHECK(j->generation == 2 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 0);
+
+	/* n[1] was up before generation 2; n[2] still starting. Both
+	 * absent: a tie of n[0] against n[1] alone, believed. */
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK(n[1]->state == CORE_NODE_LOST);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(has_event(j, "starting", "generation 2 missed it; kept"));
+	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/* Past the allowance a node still starting is lost, as without it. */
+static void
+test_starting_past_allowance_is_lost(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("slow", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	tick(CORE_START_ALLOWANCE_MS);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "took no part in generation 1");
+	CHECK(!has_event(j, "starting", "was still starting"));
+	CHECK(j->generation == 2 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/*
+ * A node cannot stretch the allowance by saying "starting" again: the
+ * start is the first report's. Only "started" ends it; a later "starting"
+ * begins a new one. A node whose connection closed is not excused.
+ */
+static void
+test_starting_again_does_not_extend(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("again", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	tick(CORE_START_ALLOWANCE_MS / 2);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	tick(CORE_START_ALLOWANCE_MS / 2);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_INT(j->restart_count, 1);
+	CHECK(j->generation == 2 && j->round_n == 2);
+
+	/* A new start after "started" is a new allowance. */
+	CHECK_RC(starting(n[1], 2, true), 0);
+	tick(CORE_START_ALLOWANCE_MS - 1000);
+	CHECK_RC(starting(n[1], 2, false), 0);
+	CHECK_RC(starting(n[1], 2, true), 0);
+	tick(1000);
+	absent = n[1]->base_rank;
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[1]->state == CORE_NODE_PARTICIPANT);
+	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+
+	/* Starting, but its connection closed: not excused. */
+	j = nodes("closed", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	disconnect(n[2]);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
 static const struct test tests[] = {
 	{ "stuck_node_is_lost", test_stuck_node_is_lost },
 	{ "plain_hang_reruns_everyone", test_plain_hang_reruns_everyone },
@@ -187,6 +379,12 @@ static const struct test tests[] = {
 	{ "absent_majority_is_not_believed",
 	    test_absent_majority_is_not_believed },
 	{ "absent_names_only_members", test_absent_names_only_members },
+	{ "starting_absent_is_kept", test_starting_absent_is_kept },
+	{ "starting_and_absent_together", test_starting_and_absent_together },
+	{ "starting_past_allowance_is_lost",
+	    test_starting_past_allowance_is_lost },
+	{ "starting_again_does_not_extend",
+	    test_starting_again_does_not_extend },
 };
 
 int

@@ -269,6 +269,15 @@ struct core_node {
 	int32_t			 prev_rank;
 
 	/* Core-private below. */
+	/* Its workers are starting as new processes ("starting" report,
+	 * until "started"), since starting_ms (core monotonic); they came
+	 * up at started_ms in the job's generation started_gen (0: not
+	 * since the last start). Volatile: rule 17 excuses it from a
+	 * meeting it missed (core_culprit.c). */
+	bool			 starting;
+	uint64_t		 starting_ms;
+	uint64_t		 started_ms;
+	uint64_t		 started_gen;
 	struct core_timer	 lease;		/* armed while disconnected */
 	bool			 lease_grace;	/* it runs reconnect_grace (its
 						   connection closed), not
@@ -617,6 +626,12 @@ enum core_cause {
 	 * master port of |generation| taken on its host before its workers
 	 * started; |master_port| is its new offer. */
 	CORE_CAUSE_MASTER_PORT,
+	/* "starting", UPDATE only: the node just started its workers as new
+	 * processes (in-process restart) and they have not all reached
+	 * rdzv.elastic yet; "started": they all have, or the set ended.
+	 * Rule 17 excuses a starting node absent from a round's meeting. */
+	CORE_CAUSE_STARTING,
+	CORE_CAUSE_STARTED,
 };
 
 /* A worker's end as the agent reported it (rdzv.v1.WorkerExit). */
@@ -641,8 +656,9 @@ struct core_report {
 	/* CORE_OUTCOME_FAILED: CORE_CAUSE_HANG when no worker made progress
 	 * for the hang timeout, CORE_CAUSE_STUCK when one of the node's own
 	 * workers is stopped as well (the node is the culprit, rule 17),
-	 * else CORE_CAUSE_WORKER. CORE_OUTCOME_UPDATE: CORE_CAUSE_MASTER_PORT
-	 * or CORE_CAUSE_WORKER (none). */
+	 * else CORE_CAUSE_WORKER. CORE_OUTCOME_UPDATE: CORE_CAUSE_MASTER_PORT,
+	 * CORE_CAUSE_STARTING, CORE_CAUSE_STARTED or CORE_CAUSE_WORKER
+	 * (none). */
 	enum core_cause	 cause;
 	/* CORE_OUTCOME_FAILED: global ranks of the generation that never
 	 * arrived at its meeting; their nodes are its culprits (rule 17). */

@@ -290,6 +290,15 @@ def test_progress_call(tmp_path):
                                          cause="bored")
         assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
         assert "unknown cause 'bored'" in msg, msg
+        # Whether a node's workers are starting goes with an update only
+        # (rule 17), and is no failure.
+        code, msg, _ = rdzvnode.rpc_code(a.report, gen, "FAILED",
+                                         cause="starting")
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
+        assert "unknown cause 'starting'" in msg, msg
+        assert "\"starting\" or \"started\" with an update" in msg, msg
+        for cause in ("starting", "starting", "started"):
+            assert a.report(gen, "UPDATE", cause=cause).restart_count == 0
         # A hang report: an event of its own, a failure like any other.
         a.report(gen, "FAILED", cause="hang", message="no progress")
         job = ctl_.get_job("steps", events=50)

@@ -12,6 +12,7 @@ elastic_worker.py picks a variant). Short settings everywhere: 40 steps of
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -232,6 +233,47 @@ def test_starting_worker_takes_the_next_round(job):
     j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
                      "job closed")
     assert j.restart_count == 0, j
+
+
+@pytest.mark.parametrize("slow_rank", [0, 1])
+def test_starting_node_missed_by_the_meeting_is_kept(job, slow_rank):
+    """Issue 41: the meeting of a round waits the collective timeout (2 s
+    here) for every rank; a node whose worker is a new process still
+    importing torch (held 6 s) misses it, as the round's master (rank 0:
+    the others cannot reach its store) or not. Its agent told rdzvd that
+    its workers are starting, so the kept worker's report of the absent
+    ranks loses nobody and counts no restart (rule 17): the rounds that
+    follow re-form with both nodes, the slow worker takes the newest once
+    it is up (it is never restarted), and the job closes with restart
+    count 0."""
+    env = {"TRAIN_COLLECTIVE_TIMEOUT": "2"}
+    for t, rank in (("a", 1 - slow_rank), ("b", slow_rank)):
+        job.agent(t, ["--node-rank", str(rank)], stop_timeout="30s",
+                  nnodes="2:2", env=dict(env, TEST_START_DELAY="6")
+                  if t == "b" else env)
+    ends = job.wait_files("final", lambda f: len(f) == 2, 120,
+                          "two workers finished")
+    assert job.wait_exits(["a", "b"], timeout=60) == {"a": 0, "b": 0}, \
+        job.outputs()
+    j = job.wait_job(lambda x: x.state == PB.types.JOB_STATE_CLOSED, 15,
+                     "job closed")
+    out = job.agents["b"].output()
+    ids = re.findall(r"joined job \S+ as node id (\d+)", out)
+    assert len(ids) == 1, out          # never lost, never joined again
+    excused = [e.message for e in j.events if e.kind == "starting"]
+    assert excused and all("(node %s) was still starting its workers"
+                           % ids[0] in m and "not counted" in m
+                           for m in excused), j.events
+    assert j.restart_count == 0, j
+    assert not [n for n in j.nodes if n.state == PB.types.NODE_STATE_LOST]
+    assert j.generation >= 2 and {g for g, _ in ends} == {j.generation}
+    assert out.count("started 1 worker") == 1, out
+    assert WARNING not in out, out
+    # The journal says why the rounds came without a restart.
+    log = job.daemon.output()
+    assert "job %s: starting: node " % job.id in log, log[-3000:]
+    print("%d meeting%s missed the starting node, none counted"
+          % (len(excused), "" if len(excused) == 1 else "s"))
 
 
 def test_stable_ranks_spare_takes_lost_ranks(job):
