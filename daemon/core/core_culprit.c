@@ -32,7 +32,9 @@
  * from its "starting"), or its workers came up only while the round ran
  * (the round formed while they were starting; the meeting gave up on them
  * just before they arrived, and its report can come after their
- * "started"), it is excused: kept, not counted, and on neither side of
+ * "started") or in the round before it (this is the first round formed
+ * after they came up: their first meeting from a cold start, a new store
+ * connection and group on a busy host), it is excused: kept, not counted, and on neither side of
  * the vote. When every absent member is excused the job re-rounds
  * without a restart (the excused nodes' workers take the new round once
  * they are up). Were they lost instead, their agents would join again,
@@ -88,8 +90,9 @@ lose_culprit(struct core_node *m, const char *why, bool counted_already)
  * Whether absent |m| is excused: it is still connected, and its agent
  * said its workers are starting as new processes (they import torch
  * before they reach the meeting) less than the allowance ago, or they
- * came up only while this round ran: the round formed while they were
- * starting, and its meeting gave up on them just before they arrived.
+ * came up only while this round ran (the round formed while they were
+ * starting, and its meeting gave up on them just before they arrived) or
+ * the one before: this round is their first meeting since they came up.
  * *|ms| gets how long they were starting.
  */
 static bool
@@ -101,7 +104,7 @@ excused(const struct core_node *m, uint64_t now, uint64_t *ms)
 	if (!m->connected || *ms >= CORE_START_ALLOWANCE_MS)
 		return false;
 	return m->starting || (m->started_gen != 0 &&
-	    m->started_gen == m->job->generation);
+	    m->job->generation <= m->started_gen + 1);
 }
 
 /*

@@ -254,11 +254,20 @@ test_starting_absent_is_kept(void)
 	    "generation 2 missed it; not counted"));
 	CHECK(j->generation == 3 && j->round_n == 3);
 	CHECK_INT(j->restart_count, 0);
-	/* Up before generation 3 formed: missing its meeting is a fault. */
+	/* Generation 3, formed after they came up, is their first meeting
+	 * from a cold start: missing it is still excused. */
 	CHECK_RC(blame(n[0], 3, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(has_event(j, "starting", "the meeting of generation 3 missed "
+	    "it; not counted"));
+	CHECK(j->generation == 4 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 0);
+	/* Up before generation 3 formed: missing generation 4's meeting is
+	 * a fault. */
+	CHECK_RC(blame(n[0], 4, CORE_CAUSE_WORKER, &absent, 1), 0);
 	CHECK(n[2]->state == CORE_NODE_LOST);
-	CHECK_HAS(n[2]->reason, "took no part in generation 3");
-	CHECK(j->generation == 4 && j->round_n == 2);
+	CHECK_HAS(n[2]->reason, "took no part in generation 4");
+	CHECK(j->generation == 5 && j->round_n == 2);
 	CHECK_INT(j->restart_count, 1);
 	teardown();
 }
@@ -289,13 +298,21 @@ test_starting_and_absent_together(void)
 	CHECK(j->generation == 2 && j->round_n == 3);
 	CHECK_INT(j->restart_count, 0);
 
-	/* n[1] was up before generation 2; n[2] still starting. Both
-	 * absent: a tie of n[0] against n[1] alone, believed. */
+	/* Generation 2 is n[1]'s first meeting since it came up: both
+	 * excused again. */
 	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK_INT(j->n_state[CORE_NODE_LOST], 0);
+	CHECK(j->generation == 3 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 0);
+
+	/* n[1] was up before generation 2 formed; n[2] still starting.
+	 * Both absent from generation 3: a tie of n[0] against n[1] alone,
+	 * believed. */
+	CHECK_RC(blame(n[0], 3, CORE_CAUSE_WORKER, absent, 2), 0);
 	CHECK(n[1]->state == CORE_NODE_LOST);
 	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
-	CHECK(has_event(j, "starting", "generation 2 missed it; kept"));
-	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK(has_event(j, "starting", "generation 3 missed it; kept"));
+	CHECK(j->generation == 4 && j->round_n == 2);
 	CHECK_INT(j->restart_count, 1);
 	teardown();
 }
