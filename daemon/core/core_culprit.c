@@ -141,8 +141,14 @@ excuse(struct core_node *by, const struct core_report *r, bool all)
 			    (int)utf8_prefix(m->hostname, 64), m->hostname,
 			    (unsigned long long)m->node_id);
 	}
-	if (all)
+	if (all) {
 		j->pend_change = true;
+		/* The round it re-forms stands for the one a failure formed:
+		 * a member that misses it is that failure still (rule 17's
+		 * "counted already"), not a second one. */
+		if (j->failure_gen == j->generation)
+			j->failure_gen_carry = true;
+	}
 	return n;
 }
 

@@ -642,8 +642,13 @@ round_running_settle(struct core_job *j, bool failure, bool change,
 			j->failure_round_ms = c->now.mono_ms;
 			j->failure_gen = j->generation;
 		}
-	} else if (change)
+		j->failure_gen_carry = false;
+	} else if (change) {
 		reround(j, reason, gone, false);
+		if (j->failure_gen_carry)
+			j->failure_gen = j->generation;
+		j->failure_gen_carry = false;
+	}
 	else if (w > 0) {
 		if (p + w >= j->settings.max_nodes || lc_due) {
 			textf(why, sizeof(why), "%u waiting node%s taken in",

@@ -340,6 +340,41 @@ test_starting_past_allowance_is_lost(void)
 }
 
 /*
+ * A failure forms generation 2 (restart 1); a starting node misses its
+ * meeting and is excused, and the job re-rounds uncounted. Past the
+ * allowance it misses generation 3's too: that round stands for the one
+ * the failure formed, so its loss is that failure still, not counted
+ * again (netns_silent_inproc: a silent node that said "starting" before
+ * its link went down cost two restarts).
+ */
+static void
+test_excused_round_keeps_its_failure(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent;
+
+	setup(NULL);
+	j = nodes("carry", -1, 2, 3, n, 3);
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, NULL, 0), 0);
+	CHECK(j->generation == 2);
+	CHECK_INT(j->restart_count, 1);
+	CHECK_RC(starting(n[2], 2, true), 0);
+	absent = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(j->generation == 3 && j->round_n == 3);
+	CHECK_INT(j->restart_count, 1);
+	tick(CORE_START_ALLOWANCE_MS);
+	CHECK_RC(blame(n[0], 3, CORE_CAUSE_WORKER, &absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "not counted again");
+	CHECK(j->generation == 4 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/*
  * A node cannot stretch the allowance by saying "starting" again: the
  * start is the first report's. Only "started" ends it; a later "starting"
  * begins a new one. A node whose connection closed is not excused.
@@ -402,6 +437,8 @@ static const struct test tests[] = {
 	    test_starting_past_allowance_is_lost },
 	{ "starting_again_does_not_extend",
 	    test_starting_again_does_not_extend },
+	{ "excused_round_keeps_its_failure",
+	    test_excused_round_keeps_its_failure },
 };
 
 int

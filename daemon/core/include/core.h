@@ -372,6 +372,9 @@ struct core_job {
 	/* The generation that round formed (rule 17: a member that takes no
 	 * part in it is what that failure was, counted already); volatile. */
 	uint64_t		 failure_gen;
+	/* Rule 17's excuse re-rounds a round that failure formed: the next
+	 * round is that failure's too (volatile). */
+	bool			 failure_gen_carry;
 	/* A reported failure waiting for an away member (see core_settle). */
 	bool			 held_failure;
 	char			 held_reason[CORE_REASON_MAX];

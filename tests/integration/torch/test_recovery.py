@@ -237,19 +237,22 @@ def test_starting_worker_takes_the_next_round(job):
 
 @pytest.mark.parametrize("slow_rank", [0, 1])
 def test_starting_node_missed_by_the_meeting_is_kept(job, slow_rank):
-    """Issue 41: the meeting of a round waits the collective timeout (2 s
+    """Issue 41: the meeting of a round waits the collective timeout (5 s
     here) for every rank; a node whose worker is a new process still
-    importing torch (held 6 s) misses it, as the round's master (rank 0:
+    importing torch (held 12 s) misses it, as the round's master (rank 0:
     the others cannot reach its store) or not. Its agent told rdzvd that
     its workers are starting, so the kept worker's report of the absent
     ranks loses nobody and counts no restart (rule 17): the rounds that
     follow re-form with both nodes, the slow worker takes the newest once
     it is up (it is never restarted), and the job closes with restart
-    count 0."""
-    env = {"TRAIN_COLLECTIVE_TIMEOUT": "2"}
+    count 0. The timeout leaves a worker that just came up the time of
+    its first meeting on a loaded machine (a new store connection and
+    group: more than 2 s beside stress-ng, where with 2 s the fresh worker
+    missed every meeting it reached, docs/RELIABILITY.md)."""
+    env = {"TRAIN_COLLECTIVE_TIMEOUT": "5"}
     for t, rank in (("a", 1 - slow_rank), ("b", slow_rank)):
-        job.agent(t, ["--node-rank", str(rank)], stop_timeout="30s",
-                  nnodes="2:2", env=dict(env, TEST_START_DELAY="6")
+        job.agent(t, ["--node-rank", str(rank)], stop_timeout="40s",
+                  nnodes="2:2", env=dict(env, TEST_START_DELAY="12")
                   if t == "b" else env)
     ends = job.wait_files("final", lambda f: len(f) == 2, 120,
                           "two workers finished")
