@@ -1,7 +1,7 @@
 """What the programs say about a one-node, one-worker job, swept for
 counted nouns in the plural after a count of one ("1 nodes", "all 1
 workers", "1 jobs"): every program takes the ending from one helper,
-plural() of lib/text.c. The same run checks two of rdzvd's own lines: at
+plural() of lib/base/text.c. The same run checks two of rdzvd's own lines: at
 start it names the quarantined hosts it loaded, and its stop line on SQLite
 counts the bytes its commits wrote (no longer 0).
 
