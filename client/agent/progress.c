@@ -195,8 +195,9 @@ address(struct progress_watch *p, const char *dir, struct sockaddr_un *sun)
 /* The socket in (or for) the log directory |dir|; |ev| hears what the
  * workers' progress means. */
 int
-progress_init(struct progress_watch *p, struct event_base *base, const char *dir,
-    const struct progress_events *ev, char *err, size_t errlen)
+progress_init(struct progress_watch *p, struct event_base *base,
+    const char *dir, const struct progress_events *ev, char *err,
+    size_t errlen)
 {
 	struct sockaddr_un sun;
 	socklen_t len;

@@ -220,8 +220,9 @@ port_taken(struct core_node *n, const struct core_report *r)
  * allowance by saying it again. The generation its workers came up in is
  * kept: that round formed while they were starting, and its meeting may
  * have given up on them just before they arrived (the report of it can
- * come after "started"); the next round is their first meeting. In memory only, nothing to save: after a daemon
- * restart the node counts as not starting.
+ * come after "started"); the next round is their first meeting. In
+ * memory only, nothing to save: after a daemon restart the node counts as
+ * not starting.
  */
 void
 core_node_starting(struct core_node *n, bool starting)

@@ -34,8 +34,8 @@
  * just before they arrived, and its report can come after their
  * "started") or in the round before it (this is the first round formed
  * after they came up: their first meeting from a cold start, a new store
- * connection and group on a busy host), it is excused: kept, not counted, and on neither side of
- * the vote. When every absent member is excused the job re-rounds
+ * connection and group on a busy host), it is excused: kept, not
+ * counted, and on neither side of the vote. When every absent member is excused the job re-rounds
  * without a restart (the excused nodes' workers take the new round once
  * they are up). Were they lost instead, their agents would join again,
  * start new processes again, be taken in and lost again, a restart counted

@@ -648,8 +648,7 @@ round_running_settle(struct core_job *j, bool failure, bool change,
 		if (j->failure_gen_carry)
 			j->failure_gen = j->generation;
 		j->failure_gen_carry = false;
-	}
-	else if (w > 0) {
+	} else if (w > 0) {
 		if (p + w >= j->settings.max_nodes || lc_due) {
 			textf(why, sizeof(why), "%u waiting node%s taken in",
 			    w, plural(w));
