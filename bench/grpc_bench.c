@@ -1,6 +1,6 @@
 /*
  * grpc-bench: a load generator for the transport. It opens --conns client
- * connections (lib/grpc/grpc.h), keeps --inflight unary calls of
+ * connections (grpc.h), keeps --inflight unary calls of
  * /grpc.health.v1.Health/Check running on each, and prints calls per
  * second, mean, p50 and p99 latency and, with --server-pid, the server's
  * CPU time per call from /proc/PID/stat. Health/Check does almost nothing in

@@ -73,7 +73,7 @@ main(int argc, char **argv)
 	const struct cmd_entry *cmd;
 
 	log_init("rdzv-agent", LOG_LEVEL_INFO);
-	/* lib/grpc/grpc.h: writes to a closed peer must not kill us. */
+	/* grpc.h: writes to a closed peer must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 
 	if (argc < 2) {

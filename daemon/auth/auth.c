@@ -6,7 +6,7 @@
  * one says who its caller is.
  *
  * munge_decode is a blocking round trip to munged, so it never runs on the
- * event loop: the server's authentication hook (lib/grpc/grpc.h) queues the call
+ * event loop: the server's authentication hook (grpc.h) queues the call
  * for a small pool of threads (AUTH_THREADS), and each result comes back
  * through an eventfd; then the call's handler runs, or the call ends with
  * the reason. The queue has a line per connection, served in turn, and

@@ -17,7 +17,7 @@
  *   sending a header line every few seconds holds open for ever.
  * - Accept errors (out of descriptors) pause accepting instead of spinning,
  *   and are logged once per episode, as the gRPC listeners do.
- * - The request head is checked byte by byte (lib/httphead.c) before
+ * - The request head is checked byte by byte (lib/base/httphead.c) before
  *   evhttp parses it: a bare LF or CR, a folded header line, a NUL, or two
  *   Content-Length headers that differ are refused with 400. evhttp would
  *   take each.

@@ -1,7 +1,7 @@
 /*
  * The status page's live data: /events is a server-sent event stream of
  * jobs, a sink of the one list of followers (follow.c) that Control.Watch
- * also is: each job is the protobuf Job of Watch as JSON (lib/pbjson.c,
+ * also is: each job is the protobuf Job of Watch as JSON (lib/base/pbjson.c,
  * the names rdzvctl -o json uses), the current ones first, then each change
  * after the commit of the turn that made it. /events follows every job as
  * a summary; /events?job=ID one job with its nodes and latest events. The

@@ -298,7 +298,7 @@ call_start(struct grpc_client *cli, const char *path,
 	/* Sending here could fail, close the connection and end this call
 	 * before the caller has it: when this is the outermost frame, the
 	 * request goes out now only where that cannot happen, and the loop
-	 * sends the rest (lib/grpc/grpc.h). */
+	 * sends the rest (grpc.h). */
 	if (cli->busy == 1 && (cc->conn != cli->conn ||
 	    gcli_conn_send_early(cc->conn) != 0))
 		cli->flush_later = 1;

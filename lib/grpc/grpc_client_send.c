@@ -12,7 +12,7 @@
 
 /* Has nghttp2 take the call's body up again, and the loop send it: sending
  * here could fail, close the connection and run done inside the caller's
- * send (lib/grpc/grpc.h promises it does not). */
+ * send (grpc.h promises it does not). */
 void
 gcli_call_resume(struct grpc_ccall *cc)
 {

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for endpoints as users write them (lib/endpoint.c):
+ * Fuzz target for endpoints as users write them (lib/base/endpoint.c):
  * "HOST:PORT", "[V6]:PORT", "HOST" and "unix:PATH", from --listen, the
  * config file, --server and RDZV_SERVER.
  *

@@ -2,7 +2,7 @@
  * Fuzz target for the gRPC client transport (lib/grpc_client*.c on
  * nghttp2) as a server drives it: the bytes of a "server" in, the
  * client's calls and callbacks behind them, the way rdzv-agent and rdzvctl
- * use it (lib/grpc/grpc.h): a client on a private event loop, unary calls with
+ * use it (grpc.h): a client on a private event loop, unary calls with
  * a deadline and server-streaming calls without, replies decoded with the
  * real reply types and checked for UTF-8, callbacks that cancel calls,
  * start new ones or free the client.

@@ -1,6 +1,6 @@
 /*
  * Fuzz target for the check of HTTP request heads that rdzvd's HTTP
- * listener makes before evhttp parses them (lib/httphead.c).
+ * listener makes before evhttp parses them (lib/base/httphead.c).
  *
  * Input layout: bytes 0-3 seed the cuts (as a peer's reads would fall);
  * the rest is what a client sent.

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for sizes and durations as users write them (lib/parse.c):
+ * Fuzz target for sizes and durations as users write them (lib/base/parse.c):
  * --max-message 4M, retention = 7d, --timeout 500ms, RDZV_* variables.
  *
  * Input layout: byte 0 picks the unit of a bare number for

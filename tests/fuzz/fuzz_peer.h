@@ -14,7 +14,7 @@
 struct event_base;
 
 /*
- * A target's setup, once per process: SIGPIPE ignored (lib/grpc/grpc.h), a new
+ * A target's setup, once per process: SIGPIPE ignored (grpc.h), a new
  * private directory made into |dir| (|len| bytes, short enough for a socket
  * path under it; aborts when it cannot: a broken setup, not a finding),
  * and with |log_name|, logging under that name at errors only, since an

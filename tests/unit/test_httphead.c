@@ -1,5 +1,5 @@
 /*
- * lib/httphead.c: request heads as rdzvd's HTTP listener lets them through
+ * lib/base/httphead.c: request heads as rdzvd's HTTP listener lets them through
  * to evhttp, whole and split between reads at every byte.
  */
 #include <string.h>
