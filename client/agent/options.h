@@ -19,7 +19,7 @@
 struct gpucheck_node;
 
 /* Exit statuses (SPEC §6); 128+N for signal N. */
-/* One table for the three programs (lib/base/include/exitcodes.h). */
+/* One table for the three programs (exitcodes.h). */
 #define AGENT_EXIT_OK		RDZV_EXIT_OK
 #define AGENT_EXIT_FAILED	RDZV_EXIT_FAILED	/* the job failed */
 #define AGENT_EXIT_USAGE	RDZV_EXIT_USAGE

@@ -1,7 +1,7 @@
 /*
  * The client's side of MUNGE authentication (docs/SECURITY.md): a fresh
  * credential from the node's munged for every call. Its payload is the
- * method's path and a digest of the request (lib/base/include/credbind.h), so that
+ * method's path and a digest of the request (credbind.h), so that
  * rdzvd can refuse a credential made for another call or request. munge_encode is a round trip to the local munged; rdzv-agent and
  * rdzvctl make few calls, so they make it in line.
  */

@@ -24,7 +24,7 @@
 #include "rdzv/v1/control.pb-c.h"
 #include "rdzv/v1/types.pb-c.h"
 
-/* Exit statuses: one table for the three programs (lib/base/include/exitcodes.h). */
+/* Exit statuses: one table for the three programs (exitcodes.h). */
 enum {
 	CTL_EXIT_OK = RDZV_EXIT_OK,
 	CTL_EXIT_ERROR = RDZV_EXIT_FAILED,

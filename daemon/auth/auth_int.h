@@ -44,7 +44,7 @@ struct slurm_owner {
 int	auth_munge_built(void);
 /*
  * Decodes |cred| with the munged of |socket| (NULL: the default) for a
- * call of |path|, whose payload must be |want| (lib/base/include/credbind.h: the path
+ * call of |path|, whose payload must be |want| (credbind.h: the path
  * and a digest of the request) and which rdzvd must not have accepted
  * before (auth_replay.c); the identity is the uid's name, an admin flag
  * for a member of |admin_group| (may be NULL). Blocking: runs on a worker

@@ -242,7 +242,7 @@ check_replay(struct auth_result *r, munge_ctx_t ctx, const char *cred)
 
 /*
  * The client names the call and digests its request in the payload
- * (lib/base/include/credbind.h): a credential taken from one call is no good for
+ * (credbind.h): a credential taken from one call is no good for
  * another, nor for the same method with another request. 0 when the
  * payload is |want|.
  */

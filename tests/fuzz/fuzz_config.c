@@ -1,5 +1,5 @@
 /*
- * Fuzz target for rdzvd's config file (daemon/config.c): `key = value`
+ * Fuzz target for rdzvd's config file (daemon/frame/config.c): `key = value`
  * lines read with inih, each value parsed by its setting's kind
  * (endpoints, sizes, counts, durations, booleans, log levels).
  *

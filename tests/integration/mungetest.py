@@ -102,7 +102,7 @@ def as_user(user, argv):
 
 
 def payload(path, body=b""):
-    """What rdzv's clients put in a credential's payload (lib/base/include/credbind.h):
+    """What rdzv's clients put in a credential's payload (credbind.h):
     the method's path and a SHA-256 digest of the request's bytes."""
     return "%s sha256=%s" % (path, hashlib.sha256(body).hexdigest())
 

@@ -33,8 +33,8 @@ PAGES = {"rdzvd": "rdzvd.8", "rdzv-agent": "rdzv-agent.1",
          "rdzvctl": "rdzvctl.1"}
 
 # Options the programs take whose --help does not name them: rdzvd's usage
-# (daemon/config.c) leaves out -c and its --help and --version, rdzv-agent's
-# (client/agent/main.c) its -h and --version. Their pages define them, and
+# (daemon/frame/config.c) leaves out -c and its --help and --version,
+# rdzv-agent's (client/agent/main.c) its -h and --version. Their pages define them, and
 # the probe below shows the programs take them.
 UNLISTED = {
     "rdzvd": {"-c", "-h", "--help", "-V", "--version"},

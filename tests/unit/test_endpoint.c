@@ -1,7 +1,8 @@
 /*
- * Unit tests for lib/base/endpoint.c: the address forms users write (SPEC §13),
- * the messages they see for mistakes, loopback detection (which decides
- * whether cleartext is allowed) and formatting back to text.
+ * Unit tests for lib/base/endpoint.c: the address forms users write
+ * (SPEC §13), the messages they see for mistakes, loopback detection
+ * (which decides whether cleartext is allowed) and formatting back to
+ * text.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
  * lib/base/text.c: UTF-8 validity by RFC 3629's table, cutting at character
  * boundaries, and the escapes that keep client text off the terminal; and
- * lib/base/pb_strings.c, which finds every string of a message; and lib/base/pbjson.c,
- * messages as JSON and JSON that shows no control raw.
+ * lib/base/pb_strings.c, which finds every string of a message; and
+ * lib/base/pbjson.c, messages as JSON and JSON that shows no control raw.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * Unit tests for lib/base/tls.c: the messages a user sees for missing, broken and
- * mismatched files, and a real in-memory handshake between a server and a
+ * Unit tests for lib/base/tls.c: the messages a user sees for missing,
+ * broken and mismatched files, and a real in-memory handshake between a server and a
  * client context (ALPN h2, client certificate subject). Certificates are made
  * with the openssl CLI in a temporary directory.
  */

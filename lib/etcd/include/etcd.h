@@ -91,7 +91,7 @@
 #define ETCD_MAX_REQUEST_BYTES	(1536 * 1024)
 
 struct etcd_opts {
-	/* "HOST:PORT[,HOST:PORT...]" (lib/base/include/endpoint.h forms, "[v6]:PORT"
+	/* "HOST:PORT[,HOST:PORT...]" (endpoint.h forms, "[v6]:PORT"
 	 * too; a missing port is 2379). Required. */
 	const char *endpoints;
 	/* TLS to etcd when any of these is set: the CA that signed the

@@ -22,7 +22,7 @@ AGENT = rt.build_path("client", "agent", "rdzv-agent")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 R = rdzvnode.R
 T = rdzvnode.pb.types
-EXIT_PROTOCOL = 6   # lib/base/include/exitcodes.h
+EXIT_PROTOCOL = 6   # exitcodes.h
 
 
 def assignment(**kw):
