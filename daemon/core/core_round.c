@@ -417,7 +417,7 @@ round_open_settle(struct core_job *j, bool lc_due, bool join_due,
 		core_job_dirty(j);
 		return;
 	}
-	if (core_timer_armed(&j->last_call)) {
+	if (core_timer_armed(&j->last_call) || lc_due) {
 		core_timer_clear(c, &j->last_call);
 		core_job_dirty(j);
 	}
@@ -658,7 +658,10 @@ round_running_settle(struct core_job *j, bool failure, bool change,
 			    j->settings.last_call_timeout_ms);
 			core_job_dirty(j);
 		}
-	} else if (core_timer_armed(&j->last_call)) {
+	} else if (core_timer_armed(&j->last_call) || lc_due) {
+		/* Nobody waits any more. A last call that fired just now is
+		 * cleared as well: the saved time left must not bring it back
+		 * after a restart. */
 		core_timer_clear(c, &j->last_call);
 		core_job_dirty(j);
 	}
