@@ -389,16 +389,18 @@ report_failed(struct core_node *n, struct core_now now,
 	    r->message != NULL && *r->message != '\0' ? ": " : "",
 	    r->message != NULL ? r->message : "");
 	core_event_add(j, hang ? "hang" : "failure", "%s", what);
-	if (core_culprits(n, r) == 0) {
-		if (!j->pend_failure)
-			textcpy(j->pend_reason, sizeof(j->pend_reason), what);
-		j->pend_failure = true;
-	}
-	n->reported_gen = j->failed_gen = r->generation;
 	n->reported_killed = false;
 	for (uint32_t i = 0; i < r->n_exits; i++)
 		if (r->exits[i].signal == SIGKILL)
 			n->reported_killed = true;
+	if (core_culprits(n, r) == 0) {
+		if (!j->pend_failure)
+			textcpy(j->pend_reason, sizeof(j->pend_reason), what);
+		j->pend_plain = (!j->pend_failure || j->pend_plain) && !hang &&
+		    !n->reported_killed;
+		j->pend_failure = true;
+	}
+	n->reported_gen = j->failed_gen = r->generation;
 	j->failed_mono_ms = now.mono_ms;
 	lose_closed_members(n, r->generation);
 }

@@ -135,4 +135,20 @@ void		 core_node_starting(struct core_node *, bool starting);
 uint32_t	 core_culprits(struct core_node *by,
 		    const struct core_report *);
 
+/*
+ * Rule 18 (core_repeat.c): a failure of the round a counted failure formed,
+ * with the same nodes and before any step, is that failure again, at most
+ * CORE_REPEAT_MAX times in a row within CORE_REPEAT_WINDOW_MS of it. A
+ * partition of a few collective timeouts makes two or three such rounds;
+ * a script that fails at once every time still spends a restart per four
+ * tries at most.
+ */
+#define CORE_REPEAT_MAX		3
+#define CORE_REPEAT_WINDOW_MS	30000
+void		 core_repeat_round_formed(struct core_job *);
+void		 core_repeat_round_cleared(struct core_job *);
+void		 core_repeat_counted(struct core_job *);
+bool		 core_repeat_of_failure(struct core_job *, bool plain,
+		    char reason[CORE_REASON_MAX]);
+
 #endif

@@ -89,6 +89,7 @@ core_round_clear(struct core_job *j)
 	struct core_node	*n;
 	uint32_t		 i;
 
+	core_repeat_round_cleared(j);
 	for (i = 0; i < j->round_n; i++) {
 		n = j->round[i];
 		n->prev_rank = n->group_rank;
@@ -291,6 +292,7 @@ round_complete(struct core_job *j, uint32_t k)
 	}
 	j->round_n = k;
 	j->world_size = base;
+	core_repeat_round_formed(j);
 	textcpy(j->master_addr, sizeof(j->master_addr),
 	    j->round[0]->advertise_addr);
 	j->master_port = j->round[0]->master_port;
@@ -620,7 +622,7 @@ fail_all_gone(struct core_job *j)
  */
 static void
 round_running_settle(struct core_job *j, bool failure, bool change,
-    bool loss, bool lc_due, char *reason, const char *gone)
+    bool loss, bool plain, bool lc_due, char *reason, const char *gone)
 {
 	struct core	*c = j->core;
 	char		 why[CORE_REASON_MAX + 64];
@@ -629,7 +631,13 @@ round_running_settle(struct core_job *j, bool failure, bool change,
 
 	if (hold_failure(j, &failure, loss, change, reason))
 		return;
-	if (failure) {
+	if (failure && !loss && core_repeat_of_failure(j, plain, reason)) {
+		reround(j, reason, gone, false);
+		j->failure_round_ms = c->now.mono_ms;
+		j->failure_gen = j->generation;
+		j->failure_gen_carry = false;
+	} else if (failure) {
+		core_repeat_counted(j);
 		j->restart_count++;
 		core_job_dirty(j);
 		if (j->restart_count > j->settings.max_restarts) {
@@ -679,7 +687,7 @@ core_settle(struct core_job *j)
 	char		 gone_buf[CORE_REASON_MAX];
 	const char	*gone = NULL;
 	bool		 failure = j->pend_failure, change = j->pend_change;
-	bool		 loss = j->pend_loss;
+	bool		 loss = j->pend_loss, plain = j->pend_plain;
 	bool		 lc_due, join_due;
 
 	memcpy(reason, j->pend_reason, sizeof(reason));
@@ -688,6 +696,7 @@ core_settle(struct core_job *j)
 		gone = gone_buf;
 	}
 	j->pend_failure = j->pend_change = j->pend_loss = false;
+	j->pend_plain = false;
 	j->pend_reason[0] = j->pend_gone[0] = '\0';
 	lc_due = j->fired_last_call || (core_timer_armed(&j->last_call) &&
 	    j->last_call.at <= c->now.mono_ms);
@@ -716,8 +725,8 @@ core_settle(struct core_job *j)
 		round_open_settle(j, lc_due, join_due, gone, loss);
 		break;
 	case CORE_JOB_RUNNING:
-		round_running_settle(j, failure, change, loss, lc_due, reason,
-		    gone);
+		round_running_settle(j, failure, change, loss, plain, lc_due,
+		    reason, gone);
 		break;
 	case CORE_JOB_CLOSING:
 		/* Rule 7. */

@@ -5,7 +5,16 @@
  */
 #include "core_harness.h"
 
-/* Rule 6: a worker failure re-rounds the same members; fenced. */
+/* A worker of |n| says step |s| of generation |gen| (rdzv.progress). */
+static void
+stepped(struct core_node *n, uint64_t gen, uint64_t s)
+{
+	CHECK_RC(core_progress(C, NOW, "alice", n->session_id, gen, s, err,
+	    sizeof(err)), 0);
+}
+
+/* Rule 6: a worker failure re-rounds the same members; fenced. Each round
+ * steps before it fails, so that each failure counts (rule 18). */
 static void
 test_rule6_worker_failure(void)
 {
@@ -32,8 +41,10 @@ test_rule6_worker_failure(void)
 	CHECK_HAS(err, "generation 7 has not been formed; the current "
 	    "generation is 2");
 	CHECK(j->restart_count == 1 && j->generation == 2);
+	stepped(a, 2, 1);
 	CHECK_RC(report(b, 2, CORE_OUTCOME_FAILED), 0);
 	CHECK(j->restart_count == 2 && j->generation == 3);
+	stepped(b, 3, 1);
 	CHECK_RC(report(b, 3, CORE_OUTCOME_FAILED), 0);
 	CHECK(j->state == CORE_JOB_FAILED && j->restart_count == 3);
 	CHECK_HAS(j->reason, "node b (node 2) reported a worker failure in "
