@@ -513,6 +513,45 @@ def test_cut_from_rdzvd(cluster):
           % (formed, fenced, LEASE_S, back))
 
 
+def test_partition_between_peers(cluster):
+    """n0 and n1 are cut from each other but not from rdzvd (issue 41's
+    partition finding, SPEC §4 rule 18): their collective fails (2 s), the
+    round re-formed with the same two nodes fails again at its first
+    collective while the cut lasts, and again. One fault: the job's
+    restart count goes up once, the repeats are events `repeat`, and once
+    the cut heals the job steps again and finishes with restart 1."""
+    c = cluster(["n0", "n1"])
+    env = {"TRAIN_PG_TIMEOUT": "2", "TRAIN_ON_PEER_LOSS": "exit"}
+    for i, t in enumerate(["n0", "n1"]):
+        c.agent(t, "2", max_restarts=3, args=["--node-rank", i], env=env)
+    (g1, _), _ = c.wait(lambda: c.first_world(2), 60, "2 workers started")
+    c.wait(lambda: c.stepping(g1, 2), 30, "training")
+    t0 = time.monotonic()
+    c.net.cut("n0", ["n1"])
+
+    def failed_again():
+        j = c.job()
+        return [e for e in j.events if e.kind == "failure" and
+                e.generation > g1] or None
+    # The first round after the failure fails too: its workers start,
+    # import torch and cannot meet (2 s).
+    again, _ = c.wait(failed_again, STARTUP_S + 30, "a round that failed "
+                      "again")
+    cut = time.monotonic() - t0
+    c.net.heal("n0")
+    (g, _), back = c.wait(lambda: c.first_world(2, after=again[-1].generation),
+                          STARTUP_S + 30, "both stepping after the heal")
+    c.wait(lambda: c.stepping(g, 2), 30, "training after the heal")
+    j = c.job()
+    assert j.restart_count == 1, c.events()
+    rep = [e for e in j.events if e.kind == "repeat"]
+    assert rep and all("not counted" in e.message for e in rep), c.events()
+    c.finish(g, 2, 1)
+    print("partition: %d round(s) failed again in the %.1f s cut, not "
+          "counted; stepping %.1f s after the heal, restart 1"
+          % (len(rep), cut, back))
+
+
 def test_latency_and_loss(cluster):
     """Every node's link through the relay, 50 ms and 2.5 % loss each way
     (100 ms and about 5 % between two nodes): the job forms, trains and
