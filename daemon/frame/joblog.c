@@ -29,7 +29,8 @@ grouped(const char *kind)
 	return strcmp(kind, "lost") == 0 || strcmp(kind, "left") == 0 ||
 	    strcmp(kind, "evicted") == 0 || strcmp(kind, "failure") == 0 ||
 	    strcmp(kind, "hang") == 0 || strcmp(kind, "nproc") == 0 ||
-	    strcmp(kind, "refused") == 0 || strcmp(kind, "starting") == 0;
+	    strcmp(kind, "refused") == 0 || strcmp(kind, "starting") == 0 ||
+	    strcmp(kind, "repeat") == 0;
 }
 
 /* What a counted failure leads to in its turn. */

@@ -515,9 +515,9 @@ def test_cut_from_rdzvd(cluster):
 
 def test_partition_between_peers(cluster):
     """n0 and n1 are cut from each other but not from rdzvd (issue 41's
-    partition finding, SPEC §4 rule 18): their collective fails (2 s), the
-    round re-formed with the same two nodes fails again at its first
-    collective while the cut lasts, and again. One fault: the job's
+    partition finding, docs/RENDEZVOUS.md rule 18): their collective fails
+    (2 s), the round re-formed with the same two nodes fails again at its
+    first collective while the cut lasts, and again. One fault: the job's
     restart count goes up once, the repeats are events `repeat`, and once
     the cut heals the job steps again and finishes with restart 1."""
     c = cluster(["n0", "n1"])

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the rendezvous core, part eight: a failure that repeats
- * before the job stepped (SPEC §4 rule 18, docs/RENDEZVOUS.md). Two nodes
+ * before the job stepped (docs/RENDEZVOUS.md rule 18). Two nodes
  * cut from each other but not from rdzvd fail, re-round with the same
  * nodes and fail again at the new round's first collective while the cut
  * lasts: one fault, one restart (issue 41's partition finding). Bounded:
