@@ -355,8 +355,9 @@ def test_node_lost_fails_job(job, peer_loss):
 
 def test_worker_failure(job):
     """A worker exits 1 (--max-restarts 1): every node restarts with
-    TORCHELASTIC_RESTART_COUNT=1; it fails again: the job fails and every
-    agent exits 1 printing the reason, the error file's message included.
+    TORCHELASTIC_RESTART_COUNT=1; it fails again, before any step, four
+    times (rule 18): the job fails and every agent exits 1 printing the
+    reason, the error file's message included.
     Rank 0 waits for its agent when its peer goes (TRAIN_ON_PEER_LOSS=wait):
     otherwise its own gloo error ("Connection closed by peer") races rank
     1's report, and whichever rdzvd hears first names the failure."""
@@ -378,7 +379,10 @@ def test_worker_failure(job):
     assert "exceeds max_restarts 1" in j.reason, j.reason
     for p in job.agents.values():
         assert "exceeds max_restarts 1" in p.output(), p.output()
-    assert job.generations() == [g1, g2]
+    # It fails before any step each time: the three rounds after the
+    # counted failure are that failure again (rule 18), the fourth counts.
+    assert job.generations() == [g1, g2, g2 + 1, g2 + 2, g2 + 3]
+    assert [e.kind for e in j.events].count("repeat") == 3, j.events
     # The failing worker's error file is where TORCHELASTIC_ERROR_FILE said.
     err = s2[1]["env"]["TORCHELASTIC_ERROR_FILE"]
     with open(err) as f:
