@@ -228,3 +228,15 @@ run_tests(const struct test *t, size_t n, int argc, char **argv)
 	printf("%d failed\n", nfailed);
 	return nfailed == 0 ? 0 : 1;
 }
+
+bool
+has_event(const struct core_job *j, const char *kind, const char *part)
+{
+	for (uint32_t i = 0; i < j->events_n; i++) {
+		const struct core_event *e =
+		    &j->events[(j->events_start + i) % j->events_cap];
+		if (strcmp(e->kind, kind) == 0 && strstr(e->message, part))
+			return true;
+	}
+	return false;
+}

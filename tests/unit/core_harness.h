@@ -103,6 +103,10 @@ size_t	count_msgs(const struct core_node *n, enum core_msg_kind kind);
 
 bool	last_is(const struct core_node *n, enum core_msg_kind kind);
 
+/* Whether one of the job's kept events of |kind| has |part| in it. */
+bool	has_event(const struct core_job *j, const char *kind,
+	    const char *part);
+
 int	report(struct core_node *n, uint64_t gen, enum core_outcome o);
 
 int	resume(struct core_node *n, uint64_t gen);

@@ -199,18 +199,6 @@ starting(struct core_node *n, uint64_t gen, bool yes)
 	return rc;
 }
 
-static bool
-has_event(const struct core_job *j, const char *kind, const char *part)
-{
-	for (uint32_t i = 0; i < j->events_n; i++) {
-		const struct core_event *e =
-		    &j->events[(j->events_start + i) % j->events_cap];
-		if (strcmp(e->kind, kind) == 0 && strstr(e->message, part))
-			return true;
-	}
-	return false;
-}
-
 /*
  * Issue 41: a node whose workers start as new processes (they import
  * torch first) misses the round's meeting. It is kept and no restart is

@@ -41,18 +41,6 @@ slurm_join(const char *id, const char *host, uint32_t nodes, uint32_t alloc,
 	return join_req(&r, want);
 }
 
-static bool
-has_event(const struct core_job *j, const char *kind, const char *part)
-{
-	for (uint32_t i = 0; i < j->events_n; i++) {
-		const struct core_event *e =
-		    &j->events[(j->events_start + i) % j->events_cap];
-		if (strcmp(e->kind, kind) == 0 && strstr(e->message, part))
-			return true;
-	}
-	return false;
-}
-
 /* The refused node comes between the others: the job fails at once, its
  * waiting nodes are told, naming the host; the last node is refused with
  * that failure instead of reopening the job. */

@@ -42,18 +42,6 @@ fail(struct core_node *n, uint64_t gen, int sig, enum core_cause cause)
 	return rc;
 }
 
-static bool
-has_event(const struct core_job *j, const char *kind, const char *part)
-{
-	for (uint32_t i = 0; i < j->events_n; i++) {
-		const struct core_event *e =
-		    &j->events[(j->events_start + i) % j->events_cap];
-		if (strcmp(e->kind, kind) == 0 && strstr(e->message, part))
-			return true;
-	}
-	return false;
-}
-
 /* The partition: every failure after the first, of the same two nodes
  * and before a step, is that failure again, up to CORE_REPEAT_MAX; the
  * one after counts. */
