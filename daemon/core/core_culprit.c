@@ -211,5 +211,10 @@ core_culprits(struct core_node *by, const struct core_report *r)
 	}
 	if (starting > 0)
 		excuse(by, r, false);
+	/* As the excuse's: the round this loss re-forms stands for the one
+	 * a failure formed, and a member that misses it is that failure
+	 * still (a partition's tail: issue 41, seed 17). */
+	if (counted)
+		j->failure_gen_carry = true;
 	return absent;
 }

@@ -363,6 +363,44 @@ test_excused_round_keeps_its_failure(void)
 }
 
 /*
+ * Issue 41, seed 17 etcd: a partition broke generation 1 (one restart);
+ * the meeting of generation 2, the round that failure formed, missed b
+ * (lost, counted already) and c, whose worker came up in generation 1
+ * and was cut from the master (excused: its first meeting). The round
+ * that re-forms stands for the failure too: c, absent again as the cut
+ * heals and no longer excused, is that failure still, not a second
+ * restart.
+ */
+static void
+test_partial_excuse_keeps_its_failure(void)
+{
+	struct core_node	*n[3];
+	struct core_job		*j;
+	uint32_t		 absent[2];
+
+	setup(NULL);
+	j = nodes("part", -1, 2, 3, n, 3);
+	CHECK_RC(starting(n[2], 1, true), 0);
+	CHECK_RC(starting(n[2], 1, false), 0);
+	CHECK_RC(blame(n[0], 1, CORE_CAUSE_WORKER, NULL, 0), 0);
+	CHECK(j->generation == 2);
+	CHECK_INT(j->restart_count, 1);
+	absent[0] = n[1]->base_rank;
+	absent[1] = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 2, CORE_CAUSE_WORKER, absent, 2), 0);
+	CHECK(n[1]->state == CORE_NODE_LOST);
+	CHECK(n[2]->state == CORE_NODE_PARTICIPANT);
+	CHECK(j->generation == 3 && j->round_n == 2);
+	CHECK_INT(j->restart_count, 1);
+	absent[0] = n[2]->base_rank;
+	CHECK_RC(blame(n[0], 3, CORE_CAUSE_WORKER, absent, 1), 0);
+	CHECK(n[2]->state == CORE_NODE_LOST);
+	CHECK_HAS(n[2]->reason, "not counted again");
+	CHECK_INT(j->restart_count, 1);
+	teardown();
+}
+
+/*
  * A node cannot stretch the allowance by saying "starting" again: the
  * start is the first report's. Only "started" ends it; a later "starting"
  * begins a new one. A node whose connection closed is not excused.
@@ -427,6 +465,8 @@ static const struct test tests[] = {
 	    test_starting_again_does_not_extend },
 	{ "excused_round_keeps_its_failure",
 	    test_excused_round_keeps_its_failure },
+	{ "partial_excuse_keeps_its_failure",
+	    test_partial_excuse_keeps_its_failure },
 };
 
 int
