@@ -2,10 +2,11 @@
 docs/AGENT.md "The master port"): while portcrowd.py holds an outgoing
 connection on every even port of net.ipv4.ip_local_port_range and renews
 thousands more on odd ones every second, a job of two nodes goes through
-30 rounds that fail on purpose, and every one of them starts its store
-on the master port the agents offered: the job closes with exactly 30
-restarts in generation 31 after the first, each round met on its own
-port. Once with new worker processes every round (a store made as
+rounds that fail on purpose until 30 restarts are counted, and every one
+of them starts its store on the master port the agents offered: the job
+closes with exactly 30 restarts (each after up to three rounds that
+failed again at once, not counted: docs/RENDEZVOUS.md rule 18), each
+round met on its own port. Once with new worker processes every round (a store made as
 torch's is, without torch, so that a round takes a fraction of a
 second), once with real torch kept across rounds (--restart in-process).
 
@@ -86,17 +87,24 @@ def thirty_rounds(job, mode):
     rounds = job.rounds()
     first = min(rounds)
     assert j.restart_count == ROUNDS, j
-    assert j.generation == first + ROUNDS, j
-    assert sorted(rounds) == list(range(first, first + ROUNDS + 1)), \
+    assert sorted(rounds) == list(range(first, j.generation + 1)), \
         sorted(rounds)
-    ports = []
+    ports, restarts = [], []
     for g in sorted(rounds):
         r = rounds[g]
         assert sorted(r) == [0, 1], (g, r)
         assert r[0]["port"] == r[1]["port"], (g, r)
-        assert r[0]["restart"] == r[1]["restart"] == g - first, (g, r)
+        assert r[0]["restart"] == r[1]["restart"], (g, r)
         ports.append(r[0]["port"])
+        restarts.append(r[0]["restart"])
     assert all(a != b for a, b in zip(ports, ports[1:])), ports
+    # Each round fails before any step with the nodes of the one before:
+    # up to three such rounds after a counted failure are that failure
+    # again (docs/RENDEZVOUS.md rule 18), the next counts.
+    assert restarts[0] == 0 and restarts[-1] == ROUNDS, restarts
+    assert all(b - a in (0, 1) for a, b in zip(restarts, restarts[1:])), \
+        restarts
+    assert max(restarts.count(r) for r in restarts) <= 4, restarts
     for t in ("a", "b"):
         assert "failed to bind" not in job.agents[t].output()
     return rounds
