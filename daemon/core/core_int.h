@@ -145,7 +145,6 @@ uint32_t	 core_culprits(struct core_node *by,
  */
 #define CORE_REPEAT_MAX		3
 #define CORE_REPEAT_WINDOW_MS	30000
-void		 core_repeat_round_formed(struct core_job *);
 void		 core_repeat_round_cleared(struct core_job *);
 void		 core_repeat_counted(struct core_job *);
 bool		 core_repeat_of_failure(struct core_job *, bool plain,

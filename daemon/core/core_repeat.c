@@ -23,16 +23,18 @@
 #include "core_int.h"
 #include "text.h"
 
-/* The round just formed has exactly the nodes of the round before it. */
-void
-core_repeat_round_formed(struct core_job *j)
+/* The round in effect has exactly the nodes of the round before it. */
+static bool
+same_nodes(const struct core_job *j)
 {
 	uint32_t	i;
 
-	j->round_same = j->cleared_gen != 0 && j->round_n == j->cleared_n;
-	for (i = 0; i < j->round_n && j->round_same; i++)
+	if (j->cleared_gen == 0 || j->round_n != j->cleared_n)
+		return false;
+	for (i = 0; i < j->round_n; i++)
 		if (j->round[i]->member_gen != j->cleared_gen)
-			j->round_same = false;
+			return false;
+	return true;
 }
 
 /* The round in effect is being cleared (its generation is j's). */
@@ -69,7 +71,7 @@ core_repeat_of_failure(struct core_job *j, bool plain,
 	uint64_t	now = j->core->now.mono_ms, g = j->generation;
 	char		t[32];
 
-	if (!plain || j->failure_gen != g || g < 2 || !j->round_same ||
+	if (!plain || j->failure_gen != g || g < 2 || !same_nodes(j) ||
 	    (j->progress_gen == g && j->lead_n > 0) ||
 	    j->repeat_n >= CORE_REPEAT_MAX ||
 	    now > j->counted_ms + CORE_REPEAT_WINDOW_MS)

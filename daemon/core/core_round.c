@@ -292,7 +292,6 @@ round_complete(struct core_job *j, uint32_t k)
 	}
 	j->round_n = k;
 	j->world_size = base;
-	core_repeat_round_formed(j);
 	textcpy(j->master_addr, sizeof(j->master_addr),
 	    j->round[0]->advertise_addr);
 	j->master_port = j->round[0]->master_port;

@@ -269,9 +269,7 @@ struct core_node {
 	int32_t			 prev_rank;
 
 	/* Core-private below. */
-	/* The generation of the last round it was a member of (rule 18,
-	 * core_repeat.c); volatile. */
-	uint64_t		 member_gen;
+	uint64_t		 member_gen;	/* its last round's (rule 18) */
 	/* Its workers are starting as new processes ("starting" report,
 	 * until "started"), since starting_ms (core monotonic); they came
 	 * up at started_ms in the job's generation started_gen (0: not
@@ -378,12 +376,9 @@ struct core_job {
 	/* Rule 17's excuse re-rounds a round that failure formed: the next
 	 * round is that failure's too (volatile). */
 	bool			 failure_gen_carry;
-	/* Rule 18 (core_repeat.c), volatile: the round in effect has the
-	 * nodes of the round cleared before it (cleared_gen, cleared_n
-	 * nodes); repeats of the failure counted at counted_ms (monotonic)
-	 * so far; the failure to settle is a report of workers that exited,
-	 * none killed and no hang. */
-	bool			 round_same;
+	/* Rule 18 (core_repeat.c), volatile: the round cleared last, the
+	 * repeats since the failure counted at counted_ms; pend_plain: the
+	 * failure to settle is of workers that exited, none killed. */
 	uint32_t		 cleared_n;
 	uint64_t		 cleared_gen;
 	uint32_t		 repeat_n;
